@@ -1,0 +1,23 @@
+# The two commands of the README's quick start. Each sets up what it needs itself.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# cuda13 brings NVRTC and the CUDA headers as wheels, so kernels compile on a machine without a GPU.
+EXTRAS ?= cuda13,dev
+
+.PHONY: demo test lint venv
+
+$(BIN)/astra: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e ".[$(EXTRAS)]"
+	touch $(BIN)/astra
+
+venv: $(BIN)/astra
+
+demo: venv
+	$(BIN)/astra optimize silu_and_mul
+
+test: venv
+	$(BIN)/ruff check src tests benchmarks graphs
+	$(BIN)/python -m pytest -q -ra
