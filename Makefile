@@ -16,7 +16,8 @@ $(BIN)/astra: pyproject.toml
 venv: $(BIN)/astra
 
 demo: venv
-	$(BIN)/astra optimize silu_and_mul
+	$(BIN)/astra kernels
+	$(BIN)/astra compile silu_and_mul
 
 test: venv
 	$(BIN)/ruff check src tests benchmarks graphs

@@ -1,0 +1,1 @@
+"""One module per ``astra`` subcommand: ``add_parser(subparsers)`` sets ``run(args) -> int``."""

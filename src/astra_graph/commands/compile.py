@@ -1,0 +1,54 @@
+"""``astra compile IMPL``: compile with NVRTC for sm_90 (and the local GPU) and show resources."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict
+from typing import Any
+
+from astra_graph.cli import UsageError
+from astra_graph.contract import resolve
+from astra_graph.dtypes import DTYPES
+from astra_graph.harness.compile import DEFAULT_ARCH, CompileFailed, compile_implementation, gpu_arch
+from astra_graph.harness.nvrtc import NvrtcUnavailable
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("compile", help="compile an implementation and report its resources")
+    p.add_argument("kernel", help="a .cu file, an operation name, or op/impl")
+    p.add_argument("--arch", action="append", help=f"target (default {DEFAULT_ARCH} and local GPU)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec, impl = resolve(args.kernel)
+    arches = args.arch or list(dict.fromkeys([DEFAULT_ARCH, gpu_arch() or DEFAULT_ARCH]))
+    results = []
+    for arch in arches:
+        for dtype_name in spec.contract.dtypes:
+            try:
+                kernel = compile_implementation(impl, DTYPES[dtype_name], arch=arch)
+            except NvrtcUnavailable as exc:
+                raise UsageError(str(exc)) from None
+            except CompileFailed as exc:
+                if args.json:
+                    print(json.dumps({"ok": False, "path": str(impl.path), "log": exc.log}))
+                else:
+                    print(f"{impl.path}: compile failed for {arch} ({dtype_name}):")
+                    print(exc.log.rstrip())
+                return 1
+            results.append({"arch": arch, "dtype": dtype_name, **asdict(kernel)})
+    if args.json:
+        print(json.dumps({"ok": True, "path": str(impl.path), "results": results}, indent=2))
+        return 0
+    print(f"{impl.path}  ({spec.name})")
+    for r in results:
+        res = r["resources"]
+        print(
+            f"  {r['arch']:<6} {r['entry']:<40} registers {res['registers']:>3}  "
+            f"static smem {res['static_smem_bytes']:>6} B  local {res['stack_frame_bytes']:>4} B"
+            f"  spills {res['spill_store_bytes']}/{res['spill_load_bytes']} B"
+        )
+    return 0

@@ -1,0 +1,178 @@
+"""NVRTC through ctypes: compile CUDA C++ to a cubin for an explicit architecture.
+
+Calling NVRTC directly (rather than through CuPy's compile helper) works on a machine with no
+GPU, names the architecture explicitly, and gives ptxas's resource report (registers, shared
+memory, stack and spills) from ``-Xptxas=-v``. The library and the CUDA headers are found with
+``cuda.pathfinder`` (NVIDIA's wheels, ``CUDA_PATH`` or the system toolkit).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass, field
+from functools import cache
+
+PRE_INCLUDES = ("cuda_fp16.h", "cuda_bf16.h")
+"""Headers every implementation gets without writing the include (line numbers stay the file's)."""
+
+
+class NvrtcUnavailable(RuntimeError):
+    """NVRTC or the CUDA headers cannot be found on this machine."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """ptxas's report for one kernel, per thread unless named otherwise."""
+
+    registers: int = 0
+    static_smem_bytes: int = 0
+    stack_frame_bytes: int = 0
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+
+    @property
+    def local_bytes(self) -> int:
+        return self.stack_frame_bytes
+
+
+@dataclass
+class CompileOutput:
+    ok: bool
+    log: str
+    cubin: bytes = b""
+    lowered_names: dict[str, str] = field(default_factory=dict)
+    resources: dict[str, Resources] = field(default_factory=dict)
+    """Keyed by mangled (lowered) kernel name."""
+
+
+@cache
+def _library() -> tuple[ctypes.CDLL, str]:
+    try:
+        import cuda.pathfinder as pathfinder
+    except ImportError as exc:
+        raise NvrtcUnavailable(
+            "cuda-pathfinder is not installed (install astra-graph with the cuda12 or cuda13 extra)"
+        ) from exc
+    try:
+        lib = pathfinder.load_nvidia_dynamic_lib("nvrtc")
+        include = pathfinder.find_nvidia_header_directory("cudart")
+    except Exception as exc:  # pathfinder raises several not-found types
+        raise NvrtcUnavailable(
+            f"NVRTC not found ({exc}); install the cuda13 or cuda12 extra, or set CUDA_PATH"
+        ) from exc
+    if include is None:
+        raise NvrtcUnavailable("CUDA runtime headers (cuda_fp16.h) not found; install the extra")
+    return ctypes.CDLL(lib.abs_path), include
+
+
+def version() -> tuple[int, int]:
+    lib, _ = _library()
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+    return major.value, minor.value
+
+
+def _check(lib: ctypes.CDLL, status: int, what: str) -> None:
+    if status != 0:
+        lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+        raise RuntimeError(f"NVRTC {what} failed: {lib.nvrtcGetErrorString(status).decode()}")
+
+
+def compile_source(
+    source: str,
+    *,
+    filename: str,
+    arch: str,
+    name_expressions: list[str],
+    options: list[str] | None = None,
+) -> CompileOutput:
+    """Compile ``source`` to a cubin for ``arch`` (e.g. ``sm_90``) and report per-kernel resources.
+
+    A compile error is not raised: ``ok`` is False and ``log`` holds NVRTC's messages, whose line
+    numbers are the file's own.
+    """
+    lib, include = _library()
+    prog = ctypes.c_void_p()
+    _check(
+        lib,
+        lib.nvrtcCreateProgram(
+            ctypes.byref(prog), source.encode(), filename.encode(), 0, None, None
+        ),
+        "create",
+    )
+    try:
+        for name in name_expressions:
+            _check(lib, lib.nvrtcAddNameExpression(prog, name.encode()), "add name expression")
+        opts = [
+            f"-arch={arch}",
+            "-std=c++17",
+            f"-I{include}",
+            "-Xptxas=-v",
+            "-lineinfo",
+            *(f"--pre-include={h}" for h in PRE_INCLUDES),
+            *(options or []),
+        ]
+        encoded = [o.encode() for o in opts]
+        status = lib.nvrtcCompileProgram(prog, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded))
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, buf)
+        log = buf.value.decode(errors="replace")
+        if status != 0:
+            return CompileOutput(ok=False, log=log)
+        lowered = {}
+        for name in name_expressions:
+            out = ctypes.c_char_p()
+            _check(lib, lib.nvrtcGetLoweredName(prog, name.encode(), ctypes.byref(out)), "lower")
+            lowered[name] = out.value.decode()  # type: ignore[union-attr]
+        lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
+        cubin = ctypes.create_string_buffer(size.value)
+        _check(lib, lib.nvrtcGetCUBIN(prog, cubin), "get cubin")
+        return CompileOutput(
+            ok=True, log=log, cubin=cubin.raw, lowered_names=lowered, resources=parse_ptxas(log)
+        )
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+_FUNC = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
+_FRAME = re.compile(
+    r"(?P<frame>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads"
+)
+_USED = re.compile(r"Used (?P<regs>\d+) registers")
+_SMEM = re.compile(r"(?P<smem>\d+) bytes smem")
+
+
+def parse_ptxas(log: str) -> dict[str, Resources]:
+    """Per-kernel resources from ptxas's ``-v`` lines in an NVRTC log."""
+    found: dict[str, dict[str, int]] = {}
+    current: str | None = None
+    for line in log.splitlines():
+        if m := _FUNC.search(line):
+            current = m["name"]
+            found[current] = {}
+        elif current is None:
+            continue
+        elif m := _FRAME.search(line):
+            found[current].update(
+                stack_frame_bytes=int(m["frame"]),
+                spill_store_bytes=int(m["st"]),
+                spill_load_bytes=int(m["ld"]),
+            )
+        elif m := _USED.search(line):
+            found[current]["registers"] = int(m["regs"])
+            if s := _SMEM.search(line):
+                found[current]["static_smem_bytes"] = int(s["smem"])
+    return {name: Resources(**values) for name, values in found.items()}
+
+
+_ERROR_LINE = re.compile(r"^(?P<file>[^()\s]+)\((?P<line>\d+)\): (?P<kind>error|warning)")
+
+
+def first_errors(log: str, limit: int = 5) -> list[str]:
+    """The first error lines of a log (``file(line): error: ...``), for one-line summaries."""
+    return [ln.strip() for ln in log.splitlines() if _ERROR_LINE.match(ln.strip())][:limit] or [
+        ln.strip() for ln in log.splitlines() if "error" in ln
+    ][:limit]
