@@ -1,0 +1,134 @@
+"""Data models shared by the harness, the agents, the CLI and the reports.
+
+Only Pydantic here: the harness imports this module and never LangGraph. The graph's state
+(``astra_graph.state``) is built from these models.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+RejectReason = Literal[
+    "compile_error",
+    "interface_mismatch",
+    "launch_error",
+    "unwritten_output",
+    "mismatch",
+    "input_mutated",
+    "nondeterministic",
+    "impossible_time",
+    "timeout",
+    "crashed",
+]
+TimingMode = Literal["device", "per-call"]
+SpeedCall = Literal["faster", "slower", "tie"]
+
+
+class Evidence(BaseModel):
+    """Where a rejection was seen: the case and its worst element."""
+
+    op: str
+    dims: dict[str, int] = {}
+    dtype: str | None = None
+    suite: str | None = None
+    arg: str | None = None
+    index: list[int] | None = None
+    got: float | None = None
+    expected: float | None = None
+    error: float | None = None
+    """Absolute error of the worst element."""
+    allowed: float | None = None
+    """What the tolerance allowed at that element."""
+    detail: str = ""
+
+
+class Verdict(BaseModel):
+    """``accepted``, or one rejection reason with its evidence."""
+
+    accepted: bool
+    reason: RejectReason | None = None
+    message: str = ""
+    """One line, for people and prompts."""
+    evidence: Evidence | None = None
+    cases_checked: int = 0
+    """(shape, dtype, scenario) cases that passed before the verdict."""
+    suites: list[str] = []
+    worst_error_ratio: float | None = None
+    """Worst element's error over its tolerance, across accepted cases (1.0 = at the limit)."""
+    log: str = ""
+    """Compiler log (compile_error) or worker output (crashed), else empty."""
+
+    @classmethod
+    def reject(
+        cls, reason: RejectReason, message: str, evidence: Evidence | None = None, log: str = ""
+    ) -> Verdict:
+        return cls(accepted=False, reason=reason, message=message, evidence=evidence, log=log)
+
+
+class ResourceReport(BaseModel):
+    registers: int
+    static_smem_bytes: int
+    dynamic_smem_bytes: int = 0
+    local_bytes: int = 0
+    spill_bytes: int = 0
+    threads_per_block: int = 0
+    occupancy: float | None = None
+    """Estimated fraction of the SM's warp slots filled (0-1), from registers, smem and block."""
+    occupancy_limit: str = ""
+    """What limits the occupancy: registers, shared memory, threads or blocks."""
+
+
+class Measurement(BaseModel):
+    """Kernel time over repeated samples, in microseconds."""
+
+    median_us: float
+    spread_us: float
+    """Interquartile range of the samples."""
+    rel_std_err: float
+    """Relative standard error of the median."""
+    samples: int
+    method: str
+    """How it was measured, e.g. ``events+l2flush``, ``graph x64 rotating``, ``per-call``."""
+
+
+class ShapeTiming(BaseModel):
+    label: str
+    dims: dict[str, int]
+    dtype: str
+    bytes_moved: int
+    candidate: Measurement
+    baseline: Measurement | None = None
+    speedup: float | None = None
+    """baseline time / candidate time."""
+    speedup_err: float | None = None
+    """One standard error of the speedup, from the two medians' errors."""
+    call: SpeedCall | None = None
+    """``tie`` when the difference is inside the noise."""
+    achieved_gbps: float
+    roofline_pct: float
+    """Achieved bandwidth over the device's measured copy bandwidth, in percent."""
+
+
+class BenchReport(BaseModel):
+    op: str
+    mode: TimingMode
+    device: str
+    candidate: str
+    baseline: str | None = None
+    copy_bandwidth_gbps: float
+    shapes: list[ShapeTiming]
+    geomean_speedup: float | None = None
+    geomean_speedup_err: float | None = None
+    resources: dict[str, ResourceReport] = {}
+    """Keyed by ``candidate`` / ``baseline``, for the first dtype's instantiation."""
+
+
+class Evaluation(BaseModel):
+    """One candidate, verified and (if accepted) timed against the baseline."""
+
+    candidate: str
+    verdict: Verdict
+    bench: BenchReport | None = None
+    seconds: float = Field(0.0, description="wall time of the whole evaluation")
