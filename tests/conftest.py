@@ -32,6 +32,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _isolated_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Compile cache per test session, so tests never read a developer's cache."""
     monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "astra-cache"))

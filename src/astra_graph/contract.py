@@ -20,8 +20,15 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
-from pydantic import model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from astra_graph import expr
 from astra_graph.dtypes import DTYPES, TYPE_PARAMETER, DType
@@ -118,7 +125,7 @@ class TensorArg(_Strict):
 
 
 class ScalarArg(_Strict):
-    """A by-value kernel parameter: derived from the dims (``value``) or a parameter (``default``)."""
+    """A by-value kernel parameter: from the dims (``value``) or a parameter (``default``)."""
 
     name: str = Field(pattern=r"^[A-Za-z_]\w*$")
     dtype: Literal["int32", "int64", "float32", "float64"]
@@ -451,7 +458,8 @@ def parse_header_lines(source: str, where: str) -> dict[str, Any]:
         key, rest = match["key"], match["rest"].strip()
         if key not in HEADER_KEYS:
             raise ContractError(
-                f"{where}:{lineno}: header: unknown key {key!r}, expected one of {list(HEADER_KEYS)}"
+                f"{where}:{lineno}: header: unknown key {key!r}, "
+                f"expected one of {list(HEADER_KEYS)}"
             )
         if key == "tunable":
             tunable = _TUNABLE.match(rest)
@@ -510,7 +518,9 @@ def load_contract(folder: Path) -> OperationSpec:
     return OperationSpec(contract=contract, folder=folder)
 
 
-def load_implementation(path: Path, contract: Contract, source: str | None = None) -> Implementation:
+def load_implementation(
+    path: Path, contract: Contract, source: str | None = None
+) -> Implementation:
     """Parse and validate an implementation's header against its contract."""
     where = str(path)
     if source is None:
@@ -527,9 +537,9 @@ def load_implementation(path: Path, contract: Contract, source: str | None = Non
     assert match is not None
     for token in (match["targs"] or "").split(","):
         token = token.strip()
-        if token and token != TYPE_PARAMETER and token not in header.tunables:
-            if not re.fullmatch(r"-?\d+|true|false|[A-Za-z_:][\w:]*", token):
-                raise ContractError(f"{where}: header.entry: bad template argument {token!r}")
+        literal = re.fullmatch(r"-?\d+|true|false|[A-Za-z_:][\w:]*", token)
+        if token and token != TYPE_PARAMETER and token not in header.tunables and not literal:
+            raise ContractError(f"{where}: header.entry: bad template argument {token!r}")
     return Implementation(path=path, source=source, header=header)
 
 

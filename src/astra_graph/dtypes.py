@@ -31,8 +31,8 @@ class DType:
     def from_float64(self, xp: Any, values: Any) -> Any:
         """Round float64 values once to this type, in storage form."""
         if self.name == "bfloat16":
-            # float64 -> float32 rounds once; -> bf16 rounds again. Double rounding can differ from
-            # a single rounding only on exact float32 ties, which random data essentially never hits.
+            # float64 -> float32 -> bf16 rounds twice; that differs from one rounding only on
+            # exact float32 ties, which random data essentially never hits.
             f32 = values.astype(xp.float32)
             bits = f32.view(xp.uint32)
             nan = xp.isnan(f32)

@@ -66,9 +66,22 @@ def parse(text: str) -> ast.Expression:
         raise ExprError(f"cannot parse expression {text!r}: {exc.msg}") from None
     for node in ast.walk(tree):
         allowed = (
-            ast.Expression, ast.BinOp, ast.UnaryOp, ast.USub, ast.UAdd, ast.Constant, ast.Name,
-            ast.Load, ast.Call, ast.Tuple, ast.Compare, ast.BoolOp, ast.And, ast.Or,
-            *_BINARY, *_COMPARE,
+            ast.Expression,
+            ast.BinOp,
+            ast.UnaryOp,
+            ast.USub,
+            ast.UAdd,
+            ast.Constant,
+            ast.Name,
+            ast.Load,
+            ast.Call,
+            ast.Tuple,
+            ast.Compare,
+            ast.BoolOp,
+            ast.And,
+            ast.Or,
+            *_BINARY,
+            *_COMPARE,
         )
         if not isinstance(node, allowed):
             raise ExprError(f"{type(node).__name__} is not allowed in expression {text!r}")

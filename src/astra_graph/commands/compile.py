@@ -10,7 +10,12 @@ from typing import Any
 from astra_graph.cli import UsageError
 from astra_graph.contract import resolve
 from astra_graph.dtypes import DTYPES
-from astra_graph.harness.compile import DEFAULT_ARCH, CompileFailed, compile_implementation, gpu_arch
+from astra_graph.harness.compile import (
+    DEFAULT_ARCH,
+    CompileFailed,
+    compile_implementation,
+    gpu_arch,
+)
 from astra_graph.harness.nvrtc import NvrtcUnavailable
 
 

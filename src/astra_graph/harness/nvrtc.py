@@ -114,7 +114,9 @@ def compile_source(
             *(options or []),
         ]
         encoded = [o.encode() for o in opts]
-        status = lib.nvrtcCompileProgram(prog, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded))
+        status = lib.nvrtcCompileProgram(
+            prog, len(encoded), (ctypes.c_char_p * len(encoded))(*encoded)
+        )
         size = ctypes.c_size_t()
         lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
         buf = ctypes.create_string_buffer(size.value)
@@ -139,7 +141,8 @@ def compile_source(
 
 _FUNC = re.compile(r"Compiling entry function '(?P<name>[^']+)'")
 _FRAME = re.compile(
-    r"(?P<frame>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, (?P<ld>\d+) bytes spill loads"
+    r"(?P<frame>\d+) bytes stack frame, (?P<st>\d+) bytes spill stores, "
+    r"(?P<ld>\d+) bytes spill loads"
 )
 _USED = re.compile(r"Used (?P<regs>\d+) registers")
 _SMEM = re.compile(r"(?P<smem>\d+) bytes smem")
