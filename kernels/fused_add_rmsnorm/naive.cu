@@ -1,0 +1,43 @@
+// fused_add_rmsnorm, naive: scalar loads, fixed 256-thread blocks, one block per token, a
+// shared-memory tree reduction; the second pass re-reads input and residual and recomputes the
+// sum and the scale for every element.
+// astra: description = the kind of starting point the Astra paper began from
+// astra: entry = fused_add_rmsnorm_naive<T>
+// astra: grid = tokens
+// astra: block = 256
+
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+
+template <typename T>
+__global__ void fused_add_rmsnorm_naive(T* input, T* residual, const T* weight, int hidden,
+                                        float eps) {
+    __shared__ float partial[256];
+    const long long base = (long long)blockIdx.x * hidden;
+
+    float sum_sq = 0.0f;
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+        const float x = to_f32(input[base + i]) + to_f32(residual[base + i]);
+        sum_sq += x * x;
+    }
+    partial[threadIdx.x] = sum_sq;
+    __syncthreads();
+    for (int width = blockDim.x / 2; width > 0; width /= 2) {
+        if (threadIdx.x < width) {
+            partial[threadIdx.x] += partial[threadIdx.x + width];
+        }
+        __syncthreads();
+    }
+
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+        const float x = to_f32(input[base + i]) + to_f32(residual[base + i]);
+        const float scale = rsqrtf(partial[0] / hidden + eps);
+        residual[base + i] = from_f32<T>(x);
+        input[base + i] = from_f32<T>(x * scale * to_f32(weight[i]));
+    }
+}
