@@ -1,0 +1,116 @@
+"""Estimated occupancy of a kernel on one SM, from its registers, shared memory and block size.
+
+Pure arithmetic over the per-SM limits of an architecture (the rules of NVIDIA's occupancy
+calculator): registers are allocated per warp in units of 256 and the register file is split
+among four sub-partitions (a warp's registers live in one), shared memory is allocated per block
+in units of 128 bytes with 1 KB reserved for the system, and threads, warps and blocks per SM are
+capped. The result is the fraction of the SM's warp slots that resident blocks fill, and which
+limit binds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Limiter = Literal["registers", "shared memory", "threads", "blocks", "invalid"]
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    registers_per_sm: int
+    register_unit: int
+    """Registers are allocated per warp in multiples of this."""
+    sub_partitions: int
+    max_registers_per_thread: int
+    max_threads_per_sm: int
+    max_threads_per_block: int
+    max_blocks_per_sm: int
+    smem_per_sm: int
+    smem_per_block_max: int
+    """Largest static + dynamic shared memory one block may use (opt-in above 48 KB)."""
+    smem_reserved_per_block: int
+    smem_unit: int
+    warp_size: int = 32
+
+    @property
+    def max_warps_per_sm(self) -> int:
+        return self.max_threads_per_sm // self.warp_size
+
+
+SM90 = SmLimits(
+    registers_per_sm=65536,
+    register_unit=256,
+    sub_partitions=4,
+    max_registers_per_thread=255,
+    max_threads_per_sm=2048,
+    max_threads_per_block=1024,
+    max_blocks_per_sm=32,
+    smem_per_sm=228 * 1024,
+    smem_per_block_max=227 * 1024,
+    smem_reserved_per_block=1024,
+    smem_unit=128,
+)
+LIMITS: dict[str, SmLimits] = {"sm_90": SM90}
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    blocks_per_sm: int
+    warps_per_sm: int
+    fraction: float
+    """Resident warps over the SM's warp slots, 0-1."""
+    limiter: Limiter
+    detail: str = ""
+
+
+def _round_up(value: int, unit: int) -> int:
+    return math.ceil(value / unit) * unit
+
+
+def blocks_by_registers(registers: int, warps_per_block: int, limits: SmLimits = SM90) -> int:
+    """Blocks the register file holds: whole warps per sub-partition, whole blocks per SM."""
+    if registers <= 0:
+        return limits.max_blocks_per_sm
+    per_warp = _round_up(registers * limits.warp_size, limits.register_unit)
+    per_partition = limits.registers_per_sm // limits.sub_partitions
+    warps = (per_partition // per_warp) * limits.sub_partitions
+    return warps // warps_per_block
+
+
+def blocks_by_smem(smem_bytes: int, limits: SmLimits = SM90) -> int:
+    per_block = _round_up(smem_bytes + limits.smem_reserved_per_block, limits.smem_unit)
+    return limits.smem_per_sm // per_block
+
+
+def estimate(
+    registers: int,
+    threads_per_block: int,
+    static_smem_bytes: int = 0,
+    dynamic_smem_bytes: int = 0,
+    limits: SmLimits = SM90,
+) -> Occupancy:
+    """Occupancy of one kernel configuration; ``invalid`` when the block cannot launch at all."""
+    smem = static_smem_bytes + dynamic_smem_bytes
+    invalid = None
+    if not 0 < threads_per_block <= limits.max_threads_per_block:
+        invalid = f"{threads_per_block} threads per block (1-{limits.max_threads_per_block})"
+    elif registers > limits.max_registers_per_thread:
+        invalid = f"{registers} registers per thread (max {limits.max_registers_per_thread})"
+    elif smem > limits.smem_per_block_max:
+        invalid = f"{smem} bytes of shared memory per block (max {limits.smem_per_block_max})"
+    warps_per_block = math.ceil(max(threads_per_block, 1) / limits.warp_size)
+    if invalid is None and blocks_by_registers(registers, warps_per_block, limits) == 0:
+        invalid = f"{registers} registers x {threads_per_block} threads exceed the register file"
+    if invalid is not None:
+        return Occupancy(0, 0, 0.0, "invalid", invalid)
+    candidates: list[tuple[int, Limiter]] = [
+        (limits.max_warps_per_sm // warps_per_block, "threads"),
+        (limits.max_blocks_per_sm, "blocks"),
+        (blocks_by_registers(registers, warps_per_block, limits), "registers"),
+        (blocks_by_smem(smem, limits), "shared memory"),
+    ]
+    blocks, limiter = min(candidates, key=lambda c: c[0])
+    warps = blocks * warps_per_block
+    return Occupancy(blocks, warps, warps / limits.max_warps_per_sm, limiter)

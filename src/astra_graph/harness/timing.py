@@ -1,0 +1,347 @@
+"""Kernel timing: the measurement protocol and the statistics that summarise it.
+
+Two protocols, both interleaving baseline and candidate in one process (A B A B ...) so that clock
+and thermal drift hit both alike:
+
+``device`` (the default): kernel time only.
+  * Before every sample the L2 cache is flushed by writing a buffer at least twice its size, and
+    the persisting-L2 lines are reset once per timer; a pair of CUDA events brackets the launch.
+  * A kernel whose estimated time is under :data:`GRAPH_THRESHOLD_US` cannot be seen by an event
+    pair around one launch (launch overhead is ~5 us on the H100 here). Such kernels are captured
+    ``k`` times into a CUDA graph and the replay time is divided by ``k``. Inside the graph the
+    data is kept cold by rotating among enough input copies to exceed twice the L2, instead of
+    flushing; the small gaps between graph nodes are included, equally for both sides.
+  * Samples are taken in rounds until the relative standard error of every side's median is
+    below :data:`TARGET_RSE`, or the sample or time budget runs out.
+
+``per-call``: the Astra paper's protocol, kept for comparison with its numbers. 20 warm-up calls,
+  then 100 calls, each bracketed by an event pair with a synchronisation after it, no L2 flush.
+  The host's launch overhead (~5 us) lies inside every sample on purpose: that is what the paper
+  measured, and why its microsecond-scale kernels looked several times slower than their memory
+  traffic allows.
+
+Statistics are pure functions over samples in microseconds. The spread of the samples is
+estimated robustly from the interquartile range (sigma ~ IQR / 1.349 for normal data), so one
+interrupted sample does not inflate it, and the standard error of the median is
+1.2533 * sigma / sqrt(n) (the median's asymptotic efficiency for normal data).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from astra_graph.models import Measurement, SpeedCall
+
+IQR_TO_SIGMA = 1.349
+"""IQR of a normal distribution in units of its standard deviation."""
+MEDIAN_EFFICIENCY = 1.2533
+"""sqrt(pi / 2): standard error of the median over that of the mean, for normal data."""
+TIE_SIGMAS = 2.0
+"""A speedup within this many standard errors of 1 is a tie (about 95% confidence)."""
+MIN_EFFECT = 0.01
+"""A speedup within 1% of 1 is a tie however small the noise: clocks and L2 state drift more."""
+
+GRAPH_THRESHOLD_US = 10.0
+"""Kernels estimated faster than this are timed inside a CUDA graph (device mode)."""
+TARGET_RSE = 0.005
+"""Stop sampling once every side's median is known to 0.5%."""
+MIN_SAMPLES = 10
+MAX_SAMPLES = 200
+BUDGET_S = 1.0
+"""Wall-time budget for one shape's device-mode sampling (all sides together)."""
+SAMPLES_PER_ROUND = 10
+
+PER_CALL_WARMUP = 20
+PER_CALL_CALLS = 100
+
+GRAPH_TARGET_US = 200.0
+"""A graph replay should take about this long, so its launch cost is small next to it."""
+MAX_GRAPH_LAUNCHES = 2048
+MAX_COPIES = 256
+"""At most this many input copies rotate inside a graph; tiny shapes then stay partly warm."""
+
+
+# --- statistics ---------------------------------------------------------------------------------
+
+
+def quantile(samples: Sequence[float], q: float) -> float:
+    """The ``q`` quantile by linear interpolation between order statistics."""
+    if not samples:
+        raise ValueError("quantile of no samples")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile {q} is outside [0, 1]")
+    ordered = sorted(samples)
+    position = q * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median(samples: Sequence[float]) -> float:
+    return quantile(samples, 0.5)
+
+
+def iqr(samples: Sequence[float]) -> float:
+    return quantile(samples, 0.75) - quantile(samples, 0.25)
+
+
+def rel_std_err_median(samples: Sequence[float]) -> float:
+    """Relative standard error of the median; infinite with fewer than two samples."""
+    if len(samples) < 2:
+        return math.inf
+    center = median(samples)
+    if center <= 0:
+        return math.inf
+    sigma = iqr(samples) / IQR_TO_SIGMA
+    return MEDIAN_EFFICIENCY * sigma / math.sqrt(len(samples)) / center
+
+
+def summarize(samples_us: Sequence[float], method: str) -> Measurement:
+    return Measurement(
+        median_us=median(samples_us),
+        spread_us=iqr(samples_us),
+        rel_std_err=rel_std_err_median(samples_us),
+        samples=len(samples_us),
+        method=method,
+    )
+
+
+def speedup(baseline: Measurement, candidate: Measurement) -> tuple[float, float]:
+    """(baseline time / candidate time, one standard error), errors combined in quadrature."""
+    ratio = baseline.median_us / candidate.median_us
+    return ratio, ratio * math.hypot(baseline.rel_std_err, candidate.rel_std_err)
+
+
+def call_speedup(ratio: float, err: float) -> SpeedCall:
+    """``faster``/``slower``, or ``tie`` when the difference from 1 is inside the noise."""
+    if abs(ratio - 1.0) <= max(TIE_SIGMAS * err, MIN_EFFECT):
+        return "tie"
+    return "faster" if ratio > 1.0 else "slower"
+
+
+def geomean_speedup(speedups: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """Geometric mean of per-shape (speedup, error) pairs, with its propagated standard error.
+
+    The log of the geometric mean is the mean of the logs; the error of each log is err/speedup,
+    and the errors of independent shapes add in quadrature.
+    """
+    if not speedups:
+        raise ValueError("geometric mean of no speedups")
+    logs = [math.log(s) for s, _ in speedups]
+    mean_log = sum(logs) / len(logs)
+    log_err = math.sqrt(sum((e / s) ** 2 for s, e in speedups)) / len(speedups)
+    value = math.exp(mean_log)
+    return value, value * log_err
+
+
+def converged(sample_sets: Sequence[Sequence[float]], target: float = TARGET_RSE) -> bool:
+    """Every side has enough samples and a median known to within ``target``."""
+    return all(len(s) >= MIN_SAMPLES and rel_std_err_median(s) <= target for s in sample_sets)
+
+
+def copies_for_cold_data(bytes_per_copy: int, l2_bytes: int, limit: int = MAX_COPIES) -> int:
+    """Input copies whose total exceeds twice the L2, so a rotation never finds its data cached."""
+    if bytes_per_copy <= 0:
+        return limit
+    return max(2, min(limit, math.ceil(2 * l2_bytes / bytes_per_copy) + 1))
+
+
+def graph_launches(estimate_us: float, copies: int) -> int:
+    """Launches per graph: every copy at least once and about :data:`GRAPH_TARGET_US` in all."""
+    per_target = math.ceil(GRAPH_TARGET_US / max(estimate_us, 0.05))
+    wanted = max(copies, per_target)
+    # a whole number of rotations, so each copy is launched equally often
+    wanted = math.ceil(wanted / copies) * copies
+    return min(wanted, max(copies, MAX_GRAPH_LAUNCHES // copies * copies))
+
+
+# --- measurement on the GPU -----------------------------------------------------------------------
+
+
+@dataclass
+class Subject:
+    """One side of a comparison: a kernel bound to ``copies`` independent input sets.
+
+    ``launch(i, stream)`` launches on copy ``i`` without synchronising; ``restore(i, stream)``, when
+    given, resets copy ``i``'s in-place arguments to their pristine contents before a timed call
+    (outside the timed region), so that every timed call computes the same checkable function.
+    """
+
+    name: str
+    launch: Callable[[int, Any], None]
+    copies: int = 1
+    restore: Callable[[int, Any], None] | None = None
+
+    def prepare(self, index: int, stream: Any) -> None:
+        if self.restore is not None:
+            self.restore(index, stream)
+
+    def prepare_all(self, stream: Any) -> None:
+        for index in range(self.copies):
+            self.prepare(index, stream)
+
+
+def l2_cache_bytes() -> int:
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["L2CacheSize"])
+
+
+def reset_persisting_l2() -> bool:
+    """Reset persisting L2 lines of the current context (driver call); False if unavailable."""
+    import ctypes
+
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return int(driver.cuCtxResetPersistingL2Cache()) == 0
+
+
+class Timer:
+    """Events, a stream and an L2 flush buffer: everything a measurement needs on one device."""
+
+    def __init__(self) -> None:
+        import cupy
+
+        self._cupy = cupy
+        self.stream = cupy.cuda.Stream(non_blocking=True)
+        self.l2_bytes = l2_cache_bytes()
+        flush_bytes = max(2 * self.l2_bytes, 64 << 20)
+        self._flush_buffer = cupy.empty(flush_bytes // 4, dtype=cupy.int32)
+        self._flush_value = 0
+        self.persisting_reset = reset_persisting_l2()
+
+    def flush_l2(self) -> None:
+        """Write the whole flush buffer (a value that changes every time) on the timing stream."""
+        self._flush_value = (self._flush_value + 1) & 0x7FFFFFFF
+        with self.stream:
+            self._flush_buffer.fill(self._flush_value)
+
+    def _event(self) -> Any:
+        return self._cupy.cuda.Event()
+
+    def _elapsed_us(self, pairs: list[Any]) -> list[float]:
+        return [self._cupy.cuda.get_elapsed_time(a, b) * 1000.0 for a, b in pairs]
+
+    # --- rounds of samples -------------------------------------------------------------------
+
+    def _sample(self, subject: Subject, run: Callable[[], None], prepare_all: bool) -> Any:
+        if prepare_all:
+            subject.prepare_all(self.stream)
+        else:
+            subject.prepare(0, self.stream)
+        self.flush_l2()
+        start, end = self._event(), self._event()
+        start.record(self.stream)
+        run()
+        end.record(self.stream)
+        return start, end
+
+    def flushed_round(self, subjects: Sequence[Subject], count: int) -> list[list[float]]:
+        """``count`` cold samples per subject, A B A B: restore, flush, event, launch, event."""
+        pairs: list[list[Any]] = [[] for _ in subjects]
+        for _ in range(count):
+            for i, subject in enumerate(subjects):
+                launch = partial(subject.launch, 0, self.stream)
+                pairs[i].append(self._sample(subject, launch, False))
+        self.stream.synchronize()
+        return [self._elapsed_us(p) for p in pairs]
+
+    def graph_round(
+        self,
+        subjects: Sequence[Subject],
+        graphs: Sequence[Any],
+        launches: Sequence[int],
+        count: int,
+    ) -> list[list[float]]:
+        """``count`` samples per subject of one graph replay each, in microseconds per launch."""
+        pairs: list[list[Any]] = [[] for _ in subjects]
+        for _ in range(count):
+            for i, subject in enumerate(subjects):
+                replay = partial(graphs[i].launch, self.stream)
+                pairs[i].append(self._sample(subject, replay, True))
+        self.stream.synchronize()
+        return [[t / n for t in self._elapsed_us(p)] for p, n in zip(pairs, launches, strict=True)]
+
+    def estimate_us(self, subject: Subject) -> float:
+        """A quick cold estimate of one launch (after one untimed warm-up launch)."""
+        subject.prepare(0, self.stream)
+        subject.launch(0, self.stream)
+        return median(self.flushed_round([subject], 5)[0])
+
+    def capture(self, subject: Subject, launches: int) -> Any:
+        """A CUDA graph of ``launches`` launches rotating over the subject's copies."""
+        self.stream.synchronize()
+        self.stream.begin_capture()
+        try:
+            for i in range(launches):
+                subject.launch(i % subject.copies, self.stream)
+        finally:
+            graph = self.stream.end_capture()
+        graph.upload(self.stream)
+        return graph
+
+    # --- protocols --------------------------------------------------------------------------
+
+    def device_mode(
+        self,
+        subjects: Sequence[Subject],
+        *,
+        budget_s: float = BUDGET_S,
+        target_rse: float = TARGET_RSE,
+    ) -> list[Measurement]:
+        """Cold kernel time of each subject, sampled in interleaved rounds (see the module)."""
+        estimates = [self.estimate_us(s) for s in subjects]
+        use_graph = min(estimates) < GRAPH_THRESHOLD_US
+        graphs: list[Any] = []
+        launches: list[int] = []
+        methods: list[str] = []
+        for subject, estimate in zip(subjects, estimates, strict=True):
+            if use_graph:
+                count = graph_launches(estimate, subject.copies)
+                launches.append(count)
+                graphs.append(self.capture(subject, count))
+                methods.append(f"graph x{count}, {subject.copies} rotating copies")
+            else:
+                methods.append("events+l2flush")
+        samples: list[list[float]] = [[] for _ in subjects]
+        deadline = time.perf_counter() + budget_s
+        while True:
+            if use_graph:
+                new = self.graph_round(subjects, graphs, launches, SAMPLES_PER_ROUND)
+            else:
+                new = self.flushed_round(subjects, SAMPLES_PER_ROUND)
+            for collected, fresh in zip(samples, new, strict=True):
+                collected.extend(fresh)
+            enough = converged(samples, target_rse)
+            full = len(samples[0]) >= MAX_SAMPLES
+            if enough or full or time.perf_counter() > deadline:
+                break
+        return [summarize(s, m) for s, m in zip(samples, methods, strict=True)]
+
+    def per_call_mode(self, subjects: Sequence[Subject]) -> list[Measurement]:
+        """The paper's protocol: warm-ups, then one event pair and a sync around every call."""
+        for _ in range(PER_CALL_WARMUP):
+            for subject in subjects:
+                subject.prepare(0, self.stream)
+                subject.launch(0, self.stream)
+        self.stream.synchronize()
+        samples: list[list[float]] = [[] for _ in subjects]
+        for _ in range(PER_CALL_CALLS):
+            for i, subject in enumerate(subjects):
+                subject.prepare(0, self.stream)
+                self.stream.synchronize()
+                start, end = self._event(), self._event()
+                start.record(self.stream)
+                subject.launch(0, self.stream)
+                end.record(self.stream)
+                end.synchronize()
+                samples[i].append(self._cupy.cuda.get_elapsed_time(start, end) * 1000.0)
+        method = f"per-call ({PER_CALL_WARMUP} warm-up, {PER_CALL_CALLS} calls, host launch incl.)"
+        return [summarize(s, method) for s in samples]

@@ -1,0 +1,57 @@
+"""The sm_90 occupancy estimate against hand-worked cases of the occupancy calculator's rules."""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_graph.harness import occupancy
+
+
+@pytest.mark.parametrize(
+    ("registers", "threads", "smem", "blocks", "fraction", "limiter"),
+    [
+        (32, 256, 0, 8, 1.0, "threads"),  # 64 warps fit: full
+        (64, 256, 0, 4, 0.5, "registers"),  # 2048 regs/warp: 8 warps per sub-partition
+        (40, 128, 0, 12, 0.75, "registers"),  # 1280 regs/warp: 12 per sub-partition, 48 warps
+        (33, 256, 0, 6, 0.75, "registers"),  # 33*32 rounds up to 1280 registers per warp
+        (32, 128, 100 * 1024, 2, 0.125, "shared memory"),  # 101 KB per block with the reserve
+        (16, 32, 0, 32, 0.5, "blocks"),  # 32 blocks of one warp
+        (32, 1024, 0, 2, 1.0, "threads"),
+        (32, 96, 0, 21, 63 / 64, "threads"),  # 3 warps per block: 21 blocks
+    ],
+)
+def test_estimate(
+    registers: int, threads: int, smem: int, blocks: int, fraction: float, limiter: str
+) -> None:
+    result = occupancy.estimate(registers, threads, static_smem_bytes=smem)
+    assert (result.blocks_per_sm, result.limiter) == (blocks, limiter)
+    assert result.fraction == pytest.approx(fraction)
+    assert result.warps_per_sm == blocks * -(-threads // 32)
+
+
+def test_static_and_dynamic_shared_memory_add_up() -> None:
+    split = occupancy.estimate(32, 128, static_smem_bytes=50_000, dynamic_smem_bytes=50_000)
+    whole = occupancy.estimate(32, 128, static_smem_bytes=100_000)
+    assert split == whole
+    assert whole.limiter == "shared memory"
+
+
+def test_largest_block_allocation_fits_once() -> None:
+    assert occupancy.estimate(32, 128, dynamic_smem_bytes=227 * 1024).blocks_per_sm == 1
+
+
+@pytest.mark.parametrize(
+    ("registers", "threads", "smem"),
+    [
+        (32, 0, 0),
+        (32, 1025, 0),
+        (256, 128, 0),
+        (32, 128, 227 * 1024 + 1),
+        (255, 1024, 0),  # 8192 registers per warp x 32 warps exceeds the register file
+    ],
+)
+def test_unlaunchable_configurations_are_invalid(registers: int, threads: int, smem: int) -> None:
+    result = occupancy.estimate(registers, threads, dynamic_smem_bytes=smem)
+    assert result.limiter == "invalid"
+    assert result.fraction == 0.0
+    assert result.detail

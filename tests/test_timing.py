@@ -1,0 +1,179 @@
+"""Statistics and the sampling protocol of ``harness.timing``, on synthetic samples (no GPU)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from astra_graph.harness import timing
+from astra_graph.models import Measurement
+
+
+def _measurement(median_us: float, rse: float) -> Measurement:
+    return Measurement(median_us=median_us, spread_us=0.0, rel_std_err=rse, samples=50, method="x")
+
+
+def test_quantiles_interpolate_between_order_statistics() -> None:
+    samples = [4.0, 1.0, 3.0, 2.0]
+    assert timing.median(samples) == 2.5
+    assert timing.quantile(samples, 0.0) == 1.0
+    assert timing.quantile(samples, 1.0) == 4.0
+    assert timing.iqr(samples) == pytest.approx(1.5)
+    with pytest.raises(ValueError):
+        timing.quantile([], 0.5)
+    with pytest.raises(ValueError):
+        timing.quantile(samples, 1.5)
+
+
+def test_relative_standard_error_matches_the_spread_of_medians() -> None:
+    rng = np.random.default_rng(1)
+    n, center, sigma = 50, 100.0, 2.0
+    predicted = [
+        timing.rel_std_err_median(rng.normal(center, sigma, n).tolist()) for _ in range(50)
+    ]
+    medians = np.median(rng.normal(center, sigma, (4000, n)), axis=1)
+    observed = medians.std() / center
+    assert np.median(predicted) == pytest.approx(observed, rel=0.15)
+
+
+def test_relative_standard_error_ignores_a_single_outlier() -> None:
+    rng = np.random.default_rng(2)
+    samples = rng.normal(10.0, 0.1, 40).tolist()
+    clean = timing.rel_std_err_median(samples)
+    dirty = timing.rel_std_err_median([*samples, 10_000.0])
+    assert dirty < 1.3 * clean
+    assert timing.rel_std_err_median([5.0]) == math.inf
+
+
+def test_summarize_fills_a_measurement() -> None:
+    m = timing.summarize([1.0, 2.0, 3.0, 4.0, 5.0], "events+l2flush")
+    assert (m.median_us, m.spread_us, m.samples, m.method) == (3.0, 2.0, 5, "events+l2flush")
+    assert 0 < m.rel_std_err < 1
+
+
+def test_speedup_error_adds_relative_errors_in_quadrature() -> None:
+    ratio, err = timing.speedup(_measurement(200.0, 0.01), _measurement(100.0, 0.01))
+    assert ratio == pytest.approx(2.0)
+    assert err == pytest.approx(2.0 * math.sqrt(2) * 0.01)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "err", "call"),
+    [
+        (1.005, 0.0001, "tie"),  # below the minimum meaningful effect
+        (1.05, 0.03, "tie"),  # inside two standard errors
+        (1.05, 0.01, "faster"),
+        (0.90, 0.01, "slower"),
+        (1.30, 0.0, "faster"),
+    ],
+)
+def test_tie_rule(ratio: float, err: float, call: str) -> None:
+    assert timing.call_speedup(ratio, err) == call
+
+
+def test_geomean_of_reciprocal_speedups_is_one_with_propagated_error() -> None:
+    value, err = timing.geomean_speedup([(2.0, 0.02), (0.5, 0.005)])
+    assert value == pytest.approx(1.0)
+    assert err == pytest.approx(math.sqrt(0.01**2 + 0.01**2) / 2)
+    value, _ = timing.geomean_speedup([(1.0, 0.0), (4.0, 0.0), (2.0, 0.0)])
+    assert value == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        timing.geomean_speedup([])
+
+
+def test_converged_needs_enough_samples_and_small_error_on_every_side() -> None:
+    steady = [100.0 + 0.01 * (i % 3) for i in range(timing.MIN_SAMPLES)]
+    noisy = [100.0 * (1 + 0.5 * (i % 2)) for i in range(timing.MIN_SAMPLES)]
+    assert timing.converged([steady, steady])
+    assert not timing.converged([steady, noisy])
+    assert not timing.converged([steady[:3]])
+
+
+def test_copies_exceed_twice_the_l2_within_the_limit() -> None:
+    l2 = 50 << 20
+    big = timing.copies_for_cold_data(300 << 20, l2)
+    assert big == 2
+    mid = timing.copies_for_cold_data(10 << 20, l2)
+    assert mid * (10 << 20) > 2 * l2
+    assert timing.copies_for_cold_data(48, l2) == timing.MAX_COPIES
+
+
+@pytest.mark.parametrize(("estimate", "copies"), [(2.0, 4), (0.01, 256), (9.0, 11), (1.0, 1)])
+def test_graph_launches_rotate_whole_copies_within_the_cap(estimate: float, copies: int) -> None:
+    launches = timing.graph_launches(estimate, copies)
+    assert launches % copies == 0
+    assert copies <= launches <= max(timing.MAX_GRAPH_LAUNCHES, copies)
+    if copies <= 4:
+        assert launches * estimate >= timing.GRAPH_TARGET_US * 0.9
+
+
+class _ScriptedTimer(timing.Timer):
+    """A timer whose "GPU" returns given times and records the order of the calls."""
+
+    def __init__(self, times_us: dict[str, float], jitter: float = 0.01) -> None:
+        self.times_us = times_us
+        self.calls: list[str] = []
+        self.captured: dict[str, int] = {}
+        self.rng = np.random.default_rng(3)
+        self.jitter = jitter
+        self.stream = None
+
+    def _noisy(self, name: str, count: int) -> list[float]:
+        base = self.times_us[name]
+        return (base * (1 + self.jitter * self.rng.standard_normal(count))).tolist()
+
+    def estimate_us(self, subject: timing.Subject) -> float:
+        return self.times_us[subject.name]
+
+    def flushed_round(self, subjects: Sequence[timing.Subject], count: int) -> list[list[float]]:
+        for _ in range(count):
+            self.calls.extend(s.name for s in subjects)
+        return [self._noisy(s.name, count) for s in subjects]
+
+    def capture(self, subject: timing.Subject, launches: int) -> Any:
+        self.captured[subject.name] = launches
+        return subject.name
+
+    def graph_round(
+        self,
+        subjects: Sequence[timing.Subject],
+        graphs: Sequence[Any],
+        launches: Sequence[int],
+        count: int,
+    ) -> list[list[float]]:
+        for _ in range(count):
+            self.calls.extend(f"graph:{g}" for g in graphs)
+        return [self._noisy(s.name, count) for s in subjects]
+
+
+def _subject(name: str, copies: int = 1) -> timing.Subject:
+    return timing.Subject(name=name, launch=lambda i, s: None, copies=copies)
+
+
+def test_device_mode_interleaves_sides_and_stops_when_converged() -> None:
+    timer = _ScriptedTimer({"base": 100.0, "cand": 50.0}, jitter=0.02)
+    base, cand = timer.device_mode([_subject("base"), _subject("cand")], budget_s=10.0)
+    assert timer.calls[:4] == ["base", "cand", "base", "cand"]
+    assert base.samples > timing.SAMPLES_PER_ROUND
+    assert base.method == cand.method == "events+l2flush"
+    assert base.samples == cand.samples < timing.MAX_SAMPLES
+    assert base.rel_std_err <= timing.TARGET_RSE and cand.rel_std_err <= timing.TARGET_RSE
+    assert base.median_us / cand.median_us == pytest.approx(2.0, rel=0.01)
+
+
+def test_device_mode_stops_at_the_sample_cap_when_noise_never_settles() -> None:
+    timer = _ScriptedTimer({"base": 100.0}, jitter=0.5)
+    (base,) = timer.device_mode([_subject("base")], budget_s=60.0)
+    assert base.samples == timing.MAX_SAMPLES
+
+
+def test_device_mode_uses_graphs_for_short_kernels() -> None:
+    timer = _ScriptedTimer({"base": 3.0, "cand": 2.0}, jitter=0.002)
+    base, cand = timer.device_mode([_subject("base", 8), _subject("cand", 8)], budget_s=10.0)
+    assert timer.calls[:2] == ["graph:base", "graph:cand"]
+    assert timer.captured["base"] % 8 == 0
+    assert base.method.startswith("graph x") and "8 rotating copies" in cand.method
