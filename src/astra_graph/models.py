@@ -109,6 +109,8 @@ class ShapeTiming(BaseModel):
     achieved_gbps: float
     roofline_pct: float
     """Achieved bandwidth over the device's measured copy bandwidth, in percent."""
+    impossible: bool = False
+    """The candidate's time implies more than the margin over the copy bandwidth (device mode)."""
 
 
 class BenchReport(BaseModel):
@@ -123,6 +125,11 @@ class BenchReport(BaseModel):
     geomean_speedup_err: float | None = None
     resources: dict[str, ResourceReport] = {}
     """Keyed by ``candidate`` / ``baseline``, for the first dtype's instantiation."""
+    rejection: Verdict | None = None
+    """Set when timing found the candidate invalid: ``impossible_time`` (faster than the memory
+    allows) or ``mismatch`` (outputs of the timed runs differ from the reference)."""
+    notes: list[str] = []
+    """What the reader should know: shapes skipped, tools missing, partly warm data."""
 
 
 class Evaluation(BaseModel):
