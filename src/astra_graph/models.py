@@ -139,3 +139,29 @@ class Evaluation(BaseModel):
     verdict: Verdict
     bench: BenchReport | None = None
     seconds: float = Field(0.0, description="wall time of the whole evaluation")
+
+
+class DispatchEntry(BaseModel):
+    """The tunable setting chosen for one shape bucket, and what it gained there."""
+
+    bucket: str
+    """``<phase>/<row class>``, e.g. ``decode/small`` (see ``astra_graph.tuning.bucket_of``)."""
+    tunables: dict[str, int]
+    shapes: list[str]
+    """Labels of the shapes the choice was timed on."""
+    speedup_vs_default: float
+    speedup_err: float | None = None
+    verified: bool
+    """Passed the harness's full verification (tuning, held-out and edge suites) with this setting."""
+
+
+class TuningReport(BaseModel):
+    """What a tunable sweep did: the dispatch table, and what it tried and skipped."""
+
+    implementation: str
+    default_tunables: dict[str, int]
+    dispatch: list[DispatchEntry] = []
+    tried: int = 0
+    skipped: list[str] = []
+    """One line per configuration or bucket not tried or not kept, with the reason."""
+    seconds: float = 0.0
