@@ -2,7 +2,8 @@
 // astra: description = the kind of starting point the Astra paper began from
 // astra: entry = silu_and_mul_naive<T>
 // astra: grid = tokens
-// astra: block = 256
+// astra: block = BLOCK
+// astra: tunable BLOCK = 256, 128, 512, 1024
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }

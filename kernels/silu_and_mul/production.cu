@@ -3,7 +3,9 @@
 // astra: description = one block per token, 16-byte vectors, fp32 math rounded once
 // astra: entry = silu_and_mul_vec<T>
 // astra: grid = tokens
-// astra: block = min(d // 8, 1024)
+// astra: block = min(d // 8, MAX_BLOCK)
+// astra: tunable MAX_BLOCK = 1024, 128, 256, 512
+// astra: tunable FAST_MATH = 0, 1
 // astra: requires = d % 8 == 0
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }

@@ -1,0 +1,140 @@
+"""The tunable sweep's buckets, ranking, verification gate and bounds, with a scripted evaluator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from astra_graph.contract import resolve
+from astra_graph.models import BenchReport, Verdict
+from astra_graph.tuning import bucket_of, config_label, group_by_bucket, tunables_for, tune
+
+SPEC, NAIVE = resolve("silu_and_mul/naive")
+NAIVE_PATH = NAIVE.path
+
+
+class ScriptedEvaluator:
+    """Speedups and verdicts by configuration label; records every call."""
+
+    def __init__(
+        self,
+        speedups: dict[str, tuple[float, float]],
+        rejected: set[str] = frozenset(),  # type: ignore[assignment]
+        timing_rejected: set[str] = frozenset(),  # type: ignore[assignment]
+    ) -> None:
+        self.speedups = speedups
+        self.rejected = rejected
+        self.timing_rejected = timing_rejected
+        self.bench_calls: list[tuple[str, list[dict[str, int]]]] = []
+        self.check_calls: list[str] = []
+
+    def bench(self, op, candidate, *, against=None, mode="device", shapes=None, dtypes=None,
+              tunables=None) -> BenchReport:  # fmt: skip
+        label = config_label(tunables or {})
+        self.bench_calls.append((label, shapes or []))
+        speedup, err = self.speedups.get(label, (1.0, 0.01))
+        rejection = (
+            Verdict.reject("impossible_time", "faster than memory allows")
+            if label in self.timing_rejected
+            else None
+        )
+        return BenchReport(
+            op=op.name, mode=mode, device="scripted", candidate=str(candidate),
+            copy_bandwidth_gbps=3000.0, shapes=[], geomean_speedup=speedup,
+            geomean_speedup_err=err, rejection=rejection,
+        )  # fmt: skip
+
+    def check(self, op, baseline, candidate, *, tunables=None) -> Verdict:
+        label = config_label(tunables or {})
+        self.check_calls.append(label)
+        if label in self.rejected:
+            return Verdict.reject("mismatch", "wrong at 16x4096")
+        return Verdict(accepted=True)
+
+
+def test_buckets_split_decode_prefill_and_row_size() -> None:
+    assert bucket_of(SPEC, {"tokens": 16, "d": 1024}, "float16") == "decode/small"
+    assert bucket_of(SPEC, {"tokens": 256, "d": 4096}, "float16") == "decode/medium"
+    assert bucket_of(SPEC, {"tokens": 257, "d": 4096}, "float16") == "prefill/medium"
+    assert bucket_of(SPEC, {"tokens": 4096, "d": 28672}, "float16") == "prefill/large"
+    # the row class follows the bytes a row moves, so the element size matters
+    assert bucket_of(SPEC, {"tokens": 8, "d": 2048}, "float16") == "decode/small"
+    assert bucket_of(SPEC, {"tokens": 8, "d": 2048}, "float32") == "decode/medium"
+
+
+def test_group_by_bucket_covers_every_shape_once() -> None:
+    shapes = SPEC.contract.suite("tuning")
+    groups = group_by_bucket(SPEC, shapes, "float16")
+    assert sorted(map(str, (s for g in groups.values() for s in g))) == sorted(map(str, shapes))
+    assert len(groups) >= 3
+
+
+def test_fastest_verified_configuration_wins_per_bucket() -> None:
+    evaluator = ScriptedEvaluator(
+        speedups={"BLOCK=512": (1.30, 0.02), "BLOCK=1024": (1.50, 0.02), "BLOCK=128": (0.9, 0.02)},
+        rejected={"BLOCK=1024"},
+    )
+    shapes = [{"tokens": 16, "d": 4096}, {"tokens": 4096, "d": 28672}]
+    report = tune(evaluator, SPEC, NAIVE_PATH, baseline=NAIVE_PATH, shapes=shapes)
+    assert report.default_tunables == {"BLOCK": 256}
+    assert [e.bucket for e in report.dispatch] == ["decode/medium", "prefill/large"]
+    for entry in report.dispatch:
+        # 1024 was fastest but failed verification, so 512 is chosen
+        assert entry.tunables == {"BLOCK": 512}
+        assert entry.verified
+        assert entry.speedup_vs_default == pytest.approx(1.30)
+    assert any("BLOCK=1024" in s and "rejected" in s for s in report.skipped)
+    assert report.tried == 6  # three configurations, two buckets
+    assert tunables_for(report, SPEC, {"tokens": 8, "d": 4096}, "float16") == {"BLOCK": 512}
+
+
+def test_ties_keep_the_default() -> None:
+    evaluator = ScriptedEvaluator(speedups={"BLOCK=512": (1.02, 0.02)})
+    report = tune(
+        evaluator, SPEC, NAIVE_PATH, baseline=NAIVE_PATH, shapes=[{"tokens": 16, "d": 4096}]
+    )
+    (entry,) = report.dispatch
+    assert entry.tunables == {"BLOCK": 256}
+    assert entry.speedup_vs_default == 1.0
+    assert evaluator.check_calls == ["BLOCK=256"]  # the default itself is verified
+
+
+def test_timing_rejection_and_budget_are_reported_as_skipped() -> None:
+    evaluator = ScriptedEvaluator(
+        speedups={"BLOCK=512": (3.0, 0.01)}, timing_rejected={"BLOCK=512"}
+    )
+    report = tune(
+        evaluator, SPEC, NAIVE_PATH, baseline=NAIVE_PATH, shapes=[{"tokens": 16, "d": 4096}]
+    )
+    assert report.dispatch[0].tunables == {"BLOCK": 256}
+    assert any("impossible_time" in s for s in report.skipped)
+
+    report = tune(
+        ScriptedEvaluator({}), SPEC, NAIVE_PATH, baseline=NAIVE_PATH,
+        shapes=[{"tokens": 16, "d": 4096}], budget_s=0.0,
+    )  # fmt: skip
+    assert report.tried == 0
+    assert sum("time budget" in s for s in report.skipped) == 3
+
+
+def test_max_configs_bounds_the_sweep() -> None:
+    _, production = resolve("silu_and_mul/production")
+    evaluator = ScriptedEvaluator({})
+    report = tune(
+        evaluator, SPEC, production.path, baseline=production.path,
+        shapes=[{"tokens": 16, "d": 4096}], max_configs=2,
+    )  # fmt: skip
+    assert report.tried == 2
+    assert "not tried (max_configs)" in report.skipped[0]
+
+
+def test_an_implementation_without_tunables_is_not_swept(tmp_path: Path) -> None:
+    source = NAIVE.source.replace("// astra: tunable BLOCK = 256, 128, 512, 1024\n", "")
+    source = source.replace("block = BLOCK", "block = 256")
+    copy = tmp_path / "naive.cu"
+    copy.write_text(source)
+    evaluator = ScriptedEvaluator({})
+    report = tune(evaluator, SPEC, copy, baseline=NAIVE_PATH, shapes=[{"tokens": 16, "d": 4096}])
+    assert report.dispatch == [] and evaluator.bench_calls == []
+    assert report.skipped == ["no tunables declared: nothing to sweep"]
