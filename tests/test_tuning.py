@@ -29,8 +29,9 @@ class ScriptedEvaluator:
         self.bench_calls: list[tuple[str, list[dict[str, int]]]] = []
         self.check_calls: list[str] = []
 
-    def bench(self, op, candidate, *, against=None, mode="device", shapes=None, dtypes=None,
-              tunables=None) -> BenchReport:  # fmt: skip
+    def bench(
+        self, op, candidate, *, against=None, mode="device", shapes=None, dtypes=None, tunables=None
+    ) -> BenchReport:
         label = config_label(tunables or {})
         self.bench_calls.append((label, shapes or []))
         speedup, err = self.speedups.get(label, (1.0, 0.01))
@@ -40,10 +41,16 @@ class ScriptedEvaluator:
             else None
         )
         return BenchReport(
-            op=op.name, mode=mode, device="scripted", candidate=str(candidate),
-            copy_bandwidth_gbps=3000.0, shapes=[], geomean_speedup=speedup,
-            geomean_speedup_err=err, rejection=rejection,
-        )  # fmt: skip
+            op=op.name,
+            mode=mode,
+            device="scripted",
+            candidate=str(candidate),
+            copy_bandwidth_gbps=3000.0,
+            shapes=[],
+            geomean_speedup=speedup,
+            geomean_speedup_err=err,
+            rejection=rejection,
+        )
 
     def check(self, op, baseline, candidate, *, tunables=None) -> Verdict:
         label = config_label(tunables or {})
@@ -111,9 +118,13 @@ def test_timing_rejection_and_budget_are_reported_as_skipped() -> None:
     assert any("impossible_time" in s for s in report.skipped)
 
     report = tune(
-        ScriptedEvaluator({}), SPEC, NAIVE_PATH, baseline=NAIVE_PATH,
-        shapes=[{"tokens": 16, "d": 4096}], budget_s=0.0,
-    )  # fmt: skip
+        ScriptedEvaluator({}),
+        SPEC,
+        NAIVE_PATH,
+        baseline=NAIVE_PATH,
+        shapes=[{"tokens": 16, "d": 4096}],
+        budget_s=0.0,
+    )
     assert report.tried == 0
     assert sum("time budget" in s for s in report.skipped) == 3
 
@@ -122,9 +133,13 @@ def test_max_configs_bounds_the_sweep() -> None:
     _, production = resolve("silu_and_mul/production")
     evaluator = ScriptedEvaluator({})
     report = tune(
-        evaluator, SPEC, production.path, baseline=production.path,
-        shapes=[{"tokens": 16, "d": 4096}], max_configs=2,
-    )  # fmt: skip
+        evaluator,
+        SPEC,
+        production.path,
+        baseline=production.path,
+        shapes=[{"tokens": 16, "d": 4096}],
+        max_configs=2,
+    )
     assert report.tried == 2
     assert "not tried (max_configs)" in report.skipped[0]
 
