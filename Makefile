@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # cuda13 brings NVRTC and the CUDA headers as wheels, so kernels compile on a machine without a GPU.
 EXTRAS ?= cuda13,dev
 
-.PHONY: demo test lint venv
+.PHONY: demo test lint venv studio
 
 $(BIN)/astra: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,3 +22,9 @@ demo: venv
 test: venv
 	$(BIN)/ruff check src tests benchmarks graphs
 	$(BIN)/python -m pytest -q -ra
+
+# LangGraph Studio: serves the graph of langgraph.json on 127.0.0.1 (docs/STUDIO.md), offline.
+STUDIO_PORT ?= 2024
+studio: venv
+	LANGGRAPH_CLI_NO_ANALYTICS=1 LANGGRAPH_NO_VERSION_CHECK=true LANGSMITH_TRACING=false \
+		$(BIN)/langgraph dev --no-browser --host 127.0.0.1 --port $(STUDIO_PORT)
