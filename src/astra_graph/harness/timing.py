@@ -170,12 +170,15 @@ class Subject:
     ``launch(i, stream)`` launches on copy ``i`` without synchronising; ``restore(i, stream)``, when
     given, resets copy ``i``'s in-place arguments to their pristine contents before a timed call
     (outside the timed region), so that every timed call computes the same checkable function.
+    A graph of such a subject holds one rotation (each copy launched once between restores).
     """
 
     name: str
     launch: Callable[[int, Any], None]
     copies: int = 1
     restore: Callable[[int, Any], None] | None = None
+    poison: Callable[[Any], None] | None = None
+    """Overwrite the outputs (on the stream) after warm-up, so the timed calls must write them."""
 
     def prepare(self, index: int, stream: Any) -> None:
         if self.restore is not None:
@@ -287,6 +290,11 @@ class Timer:
         graph.upload(self.stream)
         return graph
 
+    def _poison(self, subjects: Sequence[Subject]) -> None:
+        for subject in subjects:
+            if subject.poison is not None:
+                subject.poison(self.stream)
+
     # --- protocols --------------------------------------------------------------------------
 
     def device_mode(
@@ -304,12 +312,14 @@ class Timer:
         methods: list[str] = []
         for subject, estimate in zip(subjects, estimates, strict=True):
             if use_graph:
-                count = graph_launches(estimate, subject.copies)
+                in_place = subject.restore is not None
+                count = subject.copies if in_place else graph_launches(estimate, subject.copies)
                 launches.append(count)
                 graphs.append(self.capture(subject, count))
                 methods.append(f"graph x{count}, {subject.copies} rotating copies")
             else:
                 methods.append("events+l2flush")
+        self._poison(subjects)
         samples: list[list[float]] = [[] for _ in subjects]
         deadline = time.perf_counter() + budget_s
         while True:
@@ -331,6 +341,7 @@ class Timer:
             for subject in subjects:
                 subject.prepare(0, self.stream)
                 subject.launch(0, self.stream)
+        self._poison(subjects)
         self.stream.synchronize()
         samples: list[list[float]] = [[] for _ in subjects]
         for _ in range(PER_CALL_CALLS):

@@ -1,0 +1,345 @@
+"""Time a candidate against a baseline, per shape, inside the evaluation worker.
+
+:func:`run_bench` is the worker's entry point: it takes a plain dict (see :class:`BenchRequest`)
+and returns ``BenchReport.model_dump()``. For each shape it
+
+1. builds random inputs for each side (and, for device mode on short kernels, enough extra
+   copies to keep the data cold inside a CUDA graph; see :mod:`astra_graph.harness.timing`),
+2. computes the float64 reference of the copies it will check, poisons the outputs (NaN bytes),
+   and keeps pristine copies of in-place arguments to restore before every timed call,
+3. times both sides interleaved, in ``device`` or ``per-call`` mode,
+4. re-checks the candidate's outputs left by the timed calls against the reference, so a kernel
+   cannot replay a cached answer or skip work while it is being timed, and
+5. compares the achieved bandwidth with the device's copy bandwidth: in device mode, a time
+   implying more than :data:`roofline.IMPOSSIBLE_MARGIN` x the copy bandwidth is impossible.
+
+Either failure sets ``rejection`` on the report; the evaluator turns it into the verdict.
+Per-call mode is exempt from the impossibility check: its data stays in L2 by design.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from astra_graph.contract import (
+    SUITE_NAMES,
+    ContractError,
+    Implementation,
+    OperationSpec,
+    load_contract,
+    load_implementation,
+)
+from astra_graph.harness import occupancy, roofline, timing
+from astra_graph.models import (
+    BenchReport,
+    Evidence,
+    Measurement,
+    ResourceReport,
+    ShapeTiming,
+    TimingMode,
+    Verdict,
+)
+
+POISON_BYTE = 0xFF
+"""Outputs are filled with this byte before timing: NaN in fp16, bf16 and fp32."""
+
+
+class BenchRequest(BaseModel):
+    """What the evaluator asks the worker to time."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op_folder: str
+    """The operation's folder (holding contract.toml)."""
+    candidate: str
+    """Path of the candidate's .cu file."""
+    baseline: str | None = None
+    candidate_tunables: dict[str, int] = {}
+    baseline_tunables: dict[str, int] = {}
+    mode: TimingMode = "device"
+    suite: str = "tuning"
+    shapes: list[dict[str, int]] | None = None
+    """Explicit shapes; the suite's when None."""
+    dtypes: list[str] | None = None
+    """Element types to time; the contract's first when None."""
+    seed: int = 0
+    budget_s: float = Field(timing.BUDGET_S, gt=0)
+    """Device-mode sampling budget per shape."""
+    copy_gbps: float | None = Field(None, gt=0)
+    """Override the measured copy bandwidth (tests of the impossibility check)."""
+
+
+@cache
+def _timer() -> timing.Timer:
+    """One timer (stream, L2 flush buffer) per worker process."""
+    return timing.Timer()
+
+
+class _Side:
+    """One implementation's inputs for one shape: copies, references, pristine in-place data."""
+
+    def __init__(self, kernel: Any, spec: OperationSpec) -> None:
+        self.kernel = kernel
+        self.spec = spec
+        self.cases: list[Any] = []
+        self.pristine: list[dict[str, Any]] = []
+        self.references: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+
+    @property
+    def in_place(self) -> list[str]:
+        return [a.name for a in self.spec.contract.args if a.role == "inout"]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [a.name for a in self.spec.contract.args if a.role == "output"]
+
+    def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
+        from astra_graph.harness.launch import make_case
+
+        while len(self.cases) < total:
+            case = make_case(self.spec, dims, dtype, rng)
+            self.pristine.append({n: case.arrays[n].copy() for n in self.in_place})
+            self.cases.append(case)
+
+    def poison(self, stream: Any) -> None:
+        """Fill every copy's pure outputs with NaN bytes (in-place ones are restored instead)."""
+        with stream:
+            for case in self.cases:
+                for name in self.outputs:
+                    case.arrays[name].view("uint8").fill(POISON_BYTE)
+
+    def expect(self, index: int) -> None:
+        """Compute, before any timed call, the reference for copy ``index``."""
+        import cupy
+
+        case = self.cases[index]
+        contract = self.spec.contract
+        inputs = {}
+        for arg in contract.args:
+            if arg.role != "output":
+                source = self.pristine[index].get(arg.name, case.arrays[arg.name])
+                inputs[arg.name] = contract.dtype_of(arg, case.dtype).to_float64(cupy, source)
+        reference = self.spec.reference(cupy, inputs, case.scalars)
+        self.references[index] = (inputs, reference)
+
+    def launch(self, index: int, stream: Any) -> None:
+        self.kernel.launch(self.cases[index], stream)
+
+    def restore(self, index: int, stream: Any) -> None:
+        with stream:
+            for name, array in self.pristine[index].items():
+                self.cases[index].arrays[name][...] = array
+
+    def subject(self, name: str) -> timing.Subject:
+        return timing.Subject(
+            name=name,
+            launch=self.launch,
+            copies=len(self.cases),
+            restore=self.restore if self.in_place else None,
+            poison=self.poison if self.outputs else None,
+        )
+
+    def check(self, index: int) -> Evidence | None:
+        from astra_graph.harness.verify import compare_outputs
+
+        case = self.cases[index]
+        inputs, reference = self.references[index]
+        written = {a.name: case.arrays[a.name] for a in self.spec.contract.args if a.written}
+        evidence, _ = compare_outputs(self.spec, inputs, written, reference, case.dtype)
+        return evidence
+
+
+def _resources(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
+    res = kernel.compiled.resources
+    _, block, smem = kernel.geometry(dims)
+    threads = math.prod(block)
+    occ = occupancy.estimate(res.registers, threads, res.static_smem_bytes, smem)
+    return ResourceReport(
+        registers=res.registers,
+        static_smem_bytes=res.static_smem_bytes,
+        dynamic_smem_bytes=smem,
+        local_bytes=res.stack_frame_bytes,
+        spill_bytes=res.spill_store_bytes + res.spill_load_bytes,
+        threads_per_block=threads,
+        occupancy=occ.fraction,
+        occupancy_limit=occ.limiter,
+    )
+
+
+def _load(path: str, spec: OperationSpec) -> Implementation:
+    return load_implementation(Path(path), spec.contract)
+
+
+def _shapes(request: BenchRequest, spec: OperationSpec) -> list[dict[str, int]]:
+    if request.shapes is not None:
+        for dims in request.shapes:
+            problem = spec.contract.shape_problem(dims)
+            if problem:
+                raise ContractError(f"{spec.folder}: shape {dims}: {problem}")
+        return [dict(d) for d in request.shapes]
+    if request.suite not in SUITE_NAMES:
+        raise ContractError(f"suite {request.suite!r}: expected one of {list(SUITE_NAMES)}")
+    return spec.contract.suite(request.suite)
+
+
+def _time_shape(
+    request: BenchRequest,
+    sides: list[_Side],
+    dims: dict[str, int],
+    dtype: str,
+    rng: Any,
+) -> list[Measurement]:
+    timer = _timer()
+    for side in sides:
+        side.add_copies(dims, dtype, rng, 1)
+    if request.mode == "per-call":
+        for side in sides:
+            side.expect(0)
+        return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)])
+    estimate = min(timer.estimate_us(s.subject(f"side{i}")) for i, s in enumerate(sides))
+    if estimate < timing.GRAPH_THRESHOLD_US:
+        for side in sides:
+            copies = timing.copies_for_cold_data(side.cases[0].nbytes, timer.l2_bytes)
+            if side.in_place:  # one rotation per replay: enough copies to fill the graph
+                wanted = math.ceil(timing.GRAPH_TARGET_US / max(estimate, 0.05))
+                copies = max(copies, min(timing.MAX_COPIES, wanted))
+            side.add_copies(dims, dtype, rng, copies)
+    for side in sides:
+        side.expect(0)
+        side.expect(len(side.cases) - 1)
+    subjects = [s.subject(f"side{i}") for i, s in enumerate(sides)]
+    return timer.device_mode(subjects, budget_s=request.budget_s)
+
+
+def run_bench(request: dict[str, Any]) -> dict[str, Any]:
+    """Time the request's candidate (and baseline) on its shapes; ``BenchReport.model_dump()``."""
+    import cupy
+
+    from astra_graph.harness.launch import load_kernel, synchronize
+
+    req = BenchRequest.model_validate(request)
+    spec = load_contract(Path(req.op_folder))
+    candidate = _load(req.candidate, spec)
+    baseline = _load(req.baseline, spec) if req.baseline else None
+    shapes = _shapes(req, spec)
+    dtypes = req.dtypes or spec.contract.dtypes[:1]
+    for dtype in dtypes:
+        if dtype not in spec.contract.dtypes:
+            raise ContractError(f"dtype {dtype!r}: expected one of {spec.contract.dtypes}")
+    if req.copy_gbps is not None:
+        copy_gbps = req.copy_gbps
+    else:
+        copy_gbps, _ = roofline.copy_bandwidth_gbps()
+    report = BenchReport(
+        op=spec.name,
+        mode=req.mode,
+        device=roofline.device_key()[1],
+        candidate=str(candidate.path),
+        baseline=str(baseline.path) if baseline else None,
+        copy_bandwidth_gbps=copy_gbps,
+        shapes=[],
+    )
+    rng = cupy.random.default_rng(req.seed)
+    largest = max(shapes, key=lambda d: spec.contract.bytes_for(d, dtypes[0]))
+    for dtype in dtypes:
+        cand_kernel = load_kernel(spec, candidate, dtype, req.candidate_tunables)
+        base_kernel = (
+            load_kernel(spec, baseline, dtype, req.baseline_tunables) if baseline else None
+        )
+        if dtype == dtypes[0]:
+            report.resources["candidate"] = _resources(cand_kernel, largest)
+            if base_kernel is not None:
+                report.resources["baseline"] = _resources(base_kernel, largest)
+        for dims in shapes:
+            kernels = [k for k in (cand_kernel, base_kernel) if k is not None]
+            unmet = [k.unsupported(dims) for k in kernels]
+            if any(unmet):
+                label = spec.contract.label(dims)
+                report.notes.append(
+                    f"{label} {dtype}: skipped, requires {next(u for u in unmet if u)}"
+                )
+                continue
+            sides = [_Side(k, spec) for k in kernels]
+            measured = _time_shape(req, sides, dims, dtype, rng)
+            synchronize(_timer().stream)
+            shape = _shape_timing(spec, dims, dtype, measured, copy_gbps, req.mode)
+            report.shapes.append(shape)
+            if report.rejection is None:
+                report.rejection = _rejection(spec, sides[0], shape, copy_gbps)
+            del sides
+        cupy.get_default_memory_pool().free_all_blocks()
+    pairs = [(s.speedup, s.speedup_err or 0.0) for s in report.shapes if s.speedup]
+    if pairs:
+        report.geomean_speedup, report.geomean_speedup_err = timing.geomean_speedup(pairs)
+    if req.mode == "device" and any("rotating" in s.candidate.method for s in report.shapes):
+        report.notes.append(
+            "short kernels timed inside CUDA graphs over rotating input copies; shapes whose "
+            f"copies cannot exceed 2x L2 within {timing.MAX_COPIES} copies stay partly warm"
+        )
+    return report.model_dump()
+
+
+def _shape_timing(
+    spec: OperationSpec,
+    dims: dict[str, int],
+    dtype: str,
+    measured: list[Measurement],
+    copy_gbps: float,
+    mode: TimingMode,
+) -> ShapeTiming:
+    nbytes = spec.contract.bytes_for(dims, dtype)
+    cand = measured[0]
+    base = measured[1] if len(measured) > 1 else None
+    achieved = roofline.achieved_gbps(nbytes, cand.median_us)
+    shape = ShapeTiming(
+        label=spec.contract.label(dims),
+        dims=dims,
+        dtype=dtype,
+        bytes_moved=nbytes,
+        candidate=cand,
+        baseline=base,
+        achieved_gbps=achieved,
+        roofline_pct=roofline.roofline_pct(achieved, copy_gbps),
+        impossible=mode == "device" and roofline.impossible(achieved, copy_gbps),
+    )
+    if base is not None:
+        shape.speedup, shape.speedup_err = timing.speedup(base, cand)
+        shape.call = timing.call_speedup(shape.speedup, shape.speedup_err)
+    return shape
+
+
+def _rejection(
+    spec: OperationSpec, candidate: _Side, shape: ShapeTiming, copy_gbps: float
+) -> Verdict | None:
+    for index in sorted(candidate.references):
+        evidence = candidate.check(index)
+        if evidence is not None:
+            evidence.detail = (
+                f"output left by the timed calls (input copy {index}) differs from the "
+                f"reference computed before timing. {evidence.detail}".strip()
+            )
+            return Verdict.reject(
+                "mismatch",
+                f"{shape.label} {shape.dtype}: the timed runs' output is wrong "
+                f"({evidence.arg or 'output'}): the kernel behaves differently when timed",
+                evidence,
+            )
+    if shape.impossible:
+        floor = roofline.floor_us(shape.bytes_moved, copy_gbps)
+        detail = (
+            f"{shape.candidate.median_us:.3f} us for {shape.bytes_moved} bytes is "
+            f"{shape.achieved_gbps:.0f} GB/s, over {roofline.IMPOSSIBLE_MARGIN} x the copy "
+            f"bandwidth {copy_gbps:.0f} GB/s (floor {floor:.3f} us)"
+        )
+        return Verdict.reject(
+            "impossible_time",
+            f"{shape.label} {shape.dtype}: faster than memory allows: {detail}",
+            Evidence(op=spec.name, dims=shape.dims, dtype=shape.dtype, detail=detail),
+        )
+    return None
