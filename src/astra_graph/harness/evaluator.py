@@ -1,0 +1,366 @@
+"""The evaluation entry point: check (and time) candidates in a supervised worker process.
+
+:class:`Evaluator` owns one :class:`~astra_graph.harness.worker.Worker` and reuses it (one CUDA
+context, warm caches) across any number of candidates. What a candidate does on the GPU can only
+end in a verdict: a hang is killed at the deadline (``timeout``), a fault or a dead worker is
+``crashed`` and the next evaluation gets a fresh worker.
+
+Cheap checks run here, in the calling process, without a GPU: the candidate's header and its
+kernel's parameter list against the contract (``interface_mismatch``). Everything else runs in
+the worker: compile (``compile_error``), launch, verification (:func:`verify.run_check`) and
+timing (``astra_graph.harness.bench:run_bench``).
+
+Requests sent to the worker are plain dicts (see :func:`kernel_request`); the worker rebuilds the
+contract from them and never trusts anything else from the caller.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from astra_graph.contract import (
+    CONTRACT_FILE,
+    SUITE_NAMES,
+    ContractError,
+    Implementation,
+    OperationSpec,
+    kernels_root,
+    load_contract,
+    load_implementation,
+)
+from astra_graph.harness.launch import interface_problem
+from astra_graph.harness.worker import JobFailed, Worker, WorkerCrashed, WorkerTimeout
+from astra_graph.models import BenchReport, Evaluation, Evidence, TimingMode, Verdict
+
+log = structlog.get_logger(__name__)
+
+CHECK_JOB = "astra_graph.harness.verify:run_check"
+BENCH_JOB = "astra_graph.harness.bench:run_bench"
+BAD_INPUT_ERRORS = {"BaselineError", "ContractError"}
+"""Job failures that are the caller's fault: raised here as ContractError."""
+UNAVAILABLE_ERRORS = {"NoGpu", "NvrtcUnavailable"}
+"""Job failures that mean the machine cannot evaluate: raised here as HarnessUnavailable."""
+DEFAULT_STALL_S = 60.0
+"""A job that reports no progress for this long is taken to hang (a case never takes as long)."""
+
+
+class HarnessUnavailable(RuntimeError):
+    """No GPU (or no NVRTC) where the worker runs: nothing can be evaluated."""
+
+
+def _raise_for_caller(exc: JobFailed) -> None:
+    """Re-raise a job failure that is bad input or a missing GPU, in the caller's terms."""
+    if exc.type_name in BAD_INPUT_ERRORS:
+        raise ContractError(str(exc).removeprefix(f"{exc.type_name}: ")) from None
+    if exc.type_name in UNAVAILABLE_ERRORS:
+        raise HarnessUnavailable(str(exc).removeprefix(f"{exc.type_name}: ")) from None
+
+
+def operation(op: str | Path | OperationSpec) -> OperationSpec:
+    """An operation given as a spec, a folder holding ``contract.toml``, or a name in kernels/."""
+    if isinstance(op, OperationSpec):
+        return op
+    path = Path(op)
+    if (path / CONTRACT_FILE).is_file():
+        return load_contract(path)
+    folder = kernels_root() / str(op)
+    if (folder / CONTRACT_FILE).is_file():
+        return load_contract(folder)
+    raise ContractError(f"{op}: not an operation name or a folder with {CONTRACT_FILE}")
+
+
+def kernel_request(impl: Implementation) -> dict[str, str]:
+    """How an implementation travels to the worker: its path (for messages) and its source."""
+    return {"path": str(impl.path), "source": impl.source}
+
+
+def operation_request(spec: OperationSpec) -> dict[str, Any]:
+    """How an operation travels to the worker: its folder and its validated contract."""
+    return {"folder": str(spec.folder), "contract": spec.contract.model_dump(mode="json")}
+
+
+def _shapes_checked(
+    spec: OperationSpec, extra_shapes: Iterable[Mapping[str, int]]
+) -> list[dict[str, int]]:
+    shapes = [dict(s) for s in extra_shapes]
+    for i, dims in enumerate(shapes):
+        problem = spec.contract.shape_problem(dims)
+        if problem:
+            raise ContractError(f"extra_shapes[{i}]: {problem}")
+    return shapes
+
+
+def _evidence_from_progress(spec: OperationSpec, info: Any, detail: str) -> Evidence:
+    """Evidence for a timeout or crash: the case the worker last said it was running."""
+    fields = info if isinstance(info, dict) else {}
+    return Evidence(
+        op=spec.name,
+        dims=fields.get("dims") or {},
+        dtype=fields.get("dtype"),
+        suite=fields.get("suite"),
+        detail=detail if not fields.get("step") else f"{detail} (during {fields['step']})",
+    )
+
+
+class Evaluator:
+    """Checks and times candidates in one reusable worker; use as a context manager.
+
+    ``deadline_s`` bounds each call (a whole check or a whole bench); ``stall_s`` bounds the
+    time between two progress reports of the worker, i.e. one test case, so that a hanging
+    kernel is caught in seconds, not at the end of the whole deadline.
+    """
+
+    def __init__(self, deadline_s: float = 300.0, *, stall_s: float = DEFAULT_STALL_S) -> None:
+        self.deadline_s = deadline_s
+        self.stall_s = stall_s
+        self.worker = Worker()
+
+    def __enter__(self) -> Evaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.worker.close()
+
+    # --- checking --------------------------------------------------------------------------
+
+    def _candidate(
+        self, spec: OperationSpec, candidate: Path, tunables: Mapping[str, int] | None
+    ) -> Implementation | Verdict:
+        """The validated candidate, or the interface_mismatch verdict that rejects it."""
+        try:
+            impl = load_implementation(Path(candidate), spec.contract)
+        except ContractError as exc:
+            if not Path(candidate).is_file():
+                raise
+            return Verdict.reject(
+                "interface_mismatch", str(exc), Evidence(op=spec.name, detail=str(exc))
+            )
+        unknown = set(tunables or {}) - set(impl.header.tunables)
+        if unknown:
+            raise ContractError(f"{candidate}: tunables: unknown tunable {sorted(unknown)[0]!r}")
+        for dtype in spec.contract.dtypes:
+            problem = interface_problem(spec, impl, dtype, tunables)
+            if problem:
+                return Verdict.reject(
+                    "interface_mismatch", problem, Evidence(op=spec.name, dtype=dtype)
+                )
+        return impl
+
+    def check(
+        self,
+        op: str | Path | OperationSpec,
+        baseline: Path,
+        candidate: Path,
+        *,
+        suites: Sequence[str] = SUITE_NAMES,
+        extra_shapes: Iterable[Mapping[str, int]] = (),
+        tunables: Mapping[str, int] | None = None,
+        params: Mapping[str, float] | None = None,
+    ) -> Verdict:
+        """Verify ``candidate`` against the contract's reference and ``baseline``'s own error.
+
+        Raises ContractError for bad input (unknown operation, a baseline that does not load,
+        an unknown suite, shape or tunable); every problem of the candidate is a verdict.
+        """
+        spec = operation(op)
+        base_impl = load_implementation(Path(baseline), spec.contract)
+        for name in suites:
+            if name not in SUITE_NAMES:
+                raise ContractError(f"suites: unknown suite {name!r}, expected {list(SUITE_NAMES)}")
+        found = self._candidate(spec, Path(candidate), tunables)
+        if isinstance(found, Verdict):
+            return found
+        request = {
+            "op": operation_request(spec),
+            "baseline": kernel_request(base_impl),
+            "candidate": kernel_request(found),
+            "suites": list(suites),
+            "extra_shapes": _shapes_checked(spec, extra_shapes),
+            "tunables": dict(tunables or {}),
+            "params": dict(params or {}),
+        }
+        return self._run_check(spec, request)
+
+    def _run_check(self, spec: OperationSpec, request: dict[str, Any]) -> Verdict:
+        try:
+            result = self.worker.call(
+                CHECK_JOB, request, deadline_s=self.deadline_s, stall_s=self.stall_s
+            )
+        except WorkerTimeout as exc:
+            return Verdict.reject(
+                "timeout",
+                f"killed: {exc}",
+                _evidence_from_progress(spec, exc.last_progress, "the kernel did not finish"),
+                log=exc.log,
+            )
+        except WorkerCrashed as exc:
+            return Verdict.reject(
+                "crashed",
+                str(exc),
+                _evidence_from_progress(spec, exc.last_progress, "the worker process died"),
+                log=exc.log,
+            )
+        except JobFailed as exc:
+            _raise_for_caller(exc)
+            log.error("check job failed", error=str(exc), trace=exc.trace)
+            return Verdict.reject(
+                "crashed",
+                f"evaluation failed: {exc}",
+                _evidence_from_progress(spec, exc.last_progress, "the check raised"),
+                log=exc.trace + exc.log,
+            )
+        verdict = Verdict.model_validate(result)
+        if verdict.reason == "crashed" and not verdict.log:
+            verdict.log = self.worker.log_tail()
+        return verdict
+
+    # --- timing ----------------------------------------------------------------------------
+
+    def bench(
+        self,
+        op: str | Path | OperationSpec,
+        candidate: Path,
+        *,
+        against: Path | None = None,
+        mode: TimingMode = "device",
+        shapes: Sequence[Mapping[str, int]] | None = None,
+        dtypes: Sequence[str] | None = None,
+        tunables: Mapping[str, int] | None = None,
+    ) -> BenchReport:
+        """Time ``candidate`` (and ``against``, interleaved) in the worker.
+
+        Runs ``astra_graph.harness.bench:run_bench`` with the request of :meth:`bench_request`.
+        Raises ContractError for bad input and WorkerError subclasses when the worker fails.
+        """
+        report, _ = self._bench(op, candidate, against, mode, shapes, dtypes, tunables)
+        return report
+
+    def bench_request(
+        self,
+        spec: OperationSpec,
+        candidate: Implementation,
+        against: Implementation | None,
+        mode: TimingMode,
+        shapes: Sequence[Mapping[str, int]] | None,
+        dtypes: Sequence[str] | None,
+        tunables: Mapping[str, int] | None,
+    ) -> dict[str, Any]:
+        """The dict ``run_bench`` receives.
+
+        ``op`` (folder, contract), ``candidate`` and ``against`` (path, source; ``against`` may
+        be None), ``mode``, ``shapes`` (list of dims; the tuning suite when not given),
+        ``dtypes`` (the contract's when not given), ``tunables`` (the candidate's).
+        """
+        for dtype in dtypes or ():
+            if dtype not in spec.contract.dtypes:
+                raise ContractError(
+                    f"dtypes: {dtype!r} is not one of the contract's {spec.contract.dtypes}"
+                )
+        return {
+            "op": operation_request(spec),
+            "candidate": kernel_request(candidate),
+            "against": kernel_request(against) if against is not None else None,
+            "mode": mode,
+            "shapes": _shapes_checked(
+                spec, shapes if shapes is not None else spec.contract.suite("tuning")
+            ),
+            "dtypes": list(dtypes or spec.contract.dtypes),
+            "tunables": dict(tunables or {}),
+        }
+
+    def _bench(
+        self,
+        op: str | Path | OperationSpec,
+        candidate: Path,
+        against: Path | None,
+        mode: TimingMode,
+        shapes: Sequence[Mapping[str, int]] | None,
+        dtypes: Sequence[str] | None,
+        tunables: Mapping[str, int] | None,
+    ) -> tuple[BenchReport, Verdict | None]:
+        """The report, and a rejection when the timed runs gave an impossible time or output."""
+        spec = operation(op)
+        cand = load_implementation(Path(candidate), spec.contract)
+        base = load_implementation(Path(against), spec.contract) if against else None
+        request = self.bench_request(spec, cand, base, mode, shapes, dtypes, tunables)
+        try:
+            result = self.worker.call(
+                BENCH_JOB, request, deadline_s=self.deadline_s, stall_s=self.stall_s
+            )
+        except JobFailed as exc:
+            _raise_for_caller(exc)
+            raise
+        rejection = result.pop("rejection", None) if isinstance(result, dict) else None
+        verdict = None
+        if rejection:
+            verdict = Verdict.reject(
+                rejection["reason"],
+                rejection.get("message", ""),
+                Evidence.model_validate(rejection["evidence"])
+                if rejection.get("evidence")
+                else None,
+            )
+        return BenchReport.model_validate(result), verdict
+
+    # --- both ------------------------------------------------------------------------------
+
+    def evaluate(
+        self,
+        op: str | Path | OperationSpec,
+        baseline: Path,
+        candidate: Path,
+        *,
+        suites: Sequence[str] = SUITE_NAMES,
+        extra_shapes: Iterable[Mapping[str, int]] = (),
+        time_shapes: Sequence[Mapping[str, int]] | None = None,
+        mode: TimingMode = "device",
+        tunables: Mapping[str, int] | None = None,
+    ) -> Evaluation:
+        """Check, then (if accepted) time against ``baseline`` on ``time_shapes``.
+
+        A timed run that is faster than the bandwidth floor, or whose outputs fail the re-check
+        after timing, turns the verdict into that rejection (``impossible_time``/``mismatch``).
+        """
+        started = time.monotonic()
+        spec = operation(op)
+        verdict = self.check(
+            spec, baseline, candidate, suites=suites, extra_shapes=extra_shapes, tunables=tunables
+        )
+        report = None
+        if verdict.accepted:
+            try:
+                report, rejection = self._bench(
+                    spec, candidate, baseline, mode, time_shapes, None, tunables
+                )
+            except WorkerTimeout as exc:
+                rejection = Verdict.reject(
+                    "timeout",
+                    f"killed while timing: {exc}",
+                    _evidence_from_progress(spec, exc.last_progress, "timing did not finish"),
+                    log=exc.log,
+                )
+            except WorkerCrashed as exc:
+                rejection = Verdict.reject(
+                    "crashed",
+                    f"while timing: {exc}",
+                    _evidence_from_progress(spec, exc.last_progress, "the worker process died"),
+                    log=exc.log,
+                )
+            if rejection is not None:
+                verdict = rejection.model_copy(
+                    update={"cases_checked": verdict.cases_checked, "suites": verdict.suites}
+                )
+        return Evaluation(
+            candidate=str(candidate),
+            verdict=verdict,
+            bench=report,
+            seconds=time.monotonic() - started,
+        )

@@ -1,0 +1,592 @@
+"""Verification: is a candidate's output right, on fresh inputs, every time, for every case?
+
+Two layers:
+
+* :func:`output_error` / :func:`compare_outputs` compare arrays (NumPy or CuPy, so the verdict
+  logic is tested on the CPU) with the float64 reference, element by element:
+  ``abs(got - ref) <= atol + rtol * abs(ref)`` with the contract's tolerance for the output's
+  type. An infinite output passes only where the reference, rounded once to the output's type,
+  is the same infinity (a result beyond fp16's range rounds to inf; that is right). A NaN output
+  passes only where the reference itself is NaN. A finite output against an infinite reference
+  fails. For ``inout`` arguments a failing element still equal to its input value was not
+  written: ``unwritten_output``.
+* :func:`run_check` is the worker job behind :meth:`Evaluator.check`: for every case (suite
+  shape x dtype, plus each ``[[specials]]`` scenario on a few shapes) it draws fresh inputs from
+  a seed no prompt ever sees, runs the reference (float64, on the GPU) and the baseline on
+  separate copies, runs the candidate twice with its outputs poisoned first with a NaN of an
+  unusual payload and then with a finite constant, and rejects with the first of:
+  ``launch_error``/``crashed`` (checked after every launch), ``input_mutated`` (a pure input not
+  bit-identical afterwards), ``unwritten_output`` (an element still holding the poison after both
+  runs), ``nondeterministic`` (the two runs differ in any bit; skipped when the contract allows
+  atomics), ``mismatch`` (outside the tolerance, or a precision downgrade, below).
+
+The error-ratio rule catches a precision downgrade that the tolerance alone lets through. A
+kernel's error on one output is the *mean* over elements of ``error / allowed``; the mean
+measures systematic loss of precision and, unlike the worst element, is not decided by one
+unlucky rounding. The candidate's mean may be at most ``contract.error_ratio`` times the
+baseline's on the same inputs, where the baseline's is floored at the error of the reference
+itself rounded once to the output type: no kernel can beat that floor, so a perfect baseline
+does not make ordinary rounding fail. The rule applies to outputs of at least
+:data:`RATIO_MIN_ELEMENTS` elements, where the mean is statistically stable.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from astra_graph.contract import (
+    Contract,
+    Implementation,
+    OperationSpec,
+    Special,
+    TensorArg,
+    load_implementation,
+)
+from astra_graph.dtypes import DType
+from astra_graph.models import Evidence, RejectReason, Verdict
+
+RATIO_MIN_ELEMENTS = 1024
+"""Outputs smaller than this are checked against the tolerance only, not the error ratio."""
+SPECIAL_SHAPES_PER_SUITE = 1
+"""Each special-value scenario runs on this many shapes of every suite checked."""
+LARGE_CASE_BYTES = 256 * 1024 * 1024
+"""After a case this large the memory pool's cached blocks are released."""
+
+_NAN_POISON_BITS = {
+    "float16": 0x7E5A,
+    "bfloat16": 0x7FA5,
+    "float32": 0x7FC5A5A5,
+    "float64": 0x7FF8A5A5A5A5A5A5,
+}
+"""First poison: NaNs with a payload that arithmetic never produces (GPUs make canonical NaNs)."""
+_FINITE_POISON = -1234.5
+"""Second poison, for floating types: exactly representable in each of them."""
+_INT_POISON = {1: 0x5A, 2: 0x5A5A, 4: 0x5A5A5A5A, 8: 0x5A5A5A5A5A5A5A5A}
+
+
+class Finding(Evidence):
+    """Evidence plus the rejection reason it supports."""
+
+    reason: RejectReason
+
+    def evidence(self) -> Evidence:
+        return Evidence.model_validate(self.model_dump(exclude={"reason"}))
+
+
+class BaselineError(RuntimeError):
+    """The baseline itself failed to compile or launch: bad input, not the candidate's fault."""
+
+
+class NoGpu(RuntimeError):
+    """The worker sees no CUDA device."""
+
+
+def array_module(array: Any) -> Any:
+    """``cupy`` for a CuPy array, else ``numpy``."""
+    if type(array).__module__.startswith("cupy"):
+        return sys.modules["cupy"]
+    return np
+
+
+def _bits(xp: Any, array: Any) -> Any:
+    return array.view(xp.dtype(f"uint{array.dtype.itemsize * 8}"))
+
+
+def _index(shape: tuple[int, ...], flat: int) -> list[int]:
+    return [int(i) for i in np.unravel_index(flat, shape)]
+
+
+def _scalar(xp: Any, array: Any, flat: int) -> float:
+    return float(array.reshape(-1)[flat])
+
+
+@dataclass
+class OutputError:
+    """How one output compares with the reference."""
+
+    arg: str
+    finding: Finding | None
+    worst_ratio: float
+    """Largest ``error / allowed`` over the elements (inf when an element fails outright)."""
+    mean_ratio: float
+    """Mean ``error / allowed`` over elements where output and reference are finite."""
+    rounding_ratio: float
+    """The same mean for the reference rounded once to the output type (the unavoidable error)."""
+    elements: int
+
+
+def output_error(
+    contract: Contract,
+    arg: TensorArg,
+    dtype: str,
+    got: Any,
+    reference: Any,
+    original: Any = None,
+) -> OutputError:
+    """Compare one output (storage dtype) with its float64 reference.
+
+    ``original`` is the argument's value before the run (storage dtype, or float64) for
+    ``inout`` arguments: a failing element equal to it was never written.
+    """
+    xp = array_module(got)
+    element: DType = contract.dtype_of(arg, dtype)
+    tol = contract.tolerance[element.name]
+    ref = xp.asarray(reference, dtype=xp.float64)
+    if ref.shape != got.shape:
+        raise ValueError(
+            f"{contract.name}: reference output {arg.name!r} has shape {ref.shape}, "
+            f"expected {got.shape}"
+        )
+    value = element.to_float64(xp, got)
+    rounded = element.to_float64(xp, element.from_float64(xp, ref))
+    finite_ref = xp.isfinite(ref)
+    allowed = xp.where(finite_ref, tol.atol + tol.rtol * xp.abs(ref), 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = xp.abs(value - ref)
+        ok = (
+            (error <= allowed)
+            | (xp.isinf(value) & (value == rounded))
+            | (xp.isnan(value) & xp.isnan(ref))
+        )
+        measurable = ok & xp.isfinite(value) & finite_ref & (allowed > 0)
+        ratio = xp.where(measurable, error / xp.where(allowed > 0, allowed, 1.0), 0.0)
+        rounding = xp.where(
+            measurable, xp.abs(rounded - ref) / xp.where(allowed > 0, allowed, 1.0), 0.0
+        )
+    score = xp.where(ok, ratio, xp.inf)
+    flat_score = score.reshape(-1)
+    worst = int(xp.argmax(flat_score)) if flat_score.size else 0
+    worst_ratio = float(flat_score[worst]) if flat_score.size else 0.0
+    count = int(xp.count_nonzero(measurable))
+    mean_ratio = float(ratio.sum()) / count if count else 0.0
+    rounding_ratio = float(rounding.sum()) / count if count else 0.0
+    finding = None
+    if not bool(ok.all()):
+        flat = worst
+        reason: RejectReason = "mismatch"
+        if original is not None:
+            if original.dtype == got.dtype:
+                same = _bits(xp, got) == _bits(xp, xp.asarray(original))
+            else:
+                same = value == xp.asarray(original, dtype=xp.float64)
+            stale = (~ok & same).reshape(-1)
+            if bool(stale.any()):
+                reason, flat = "unwritten_output", int(xp.argmax(stale))
+        finding = Finding(
+            reason=reason,
+            op=contract.name,
+            dtype=dtype,
+            arg=arg.name,
+            index=_index(got.shape, flat),
+            got=_scalar(xp, value, flat),
+            expected=_scalar(xp, ref, flat),
+            error=_scalar(xp, error, flat),
+            allowed=_scalar(xp, allowed, flat),
+            detail=(
+                "still holds its input value: never written"
+                if reason == "unwritten_output"
+                else "outside the tolerance"
+            ),
+        )
+    return OutputError(
+        arg=arg.name,
+        finding=finding,
+        worst_ratio=worst_ratio,
+        mean_ratio=mean_ratio,
+        rounding_ratio=rounding_ratio,
+        elements=int(got.size),
+    )
+
+
+def compare_outputs(
+    spec: OperationSpec,
+    case_inputs_f64: Mapping[str, Any],
+    got: Mapping[str, Any],
+    reference: Mapping[str, Any],
+    dtype: str,
+) -> tuple[Evidence | None, float]:
+    """(first failing evidence or None, worst ``error / allowed`` over all written arguments).
+
+    ``got`` maps every output and inout argument to its array after the run (storage dtype);
+    ``reference`` to its float64 reference; ``case_inputs_f64`` holds the inputs before the run
+    (float64 or storage dtype; used for ``inout`` arguments). The evidence is a
+    :class:`Finding` (an Evidence with ``reason``); its ``dims`` are left for the caller.
+    """
+    worst = 0.0
+    first: Finding | None = None
+    for arg in spec.contract.args:
+        if not arg.written:
+            continue
+        original = case_inputs_f64.get(arg.name) if arg.role == "inout" else None
+        result = output_error(
+            spec.contract, arg, dtype, got[arg.name], reference[arg.name], original
+        )
+        worst = max(worst, result.worst_ratio)
+        if first is None and result.finding is not None:
+            first = result.finding
+    return first, worst
+
+
+def ratio_problem(
+    contract: Contract, candidate: OutputError, baseline: OutputError | None
+) -> str | None:
+    """Why the candidate's mean error breaks the error-ratio rule against the baseline, or None."""
+    if baseline is None or candidate.elements < RATIO_MIN_ELEMENTS:
+        return None
+    floor = max(baseline.mean_ratio, candidate.rounding_ratio)
+    limit = contract.error_ratio * floor
+    if candidate.mean_ratio <= limit:
+        return None
+    return (
+        f"precision loss: mean error {candidate.mean_ratio:.3g} of the tolerance on "
+        f"{candidate.arg!r}, baseline {baseline.mean_ratio:.3g}, limit "
+        f"{contract.error_ratio:g} x {floor:.3g} = {limit:.3g}"
+    )
+
+
+def first_difference(xp: Any, a: Any, b: Any) -> int | None:
+    """Flat index of the first element whose bits differ, or None when identical."""
+    differs = (_bits(xp, a) != _bits(xp, b)).reshape(-1)
+    if not bool(differs.any()):
+        return None
+    return int(xp.argmax(differs))
+
+
+def poison_bits(element: DType, first: bool) -> int:
+    """The bits an output is filled with before the first or the second checked run."""
+    if not element.floating:
+        bits = _INT_POISON[element.itemsize]
+        return bits if first else bits ^ 0xFF
+    if first:
+        return _NAN_POISON_BITS[element.name]
+    value = element.from_float64(np, np.asarray([_FINITE_POISON], dtype=np.float64))
+    return int(_bits(np, value)[0])
+
+
+def fill_poison(xp: Any, array: Any, element: DType, first: bool) -> None:
+    """Poison an output before a checked run."""
+    _bits(xp, array).fill(poison_bits(element, first))
+
+
+def poison_matches(xp: Any, array: Any, element: DType, first: bool) -> Any:
+    """Boolean mask of the elements still holding that run's poison."""
+    return _bits(xp, array) == poison_bits(element, first)
+
+
+# --- the worker job --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    suite: str
+    dims: dict[str, int]
+    dtype: str
+    special: Special | None = None
+
+    def progress(self, step: str) -> dict[str, Any]:
+        return {
+            "step": step if self.special is None else f"{step}, scenario {self.special.name}",
+            "suite": self.suite,
+            "dims": self.dims,
+            "dtype": self.dtype,
+        }
+
+
+def plan_cases(
+    contract: Contract, suites: list[str], extra_shapes: list[dict[str, int]]
+) -> list[CaseSpec]:
+    """Every (suite shape, dtype) case, then each special scenario on a few shapes per suite."""
+    shaped = [(suite, dims) for suite in suites for dims in contract.suite(suite)]
+    shaped += [("extra", dims) for dims in extra_shapes]
+    cases = [CaseSpec(suite, dims, dtype) for suite, dims in shaped for dtype in contract.dtypes]
+    for special in contract.specials:
+        for suite in suites:
+            for dims in contract.suite(suite)[:SPECIAL_SHAPES_PER_SUITE]:
+                cases += [CaseSpec(suite, dims, dtype, special) for dtype in contract.dtypes]
+    return cases
+
+
+_SPECS: dict[str, OperationSpec] = {}
+_RNG: Any = None
+
+
+def _operation(request: Mapping[str, Any]) -> OperationSpec:
+    key = repr(sorted(request.items()))
+    if key not in _SPECS:
+        _SPECS[key] = OperationSpec(
+            contract=Contract.model_validate(request["contract"]), folder=Path(request["folder"])
+        )
+    return _SPECS[key]
+
+
+def _rng() -> Any:
+    """One generator per worker, seeded from the OS: no prompt or log ever shows the seed."""
+    global _RNG
+    if _RNG is None:
+        import cupy
+
+        _RNG = cupy.random.default_rng(secrets.randbits(63))
+    return _RNG
+
+
+def _implementation(request: Mapping[str, str], contract: Contract) -> Implementation:
+    return load_implementation(Path(request["path"]), contract, source=request["source"])
+
+
+class _Rejected(Exception):
+    def __init__(self, verdict: Verdict) -> None:
+        super().__init__(verdict.message)
+        self.verdict = verdict
+
+
+def _reject(
+    reason: RejectReason, message: str, case: CaseSpec, spec: OperationSpec, **fields: Any
+) -> _Rejected:
+    evidence = Evidence(
+        op=spec.name,
+        dims=case.dims,
+        dtype=case.dtype,
+        suite=case.suite,
+        **fields,
+    )
+    if case.special is not None:
+        evidence.detail = f"{evidence.detail} [scenario {case.special.name}]".strip()
+    where = f"{spec.contract.label(case.dims)} {case.dtype} ({case.suite})"
+    return _Rejected(Verdict.reject(reason, f"{message} at {where}", evidence))
+
+
+def _launch_checked(kernel: Any, case_data: Any, case: CaseSpec, spec: OperationSpec) -> None:
+    """Launch and synchronise; a refused launch is launch_error, a fault crashes the worker."""
+    from astra_graph.harness import worker
+    from astra_graph.harness.launch import LaunchError, synchronize
+
+    try:
+        kernel.launch(case_data)
+        synchronize()
+    except LaunchError as exc:
+        if exc.sticky:
+            worker.retire()
+            raise _reject("crashed", f"CUDA fault: {exc}", case, spec, detail=str(exc)) from None
+        raise _reject("launch_error", str(exc), case, spec, detail=str(exc)) from None
+
+
+def _check_case(
+    spec: OperationSpec,
+    candidate: Any,
+    baseline: Any,
+    case: CaseSpec,
+    params: Mapping[str, float],
+) -> float:
+    """Run one case; returns the worst error ratio or raises _Rejected."""
+    import cupy
+
+    from astra_graph.harness.launch import Case, LaunchError, make_case, synchronize
+
+    contract = spec.contract
+    data = make_case(spec, case.dims, case.dtype, _rng(), params, case.special)
+    inputs = {a.name: data.arrays[a.name] for a in contract.args if a.role != "output"}
+    pristine = {name: array.copy() for name, array in inputs.items()}
+    inputs_f64 = {
+        a.name: contract.dtype_of(a, case.dtype).to_float64(cupy, inputs[a.name])
+        for a in contract.args
+        if a.role != "output"
+    }
+    reference = spec.reference(cupy, inputs_f64, data.scalars)
+    del inputs_f64
+    written = [a for a in contract.args if a.written]
+    missing = [a.name for a in written if a.name not in reference]
+    if missing:
+        raise ValueError(f"{contract.name}: the reference returns no {missing[0]!r}")
+
+    base_errors: dict[str, OutputError] = {}
+    if baseline is not None and baseline.unsupported(case.dims) is None:
+        base_arrays = {
+            a.name: (
+                pristine[a.name].copy()
+                if a.role != "output"
+                else cupy.empty_like(data.arrays[a.name])
+            )
+            for a in contract.args
+        }
+        base_case = Case(data.dims, data.dtype, base_arrays, data.scalars)
+        try:
+            baseline.launch(base_case)
+            synchronize()
+        except LaunchError as exc:
+            if exc.sticky:
+                from astra_graph.harness import worker
+
+                worker.retire()
+            raise BaselineError(f"baseline {baseline.impl.path}: {exc}") from None
+        for arg in written:
+            base_errors[arg.name] = output_error(
+                contract, arg, case.dtype, base_arrays[arg.name], reference[arg.name]
+            )
+        del base_arrays, base_case
+
+    elements = {a.name: contract.dtype_of(a, case.dtype) for a in contract.args}
+    outputs = [a for a in written if a.role == "output"]
+    runs: list[dict[str, Any]] = []
+    for first in (True, False):
+        for arg in outputs:
+            fill_poison(cupy, data.arrays[arg.name], elements[arg.name], first)
+        for arg in contract.args:
+            if arg.role == "inout":
+                data.arrays[arg.name][...] = pristine[arg.name]
+        _launch_checked(candidate, data, case, spec)
+        for arg in contract.args:
+            if arg.role == "input":
+                flat = first_difference(cupy, data.arrays[arg.name], pristine[arg.name])
+                if flat is not None:
+                    element = elements[arg.name]
+                    raise _reject(
+                        "input_mutated",
+                        f"input {arg.name!r} was modified",
+                        case,
+                        spec,
+                        arg=arg.name,
+                        index=_index(data.arrays[arg.name].shape, flat),
+                        got=_scalar(cupy, element.to_float64(cupy, data.arrays[arg.name]), flat),
+                        expected=_scalar(cupy, element.to_float64(cupy, pristine[arg.name]), flat),
+                        detail="inputs that are not inout must be bit-identical after the run",
+                    )
+        runs.append({a.name: data.arrays[a.name].copy() for a in written})
+
+    for arg in outputs:
+        element = elements[arg.name]
+        stale = (
+            poison_matches(cupy, runs[0][arg.name], element, True)
+            & poison_matches(cupy, runs[1][arg.name], element, False)
+        ).reshape(-1)
+        if bool(stale.any()):
+            flat = int(cupy.argmax(stale))
+            raise _reject(
+                "unwritten_output",
+                f"output {arg.name!r} has elements the kernel never wrote",
+                case,
+                spec,
+                arg=arg.name,
+                index=_index(runs[0][arg.name].shape, flat),
+                expected=_scalar(cupy, reference[arg.name], flat),
+                detail=f"{int(stale.sum())} of {stale.size} elements kept the poison value",
+            )
+    if contract.deterministic:
+        for arg in written:
+            flat = first_difference(cupy, runs[0][arg.name], runs[1][arg.name])
+            if flat is not None:
+                element = elements[arg.name]
+                raise _reject(
+                    "nondeterministic",
+                    f"two runs on the same inputs differ in {arg.name!r}",
+                    case,
+                    spec,
+                    arg=arg.name,
+                    index=_index(runs[0][arg.name].shape, flat),
+                    got=_scalar(cupy, element.to_float64(cupy, runs[1][arg.name]), flat),
+                    expected=_scalar(cupy, element.to_float64(cupy, runs[0][arg.name]), flat),
+                    detail="second run (got) vs first run (expected), same inputs",
+                )
+
+    worst = 0.0
+    for run in runs if not contract.deterministic else runs[:1]:
+        for arg in written:
+            original = pristine[arg.name] if arg.role == "inout" else None
+            result = output_error(
+                contract, arg, case.dtype, run[arg.name], reference[arg.name], original
+            )
+            worst = max(worst, result.worst_ratio)
+            if result.finding is not None:
+                found = result.finding
+                raise _reject(
+                    found.reason,
+                    f"{arg.name!r} differs from the reference"
+                    if found.reason == "mismatch"
+                    else f"{arg.name!r} was not written",
+                    case,
+                    spec,
+                    **found.evidence().model_dump(
+                        include={"arg", "index", "got", "expected", "error", "allowed", "detail"}
+                    ),
+                )
+            problem = ratio_problem(contract, result, base_errors.get(arg.name))
+            if problem:
+                raise _reject("mismatch", problem, case, spec, arg=arg.name, detail=problem)
+    if data.nbytes > LARGE_CASE_BYTES:
+        del data, inputs, pristine, reference, runs
+        cupy.get_default_memory_pool().free_all_blocks()
+    return worst
+
+
+def run_check(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Worker job: verify a candidate on every planned case; returns a Verdict as a dict.
+
+    ``request``: ``op`` (folder, contract), ``baseline`` and ``candidate`` (path, source),
+    ``suites``, ``extra_shapes``, ``tunables`` (the candidate's), ``params`` (contract
+    parameters such as eps). Raises BaselineError when the baseline fails and NoGpu.
+    """
+    from astra_graph.harness import worker
+    from astra_graph.harness.compile import gpu_arch
+    from astra_graph.harness.launch import CompileFailed, InterfaceMismatch, load_kernel
+
+    if gpu_arch() is None:
+        raise NoGpu("no CUDA GPU visible to the evaluation worker")
+    spec = _operation(request["op"])
+    contract = spec.contract
+    base_impl = _implementation(request["baseline"], contract)
+    cand_impl = _implementation(request["candidate"], contract)
+    cases = plan_cases(contract, list(request["suites"]), list(request["extra_shapes"]))
+    params = dict(request.get("params") or {})
+
+    candidates, baselines = {}, {}
+    for dtype in contract.dtypes:
+        worker.progress({"step": "compile", "dtype": dtype})
+        try:
+            baselines[dtype] = load_kernel(spec, base_impl, dtype)
+        except (CompileFailed, InterfaceMismatch) as exc:
+            raise BaselineError(f"baseline: {exc}") from None
+        try:
+            candidates[dtype] = load_kernel(spec, cand_impl, dtype, request.get("tunables"))
+        except CompileFailed as exc:
+            evidence = Evidence(op=spec.name, dtype=dtype, detail=str(exc))
+            return Verdict.reject("compile_error", str(exc), evidence, log=exc.log).model_dump()
+        except InterfaceMismatch as exc:
+            evidence = Evidence(op=spec.name, dtype=dtype, detail=str(exc))
+            return Verdict.reject("interface_mismatch", str(exc), evidence).model_dump()
+
+    worst = 0.0
+    for checked, case in enumerate(cases):
+        worker.progress(case.progress("case"))
+        candidate = candidates[case.dtype]
+        try:
+            unmet = candidate.unsupported(case.dims)
+            if unmet is not None:
+                raise _reject(
+                    "interface_mismatch",
+                    f"the candidate does not support this shape (requires {unmet})",
+                    case,
+                    spec,
+                    detail=f"requires {unmet}",
+                )
+            worst = max(worst, _check_case(spec, candidate, baselines[case.dtype], case, params))
+        except _Rejected as rejected:
+            return rejected.verdict.model_copy(
+                update={"cases_checked": checked, "suites": list(request["suites"])}
+            ).model_dump()
+    suites = ", ".join(request["suites"]) or "no suites"
+    return Verdict(
+        accepted=True,
+        message=(
+            f"accepted: {len(cases)} cases ({suites}; {len(contract.specials)} special "
+            f"scenarios), worst error {worst:.2f} of the tolerance"
+        ),
+        cases_checked=len(cases),
+        suites=list(request["suites"]),
+        worst_error_ratio=worst,
+    ).model_dump()

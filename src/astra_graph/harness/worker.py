@@ -1,0 +1,322 @@
+"""A supervised worker process that runs one job at a time, so that no candidate can hurt us.
+
+The parent (:class:`Worker`) starts a child with multiprocessing's *spawn* method (a fresh
+interpreter, never a fork of a process that may hold a CUDA context) and sends it jobs named
+``"module:function"``; the function takes one picklable request and returns a picklable result.
+The child reuses its imports, its CUDA context and its caches across jobs.
+
+Supervision, on the parent's side of a pipe:
+
+* **deadline**: a job that has not answered ``deadline_s`` after it was sent is killed
+  (:class:`WorkerTimeout`). With ``stall_s``, a job that goes that long without calling
+  :func:`progress` is killed too, so a long check of many cases can still catch one hanging
+  kernel quickly.
+* **death**: a child that exits (segfault, ``os._exit``, out of memory) raises
+  :class:`WorkerCrashed` with its exit status and the tail of its output.
+* **retirement**: a job that knows its process is damaged (a sticky CUDA error) calls
+  :func:`retire`; the child answers, then exits, and the next call starts a fresh one.
+
+The child's stdout and stderr (file descriptors 1 and 2, so C libraries and device ``printf``
+included) go to a log file, emptied before every job and capped in size, never to the
+parent's terminal; :meth:`Worker.log_tail` gives its end for verdicts and logs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import importlib
+import multiprocessing
+import os
+import resource
+import signal
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+LOG_LIMIT_BYTES = 64 * 1024 * 1024
+"""Largest file the child may write (its log included); beyond it writes fail."""
+TAIL_BYTES = 4000
+STARTUP_TIMEOUT_S = 120.0
+
+
+class WorkerError(RuntimeError):
+    """A job did not complete normally; ``log`` is the tail of the worker's output."""
+
+    def __init__(self, message: str, *, log: str = "", last_progress: Any = None) -> None:
+        super().__init__(message)
+        self.log = log
+        self.last_progress = last_progress
+
+
+class WorkerTimeout(WorkerError):
+    """The job passed its deadline (or stalled) and the worker was killed."""
+
+
+class WorkerCrashed(WorkerError):
+    """The worker process died during the job."""
+
+    def __init__(self, message: str, *, exitcode: int | None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.exitcode = exitcode
+
+
+class JobFailed(WorkerError):
+    """The job raised an exception; the worker itself is fine."""
+
+    def __init__(self, type_name: str, message: str, trace: str, **kwargs: Any) -> None:
+        super().__init__(f"{type_name}: {message}", **kwargs)
+        self.type_name = type_name
+        self.trace = trace
+
+
+# --- child side ------------------------------------------------------------------------------
+
+_parent: Connection | None = None
+_retiring = False
+
+
+def progress(info: Any = None) -> None:
+    """Tell the parent the job is alive (resets the stall timer); ``info`` says where it is.
+
+    A no-op outside a worker, so job functions can also be called directly.
+    """
+    if _parent is not None:
+        _parent.send(("progress", info))
+
+
+def retire() -> None:
+    """Ask for this worker to be replaced after the current job (its CUDA context is dead)."""
+    global _retiring
+    _retiring = True
+
+
+def _resolve(target: str) -> Callable[[Any], Any]:
+    module_name, _, func_name = target.partition(":")
+    func = getattr(importlib.import_module(module_name), func_name, None)
+    if not callable(func):
+        raise LookupError(f"{target}: no such function")
+    return func
+
+
+def _serve(conn: Connection, log_path: str) -> None:
+    """The child's main loop: redirect output, then answer jobs until told to stop."""
+    global _parent
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.close(log_fd)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an over-long write fails instead of killing
+    resource.setrlimit(resource.RLIMIT_FSIZE, (LOG_LIMIT_BYTES, LOG_LIMIT_BYTES))
+    faulthandler.enable()  # a segfault leaves its Python stack in the log
+    _parent = conn
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        _, target, request = message
+        os.ftruncate(1, 0)
+        try:
+            reply = ("ok", _resolve(target)(request), _retiring)
+            conn.send(reply)
+        except BaseException as exc:  # the job's failure is reported, never fatal here
+            conn.send(
+                (
+                    "error",
+                    type(exc).__name__,
+                    str(exc),
+                    "".join(traceback.format_exception(exc)[-20:]),
+                    _retiring,
+                )
+            )
+        if _retiring:
+            return
+
+
+# --- parent side -----------------------------------------------------------------------------
+
+
+def _signal_name(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "unknown status"
+    if exitcode < 0:
+        try:
+            return f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+class Worker:
+    """One supervised child process; started on first use and restarted after any failure."""
+
+    def __init__(self, *, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._startup_timeout_s = startup_timeout_s
+        self._process: multiprocessing.process.BaseProcess | None = None
+        self._conn: Connection | None = None
+        fd, self._log_path = tempfile.mkstemp(prefix="astra-worker-", suffix=".log")
+        os.close(fd)
+        self.last_progress: Any = None
+        self.starts = 0
+        """How many child processes this worker has started (tests use it)."""
+
+    # lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self) -> None:
+        """Start the child now (otherwise the first call does), and wait until it is ready."""
+        if self.alive:
+            return
+        self._discard()
+        parent_end, child_end = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=_serve, args=(child_end, self._log_path), daemon=True, name="astra-worker"
+        )
+        process.start()
+        child_end.close()
+        self._process, self._conn = process, parent_end
+        self.starts += 1
+        if not parent_end.poll(self._startup_timeout_s):
+            self._kill()
+            raise WorkerTimeout(
+                f"worker did not start within {self._startup_timeout_s:.0f} s", log=self.log_tail()
+            )
+        try:
+            parent_end.recv()
+        except (EOFError, OSError):
+            code = self._reap()
+            raise WorkerCrashed(
+                f"worker died while starting ({_signal_name(code)})",
+                exitcode=code,
+                log=self.log_tail(),
+            ) from None
+
+    def close(self) -> None:
+        """Stop the child (politely, then by force) and remove the log file."""
+        if self._conn is not None and self.alive:
+            with contextlib.suppress(OSError):
+                self._conn.send(("stop",))
+            assert self._process is not None
+            self._process.join(2.0)
+        self._kill()
+        if os.path.exists(self._log_path):
+            os.unlink(self._log_path)
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _reap(self) -> int | None:
+        assert self._process is not None
+        self._process.join(5.0)
+        code = self._process.exitcode
+        self._discard()
+        return code
+
+    def _kill(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            self._process.kill()
+            self._process.join(10.0)
+        self._discard()
+
+    def _discard(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+        if self._process is not None and not self._process.is_alive():
+            self._process.close()
+        self._process, self._conn = None, None
+
+    # jobs ----------------------------------------------------------------------------------
+
+    def log_tail(self, limit: int = TAIL_BYTES) -> str:
+        """The end of the child's output for the current (or last) job."""
+        try:
+            with open(self._log_path, "rb") as log:
+                log.seek(0, os.SEEK_END)
+                size = log.tell()
+                log.seek(max(0, size - limit))
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def call(
+        self,
+        target: str,
+        request: Any,
+        *,
+        deadline_s: float,
+        stall_s: float | None = None,
+    ) -> Any:
+        """Run ``target(request)`` in the child and return its result.
+
+        Raises WorkerTimeout (child killed), WorkerCrashed (child died) or JobFailed (the job
+        raised; the child lives on). After any of them the next call works.
+        """
+        self.start()
+        assert self._conn is not None
+        self.last_progress = None
+        try:
+            self._conn.send(("call", target, request))
+        except OSError:  # died between jobs: start over once
+            self._kill()
+            self.start()
+            self._conn.send(("call", target, request))
+        started = time.monotonic()
+        last_sign = started
+        while True:
+            now = time.monotonic()
+            limit = started + deadline_s
+            if stall_s is not None:
+                limit = min(limit, last_sign + stall_s)
+            if now >= limit:
+                log = self.log_tail()
+                self._kill()
+                stalled = now < started + deadline_s
+                what = f"no progress for {stall_s:.0f} s" if stalled else f"over {deadline_s:.0f} s"
+                raise WorkerTimeout(
+                    f"{target} killed: {what}", log=log, last_progress=self.last_progress
+                )
+            if not self._conn.poll(limit - now):
+                continue
+            try:
+                message = self._conn.recv()
+            except (EOFError, OSError):
+                log = self.log_tail()
+                code = self._reap()
+                raise WorkerCrashed(
+                    f"worker died ({_signal_name(code)}) during {target}",
+                    exitcode=code,
+                    log=log,
+                    last_progress=self.last_progress,
+                ) from None
+            kind = message[0]
+            if kind == "progress":
+                last_sign = time.monotonic()
+                self.last_progress = message[1]
+                continue
+            retiring = message[-1]
+            if retiring:
+                self._reap()
+            if kind == "ok":
+                return message[1]
+            _, type_name, text, trace, _ = message
+            raise JobFailed(
+                type_name, text, trace, log=self.log_tail(), last_progress=self.last_progress
+            )
