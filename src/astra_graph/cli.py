@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from astra_graph.contract import ContractError
 
-COMMANDS = ("kernels", "compile", "report")
+COMMANDS = ("kernels", "compile", "report", "check")
 
 
 class UsageError(Exception):
