@@ -16,6 +16,7 @@ contract from them and never trusts anything else from the caller.
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -238,10 +239,11 @@ class Evaluator:
         """Time ``candidate`` (and ``against``, interleaved) in the worker.
 
         Runs ``astra_graph.harness.bench:run_bench`` with the request of :meth:`bench_request`.
-        Raises ContractError for bad input and WorkerError subclasses when the worker fails.
+        A report whose ``rejection`` is set (impossible time, or timed outputs that fail the
+        re-check) is returned as is; :meth:`evaluate` turns it into the verdict. Raises
+        ContractError for bad input and WorkerError subclasses when the worker fails.
         """
-        report, _ = self._bench(op, candidate, against, mode, shapes, dtypes, tunables)
-        return report
+        return self._bench(op, candidate, against, mode, shapes, dtypes, tunables)
 
     def bench_request(
         self,
@@ -253,27 +255,25 @@ class Evaluator:
         dtypes: Sequence[str] | None,
         tunables: Mapping[str, int] | None,
     ) -> dict[str, Any]:
-        """The dict ``run_bench`` receives.
+        """The dict ``run_bench`` receives (``bench.BenchRequest``); shapes default to tuning.
 
-        ``op`` (folder, contract), ``candidate`` and ``against`` (path, source; ``against`` may
-        be None), ``mode``, ``shapes`` (list of dims; the tuning suite when not given),
-        ``dtypes`` (the contract's when not given), ``tunables`` (the candidate's).
+        The seed comes from the OS, so the timed inputs are as unseen as the checked ones.
         """
         for dtype in dtypes or ():
             if dtype not in spec.contract.dtypes:
                 raise ContractError(
                     f"dtypes: {dtype!r} is not one of the contract's {spec.contract.dtypes}"
                 )
+        timed = shapes if shapes is not None else spec.contract.suite("tuning")
         return {
-            "op": operation_request(spec),
-            "candidate": kernel_request(candidate),
-            "against": kernel_request(against) if against is not None else None,
+            "op_folder": str(spec.folder),
+            "candidate": str(candidate.path),
+            "baseline": str(against.path) if against is not None else None,
+            "candidate_tunables": dict(tunables or {}),
             "mode": mode,
-            "shapes": _shapes_checked(
-                spec, shapes if shapes is not None else spec.contract.suite("tuning")
-            ),
-            "dtypes": list(dtypes or spec.contract.dtypes),
-            "tunables": dict(tunables or {}),
+            "shapes": _shapes_checked(spec, timed),
+            "dtypes": list(dtypes) if dtypes else None,
+            "seed": secrets.randbits(63),
         }
 
     def _bench(
@@ -285,30 +285,19 @@ class Evaluator:
         shapes: Sequence[Mapping[str, int]] | None,
         dtypes: Sequence[str] | None,
         tunables: Mapping[str, int] | None,
-    ) -> tuple[BenchReport, Verdict | None]:
-        """The report, and a rejection when the timed runs gave an impossible time or output."""
+    ) -> BenchReport:
         spec = operation(op)
         cand = load_implementation(Path(candidate), spec.contract)
         base = load_implementation(Path(against), spec.contract) if against else None
         request = self.bench_request(spec, cand, base, mode, shapes, dtypes, tunables)
         try:
-            result = self.worker.call(
-                BENCH_JOB, request, deadline_s=self.deadline_s, stall_s=self.stall_s
-            )
+            # no stall limit: timing reports no progress, and every candidate timed has
+            # already passed the check on these shapes
+            result = self.worker.call(BENCH_JOB, request, deadline_s=self.deadline_s)
         except JobFailed as exc:
             _raise_for_caller(exc)
             raise
-        rejection = result.pop("rejection", None) if isinstance(result, dict) else None
-        verdict = None
-        if rejection:
-            verdict = Verdict.reject(
-                rejection["reason"],
-                rejection.get("message", ""),
-                Evidence.model_validate(rejection["evidence"])
-                if rejection.get("evidence")
-                else None,
-            )
-        return BenchReport.model_validate(result), verdict
+        return BenchReport.model_validate(result)
 
     # --- both ------------------------------------------------------------------------------
 
@@ -336,10 +325,10 @@ class Evaluator:
         )
         report = None
         if verdict.accepted:
+            rejection = None
             try:
-                report, rejection = self._bench(
-                    spec, candidate, baseline, mode, time_shapes, None, tunables
-                )
+                report = self._bench(spec, candidate, baseline, mode, time_shapes, None, tunables)
+                rejection = report.rejection
             except WorkerTimeout as exc:
                 rejection = Verdict.reject(
                     "timeout",
@@ -353,6 +342,16 @@ class Evaluator:
                     f"while timing: {exc}",
                     _evidence_from_progress(spec, exc.last_progress, "the worker process died"),
                     log=exc.log,
+                )
+            except JobFailed as exc:
+                _raise_for_caller(exc)
+                log.error("bench job failed", error=str(exc), trace=exc.trace)
+                reason = "launch_error" if exc.type_name == "LaunchError" else "crashed"
+                rejection = Verdict.reject(
+                    reason,
+                    f"timing failed: {exc}",
+                    _evidence_from_progress(spec, exc.last_progress, "while timing"),
+                    log=exc.trace + exc.log,
                 )
             if rejection is not None:
                 verdict = rejection.model_copy(

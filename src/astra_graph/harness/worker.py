@@ -14,7 +14,8 @@ Supervision, on the parent's side of a pipe:
 * **death**: a child that exits (segfault, ``os._exit``, out of memory) raises
   :class:`WorkerCrashed` with its exit status and the tail of its output.
 * **retirement**: a job that knows its process is damaged (a sticky CUDA error) calls
-  :func:`retire`; the child answers, then exits, and the next call starts a fresh one.
+  :func:`retire`, or raises an exception whose ``sticky`` attribute is true; the child answers,
+  then exits, and the next call starts a fresh one.
 
 The child's stdout and stderr (file descriptors 1 and 2, so C libraries and device ``printf``
 included) go to a log file, emptied before every job and capped in size, never to the
@@ -127,6 +128,8 @@ def _serve(conn: Connection, log_path: str) -> None:
             reply = ("ok", _resolve(target)(request), _retiring)
             conn.send(reply)
         except BaseException as exc:  # the job's failure is reported, never fatal here
+            if getattr(exc, "sticky", False):  # e.g. LaunchError after a CUDA fault
+                retire()
             conn.send(
                 (
                     "error",
