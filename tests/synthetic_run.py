@@ -1,9 +1,11 @@
 """Synthetic run directories, in the layout ``optimize()`` writes, for report and notebook tests.
 
 The numbers are made up (clearly labelled SYNTHETIC in run.json); only the layout and the data
-models are real. Run as a script to (re)write the committed fixture:
+models are real. Run as a script to (re)write the committed fixtures (factors: one per round,
+``x`` for a rejected round):
 
-    .venv/bin/python tests/synthetic_run.py tests/data/runs/synthetic-silu_and_mul
+    .venv/bin/python tests/synthetic_run.py tests/data/runs/synthetic-a 1.18 x 1.41
+    .venv/bin/python tests/synthetic_run.py tests/data/runs/synthetic-b 1.05 1.12
 """
 
 from __future__ import annotations
@@ -174,4 +176,5 @@ def write_synthetic_run(path: Path, factors: tuple[float | None, ...] = (1.18, N
 
 
 if __name__ == "__main__":
-    write_synthetic_run(Path(sys.argv[1]))
+    factors = tuple(None if f == "x" else float(f) for f in sys.argv[2:])
+    write_synthetic_run(Path(sys.argv[1]), factors or (1.18, None, 1.41))

@@ -20,19 +20,19 @@ Per-call mode is exempt from the impossibility check: its data stays in L2 by de
 from __future__ import annotations
 
 import math
+import secrets
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from astra_graph.contract import (
-    SUITE_NAMES,
+    Contract,
     ContractError,
     Implementation,
     OperationSpec,
-    load_contract,
     load_implementation,
 )
 from astra_graph.harness import occupancy, roofline, timing
@@ -40,6 +40,7 @@ from astra_graph.models import (
     BenchReport,
     Evidence,
     Measurement,
+    RejectReason,
     ResourceReport,
     ShapeTiming,
     TimingMode,
@@ -50,25 +51,33 @@ POISON_BYTE = 0xFF
 """Outputs are filled with this byte before timing: NaN in fp16, bf16 and fp32."""
 
 
+class KernelSource(BaseModel):
+    path: str
+    source: str
+
+
+class OperationSource(BaseModel):
+    folder: str
+    contract: dict[str, Any]
+
+
 class BenchRequest(BaseModel):
-    """What the evaluator asks the worker to time."""
+    """What the evaluator asks the worker to time (``Evaluator.bench_request`` builds it)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    op_folder: str
-    """The operation's folder (holding contract.toml)."""
-    candidate: str
-    """Path of the candidate's .cu file."""
-    baseline: str | None = None
-    candidate_tunables: dict[str, int] = {}
-    baseline_tunables: dict[str, int] = {}
+    op: OperationSource
+    candidate: KernelSource
+    against: KernelSource | None = None
     mode: TimingMode = "device"
-    suite: str = "tuning"
     shapes: list[dict[str, int]] | None = None
-    """Explicit shapes; the suite's when None."""
+    """The tuning suite's when None."""
     dtypes: list[str] | None = None
     """Element types to time; the contract's first when None."""
-    seed: int = 0
+    tunables: dict[str, int] = {}
+    """The candidate's; the baseline runs with its defaults."""
+    seed: int | None = None
+    """Seed of the timed inputs; a fresh one from the OS when None."""
     budget_s: float = Field(timing.BUDGET_S, gt=0)
     """Device-mode sampling budget per shape."""
     copy_gbps: float | None = Field(None, gt=0)
@@ -145,14 +154,21 @@ class _Side:
             poison=self.poison if self.outputs else None,
         )
 
-    def check(self, index: int) -> Evidence | None:
-        from astra_graph.harness.verify import compare_outputs
+    def check(self, index: int) -> tuple[RejectReason, Evidence] | None:
+        """Why copy ``index``'s outputs, as the timed calls left them, are wrong; or None."""
+        from astra_graph.harness.verify import Finding, compare_outputs
 
         case = self.cases[index]
         inputs, reference = self.references[index]
         written = {a.name: case.arrays[a.name] for a in self.spec.contract.args if a.written}
-        evidence, _ = compare_outputs(self.spec, inputs, written, reference, case.dtype)
-        return evidence
+        found, _ = compare_outputs(self.spec, inputs, written, reference, case.dtype)
+        if found is None:
+            return None
+        reason: RejectReason = "mismatch"
+        if isinstance(found, Finding):
+            reason, found = found.reason, found.evidence()
+        found.dims, found.dtype = dict(case.dims), case.dtype
+        return reason, found
 
 
 def _resources(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
@@ -172,20 +188,18 @@ def _resources(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
     )
 
 
-def _load(path: str, spec: OperationSpec) -> Implementation:
-    return load_implementation(Path(path), spec.contract)
+def _load(kernel: KernelSource, spec: OperationSpec) -> Implementation:
+    return load_implementation(Path(kernel.path), spec.contract, source=kernel.source)
 
 
 def _shapes(request: BenchRequest, spec: OperationSpec) -> list[dict[str, int]]:
-    if request.shapes is not None:
-        for dims in request.shapes:
-            problem = spec.contract.shape_problem(dims)
-            if problem:
-                raise ContractError(f"{spec.folder}: shape {dims}: {problem}")
-        return [dict(d) for d in request.shapes]
-    if request.suite not in SUITE_NAMES:
-        raise ContractError(f"suite {request.suite!r}: expected one of {list(SUITE_NAMES)}")
-    return spec.contract.suite(request.suite)
+    if request.shapes is None:
+        return spec.contract.suite("tuning")
+    for i, dims in enumerate(request.shapes):
+        problem = spec.contract.shape_problem(dims)
+        if problem:
+            raise ContractError(f"shapes[{i}]: {problem}")
+    return [dict(d) for d in request.shapes]
 
 
 def _time_shape(
@@ -221,12 +235,27 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
     """Time the request's candidate (and baseline) on its shapes; ``BenchReport.model_dump()``."""
     import cupy
 
-    from astra_graph.harness.launch import load_kernel, synchronize
+    from astra_graph.harness import worker
+    from astra_graph.harness.compile import gpu_arch
+    from astra_graph.harness.launch import (
+        CompileFailed,
+        InterfaceMismatch,
+        load_kernel,
+        synchronize,
+    )
+    from astra_graph.harness.verify import BaselineError, NoGpu
 
-    req = BenchRequest.model_validate(request)
-    spec = load_contract(Path(req.op_folder))
+    if gpu_arch() is None:
+        raise NoGpu("no CUDA GPU visible to the evaluation worker")
+    try:
+        req = BenchRequest.model_validate(request)
+        spec = OperationSpec(
+            contract=Contract.model_validate(req.op.contract), folder=Path(req.op.folder)
+        )
+    except ValidationError as exc:
+        raise ContractError(f"bench request: {str(exc).splitlines()[0]}") from None
     candidate = _load(req.candidate, spec)
-    baseline = _load(req.baseline, spec) if req.baseline else None
+    baseline = _load(req.against, spec) if req.against else None
     shapes = _shapes(req, spec)
     dtypes = req.dtypes or spec.contract.dtypes[:1]
     for dtype in dtypes:
@@ -245,13 +274,17 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         copy_bandwidth_gbps=copy_gbps,
         shapes=[],
     )
-    rng = cupy.random.default_rng(req.seed)
+    rng = cupy.random.default_rng(secrets.randbits(63) if req.seed is None else req.seed)
     largest = max(shapes, key=lambda d: spec.contract.bytes_for(d, dtypes[0]))
     for dtype in dtypes:
-        cand_kernel = load_kernel(spec, candidate, dtype, req.candidate_tunables)
-        base_kernel = (
-            load_kernel(spec, baseline, dtype, req.baseline_tunables) if baseline else None
-        )
+        worker.progress({"step": "compile", "dtype": dtype})
+        cand_kernel = load_kernel(spec, candidate, dtype, req.tunables)
+        base_kernel = None
+        if baseline is not None:
+            try:
+                base_kernel = load_kernel(spec, baseline, dtype)
+            except (CompileFailed, InterfaceMismatch) as exc:
+                raise BaselineError(f"baseline: {exc}") from None
         if dtype == dtypes[0]:
             report.resources["candidate"] = _resources(cand_kernel, largest)
             if base_kernel is not None:
@@ -265,6 +298,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                     f"{label} {dtype}: skipped, requires {next(u for u in unmet if u)}"
                 )
                 continue
+            worker.progress({"step": "timing", "dims": dims, "dtype": dtype})
             sides = [_Side(k, spec) for k in kernels]
             measured = _time_shape(req, sides, dims, dtype, rng)
             synchronize(_timer().stream)
@@ -318,14 +352,15 @@ def _rejection(
     spec: OperationSpec, candidate: _Side, shape: ShapeTiming, copy_gbps: float
 ) -> Verdict | None:
     for index in sorted(candidate.references):
-        evidence = candidate.check(index)
-        if evidence is not None:
+        found = candidate.check(index)
+        if found is not None:
+            reason, evidence = found
             evidence.detail = (
                 f"output left by the timed calls (input copy {index}) differs from the "
                 f"reference computed before timing. {evidence.detail}".strip()
             )
             return Verdict.reject(
-                "mismatch",
+                reason,
                 f"{shape.label} {shape.dtype}: the timed runs' output is wrong "
                 f"({evidence.arg or 'output'}): the kernel behaves differently when timed",
                 evidence,

@@ -1,0 +1,182 @@
+"""``astra bench IMPL [--against IMPL]``: time an implementation per shape, in a worker process.
+
+Prints a table per shape (time, achieved GB/s, percent of the copy-bandwidth roofline, and with
+``--against`` the speedup with its standard error and faster/slower/tie) and the geometric-mean
+speedup. ``--sanitize`` and ``--ncu`` add compute-sanitizer and Nsight Compute results.
+Exit codes: 0 timed, 1 the timed runs rejected the implementation (impossible time, wrong
+output) or it crashed, 2 bad input or no GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from astra_graph.cli import UsageError
+from astra_graph.contract import SUITE_NAMES, OperationSpec, resolve
+from astra_graph.harness import deep, timing
+from astra_graph.harness.compile import gpu_arch
+from astra_graph.models import BenchReport, Measurement, Verdict
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("bench", help="time an implementation per shape (and against another)")
+    p.add_argument("kernel", help="a .cu file, an operation name, or op/impl")
+    p.add_argument("--against", help="the baseline to compare with (same operation)")
+    p.add_argument(
+        "--mode",
+        choices=["device", "per-call"],
+        default="device",
+        help="device: kernel time, L2 flushed, CUDA graphs for short kernels (default); "
+        "per-call: the paper's 20 warm-ups + 100 event-timed calls, host overhead included",
+    )
+    p.add_argument("--shapes", choices=SUITE_NAMES, default="tuning", help="suite to time")
+    p.add_argument("--dtype", help="element type to time (default: the contract's first)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--sanitize", action="store_true", help="compute-sanitizer memcheck+racecheck")
+    p.add_argument("--ncu", action="store_true", help="Nsight Compute metrics per shape")
+    p.set_defaults(run=run)
+
+
+def _same_operation(spec: OperationSpec, other: OperationSpec, flag: str) -> None:
+    if other.name != spec.name:
+        raise UsageError(f"{flag}: {other.name!r} is a different operation from {spec.name!r}")
+
+
+def _git_commit() -> str | None:
+    if os.environ.get("ASTRA_GIT_COMMIT"):
+        return os.environ["ASTRA_GIT_COMMIT"]
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=Path(__file__).parent,
+        )
+    except OSError:
+        return None
+    return done.stdout.strip() or None
+
+
+def run(args: argparse.Namespace) -> int:
+    from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
+    from astra_graph.harness.worker import WorkerError
+
+    spec, impl = resolve(args.kernel)
+    baseline = None
+    if args.against:
+        base_spec, baseline = resolve(args.against)
+        _same_operation(spec, base_spec, "--against")
+    dtype = args.dtype or spec.contract.dtypes[0]
+    if dtype not in spec.contract.dtypes:
+        raise UsageError(f"--dtype: {dtype!r} is not one of {spec.contract.dtypes}")
+    if gpu_arch() is None:
+        raise UsageError("no CUDA GPU here: timing needs one (CuPy sees no device)")
+    shapes = spec.contract.suite(args.shapes)
+    rejection: Verdict | None = None
+    with Evaluator() as evaluator:
+        try:
+            report, rejection = evaluator._bench(  # the report and the evaluator's rejection
+                spec,
+                impl.path,
+                baseline.path if baseline else None,
+                args.mode,
+                shapes,
+                [dtype],
+                None,
+            )
+        except HarnessUnavailable as exc:
+            raise UsageError(str(exc)) from None
+        except WorkerError as exc:
+            print(f"astra bench: {impl.path}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            return 1
+    sanitized = deep.sanitize(spec, impl.path, dtype) if args.sanitize else []
+    profiled = None
+    if args.ncu:
+        profiled = deep.profile(spec, impl.path, dtype, shapes, impl.header.kernel_name)
+    if args.json:
+        out = {
+            "report": report.model_dump(),
+            "rejection": rejection.model_dump() if rejection else None,
+            "sanitizer": [r.model_dump() for r in sanitized],
+            "ncu": profiled.model_dump() if profiled else None,
+            "suite": args.shapes,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commit": _git_commit(),
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        print(format_report(report, args.shapes))
+        for result in sanitized:
+            print(result.summary)
+        if profiled is not None:
+            print(profiled.summary)
+        if rejection is not None:
+            print(f"REJECTED ({rejection.reason}): {rejection.message}")
+    failed = rejection is not None or any(r.available and not r.ok for r in sanitized)
+    return 1 if failed else 0
+
+
+def _time(m: Measurement) -> str:
+    return f"{m.median_us:9.2f} ±{100 * m.rel_std_err:4.1f}%"
+
+
+def format_report(report: BenchReport, suite: str = "") -> str:
+    """The per-shape table, the geometric mean and the resources, as plain text."""
+    lines = [
+        f"{report.op}  {report.mode} mode{'  ' + suite if suite else ''}  {report.device}  "
+        f"copy bandwidth {report.copy_bandwidth_gbps:.0f} GB/s",
+        f"candidate {report.candidate}"
+        + (f"\nbaseline  {report.baseline}" if report.baseline else ""),
+    ]
+    header = f"{'shape':<16}{'dtype':<10}{'time us':>16}"
+    if report.baseline:
+        header += f"{'baseline us':>17}"
+    header += f"{'GB/s':>8}{'roof':>6}"
+    if report.baseline:
+        header += f"  {'speedup':<15}{'call':<7}"
+    header += "  method"
+    lines.append(header)
+    for s in report.shapes:
+        row = f"{s.label:<16}{s.dtype:<10}{_time(s.candidate):>16}"
+        if report.baseline:
+            row += f" {_time(s.baseline):>16}" if s.baseline else f"{'':>17}"
+        row += f"{s.achieved_gbps:8.0f}{s.roofline_pct:5.0f}%"
+        if s.speedup is not None:
+            speedup = f"{s.speedup:.3f} ±{s.speedup_err or 0:.3f}"
+            row += f"  {speedup:<15}{s.call or '':<7}"
+        elif report.baseline:
+            row += f"  {'':<22}"
+        row += f"  {s.candidate.method}" + ("  IMPOSSIBLE" if s.impossible else "")
+        lines.append(row)
+    if report.geomean_speedup is not None:
+        lines.append(
+            f"geomean speedup {report.geomean_speedup:.3f} ±{report.geomean_speedup_err or 0:.3f}"
+            f" over {sum(1 for s in report.shapes if s.speedup)} shapes"
+            f" ({_calls(report)})"
+        )
+    for side, res in report.resources.items():
+        occ = "?" if res.occupancy is None else f"{100 * res.occupancy:.0f}%"
+        lines.append(
+            f"{side}: {res.registers} registers, smem {res.static_smem_bytes}+"
+            f"{res.dynamic_smem_bytes} B, local {res.local_bytes} B, spills {res.spill_bytes} B, "
+            f"{res.threads_per_block} threads/block, occupancy {occ} ({res.occupancy_limit})"
+        )
+    lines.extend(f"note: {note}" for note in report.notes)
+    if report.mode == "per-call":
+        lines.append(
+            f"note: per-call = {timing.PER_CALL_WARMUP} warm-ups, then {timing.PER_CALL_CALLS} "
+            "calls each between an event pair: the host's launch overhead is inside every time"
+        )
+    return "\n".join(lines)
+
+
+def _calls(report: BenchReport) -> str:
+    counts = {c: sum(1 for s in report.shapes if s.call == c) for c in ("faster", "slower", "tie")}
+    return ", ".join(f"{n} {c}" for c, n in counts.items())
