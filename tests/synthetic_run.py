@@ -4,8 +4,8 @@ The numbers are made up (clearly labelled SYNTHETIC in run.json); only the layou
 models are real. Run as a script to (re)write the committed fixtures (factors: one per round,
 ``x`` for a rejected round):
 
-    .venv/bin/python tests/synthetic_run.py tests/data/runs/synthetic-a 1.18 x 1.41
-    .venv/bin/python tests/synthetic_run.py tests/data/runs/synthetic-b 1.05 1.12
+    .venv/bin/python tests/synthetic_run.py tests/data/rundirs/synthetic-a 1.18 x 1.41
+    .venv/bin/python tests/synthetic_run.py tests/data/rundirs/synthetic-b 1.05 1.12
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from nbclient import NotebookClient
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "explore.ipynb"
-RUNS = REPO / "tests" / "data" / "runs"
+RUNS = REPO / "tests" / "data" / "rundirs"
 RUN_DIR = RUNS / "synthetic-silu_and_mul-a"
 COMPARE_DIR = RUNS / "synthetic-silu_and_mul-b"
 
