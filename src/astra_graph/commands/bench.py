@@ -21,7 +21,7 @@ from astra_graph.cli import UsageError
 from astra_graph.contract import SUITE_NAMES, OperationSpec, resolve
 from astra_graph.harness import deep, timing
 from astra_graph.harness.compile import gpu_arch
-from astra_graph.models import BenchReport, Measurement, Verdict
+from astra_graph.models import BenchReport, Measurement
 
 
 def add_parser(sub: Any) -> None:
@@ -79,23 +79,22 @@ def run(args: argparse.Namespace) -> int:
     if gpu_arch() is None:
         raise UsageError("no CUDA GPU here: timing needs one (CuPy sees no device)")
     shapes = spec.contract.suite(args.shapes)
-    rejection: Verdict | None = None
     with Evaluator() as evaluator:
         try:
-            report, rejection = evaluator._bench(  # the report and the evaluator's rejection
+            report = evaluator.bench(
                 spec,
                 impl.path,
-                baseline.path if baseline else None,
-                args.mode,
-                shapes,
-                [dtype],
-                None,
+                against=baseline.path if baseline else None,
+                mode=args.mode,
+                shapes=shapes,
+                dtypes=[dtype],
             )
         except HarnessUnavailable as exc:
             raise UsageError(str(exc)) from None
         except WorkerError as exc:
             print(f"astra bench: {impl.path}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
             return 1
+    rejection = report.rejection
     sanitized = deep.sanitize(spec, impl.path, dtype) if args.sanitize else []
     profiled = None
     if args.ncu:

@@ -29,10 +29,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from astra_graph.contract import (
-    Contract,
     ContractError,
     Implementation,
     OperationSpec,
+    load_contract,
     load_implementation,
 )
 from astra_graph.harness import occupancy, roofline, timing
@@ -51,31 +51,23 @@ POISON_BYTE = 0xFF
 """Outputs are filled with this byte before timing: NaN in fp16, bf16 and fp32."""
 
 
-class KernelSource(BaseModel):
-    path: str
-    source: str
-
-
-class OperationSource(BaseModel):
-    folder: str
-    contract: dict[str, Any]
-
-
 class BenchRequest(BaseModel):
     """What the evaluator asks the worker to time (``Evaluator.bench_request`` builds it)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    op: OperationSource
-    candidate: KernelSource
-    against: KernelSource | None = None
+    op_folder: str
+    """The operation's folder (holding contract.toml)."""
+    candidate: str
+    """Path of the candidate's .cu file."""
+    baseline: str | None = None
+    candidate_tunables: dict[str, int] = {}
+    baseline_tunables: dict[str, int] = {}
     mode: TimingMode = "device"
     shapes: list[dict[str, int]] | None = None
     """The tuning suite's when None."""
     dtypes: list[str] | None = None
     """Element types to time; the contract's first when None."""
-    tunables: dict[str, int] = {}
-    """The candidate's; the baseline runs with its defaults."""
     seed: int | None = None
     """Seed of the timed inputs; a fresh one from the OS when None."""
     budget_s: float = Field(timing.BUDGET_S, gt=0)
@@ -188,8 +180,8 @@ def _resources(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
     )
 
 
-def _load(kernel: KernelSource, spec: OperationSpec) -> Implementation:
-    return load_implementation(Path(kernel.path), spec.contract, source=kernel.source)
+def _load(path: str, spec: OperationSpec) -> Implementation:
+    return load_implementation(Path(path), spec.contract)
 
 
 def _shapes(request: BenchRequest, spec: OperationSpec) -> list[dict[str, int]]:
@@ -249,13 +241,11 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         raise NoGpu("no CUDA GPU visible to the evaluation worker")
     try:
         req = BenchRequest.model_validate(request)
-        spec = OperationSpec(
-            contract=Contract.model_validate(req.op.contract), folder=Path(req.op.folder)
-        )
     except ValidationError as exc:
         raise ContractError(f"bench request: {str(exc).splitlines()[0]}") from None
+    spec = load_contract(Path(req.op_folder))
     candidate = _load(req.candidate, spec)
-    baseline = _load(req.against, spec) if req.against else None
+    baseline = _load(req.baseline, spec) if req.baseline else None
     shapes = _shapes(req, spec)
     dtypes = req.dtypes or spec.contract.dtypes[:1]
     for dtype in dtypes:
@@ -278,11 +268,11 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
     largest = max(shapes, key=lambda d: spec.contract.bytes_for(d, dtypes[0]))
     for dtype in dtypes:
         worker.progress({"step": "compile", "dtype": dtype})
-        cand_kernel = load_kernel(spec, candidate, dtype, req.tunables)
+        cand_kernel = load_kernel(spec, candidate, dtype, req.candidate_tunables)
         base_kernel = None
         if baseline is not None:
             try:
-                base_kernel = load_kernel(spec, baseline, dtype)
+                base_kernel = load_kernel(spec, baseline, dtype, req.baseline_tunables)
             except (CompileFailed, InterfaceMismatch) as exc:
                 raise BaselineError(f"baseline: {exc}") from None
         if dtype == dtypes[0]:
