@@ -17,6 +17,7 @@ from astra_graph.report import (
     comparison_tables,
     load_run,
     render_markdown,
+    shapes_table,
     write_report,
 )
 from synthetic_run import BASELINE_SOURCE, write_synthetic_run
@@ -195,3 +196,13 @@ def test_plots_draw_empty_inputs() -> None:
         plots.compare_speedups("a", [], "b", []),
     ):
         assert png.startswith(PNG_MAGIC)
+
+
+def test_impossible_times_are_flagged_in_the_shape_table(tmp_path: Path) -> None:
+    run_dir = write_synthetic_run(tmp_path / "run")
+    data = json.loads((run_dir / "run.json").read_text())
+    data["shapes"][0]["impossible"] = True
+    (run_dir / "run.json").write_text(json.dumps(data))
+    rows = shapes_table(load_run(run_dir).shapes).rows
+    assert rows[0][5] == "IMPOSSIBLE (below the bandwidth floor)"
+    assert rows[1][5] == "faster"

@@ -92,12 +92,12 @@ def speedup_by_round(points: Sequence[RoundPoint], title: str = "Speedup by roun
             zorder=3,
             label="rejected candidate",
         )
-        for p in rejected:
+        for i, p in enumerate(rejected):  # alternate heights, so neighbours' labels don't touch
             ax.annotate(
                 p.reason or "rejected",
                 (p.round, 1.0),
                 textcoords="offset points",
-                xytext=(0, -14),
+                xytext=(0, -14 - 10 * (i % 2)),
                 ha="center",
                 fontsize=7,
                 color=SLOWER,
@@ -111,7 +111,7 @@ def speedup_by_round(points: Sequence[RoundPoint], title: str = "Speedup by roun
         values = [1.0] + [(p.speedup or 1.0) + (p.speedup_err or 0.0) for p in timed]
         lows = [1.0] + [(p.speedup or 1.0) - (p.speedup_err or 0.0) for p in timed]
         margin = max(0.05, 0.15 * (max(values) - min(lows)))
-        ax.set_ylim(min(lows) - margin - (0.05 if rejected else 0.0), max(values) + margin)
+        ax.set_ylim(min(lows) - margin - (0.08 if rejected else 0.0), max(values) + margin)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     ax.set_xlabel("round")
     ax.set_ylabel("geomean speedup over baseline (x)")

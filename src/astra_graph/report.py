@@ -413,7 +413,7 @@ def shapes_table(shapes: list[ShapeTiming]) -> Table:
                 _us(s.baseline.median_us if s.baseline else None),
                 _us(s.candidate.median_us),
                 _speedup(s.speedup, s.speedup_err),
-                s.call or "-",
+                "IMPOSSIBLE (below the bandwidth floor)" if s.impossible else (s.call or "-"),
                 f"{s.achieved_gbps:,.0f}",
                 f"{s.roofline_pct:.0f}%",
             ]
