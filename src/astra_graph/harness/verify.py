@@ -25,8 +25,9 @@ kernel's error on one output is the *mean* over elements of ``error / allowed``;
 measures systematic loss of precision and, unlike the worst element, is not decided by one
 unlucky rounding. The candidate's mean may be at most ``contract.error_ratio`` times the
 baseline's on the same inputs, where the baseline's is floored at the error of the reference
-itself rounded once to the output type: no kernel can beat that floor, so a perfect baseline
-does not make ordinary rounding fail. The rule applies to outputs of at least
+itself rounded once to the output type (no kernel can beat that) and at :data:`RATIO_FLOOR`
+(for references exactly representable in the output type), so a perfect baseline does not make
+ordinary rounding fail. The rule applies to outputs of at least
 :data:`RATIO_MIN_ELEMENTS` elements, where the mean is statistically stable.
 """
 
@@ -54,6 +55,9 @@ from astra_graph.models import Evidence, RejectReason, Verdict
 
 RATIO_MIN_ELEMENTS = 1024
 """Outputs smaller than this are checked against the tolerance only, not the error ratio."""
+RATIO_FLOOR = 0.05
+"""Least baseline error the rule assumes (mean error / allowed), for references that are exactly
+representable, where even the rounding error is zero."""
 SPECIAL_SHAPES_PER_SUITE = 1
 """Each special-value scenario runs on this many shapes of every suite checked."""
 LARGE_CASE_BYTES = 256 * 1024 * 1024
@@ -61,11 +65,11 @@ LARGE_CASE_BYTES = 256 * 1024 * 1024
 
 _NAN_POISON_BITS = {
     "float16": 0x7E5A,
-    "bfloat16": 0x7FA5,
+    "bfloat16": 0x7FE5,
     "float32": 0x7FC5A5A5,
     "float64": 0x7FF8A5A5A5A5A5A5,
 }
-"""First poison: NaNs with a payload that arithmetic never produces (GPUs make canonical NaNs)."""
+"""First poison: quiet NaNs with a payload arithmetic never produces (GPUs make canonical NaNs)."""
 _FINITE_POISON = -1234.5
 """Second poison, for floating types: exactly representable in each of them."""
 _INT_POISON = {1: 0x5A, 2: 0x5A5A, 4: 0x5A5A5A5A, 8: 0x5A5A5A5A5A5A5A5A}
@@ -144,11 +148,11 @@ def output_error(
             f"{contract.name}: reference output {arg.name!r} has shape {ref.shape}, "
             f"expected {got.shape}"
         )
-    value = element.to_float64(xp, got)
-    rounded = element.to_float64(xp, element.from_float64(xp, ref))
     finite_ref = xp.isfinite(ref)
     allowed = xp.where(finite_ref, tol.atol + tol.rtol * xp.abs(ref), 0.0)
     with np.errstate(invalid="ignore", over="ignore"):
+        value = element.to_float64(xp, got)
+        rounded = element.to_float64(xp, element.from_float64(xp, ref))
         error = xp.abs(value - ref)
         ok = (
             (error <= allowed)
@@ -240,7 +244,7 @@ def ratio_problem(
     """Why the candidate's mean error breaks the error-ratio rule against the baseline, or None."""
     if baseline is None or candidate.elements < RATIO_MIN_ELEMENTS:
         return None
-    floor = max(baseline.mean_ratio, candidate.rounding_ratio)
+    floor = max(baseline.mean_ratio, candidate.rounding_ratio, RATIO_FLOOR)
     limit = contract.error_ratio * floor
     if candidate.mean_ratio <= limit:
         return None

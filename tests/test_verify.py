@@ -1,0 +1,332 @@
+"""Verdict logic on the CPU: NumPy arrays stand in for device buffers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from astra_graph.cli import main
+from astra_graph.contract import ContractError, Implementation, load_implementation, resolve
+from astra_graph.dtypes import DTYPES
+from astra_graph.harness.evaluator import Evaluator
+from astra_graph.harness.launch import interface_problem, kernel_signature
+from astra_graph.harness.verify import (
+    RATIO_MIN_ELEMENTS,
+    compare_outputs,
+    fill_poison,
+    first_difference,
+    output_error,
+    plan_cases,
+    poison_bits,
+    poison_matches,
+    ratio_problem,
+)
+
+SILU, _ = resolve("silu_and_mul")
+RMSNORM, _ = resolve("fused_add_rmsnorm")
+MERGE, _ = resolve("merge_attn_states_lse")
+OUT = SILU.contract.args[0]
+RNG = np.random.default_rng(20261122)
+
+
+def _storage(dtype: str, values: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return DTYPES[dtype].from_float64(np, np.asarray(values, dtype=np.float64))
+
+
+def _rounded_case(dtype: str, n: int = 4096) -> tuple[np.ndarray, np.ndarray]:
+    """A float64 reference and its correctly rounded output in storage form."""
+    reference = RNG.normal(0.0, 2.0, size=(4, n // 4))
+    return reference, _storage(dtype, reference)
+
+
+# --- tolerance -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_correctly_rounded_output_passes_well_inside_tolerance(dtype: str) -> None:
+    reference, got = _rounded_case(dtype)
+    result = output_error(SILU.contract, OUT, dtype, got, reference)
+    assert result.finding is None
+    assert 0 < result.worst_ratio < 0.5
+    assert result.mean_ratio == pytest.approx(result.rounding_ratio)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_one_element_outside_tolerance_is_a_mismatch_at_that_element(dtype: str) -> None:
+    reference, got = _rounded_case(dtype)
+    reference[2, 7] = 3.0
+    got[2, 7] = _storage(dtype, np.array(3.5))
+    result = output_error(SILU.contract, OUT, dtype, got, reference)
+    assert result.finding is not None
+    assert result.finding.reason == "mismatch"
+    assert result.finding.index == [2, 7]
+    assert result.finding.got == pytest.approx(3.5)
+    assert result.finding.expected == 3.0
+    assert result.finding.error == pytest.approx(0.5)
+    tol = SILU.contract.tolerance[dtype]
+    assert result.finding.allowed == pytest.approx(tol.atol + tol.rtol * 3.0)
+
+
+def test_error_just_inside_and_just_outside_the_tolerance() -> None:
+    s_out = MERGE.contract.args[5]
+    tol = MERGE.contract.tolerance["float32"]
+    reference = np.full((4, 512), 100.0)
+    allowed = tol.atol + tol.rtol * 100.0
+    inside = (reference + 0.9 * allowed).astype(np.float32)
+    outside = (reference + 1.1 * allowed).astype(np.float32)
+    result = output_error(MERGE.contract, s_out, "float16", inside, reference)
+    assert result.finding is None and 0.85 < result.worst_ratio < 0.95
+    assert output_error(MERGE.contract, s_out, "float16", outside, reference).finding is not None
+
+
+# --- inf and NaN -----------------------------------------------------------------------------
+
+
+def test_overflow_to_inf_matches_a_finite_reference_beyond_the_type_range() -> None:
+    reference = np.array([[1e8, -1e8, 1.0, 2.0]])
+    got = _storage("float16", reference)  # rounds to +inf, -inf
+    assert np.isinf(got[0, :2].astype(np.float64)).all()
+    result = output_error(SILU.contract, OUT, "float16", got, reference)
+    assert result.finding is None
+
+
+def test_inf_where_the_reference_is_finite_and_representable_fails() -> None:
+    reference = np.array([[1.0, 2.0, 3.0, 4.0]])
+    got = _storage("float16", np.array([[1.0, np.inf, 3.0, 4.0]]))
+    result = output_error(SILU.contract, OUT, "float16", got, reference)
+    assert result.finding is not None and result.finding.index == [0, 1]
+    assert result.worst_ratio == np.inf
+
+
+def test_inf_equals_inf_and_wrong_sign_or_finite_fails() -> None:
+    s_out = MERGE.contract.args[5]
+    assert s_out.name == "s_merged"
+    reference = np.array([[-np.inf, np.inf, 5.0]])
+    good = np.array([[-np.inf, np.inf, 5.0]], dtype=np.float32)
+    assert output_error(MERGE.contract, s_out, "float16", good, reference).finding is None
+    wrong_sign = np.array([[np.inf, np.inf, 5.0]], dtype=np.float32)
+    assert output_error(MERGE.contract, s_out, "float16", wrong_sign, reference).finding
+    finite = np.array([[-3.4e38, np.inf, 5.0]], dtype=np.float32)
+    found = output_error(MERGE.contract, s_out, "float16", finite, reference).finding
+    assert found is not None and found.index == [0, 0]
+
+
+def test_nan_output_never_passes_against_a_number() -> None:
+    reference, got = _rounded_case("bfloat16")
+    got[1, 3] = 0x7FC0  # a bf16 NaN
+    found = output_error(SILU.contract, OUT, "bfloat16", got, reference).finding
+    assert found is not None and found.reason == "mismatch" and found.index == [1, 3]
+
+
+def test_nan_passes_only_where_the_reference_is_nan() -> None:
+    reference = np.array([[np.nan, 1.0]])
+    got = _storage("float16", np.array([[np.nan, 1.0]]))
+    assert output_error(SILU.contract, OUT, "float16", got, reference).finding is None
+    got = _storage("float16", np.array([[0.0, 1.0]]))
+    assert output_error(SILU.contract, OUT, "float16", got, reference).finding is not None
+
+
+# --- unwritten outputs -----------------------------------------------------------------------
+
+
+def test_inout_element_still_equal_to_its_input_is_unwritten() -> None:
+    dtype = "float16"
+    shape = (3, 64)
+    before = {
+        "input": _storage(dtype, RNG.normal(size=shape)),
+        "residual": _storage(dtype, RNG.normal(size=shape)),
+        "weight": _storage(dtype, RNG.normal(1.0, 0.25, size=shape[1])),
+    }
+    f64 = {k: DTYPES[dtype].to_float64(np, v) for k, v in before.items()}
+    reference = RMSNORM.reference(np, f64, {"eps": 1e-6, "hidden": shape[1]})
+    got = {name: _storage(dtype, reference[name]) for name in ("input", "residual")}
+    evidence, worst = compare_outputs(RMSNORM, before, got, reference, dtype)
+    assert evidence is None and worst < 1
+    got["residual"] = before["residual"].copy()  # the bug the paper's extracted kernel had
+    evidence, _ = compare_outputs(RMSNORM, before, got, reference, dtype)
+    assert evidence is not None
+    assert evidence.reason == "unwritten_output"  # type: ignore[attr-defined]
+    assert evidence.arg == "residual"
+    # the same inputs given as float64 give the same answer
+    evidence, _ = compare_outputs(RMSNORM, f64, got, reference, dtype)
+    assert evidence is not None and evidence.reason == "unwritten_output"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_poison_patterns_are_distinct_nan_then_finite(dtype: str) -> None:
+    element = DTYPES[dtype]
+    array = np.empty((2, 8), dtype=element.storage)
+    fill_poison(np, array, element, first=True)
+    assert np.isnan(element.to_float64(np, array)).all()
+    assert poison_matches(np, array, element, True).all()
+    assert not poison_matches(np, array, element, False).any()
+    fill_poison(np, array, element, first=False)
+    assert np.isfinite(element.to_float64(np, array)).all()
+    assert poison_matches(np, array, element, False).all()
+    canonical_nan = element.from_float64(np, np.array([np.nan]))
+    assert int(canonical_nan.view(f"uint{element.itemsize * 8}")[0]) != poison_bits(element, True)
+
+
+# --- bitwise comparisons ---------------------------------------------------------------------
+
+
+def test_first_difference_is_bitwise() -> None:
+    a = np.array([0.0, 1.0, np.nan, 4.0], dtype=np.float32)
+    assert first_difference(np, a, a.copy()) is None  # NaN == NaN bitwise
+    b = a.copy()
+    b[0] = -0.0
+    assert first_difference(np, a, b) == 0
+    c = a.copy()
+    c[3] = np.nextafter(np.float32(4.0), np.float32(5.0))
+    assert first_difference(np, a, c) == 3
+
+
+# --- error-ratio rule ------------------------------------------------------------------------
+
+
+def _errors(dtype: str, relative_bias: float, n: int = 8192) -> tuple[object, object]:
+    reference, rounded = _rounded_case(dtype, n)
+    biased = _storage(dtype, reference * (1 + relative_bias))
+    base = output_error(SILU.contract, OUT, dtype, rounded, reference)
+    cand = output_error(SILU.contract, OUT, dtype, biased, reference)
+    return base, cand
+
+
+def test_precision_downgrade_within_tolerance_fails_the_error_ratio() -> None:
+    base, cand = _errors("float16", 1.2e-3)  # well inside rtol 2e-3 with the rounding
+    assert cand.finding is None  # type: ignore[attr-defined]
+    problem = ratio_problem(SILU.contract, cand, base)  # type: ignore[arg-type]
+    assert problem is not None and "precision loss" in problem
+
+
+def test_rounding_differences_pass_the_error_ratio() -> None:
+    base, cand = _errors("float16", 2e-4)  # a fraction of an ulp: a different rounding path
+    assert ratio_problem(SILU.contract, cand, base) is None  # type: ignore[arg-type]
+
+
+def test_perfect_baseline_does_not_make_rounding_fail() -> None:
+    _, rounded = _rounded_case("float16", 8192)
+    exact = DTYPES["float16"].to_float64(np, rounded)  # a reference the baseline meets exactly
+    base = output_error(SILU.contract, OUT, "float16", rounded, exact)
+    assert base.mean_ratio == 0.0 and base.rounding_ratio == 0.0
+    one_ulp_off = rounded.copy()
+    one_ulp_off.view(np.uint16).reshape(-1)[::10] += 1  # every tenth element one ulp away
+    cand = output_error(SILU.contract, OUT, "float16", one_ulp_off, exact)
+    assert cand.finding is None and cand.mean_ratio > 0
+    assert ratio_problem(SILU.contract, cand, base) is None
+    biased = _storage("float16", exact * (1 + 1.2e-3))
+    cand = output_error(SILU.contract, OUT, "float16", biased, exact)
+    assert cand.finding is None and ratio_problem(SILU.contract, cand, base) is not None
+
+
+def test_small_outputs_skip_the_error_ratio() -> None:
+    base, cand = _errors("float16", 1.2e-3, n=RATIO_MIN_ELEMENTS // 2)
+    assert ratio_problem(SILU.contract, cand, base) is None  # type: ignore[arg-type]
+    assert ratio_problem(SILU.contract, cand, None) is None  # type: ignore[arg-type]
+
+
+# --- the plan --------------------------------------------------------------------------------
+
+
+def test_plan_covers_every_suite_shape_dtype_and_special() -> None:
+    c = MERGE.contract
+    suites = ["tuning", "heldout", "edge"]
+    cases = plan_cases(c, suites, [{"tokens": 9, "heads": 2, "head_dim": 16}])
+    plain = [x for x in cases if x.special is None]
+    shapes = sum(len(c.suite(s)) for s in suites) + 1
+    assert len(plain) == shapes * len(c.dtypes)
+    assert {x.suite for x in plain} == {*suites, "extra"}
+    specials = [x for x in cases if x.special is not None]
+    assert {x.special.name for x in specials} == {s.name for s in c.specials}  # type: ignore[union-attr]
+    assert len(specials) == len(c.specials) * len(suites) * len(c.dtypes)
+
+
+# --- interface check -------------------------------------------------------------------------
+
+_SILU_HEADER = """// astra: entry = k<T>
+// astra: grid = tokens
+// astra: block = 256
+"""
+
+
+def _impl(body: str, tmp_path: Path) -> Implementation:
+    path = tmp_path / "cand.cu"
+    path.write_text(_SILU_HEADER + body)
+    return load_implementation(path, SILU.contract)
+
+
+@pytest.mark.parametrize(
+    ("params", "problem"),
+    [
+        ("T* out, const T* __restrict__ x, int d", None),
+        ("uint4* out, const void* x, unsigned d", None),
+        ("T* out, const T* x", "takes 2 parameters"),
+        ("T* out, const T* x, int d, int extra", "takes 4 parameters"),
+        ("T* out, T x, int d", "must be a pointer"),
+        ("T* out, const T* x, int* d", "must be a value"),
+        ("float* out, const T* x, int d", "points to float32"),
+        ("T* out, const T* x, long long d", "is int64"),
+        ("T* out, const T* x, float d", "is float32"),
+    ],
+)
+def test_parameter_list_is_checked_against_the_contract(
+    params: str, problem: str | None, tmp_path: Path
+) -> None:
+    impl = _impl(f"template <typename T>\n__global__ void k({params}) {{}}\n", tmp_path)
+    found = interface_problem(SILU, impl, "float16")
+    assert found is None if problem is None else problem in (found or "")
+
+
+def test_template_parameter_names_are_bound_from_the_entry(tmp_path: Path) -> None:
+    body = (
+        "template <int BLOCK, typename scalar_t>\n"
+        "__global__ void __launch_bounds__(BLOCK) k(scalar_t* out, const scalar_t* x, int d) {}\n"
+    )
+    path = tmp_path / "cand.cu"
+    path.write_text(_SILU_HEADER.replace("k<T>", "k<256, T>") + body)
+    impl = load_implementation(path, SILU.contract)
+    names, params = kernel_signature(impl.source, "k")  # type: ignore[misc]
+    assert names == ["BLOCK", "scalar_t"] and [p.pointer for p in params] == [True, True, False]
+    assert interface_problem(SILU, impl, "bfloat16") is None
+    fixed = impl.model_copy(update={"source": impl.source.replace("scalar_t* out", "__half* out")})
+    assert "points to float16" in (interface_problem(SILU, fixed, "bfloat16") or "")
+
+
+def test_kernel_made_by_a_macro_is_not_second_guessed(tmp_path: Path) -> None:
+    impl = _impl("#define MAKE(name) __global__ void name(float a) {}\nMAKE(k2)\n", tmp_path)
+    assert interface_problem(SILU, impl, "float16") is None
+
+
+def test_evaluator_rejects_bad_interfaces_without_a_gpu(tmp_path: Path) -> None:
+    baseline = SILU.folder / "production.cu"
+    wrong = tmp_path / "wrong.cu"
+    wrong.write_text(_SILU_HEADER + "template <typename T>\n__global__ void k(T* out) {}\n")
+    bad_header = tmp_path / "bad_header.cu"
+    bad_header.write_text("// astra: entry = k<T>\n// astra: grid = nonsense_dim\n")
+    with Evaluator() as evaluator:
+        verdict = evaluator.check("silu_and_mul", baseline, wrong)
+        assert verdict.reason == "interface_mismatch" and "takes 1 parameters" in verdict.message
+        verdict = evaluator.check("silu_and_mul", baseline, bad_header)
+        assert verdict.reason == "interface_mismatch" and "nonsense_dim" in verdict.message
+        with pytest.raises(ContractError, match="no_such_op"):
+            evaluator.check("no_such_op", baseline, wrong)
+        with pytest.raises(ContractError, match="unknown suite"):
+            evaluator.check("silu_and_mul", baseline, wrong, suites=["visible"])
+        assert evaluator.worker.starts == 0  # all decided without starting a worker
+
+
+def test_cli_check_exit_codes_without_a_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wrong = tmp_path / "wrong.cu"
+    wrong.write_text(_SILU_HEADER + "template <typename T>\n__global__ void k(T* out) {}\n")
+    assert main(["check", "silu_and_mul", str(wrong)]) == 1
+    out = capsys.readouterr().out
+    assert "REJECTED" in out and "interface_mismatch" in out
+    assert main(["check", "silu_and_mul", str(tmp_path / "missing.cu")]) == 2
+    assert "candidate file not found" in capsys.readouterr().err
+    assert main(["check", "silu_and_mul", "fused_add_rmsnorm/naive"]) == 2
+    assert "fused_add_rmsnorm" in capsys.readouterr().err
