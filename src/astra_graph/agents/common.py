@@ -1,0 +1,159 @@
+"""Helpers shared by the agents: the kernel under work, prompt material, shape checks, progress."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from langgraph.config import get_stream_writer
+
+from astra_graph import prompts
+from astra_graph.contract import Implementation, OperationSpec, load_contract, load_implementation
+from astra_graph.dtypes import DTYPES
+from astra_graph.state import RoundRecord, State
+
+MAX_EXTRA_SHAPES = 8
+MAX_SHAPE_BYTES = 512 * 2**20
+"""An agent-proposed shape may move at most this much memory per call (keeps checks quick)."""
+
+ROLES = {
+    "testing": "the testing agent",
+    "planning": "the planning agent",
+    "coding": "the coding agent",
+    "single": "the only agent (testing, planning and coding)",
+}
+
+
+def load_kernel(path: str | Path) -> tuple[OperationSpec, Implementation]:
+    """The contract beside an implementation file, and the implementation itself."""
+    path = Path(path)
+    spec = load_contract(path.resolve().parent)
+    return spec, load_implementation(path, spec.contract)
+
+
+def load_baseline(state: State) -> tuple[OperationSpec, Implementation]:
+    return load_kernel(state.kernel)
+
+
+def system_prompt(agent: str) -> str:
+    return prompts.render("system", role=ROLES[agent])
+
+
+def parameters_text(spec: OperationSpec) -> str:
+    """The kernel's parameter list as the contract fixes it, for the coding prompts."""
+    c = spec.contract
+    items = []
+    for arg in c.args:
+        const = "const " if arg.role == "input" else ""
+        ctype = "T" if arg.dtype == "T" else DTYPES[arg.dtype].ctype
+        shape = ", ".join(str(s) for s in arg.shape)
+        items.append(f"`{const}{ctype}* {arg.name}` ({arg.role}, [{shape}])")
+    scalar_types = {"int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
+    for scalar in c.scalars:
+        source = f"= {scalar.value}" if scalar.value is not None else "a parameter"
+        items.append(f"`{scalar_types[scalar.dtype]} {scalar.name}` ({source})")
+    return ", ".join(items)
+
+
+def contract_text(spec: OperationSpec) -> str:
+    """What the contract says, compactly: dims, types, parameters, traffic, tolerance, notes."""
+    c = spec.contract
+    lines = ["Dims:"]
+    for name, dim in c.dims.items():
+        limits = [f"min {dim.min}"]
+        if dim.max is not None:
+            limits.append(f"max {dim.max}")
+        if dim.multiple_of > 1:
+            limits.append(f"multiple of {dim.multiple_of}")
+        lines.append(f"- {name}: {', '.join(limits)}. {dim.description}".rstrip())
+    lines.append(f"Element types T: {', '.join(c.dtypes)}")
+    lines.append(f"Kernel parameters, in order: {parameters_text(spec)}")
+    lines.append(f"Fewest bytes one call moves: {c.bytes_moved}")
+    tolerances = ", ".join(f"{k}: atol {t.atol}, rtol {t.rtol}" for k, t in c.tolerance.items())
+    lines.append(f"Tolerance: {tolerances}; error at most {c.error_ratio}x the starting kernel's")
+    if c.notes.strip():
+        lines.append(f"Notes: {' '.join(c.notes.split())}")
+    return "\n".join(lines)
+
+
+def shapes_text(shapes: Iterable[Mapping[str, int]]) -> str:
+    return json.dumps([dict(s) for s in shapes])
+
+
+def visible_shapes(spec: OperationSpec, state: State) -> list[dict[str, int]]:
+    """Every shape an agent may see: tuning, the testing agent's extras, and the edge suite."""
+    extra = state.suite.extra if state.suite else []
+    return [*spec.contract.suite("tuning"), *extra, *spec.contract.suite("edge")]
+
+
+def history_text(history: list[RoundRecord]) -> str:
+    if not history:
+        return prompts.quote("Earlier rounds", "none yet")
+    lines = []
+    for record in history:
+        plan = record.plan.summary if record.plan else "(no plan)"
+        if record.verdict is None:
+            outcome = "no candidate: " + ("; ".join(record.notes) or "nothing usable")
+        elif not record.verdict.accepted:
+            outcome = f"rejected ({record.verdict.reason}): {record.verdict.message}"
+        elif record.geomean_speedup is None:
+            outcome = "accepted, not timed"
+        else:
+            gain = "faster" if record.faster else "no gain"
+            outcome = f"accepted, geomean speedup {record.geomean_speedup:.3f}x ({gain})"
+        lines.append(f"round {record.round}: {plan} -> {outcome}")
+    return prompts.quote("Earlier rounds", "\n".join(lines))
+
+
+def check_shapes(
+    spec: OperationSpec,
+    baseline: Implementation,
+    proposed: Iterable[Mapping[str, Any]],
+    known: Iterable[Mapping[str, int]],
+    limit: int = MAX_EXTRA_SHAPES,
+) -> tuple[list[dict[str, int]], list[str]]:
+    """Keep the proposed shapes the contract and the baseline allow; say why others were dropped.
+
+    Dropped: shapes the contract forbids, ones the starting kernel does not support, ones that
+    move more than :data:`MAX_SHAPE_BYTES`, duplicates, and any beyond ``limit``.
+    """
+    c = spec.contract
+    seen = {tuple(sorted(s.items())) for s in known}
+    accepted: list[dict[str, int]] = []
+    rejected: list[str] = []
+    for raw in proposed:
+        label = json.dumps(dict(raw), sort_keys=True)
+        dims = dict(raw)
+        problem = c.shape_problem(dims)
+        if problem is None:
+            key = tuple(sorted(dims.items()))
+            dtypes = [DTYPES[d] for d in c.dtypes]
+            if key in seen:
+                problem = "already in the suite"
+            elif len(accepted) >= limit:
+                problem = f"more than {limit} extra shapes"
+            elif max(c.bytes_for(dims, d.name) for d in dtypes) > MAX_SHAPE_BYTES:
+                problem = f"moves more than {MAX_SHAPE_BYTES >> 20} MiB"
+            else:
+                for dtype in dtypes:
+                    unmet = baseline.header.unmet_requirement(dims, dtype, {})
+                    if unmet:
+                        problem = f"the starting kernel requires {unmet}"
+                        break
+        if problem:
+            rejected.append(f"{label}: {problem}")
+            continue
+        seen.add(tuple(sorted(dims.items())))
+        accepted.append(dims)
+    return accepted, rejected
+
+
+def emit(**event: Any) -> None:
+    """Send a progress event on the ``custom`` stream (a no-op outside a streamed run)."""
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:  # called outside a graph run
+        return
+    writer(event)

@@ -1,0 +1,128 @@
+"""Finalize: choose the result, checked on the held-out suite, never worse than the baseline.
+
+Candidates that beat the baseline on the tuning suite are tried fastest first; the first one
+the harness also accepts on the held-out suite (shapes no agent has seen) wins. If none
+qualifies the result is the baseline itself, with speedup 1.0, and the message says so.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from astra_graph.agents.common import emit, load_baseline
+from astra_graph.context import Context
+from astra_graph.models import BenchReport, Verdict
+from astra_graph.rundir import BENCH, BEST, HELDOUT_VERDICT, round_dir, utc_now, write_model
+from astra_graph.state import Best, OptimizationResult, RoundRecord, RunStatus, State
+
+HELDOUT_SUITES = ("heldout",)
+
+
+def contenders(history: list[RoundRecord]) -> list[RoundRecord]:
+    """Rounds whose candidate was accepted and beat the baseline, fastest first."""
+    winners = [
+        r
+        for r in history
+        if r.faster and r.verdict is not None and r.verdict.accepted and r.candidate_path
+    ]
+    return sorted(winners, key=lambda r: (-(r.geomean_speedup or 0.0), r.round))
+
+
+def result_from_state(
+    state: State,
+    *,
+    status: RunStatus = "running",
+    final: Best | None = None,
+    heldout: Verdict | None = None,
+    message: str = "",
+    error: str | None = None,
+) -> OptimizationResult:
+    """The run's result so far. Until finalize has chosen (``final``), the best so far shows."""
+    run_dir = Path(state.run_dir)
+    shown = final if final is not None else state.best
+    if status == "finished":
+        best_path = run_dir / BEST
+    else:
+        best_path = Path(shown.path if shown else state.kernel)
+    costs = [u.cost_usd for u in state.usage]
+    return OptimizationResult(
+        run_id=run_dir.name,
+        run_dir=str(run_dir),
+        op=load_baseline(state)[0].name,
+        kernel=state.kernel,
+        status=status,
+        error=error,
+        agents=state.agents,
+        models=state.models,
+        rounds_requested=state.rounds,
+        rounds_completed=len(state.history),
+        test_suite=state.suite,
+        baseline=state.baseline,
+        best_round=shown.round if shown else 0,
+        best_path=str(best_path),
+        best_source=best_path.read_text() if best_path.is_file() else "",
+        improved=bool(shown and shown.round > 0),
+        geomean_speedup=shown.geomean_speedup if shown else 1.0,
+        geomean_speedup_err=shown.geomean_speedup_err if shown else None,
+        shapes=shown.bench.shapes if shown and shown.bench else [],
+        heldout=heldout,
+        message=message,
+        rounds=state.history,
+        usage=state.usage,
+        total_tokens=sum(u.input_tokens + u.output_tokens for u in state.usage),
+        total_cost_usd=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+        started_at=state.started_at,
+        updated_at=utc_now(),
+    )
+
+
+def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    spec, _ = load_baseline(state)
+    run_dir = Path(state.run_dir)
+    emit(
+        agent="finalize",
+        round=state.round,
+        message="checking the best candidates on held-out shapes",
+    )
+    final = Best(round=0, path=state.kernel, bench=state.baseline)
+    heldout: Verdict | None = None
+    refused: list[str] = []
+    for record in contenders(state.history):
+        assert record.candidate_path is not None
+        verdict = runtime.context.get_evaluator().check(
+            spec, Path(state.kernel), Path(record.candidate_path), suites=HELDOUT_SUITES
+        )
+        write_model(round_dir(run_dir, record.round) / HELDOUT_VERDICT, verdict)
+        if not verdict.accepted:
+            refused.append(f"round {record.round} failed the held-out suite ({verdict.reason})")
+            continue
+        bench_file = round_dir(run_dir, record.round) / BENCH
+        final = Best(
+            round=record.round,
+            path=record.candidate_path,
+            geomean_speedup=record.geomean_speedup or 1.0,
+            geomean_speedup_err=record.geomean_speedup_err,
+            bench=BenchReport.model_validate_json(bench_file.read_text()),
+            profile=record.profile,
+        )
+        heldout = verdict
+        break
+    shutil.copyfile(final.path, run_dir / BEST)
+    if final.round:
+        message = (
+            f"round {final.round}'s candidate is {final.geomean_speedup:.3f}x faster than the "
+            "baseline (geometric mean over the tuning shapes) and passed the held-out suite"
+        )
+    else:
+        message = "no candidate beat the baseline; the result is the baseline (speedup 1.0)"
+    if refused:
+        message += "; " + "; ".join(refused)
+    emit(agent="finalize", round=state.round, message=message, best=final.geomean_speedup)
+    result = result_from_state(
+        state, status="finished", final=final, heldout=heldout, message=message
+    )
+    return {"result": result}

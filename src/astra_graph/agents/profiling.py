@@ -1,0 +1,175 @@
+"""The profiling agent: time the baseline and each accepted candidate, and summarise the profile.
+
+Timing goes through the harness (device mode by default: kernel time without the host's launch
+overhead). The summary is what the planner reads: per-shape time and speedup, percent of the
+memory-bandwidth roofline, the kernel's resources and a likely bottleneck. It also keeps the
+best implementation so far: a candidate replaces it only if it beats the baseline beyond the
+noise and is faster than the current best.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from astra_graph import prompts
+from astra_graph.agents.common import emit, load_baseline
+from astra_graph.context import Context
+from astra_graph.models import BenchReport
+from astra_graph.rundir import BASELINE_BENCH, BENCH, round_dir, write_model
+from astra_graph.state import Best, RoundRecord, State
+
+MIN_GAIN = 0.01
+"""A geometric-mean gain below 1% counts as a tie, whatever the error bars say."""
+NEAR_ROOFLINE_PCT = 75.0
+SMALL_KERNEL_US = 8.0
+
+
+def beats_baseline(bench: BenchReport) -> bool:
+    """Faster than the baseline beyond twice the speedup's standard error and by at least 1%."""
+    if bench.geomean_speedup is None:
+        return False
+    noise = 2 * (bench.geomean_speedup_err or 0.0)
+    return bench.geomean_speedup > 1.0 + max(noise, MIN_GAIN)
+
+
+def likely_bottlenecks(bench: BenchReport, which: str = "candidate") -> list[str]:
+    """Plain-language guesses at what limits the kernel, from the timings and resources."""
+    found = []
+    resources = bench.resources.get(which)
+    if resources and resources.spill_bytes:
+        found.append(f"register spills ({resources.spill_bytes} B): local-memory traffic")
+    if resources and resources.occupancy is not None and resources.occupancy < 0.5:
+        limit = f", limited by {resources.occupancy_limit}" if resources.occupancy_limit else ""
+        found.append(f"low occupancy ({resources.occupancy:.0%}{limit})")
+    small = [
+        s.label
+        for s in bench.shapes
+        if s.candidate.median_us < SMALL_KERNEL_US and s.roofline_pct < 40
+    ]
+    if small:
+        found.append(
+            "latency on small shapes (" + ", ".join(small[:4]) + "): too little work in flight "
+            "per launch; more bytes per thread or more blocks"
+        )
+    if bench.shapes:
+        typical = median(s.roofline_pct for s in bench.shapes)
+        if typical >= NEAR_ROOFLINE_PCT:
+            found.append(f"memory bandwidth: median {typical:.0f}% of the roofline already")
+        elif not small:
+            found.append(
+                f"memory access efficiency: median {typical:.0f}% of the roofline "
+                "(narrow or uncoalesced accesses, too few loads in flight)"
+            )
+    return found or ["no clear bottleneck"]
+
+
+def summarize(bench: BenchReport, title: str) -> str:
+    """The compact profile the planner reads."""
+    lines = [f"{title} ({bench.mode} timing on {bench.device})"]
+    if bench.geomean_speedup is not None:
+        err = f" +- {bench.geomean_speedup_err:.3f}" if bench.geomean_speedup_err else ""
+        lines.append(f"geomean speedup over the starting kernel: {bench.geomean_speedup:.3f}x{err}")
+    lines.append(
+        f"{'shape':<14}{'dtype':<10}{'time us':>10}{'start us':>10}{'speedup':>9}"
+        f"{'GB/s':>8}{'roofline':>10}"
+    )
+    for s in bench.shapes:
+        base = f"{s.baseline.median_us:10.2f}" if s.baseline else f"{'-':>10}"
+        speedup = f"{s.speedup:8.3f}x" if s.speedup is not None else f"{'-':>9}"
+        lines.append(
+            f"{s.label:<14}{s.dtype:<10}{s.candidate.median_us:10.2f}{base}{speedup}"
+            f"{s.achieved_gbps:8.0f}{s.roofline_pct:9.1f}%"
+        )
+    for name, r in bench.resources.items():
+        occupancy = f", occupancy {r.occupancy:.0%}" if r.occupancy is not None else ""
+        limit = f" (limit: {r.occupancy_limit})" if r.occupancy_limit else ""
+        lines.append(
+            f"resources ({name}): {r.registers} registers, {r.threads_per_block} threads/block, "
+            f"{r.static_smem_bytes + r.dynamic_smem_bytes} B shared, {r.spill_bytes} B spilled"
+            f"{occupancy}{limit}"
+        )
+    lines.append("likely bottleneck: " + "; ".join(likely_bottlenecks(bench)))
+    return "\n".join(lines)
+
+
+def profile_baseline(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Time the starting kernel on the tuning suite; it is the first best-so-far."""
+    assert state.suite is not None
+    spec, _ = load_baseline(state)
+    emit(agent="profiling", round=0, message="timing the starting kernel")
+    bench = runtime.context.get_evaluator().bench(
+        spec, Path(state.kernel), mode=runtime.context.timing_mode, shapes=state.suite.tuning
+    )
+    write_model(Path(state.run_dir) / BASELINE_BENCH, bench)
+    profile = summarize(bench, "Profile of the starting kernel")
+    return {
+        "baseline": bench,
+        "best": Best(round=0, path=state.kernel, bench=bench, profile=profile),
+    }
+
+
+def profiling(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Time the round's candidate if it was accepted, log the round, update the best so far."""
+    assert state.best is not None and state.suite is not None
+    k = state.round
+    candidate = state.candidate if state.candidate and state.candidate.problem is None else None
+    record = RoundRecord(
+        round=k,
+        plan=state.plan,
+        attempts=state.attempt,
+        candidate_path=candidate.path if candidate else None,
+        verdict=state.verdict,
+        notes=state.round_notes,
+    )
+    best = state.best
+    if candidate and state.verdict and state.verdict.accepted:
+        spec, _ = load_baseline(state)
+        emit(agent="profiling", round=k, message="timing the candidate against the baseline")
+        bench = runtime.context.get_evaluator().bench(
+            spec,
+            Path(candidate.path),
+            against=Path(state.kernel),
+            mode=runtime.context.timing_mode,
+            shapes=state.suite.tuning,
+        )
+        write_model(round_dir(state.run_dir, k) / BENCH, bench)
+        record.geomean_speedup = bench.geomean_speedup
+        record.geomean_speedup_err = bench.geomean_speedup_err
+        record.faster = beats_baseline(bench)
+        record.profile = summarize(bench, f"Profile of round {k}'s candidate")
+        if record.faster and (bench.geomean_speedup or 0.0) > best.geomean_speedup:
+            best = Best(
+                round=k,
+                path=candidate.path,
+                geomean_speedup=bench.geomean_speedup or 1.0,
+                geomean_speedup_err=bench.geomean_speedup_err,
+                bench=bench,
+                profile=record.profile,
+            )
+    record.best_speedup = best.geomean_speedup
+    emit(
+        agent="profiling",
+        round=k,
+        message=_outcome(record),
+        speedup=record.geomean_speedup,
+        best=best.geomean_speedup,
+    )
+    return {"history": [record], "best": best}
+
+
+def _outcome(record: RoundRecord) -> str:
+    if record.verdict is None:
+        return "no candidate this round"
+    if not record.verdict.accepted:
+        return f"candidate rejected ({record.verdict.reason})"
+    if record.geomean_speedup is None:
+        return "candidate accepted, no timing"
+    return f"candidate {record.geomean_speedup:.3f}x ({'faster' if record.faster else 'no gain'})"
+
+
+def profile_for_prompt(profile: str) -> str:
+    return prompts.quote("Profile of the current best implementation", profile)

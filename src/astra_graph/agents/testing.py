@@ -1,0 +1,115 @@
+"""The testing agent: extra test shapes at the start, and the verification of every candidate.
+
+The testing agent sees the contract and its tuning suite, never the held-out suite. Its
+proposals are checked against the contract (``shape_problem``) and the starting kernel's
+requirements before they join the suite. ``verify`` compiles the candidate locally (NVRTC,
+no GPU needed), so compile errors come back quickly with the compiler's log, then has the
+harness check it on the visible suites: tuning, the agent's extra shapes, and edge cases.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from astra_graph import prompts
+from astra_graph.agents.common import (
+    MAX_EXTRA_SHAPES,
+    check_shapes,
+    contract_text,
+    emit,
+    load_baseline,
+    shapes_text,
+    system_prompt,
+)
+from astra_graph.context import Context
+from astra_graph.contract import OperationSpec, load_implementation
+from astra_graph.dtypes import DTYPES
+from astra_graph.harness.compile import CompileFailed, compile_implementation
+from astra_graph.harness.nvrtc import NvrtcUnavailable
+from astra_graph.models import Verdict
+from astra_graph.rundir import VERDICT, round_dir, write_model
+from astra_graph.state import ShapeProposals, State, TestSuite
+
+VISIBLE_SUITES = ("tuning", "edge")
+"""The contract suites a candidate is checked on during the rounds; held-out comes at the end."""
+
+
+def testing(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Ask the LLM for extra realistic and adversarial shapes; keep the valid ones."""
+    spec, baseline = load_baseline(state)
+    tuning = spec.contract.suite("tuning")
+    emit(agent="testing", round=0, message="proposing extra test shapes")
+    user = prompts.render(
+        "testing",
+        op=spec.name,
+        summary=spec.contract.summary,
+        contract=contract_text(spec),
+        tuning=shapes_text(tuning),
+        max_shapes=MAX_EXTRA_SHAPES,
+        source=prompts.quote("The starting implementation", baseline.source, "cuda"),
+    )
+    reply = runtime.context.get_llm().ask_structured(
+        "testing", ShapeProposals, system_prompt("testing"), user
+    )
+    proposed = (
+        [{d.name: d.value for d in s.dims} for s in reply.value.shapes] if reply.value else []
+    )
+    known = [*tuning, *spec.contract.suite("edge")]
+    extra, rejected = check_shapes(spec, baseline, proposed, known)
+    suite = TestSuite(tuning=tuning, extra=extra, rejected=rejected, problem=reply.problem)
+    emit(
+        agent="testing",
+        round=0,
+        message=f"{len(extra)} extra shapes, {len(rejected)} dropped"
+        + (f"; {reply.problem}" if reply.problem else ""),
+    )
+    return {"suite": suite, "usage": [reply.usage("testing", 0)]}
+
+
+def contract_suite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """The single-agent graph's testing step: the contract's tuning suite, no LLM call."""
+    spec, _ = load_baseline(state)
+    return {"suite": TestSuite(tuning=spec.contract.suite("tuning"))}
+
+
+def compile_problem(spec: OperationSpec, path: Path, arch: str) -> Verdict | None:
+    """A compile_error verdict with the log if some dtype's instantiation fails, else None."""
+    impl = load_implementation(path, spec.contract)
+    for name in spec.contract.dtypes:
+        try:
+            compile_implementation(impl, DTYPES[name], arch=arch)
+        except CompileFailed as exc:
+            return Verdict.reject("compile_error", f"{exc} ({name})", log=exc.log)
+        except NvrtcUnavailable:
+            return None  # no local NVRTC: the harness compiles it and reports errors itself
+    return None
+
+
+def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Compile the candidate, then check it against the baseline on the visible suites."""
+    assert state.candidate is not None and state.suite is not None
+    spec, _ = load_baseline(state)
+    candidate = Path(state.candidate.path)
+    verdict = compile_problem(spec, candidate, runtime.context.arch)
+    if verdict is None:
+        verdict = runtime.context.get_evaluator().check(
+            spec,
+            Path(state.kernel),
+            candidate,
+            suites=VISIBLE_SUITES,
+            extra_shapes=state.suite.extra,
+        )
+    write_model(round_dir(state.run_dir, state.round) / VERDICT, verdict)
+    outcome = "accepted" if verdict.accepted else f"rejected: {verdict.reason}"
+    emit(agent="testing", round=state.round, message=f"verify: {outcome}", verdict=outcome)
+    if verdict.accepted:
+        return {"verdict": verdict, "feedback": ""}
+    note = f"attempt {state.attempt}: rejected ({verdict.reason}): {verdict.message}"
+    return {
+        "verdict": verdict,
+        "feedback": "\n".join(filter(None, [verdict.message, verdict.log])),
+        "round_notes": [*state.round_notes, note],
+    }

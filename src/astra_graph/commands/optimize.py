@@ -1,0 +1,148 @@
+"""``astra optimize KERNEL``: run the agent loop on a kernel, with live progress.
+
+Progress (each agent's step and each finished node: round, agent, verdict, best speedup so
+far) goes through structlog: a console rendering on a terminal, JSON lines otherwise. With
+``--json`` the final OptimizationResult is printed as JSON on stdout and progress goes to
+stderr. Exit codes: 0 a faster kernel was found and proven, 1 the run finished without beating
+the baseline or stopped on an error (resume it with ``--resume``), 2 bad input or no model
+endpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+import structlog
+
+from astra_graph.cli import UsageError
+from astra_graph.contract import resolve
+from astra_graph.harness.compile import gpu_arch
+from astra_graph.llm import DEFAULT_MODEL, LLMSettings, endpoint_problem
+from astra_graph.optimize import ConfigurationError, RunFailed, optimize
+from astra_graph.state import OptimizationResult
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("optimize", help="make a kernel faster with the agents, and prove it")
+    p.add_argument("kernel", nargs="?", help="a .cu file or op/impl (omit with --resume)")
+    p.add_argument("--rounds", type=int, default=5, help="optimization rounds R (default 5)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"chat model (default {DEFAULT_MODEL})")
+    p.add_argument(
+        "--agent-model",
+        action="append",
+        default=[],
+        metavar="AGENT=MODEL",
+        help="another model for one agent (testing, planning, coding, single); repeatable",
+    )
+    p.add_argument("--base-url", help="an OpenAI-compatible server (vLLM, SGLang, Ollama, ...)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
+    p.add_argument(
+        "--agents",
+        choices=["multi", "single"],
+        default="multi",
+        help="multi: testing, planning, coding agents (default); single: one agent does all",
+    )
+    p.add_argument("--max-repairs", type=int, default=2, help="repairs per round (default 2)")
+    p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
+    p.add_argument("--mode", choices=["device", "per-call"], default="device", help="timing mode")
+    p.add_argument("--retries", type=int, default=3, help="LLM retries on transport errors")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(run=run)
+
+
+def configure_logging(stream: TextIO) -> None:
+    """structlog to ``stream``: console lines on a terminal, JSON lines otherwise."""
+    tty = sys.stdout.isatty()
+    renderer: Any = (
+        structlog.dev.ConsoleRenderer(colors=stream.isatty())
+        if tty
+        else structlog.processors.JSONRenderer()
+    )
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
+        cache_logger_on_first_use=False,
+    )
+
+
+def _agent_models(items: list[str]) -> dict[str, str]:
+    agents = ("testing", "planning", "coding", "single")
+    models = {}
+    for item in items:
+        agent, sep, model = item.partition("=")
+        if not sep or agent not in agents or not model:
+            raise UsageError(
+                f"--agent-model: expected AGENT=MODEL with AGENT in {agents}, got {item!r}"
+            )
+        models[agent] = model
+    return models
+
+
+def _print_summary(result: OptimizationResult) -> None:
+    print(f"\n{result.op}: {result.message}")
+    print(f"{'round':>5}  {'attempts':>8}  {'verdict':<22}{'speedup':>9}  {'best':>7}")
+    for r in result.rounds:
+        if r.verdict is None:
+            verdict = "no candidate"
+        else:
+            verdict = "accepted" if r.verdict.accepted else f"rejected: {r.verdict.reason}"
+        speedup = f"{r.geomean_speedup:8.3f}x" if r.geomean_speedup is not None else f"{'-':>9}"
+        print(f"{r.round:>5}  {r.attempts:>8}  {verdict:<22}{speedup}  {r.best_speedup:6.3f}x")
+    cost = f", ~${result.total_cost_usd:.4f}" if result.total_cost_usd is not None else ""
+    print(f"result: {result.best_path} ({result.geomean_speedup:.3f}x)")
+    print(f"tokens: {result.total_tokens}{cost}; run directory: {result.run_dir}")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.kernel is None and args.resume is None:
+        raise UsageError("KERNEL: required unless --resume RUN_DIR is given")
+    if args.rounds < 0 or args.max_repairs < 0 or args.retries < 0:
+        raise UsageError("--rounds, --max-repairs and --retries must be 0 or more")
+    settings = LLMSettings(
+        model=args.model,
+        base_url=args.base_url,
+        agent_models=_agent_models(args.agent_model),
+        max_retries=args.retries,
+    )
+    problem = endpoint_problem(settings)
+    if problem:
+        raise UsageError(problem)
+    if args.kernel is not None and args.resume is None:
+        resolve(args.kernel)  # a bad kernel is bad input (exit 2) before anything starts
+    if gpu_arch() is None:
+        raise UsageError("no CUDA GPU found: the harness needs one to verify and time candidates")
+    configure_logging(sys.stderr if args.json else sys.stdout)
+    log = structlog.get_logger("astra.optimize")
+
+    def show(event: dict[str, Any]) -> None:
+        fields = dict(event)
+        log.info(fields.pop("event", "progress"), **fields)
+
+    try:
+        result = optimize(
+            args.kernel,
+            rounds=args.rounds,
+            agents=args.agents,
+            max_repairs=args.max_repairs,
+            runs_dir=args.runs_dir,
+            resume=args.resume,
+            timing_mode=args.mode,
+            llm_settings=settings,
+            on_progress=show,
+        )
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+    except RunFailed as exc:
+        print(f"astra optimize: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        _print_summary(result)
+    return 0 if result.improved else 1

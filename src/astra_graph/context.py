@@ -1,0 +1,74 @@
+"""The graph's runtime context: what the nodes use but never checkpoint.
+
+The evaluator (a worker process with the GPU), the chat models (holding the API key) and the
+timing mode are supplied per run (``graph.invoke(..., context=Context(...))``); none of them
+enters the state, so none is written to the checkpoint or ``run.json``. Left unset (as in
+LangGraph Studio), they default to a shared harness ``Evaluator`` started on first use and to
+models configured from the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Protocol
+
+from astra_graph.contract import OperationSpec
+from astra_graph.harness.compile import DEFAULT_ARCH
+from astra_graph.llm import LLM, LLMSettings
+from astra_graph.models import BenchReport, TimingMode, Verdict
+
+
+class EvaluatorLike(Protocol):
+    """What the graph needs of ``astra_graph.harness.evaluator.Evaluator`` (tests fake it)."""
+
+    def check(
+        self,
+        op: OperationSpec,
+        baseline: Path,
+        candidate: Path,
+        *,
+        suites: Sequence[str] = ...,
+        extra_shapes: Iterable[Mapping[str, int]] = ...,
+    ) -> Verdict: ...
+
+    def bench(
+        self,
+        op: OperationSpec,
+        candidate: Path,
+        *,
+        against: Path | None = ...,
+        mode: TimingMode = ...,
+        shapes: list[dict[str, int]] | None = ...,
+    ) -> BenchReport: ...
+
+
+@cache
+def _shared_evaluator() -> EvaluatorLike:
+    from astra_graph.harness.evaluator import Evaluator
+
+    return Evaluator()
+
+
+@dataclass(kw_only=True)
+class Context:
+    evaluator: EvaluatorLike | None = None
+    """Verifies and times candidates; None: a shared harness Evaluator, started on first use."""
+    llm: LLM | None = None
+    """The agents' chat models; None: ``LLMSettings()`` (o4-mini, key from the environment)."""
+    timing_mode: TimingMode = "device"
+    arch: str = DEFAULT_ARCH
+    """Architecture for the local compile check that precedes every GPU check."""
+    _default_llm: LLM | None = field(default=None, repr=False)
+
+    def get_evaluator(self) -> EvaluatorLike:
+        return self.evaluator if self.evaluator is not None else _shared_evaluator()
+
+    def get_llm(self) -> LLM:
+        if self.llm is not None:
+            return self.llm
+        if self._default_llm is None:
+            self._default_llm = LLM(LLMSettings())
+        return self._default_llm

@@ -1,0 +1,224 @@
+"""``optimize()``: run the agent graph on one kernel and keep everything in a run directory.
+
+The run directory (layout in docs/RUNS.md) holds ``run.json``, rewritten after every node, the
+round files the nodes write, and ``checkpoint.sqlite`` (LangGraph's SqliteSaver, thread id = run
+id). ``optimize(..., resume=run_dir)`` continues a killed or failed run from its last completed
+node; finished rounds are not repeated.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import structlog
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from pydantic import BaseModel, ValidationError
+
+from astra_graph import models as models_module
+from astra_graph import state as state_module
+from astra_graph.agents.finalize import result_from_state
+from astra_graph.context import Context, EvaluatorLike
+from astra_graph.contract import resolve
+from astra_graph.graph import build_graph, recursion_limit
+from astra_graph.llm import DEFAULT_MODEL, LLM, LLMSettings, endpoint_problem
+from astra_graph.models import TimingMode
+from astra_graph.rundir import CHECKPOINT, RUN_JSON, new_run_dir, utc_now, write_model
+from astra_graph.state import AgentMode, AgentName, OptimizationResult, State
+
+log = structlog.get_logger(__name__)
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+
+AGENTS_BY_MODE: dict[str, tuple[AgentName, ...]] = {
+    "multi": ("testing", "planning", "coding"),
+    "single": ("single",),
+}
+
+
+class ConfigurationError(ValueError):
+    """Bad arguments to optimize(): no model endpoint, a run directory that cannot be resumed."""
+
+
+class RunFailed(RuntimeError):
+    """The run stopped on an error; its directory keeps every completed step for a resume."""
+
+    def __init__(self, run_dir: Path, error: str) -> None:
+        self.run_dir = run_dir
+        super().__init__(f"{run_dir}: run stopped: {error} (continue it with resume={run_dir})")
+
+
+def read_result(run_dir: Path) -> OptimizationResult:
+    """The ``run.json`` of a run directory; ConfigurationError if it is missing or invalid."""
+    path = run_dir / RUN_JSON
+    if not path.is_file():
+        raise ConfigurationError(f"{path}: not found (is {run_dir} a run directory?)")
+    try:
+        return OptimizationResult.model_validate_json(path.read_text())
+    except ValidationError as exc:
+        raise ConfigurationError(
+            f"{path}: not a valid run.json: {exc.errors()[0]['msg']}"
+        ) from None
+
+
+def checkpoint_serializer() -> JsonPlusSerializer:
+    """The checkpoint serializer, allowed to rebuild exactly our state's models and no others."""
+    allowed = [
+        (cls.__module__, cls.__name__)
+        for module in (state_module, models_module)
+        for cls in vars(module).values()
+        if isinstance(cls, type)
+        and issubclass(cls, BaseModel)
+        and cls.__module__ == module.__name__
+    ]
+    return JsonPlusSerializer(allowed_msgpack_modules=allowed)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "no message"
+    return f"{type(exc).__name__}: {text[:400]}"
+
+
+def _write_report(run_dir: Path) -> None:
+    """Call ``astra_graph.report.write_report`` if it exists; a failure there loses nothing."""
+    try:
+        from astra_graph.report import write_report
+    except ImportError:
+        return
+    try:
+        write_report(run_dir)
+    except Exception as exc:  # the run is already saved; a report problem is only logged
+        log.warning("report_failed", run_dir=str(run_dir), error=_one_line(exc))
+
+
+def progress_event(node: str, state: State) -> dict[str, Any]:
+    """What the CLI shows when a node finishes: round, agent, verdict, best speedup so far."""
+    event: dict[str, Any] = {"event": "node_finished", "node": node, "round": state.round}
+    if node in ("verify", "coding", "single") and state.verdict is not None:
+        event["verdict"] = "accepted" if state.verdict.accepted else state.verdict.reason
+    if node == "profiling" and state.history:
+        event["speedup"] = state.history[-1].geomean_speedup
+    if state.best is not None:
+        event["best_speedup"] = state.best.geomean_speedup
+    if node == "finalize" and state.result is not None:
+        event["message"] = state.result.message
+    return event
+
+
+def optimize(
+    kernel_path: str | Path | None,
+    rounds: int = 5,
+    model: str = DEFAULT_MODEL,
+    base_url: str | None = None,
+    *,
+    agents: AgentMode = "multi",
+    agent_models: Mapping[str, str] | None = None,
+    max_repairs: int = 2,
+    runs_dir: str | Path | None = None,
+    resume: str | Path | None = None,
+    timing_mode: TimingMode = "device",
+    evaluator: EvaluatorLike | None = None,
+    llm_settings: LLMSettings | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> OptimizationResult:
+    """Make ``kernel_path`` faster in ``rounds`` rounds of the agent loop; prove it or keep it.
+
+    ``kernel_path`` is a ``.cu`` file or ``op/impl`` (as ``astra compile`` takes). ``model`` and
+    ``base_url`` choose the chat model (any OpenAI-compatible server); ``agent_models`` gives
+    some agents another model; ``llm_settings`` replaces all three (timeouts, retries). The
+    evaluator defaults to the harness's ``Evaluator`` (a worker process with the GPU).
+    ``resume`` continues the run in that directory; ``kernel_path`` may then be None.
+    Raises ConfigurationError (bad arguments), ContractError (bad kernel) or RunFailed.
+    """
+    settings = llm_settings or LLMSettings(
+        model=model, base_url=base_url, agent_models=dict(agent_models or {})
+    )
+    problem = endpoint_problem(settings)
+    if problem:
+        raise ConfigurationError(problem)
+    if rounds < 0 or max_repairs < 0:
+        raise ConfigurationError("rounds and max_repairs must be 0 or more")
+    if resume is not None:
+        run_dir = Path(resume).resolve()
+        previous = read_result(run_dir)
+        agents, kernel, rounds = previous.agents, previous.kernel, previous.rounds_requested
+        started_at = previous.started_at
+    else:
+        if kernel_path is None:
+            raise ConfigurationError("kernel_path: required unless resume is given")
+        spec, impl = resolve(kernel_path)
+        run_dir = new_run_dir(Path(runs_dir or "runs").resolve(), spec.name).resolve()
+        kernel, started_at = str(impl.path.resolve()), utc_now()
+    initial = State(
+        kernel=kernel,
+        run_dir=str(run_dir),
+        rounds=rounds,
+        max_repairs=max_repairs,
+        agents=agents,
+        models={agent: settings.model_for(agent) for agent in AGENTS_BY_MODE[agents]},
+        started_at=started_at,
+    )
+
+    def save(state: State, **fields: Any) -> OptimizationResult:
+        result = state.result if state.result is not None else result_from_state(state, **fields)
+        write_model(run_dir / RUN_JSON, result)
+        return result
+
+    def notify(event: dict[str, Any]) -> None:
+        if on_progress is not None:
+            on_progress(event)
+
+    with ExitStack() as stack:
+        if evaluator is None:
+            from astra_graph.harness.evaluator import Evaluator
+
+            evaluator = stack.enter_context(Evaluator())
+        connection = sqlite3.connect(run_dir / CHECKPOINT, check_same_thread=False)
+        stack.callback(connection.close)
+        saver = SqliteSaver(connection, serde=checkpoint_serializer())
+        compiled = build_graph(agents).compile(checkpointer=saver, name="astra")
+        config: dict[str, Any] = {
+            "configurable": {"thread_id": run_dir.name},
+            "recursion_limit": recursion_limit(rounds, max_repairs),
+        }
+        context = Context(evaluator=evaluator, llm=LLM(settings), timing_mode=timing_mode)
+
+        def current() -> State:
+            values = compiled.get_state(config).values
+            return values if isinstance(values, State) else State.model_validate(values)
+
+        snapshot = compiled.get_state(config)
+        if snapshot.values and not snapshot.next:
+            return save(current())  # already finished
+        inputs = None if snapshot.values else initial.model_dump()
+        if inputs is not None:
+            save(initial)
+        state = current() if snapshot.values else initial
+        try:
+            for mode, chunk in compiled.stream(
+                inputs, config, context=context, stream_mode=["updates", "custom"]
+            ):
+                if mode == "custom":
+                    notify(chunk)
+                    continue
+                state = current()
+                save(state)
+                for node in chunk:
+                    notify(progress_event(node, state))
+        except BaseException as exc:
+            error = _one_line(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted"
+            save(
+                current() if compiled.get_state(config).values else state,
+                status="failed",
+                error=error,
+            )
+            if isinstance(exc, Exception):
+                raise RunFailed(run_dir, error) from exc
+            raise
+        result = save(current())
+    _write_report(run_dir)
+    return result

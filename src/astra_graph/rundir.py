@@ -1,0 +1,58 @@
+"""The run directory's layout (docs/RUNS.md) and atomic writes into it."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pydantic import BaseModel
+
+RUN_JSON = "run.json"
+CHECKPOINT = "checkpoint.sqlite"
+BEST = "best.cu"
+BASELINE_BENCH = Path("baseline") / "bench.json"
+CANDIDATE = "candidate.cu"
+VERDICT = "verdict.json"
+HELDOUT_VERDICT = "heldout.json"
+BENCH = "bench.json"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def new_run_dir(root: Path, op: str) -> Path:
+    """Create ``root/<UTC timestamp>-<op>`` (with a numeric suffix if that exists already)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    root.mkdir(parents=True, exist_ok=True)
+    for suffix in ("", *(f"-{i}" for i in range(2, 1000))):
+        path = root / f"{stamp}-{op}{suffix}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"{root}: cannot create a run directory for {op}")
+
+
+def round_dir(run_dir: str | Path, round_number: int) -> Path:
+    path = Path(run_dir) / "rounds" / str(round_number)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def attempt_file(run_dir: str | Path, round_number: int, attempt: int) -> Path:
+    return round_dir(run_dir, round_number) / f"attempt-{attempt}.cu"
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write through a temporary file and rename, so a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def write_model(path: Path, model: BaseModel) -> None:
+    write_text(path, model.model_dump_json(indent=2) + "\n")
