@@ -1,0 +1,235 @@
+"""Worker supervision on the CPU: jobs that hang, die, fail, flood their output or retire.
+
+The jobs below run inside the spawned worker, imported by name (``test_worker:<function>``);
+the worker inherits this process's ``sys.path``, where pytest put this folder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from astra_graph.contract import resolve
+from astra_graph.harness import evaluator as evaluator_module
+from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
+from astra_graph.harness.worker import (
+    JobFailed,
+    Worker,
+    WorkerCrashed,
+    WorkerTimeout,
+    progress,
+    retire,
+)
+
+SILU, _ = resolve("silu_and_mul")
+ME = "test_worker"
+
+# --- jobs (run in the worker) ----------------------------------------------------------------
+
+
+def pid(_: Any) -> int:
+    return os.getpid()
+
+
+def sleep(seconds: float) -> str:
+    time.sleep(seconds)
+    return "woke"
+
+
+def beating(request: dict[str, float]) -> int:
+    """Report progress every ``every`` seconds for ``total`` seconds."""
+    beats = 0
+    end = time.monotonic() + request["total"]
+    while time.monotonic() < end:
+        progress({"beat": beats})
+        beats += 1
+        time.sleep(request["every"])
+    return beats
+
+
+def stall_after_progress(_: Any) -> None:
+    progress({"step": "case", "dims": {"tokens": 3, "d": 24}, "dtype": "float16", "suite": "edge"})
+    time.sleep(60)
+
+
+def exit_hard(code: int) -> None:
+    print("about to exit", flush=True)
+    os._exit(code)
+
+
+def segfault(_: Any) -> None:
+    ctypes.string_at(0)
+
+
+def flood(lines: int) -> str:
+    for i in range(lines):
+        print(f"line {i} " + "x" * 100)
+    os.write(2, b"LAST WORDS on fd 2\n")
+    return "done"
+
+
+def fail(message: str) -> None:
+    raise ValueError(message)
+
+
+class StickyError(RuntimeError):
+    sticky = True
+
+
+def fail_sticky(_: Any) -> None:
+    raise StickyError("context lost")
+
+
+def retire_after(value: int) -> int:
+    retire()
+    return value + 1
+
+
+def unpicklable(_: Any) -> Any:
+    return lambda: None
+
+
+def fake_no_gpu(_: Any) -> None:
+    from astra_graph.harness.verify import NoGpu
+
+    raise NoGpu("no CUDA GPU visible to the evaluation worker")
+
+
+# --- tests -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def worker() -> Iterator[Worker]:
+    with Worker() as w:
+        yield w
+
+
+def test_job_runs_and_the_process_is_reused(worker: Worker) -> None:
+    first = worker.call(f"{ME}:pid", None, deadline_s=60)
+    assert first != os.getpid()
+    assert worker.call(f"{ME}:pid", None, deadline_s=60) == first
+    assert worker.call(f"{ME}:sleep", 0.01, deadline_s=60) == "woke"
+
+
+def test_hang_is_killed_at_the_deadline_and_the_next_call_works(worker: Worker) -> None:
+    before = worker.call(f"{ME}:pid", None, deadline_s=60)
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout, match="over 1 s"):
+        worker.call(f"{ME}:sleep", 60, deadline_s=1.0)
+    assert time.monotonic() - started < 10
+    after = worker.call(f"{ME}:pid", None, deadline_s=60)
+    assert after != before
+    assert worker.call(f"{ME}:sleep", 0.01, deadline_s=60) == "woke"
+
+
+def test_stall_is_caught_long_before_the_deadline(worker: Worker) -> None:
+    started = time.monotonic()
+    with pytest.raises(WorkerTimeout, match="no progress for 1 s") as caught:
+        worker.call(f"{ME}:stall_after_progress", None, deadline_s=60, stall_s=1.0)
+    assert time.monotonic() - started < 10
+    assert caught.value.last_progress["suite"] == "edge"
+
+
+def test_progress_keeps_a_long_job_alive(worker: Worker) -> None:
+    beats = worker.call(f"{ME}:beating", {"total": 2.0, "every": 0.2}, deadline_s=60, stall_s=1.0)
+    assert beats >= 5
+
+
+@pytest.mark.parametrize(
+    ("job", "request_value", "status"),
+    [("exit_hard", 3, "exit code 3"), ("segfault", None, "signal SIGSEGV")],
+)
+def test_death_is_crashed_and_the_next_call_gets_a_fresh_worker(
+    worker: Worker, job: str, request_value: Any, status: str
+) -> None:
+    before = worker.call(f"{ME}:pid", None, deadline_s=60)
+    with pytest.raises(WorkerCrashed, match=status) as caught:
+        worker.call(f"{ME}:{job}", request_value, deadline_s=60)
+    if job == "exit_hard":
+        assert "about to exit" in caught.value.log
+    else:
+        assert "Segmentation fault" in caught.value.log  # faulthandler's report
+    assert worker.call(f"{ME}:pid", None, deadline_s=60) not in (before, None)
+
+
+def test_job_exception_is_reported_and_the_worker_lives_on(worker: Worker) -> None:
+    before = worker.call(f"{ME}:pid", None, deadline_s=60)
+    with pytest.raises(JobFailed, match="ValueError: broken") as caught:
+        worker.call(f"{ME}:fail", "broken", deadline_s=60)
+    assert caught.value.type_name == "ValueError" and "fail" in caught.value.trace
+    with pytest.raises(JobFailed, match="no such function"):
+        worker.call(f"{ME}:no_such_job", None, deadline_s=60)
+    with pytest.raises(JobFailed):
+        worker.call(f"{ME}:unpicklable", None, deadline_s=60)
+    assert worker.call(f"{ME}:pid", None, deadline_s=60) == before
+
+
+def test_retiring_and_sticky_jobs_get_a_fresh_worker(worker: Worker) -> None:
+    before = worker.call(f"{ME}:pid", None, deadline_s=60)
+    assert worker.call(f"{ME}:retire_after", 41, deadline_s=60) == 42
+    middle = worker.call(f"{ME}:pid", None, deadline_s=60)
+    assert middle != before
+    with pytest.raises(JobFailed, match="context lost"):
+        worker.call(f"{ME}:fail_sticky", None, deadline_s=60)
+    assert worker.call(f"{ME}:pid", None, deadline_s=60) not in (before, middle)
+
+
+def test_worker_output_stays_out_of_our_terminal(
+    worker: Worker, capfd: pytest.CaptureFixture[str]
+) -> None:
+    assert worker.call(f"{ME}:flood", 20_000, deadline_s=60) == "done"
+    captured = capfd.readouterr()
+    assert "line 19999" not in captured.out + captured.err
+    tail = worker.log_tail()
+    assert tail.endswith("LAST WORDS on fd 2\n") and "line 19999" in tail
+    assert len(tail) <= 4000
+    worker.call(f"{ME}:pid", None, deadline_s=60)
+    assert "line 19999" not in worker.log_tail()  # emptied before every job
+
+
+def test_close_stops_the_process_and_removes_the_log() -> None:
+    w = Worker()
+    child = w.call(f"{ME}:pid", None, deadline_s=60)
+    log_path = Path(w._log_path)
+    assert log_path.exists()
+    w.close()
+    assert not w.alive and not log_path.exists()
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # the child is gone once reaped
+            os.kill(child, 0)
+            time.sleep(0.1)
+
+
+# --- the evaluator's mapping of worker failures to verdicts ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("job", "reason", "fragment"),
+    [
+        ("stall_after_progress", "timeout", "no progress"),
+        ("segfault", "crashed", "SIGSEGV"),
+        ("fail", "crashed", "evaluation failed"),
+    ],
+)
+def test_evaluator_turns_worker_failures_into_verdicts(
+    monkeypatch: pytest.MonkeyPatch, job: str, reason: str, fragment: str
+) -> None:
+    monkeypatch.setattr(evaluator_module, "CHECK_JOB", f"{ME}:{job}")
+    baseline, candidate = SILU.folder / "production.cu", SILU.folder / "naive.cu"
+    with Evaluator(deadline_s=30, stall_s=1.0) as ev:
+        verdict = ev.check("silu_and_mul", baseline, candidate)
+        assert not verdict.accepted and verdict.reason == reason
+        assert fragment in verdict.message
+        assert verdict.evidence is not None and verdict.evidence.op == "silu_and_mul"
+        if job == "stall_after_progress":
+            assert verdict.evidence.dims == {"tokens": 3, "d": 24}
+            assert verdict.evidence.suite == "edge"
+        monkeypatch.setattr(evaluator_module, "CHECK_JOB", f"{ME}:fake_no_gpu")
+        with pytest.raises(HarnessUnavailable, match="no CUDA GPU"):
+            ev.check("silu_and_mul", baseline, candidate)
