@@ -53,11 +53,11 @@ def test_notebook_executes_against_recorded_runs(monkeypatch: pytest.MonkeyPatch
 
     assert f"run: {RUN_DIR}" in text
     assert f"| operation | {run.op} |" in markdown
-    assert run.shapes, f"{RUN_DIR}: a fixture should have a timed best kernel"
-    assert f"| {run.shapes[0].label} | {run.shapes[0].dtype} |" in markdown
+    for shape in run.shapes:
+        assert f"| {shape.label} | {shape.dtype} |" in markdown
     assert f"| shape | dtype | {RUN_DIR.name} | {COMPARE_DIR.name} |" in markdown
     diff = best_diff(run)
-    assert diff is not None and diff.splitlines()[0] in text
+    assert (diff.splitlines()[0] if diff else "no diff: ") in text
     # speedup by round, per-shape speedups, roofline, the two-run comparison
     assert len(images) == 4
     # the graph, drawn as Mermaid text without any network
