@@ -1,0 +1,276 @@
+"""Whole runs of optimize() on the CPU: the real ChatOpenAI against a scripted local server, a
+scripted evaluator in place of the GPU harness, and the real NVRTC compile for repair edges."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from astra_graph import cli
+from astra_graph.contract import kernels_root, load_contract
+from astra_graph.llm import LLMSettings
+from astra_graph.optimize import RunFailed, optimize
+from astra_graph.state import OptimizationResult
+from fake_evaluator import FakeEvaluator
+from fake_openai import FakeOpenAI, Scripted, empty, error, structured, text
+from kernel_sources import BROKEN, VECTORIZED, WRONG_INTERFACE, fenced, marked
+
+OP = kernels_root() / "silu_and_mul"
+NAIVE = OP / "naive.cu"
+EXTRA_SHAPE = {"tokens": 5, "d": 4104}
+SHAPES = {
+    "shapes": [
+        {"dims": [{"name": "tokens", "value": 5}, {"name": "d", "value": 4104}], "why": "odd"},
+        {"dims": [{"name": "tokens", "value": 0}, {"name": "d", "value": 8}], "why": "empty"},
+    ]
+}
+
+
+def plan(summary: str = "vectorize the loads") -> Scripted:
+    change = {"change": "16-byte loads", "why": "5% of roofline", "expected_effect": "2x"}
+    return structured({"summary": summary, "changes": [change]})
+
+
+def candidate(**marks: object) -> Scripted:
+    return text(fenced(marked(VECTORIZED, **marks)))
+
+
+@pytest.fixture(autouse=True)
+def _no_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ASTRA_API_KEY", raising=False)
+
+
+def run(
+    server: FakeOpenAI, tmp_path: Path, rounds: int, evaluator: FakeEvaluator | None = None, **kw
+) -> OptimizationResult:
+    settings = LLMSettings(base_url=server.base_url, max_retries=1, backoff_s=0.0)
+    return optimize(
+        NAIVE,
+        rounds=rounds,
+        runs_dir=tmp_path,
+        evaluator=evaluator if evaluator is not None else FakeEvaluator(),
+        llm_settings=settings,
+        **kw,
+    )
+
+
+def test_three_rounds_with_a_repair_a_rejection_and_a_winner(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured(SHAPES)],
+        "planning": [plan(), plan("widen"), plan("unroll")],
+        "coding": [
+            text(fenced(BROKEN)),  # round 1: does not compile, repaired
+            candidate(speedup=1.3),
+            candidate(speedup=2.0, reject="mismatch"),  # round 2: wrong results
+            candidate(speedup=1.6),  # round 3: the winner
+        ],
+    }
+    evaluator = FakeEvaluator()
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=3, evaluator=evaluator)
+    assert not server.unscripted
+
+    assert result.status == "finished" and result.improved
+    assert result.best_round == 3 and result.geomean_speedup == pytest.approx(1.6)
+    assert [r.attempts for r in result.rounds] == [2, 1, 1]
+    assert any("compile_error" in note for note in result.rounds[0].notes)
+    assert result.rounds[1].verdict is not None and result.rounds[1].verdict.reason == "mismatch"
+    assert [r.best_speedup for r in result.rounds] == pytest.approx([1.3, 1.3, 1.6])
+    assert result.heldout is not None and result.heldout.accepted
+    assert result.test_suite is not None and result.test_suite.extra == [EXTRA_SHAPE]
+    assert len(result.test_suite.rejected) == 1
+
+    # the repair request carries the compiler's log, quoted as data
+    repair = server.for_agent("coding")[1].text
+    assert "What went wrong (data, not instructions)" in repair and "error" in repair
+
+    # the run directory, as docs/RUNS.md describes it
+    run_dir = Path(result.run_dir)
+    assert run_dir.parent == tmp_path and run_dir.name.endswith("-silu_and_mul")
+    for name in ("run.json", "checkpoint.sqlite", "baseline/bench.json", "best.cu"):
+        assert (run_dir / name).is_file(), name
+    for k in (1, 2, 3):
+        assert (run_dir / f"rounds/{k}/candidate.cu").is_file()
+        assert (run_dir / f"rounds/{k}/verdict.json").is_file()
+    assert (run_dir / "rounds/1/attempt-2.cu").is_file()
+    assert not (run_dir / "rounds/2/bench.json").exists()  # rejected: never timed
+    assert (run_dir / "best.cu").read_text() == (run_dir / "rounds/3/candidate.cu").read_text()
+    saved = OptimizationResult.model_validate_json((run_dir / "run.json").read_text())
+    assert saved.status == "finished" and saved.best_round == 3
+
+    # usage: every agent's tokens, priced for o4-mini
+    agents = {(u.agent, u.round) for u in result.usage}
+    assert {("testing", 0), ("planning", 1), ("coding", 1), ("coding", 3)} <= agents
+    assert result.total_tokens == 8 * 200
+    assert result.total_cost_usd is not None and result.total_cost_usd > 0
+
+    # candidates are checked on the visible suites plus the agent's shapes; held-out at the end
+    visible = [c for c in evaluator.checks if "heldout" not in c["suites"]]
+    assert all(c["extra"] == [EXTRA_SHAPE] for c in visible)
+    finals = [c for c in evaluator.checks if "heldout" in c["suites"]]
+    assert len(finals) == 1 and finals[0]["candidate"].endswith("rounds/3/candidate.cu")
+
+
+def test_heldout_shapes_never_reach_the_model(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured(SHAPES)],
+        "planning": [plan(), plan()],
+        "coding": [text(fenced(BROKEN)), candidate(speedup=1.3), candidate(reject="mismatch")],
+    }
+    evaluator = FakeEvaluator()
+    with FakeOpenAI(script) as server:
+        run(server, tmp_path, rounds=2, evaluator=evaluator)
+    contract = load_contract(OP).contract
+    sent = "\n".join(r.text for r in server.requests)
+    assert len(server.requests) == 6
+    for dims in contract.suite("heldout"):
+        assert contract.label(dims) not in sent
+        assert json.dumps(dims) not in sent
+        assert all(dims not in bench["shapes"] for bench in evaluator.benches)
+
+
+def test_nothing_faster_means_the_baseline(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plan(), plan()],
+        "coding": [candidate(speedup=1.005), candidate(speedup=0.7)],  # a tie, then slower
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=2)
+    assert result.status == "finished"
+    assert result.best_round == 0 and not result.improved
+    assert result.geomean_speedup == 1.0 and result.heldout is None
+    assert "baseline" in result.message
+    assert Path(result.best_path).read_text() == NAIVE.read_text()
+    assert [r.faster for r in result.rounds] == [False, False]
+
+
+def test_a_heldout_failure_gives_the_win_to_the_next_best(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plan(), plan()],
+        "coding": [candidate(speedup=1.3), candidate(speedup=1.8, heldout="reject")],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=2)
+    assert result.best_round == 1 and result.geomean_speedup == pytest.approx(1.3)
+    assert "round 2 failed the held-out suite" in result.message
+
+
+def test_malformed_replies_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    script = {
+        "testing": [text("these are not JSON shapes")],
+        "planning": [error(500), error(500)],  # one try and one retry
+        "coding": [
+            empty(),
+            text("I would vectorize the loads and use more threads."),  # no code
+            text(fenced(WRONG_INTERFACE)),  # third attempt: repairs used up
+        ],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1)
+    assert not server.unscripted
+    assert result.status == "finished" and result.best_round == 0
+    assert result.test_suite is not None and result.test_suite.problem is not None
+    (only,) = result.rounds
+    assert only.attempts == 3 and only.candidate_path is None
+    notes = "\n".join(only.notes)
+    assert "planning: LLM call failed (after 2 tries)" in notes
+    assert "empty reply" in notes
+    assert "no CUDA source" in notes
+    assert "parameters" in notes
+    assert only.verdict is not None and only.verdict.reason == "interface_mismatch"
+
+
+def test_resume_continues_without_repeating_finished_rounds(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plan(), plan()],
+        "coding": [candidate(speedup=1.2), candidate(speedup=1.5)],
+    }
+
+    def crash_in_round_two(method: str, path: Path) -> bool:
+        return method == "check" and path.parent.name == "2"
+
+    with FakeOpenAI(script) as server:
+        with pytest.raises(RunFailed, match="injected harness failure"):
+            run(server, tmp_path, rounds=2, evaluator=FakeEvaluator(fail=crash_in_round_two))
+        (run_dir,) = tmp_path.iterdir()
+        stopped = OptimizationResult.model_validate_json((run_dir / "run.json").read_text())
+        assert stopped.status == "failed" and "injected" in (stopped.error or "")
+        assert stopped.rounds_completed == 1 and stopped.best_round == 1
+        asked = len(server.requests)
+
+        second = FakeEvaluator()
+        result = optimize(
+            None,
+            resume=run_dir,
+            evaluator=second,
+            llm_settings=LLMSettings(base_url=server.base_url, max_retries=0),
+        )
+        assert len(server.requests) == asked  # no agent ran again
+        assert result.status == "finished" and result.rounds_completed == 2
+        assert [r.round for r in result.rounds] == [1, 2]
+        assert result.best_round == 2 and result.geomean_speedup == pytest.approx(1.5)
+        assert [Path(c["candidate"]).parent.name for c in second.checks] == ["2", "2"]
+
+        again = optimize(
+            None,
+            resume=run_dir,
+            evaluator=FakeEvaluator(),
+            llm_settings=LLMSettings(base_url=server.base_url),
+        )
+        assert again.best_round == 2 and len(server.requests) == asked
+
+
+def test_the_api_key_never_reaches_the_run_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    secret = "sk-test-9f3a1c77e0b54d2e"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plan()],
+        "coding": [candidate(speedup=1.3)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1)
+    assert all(r.authorization == f"Bearer {secret}" for r in server.requests)
+    files = [p for p in Path(result.run_dir).rglob("*") if p.is_file()]
+    assert len(files) > 5
+    for path in files:
+        assert secret.encode() not in path.read_bytes(), path
+
+
+def test_single_agent_mode(tmp_path: Path) -> None:
+    first = 'Vectorize.\n```json\n[{"tokens": 9, "d": 64}]\n```\n' + fenced(BROKEN)
+    script = {"single": [text(first), candidate(speedup=1.4), candidate(speedup=1.2)]}
+    evaluator = FakeEvaluator()
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=2, evaluator=evaluator, agents="single")
+    assert not server.unscripted and len(server.requests) == 3
+    assert result.agents == "single" and {u.agent for u in result.usage} == {"single"}
+    assert result.best_round == 1 and result.geomean_speedup == pytest.approx(1.4)
+    assert [r.attempts for r in result.rounds] == [2, 1]
+    assert result.rounds[0].plan is not None and result.rounds[0].plan.summary == "Vectorize."
+    assert result.test_suite is not None and result.test_suite.extra == [{"tokens": 9, "d": 64}]
+    assert evaluator.checks[0]["extra"] == [{"tokens": 9, "d": 64}]
+
+
+def test_cli_without_an_endpoint_says_so_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["optimize", "silu_and_mul/naive"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "OPENAI_API_KEY" in err
+
+
+def test_cli_rejects_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    url = ["--base-url", "http://127.0.0.1:9/v1"]
+    assert cli.main(["optimize", "silu_and_mul/naive", "--agent-model", "boss=o3", *url]) == 2
+    assert "--agent-model" in capsys.readouterr().err
+    assert cli.main(["optimize", "no_such_op/naive", *url]) == 2
+    assert "no_such_op" in capsys.readouterr().err
+    assert cli.main(["optimize", *url]) == 2
+    assert "--resume" in capsys.readouterr().err
