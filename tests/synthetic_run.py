@@ -77,6 +77,7 @@ def shape_timings(factor: float, op: str = "silu_and_mul") -> list[ShapeTiming]:
 
 
 def bench(shapes: list[ShapeTiming], candidate: str, op: str = "silu_and_mul") -> BenchReport:
+    """A candidate timed against the baseline."""
     speedups = [s.speedup or 1.0 for s in shapes]
     return BenchReport(
         op=op,
@@ -91,12 +92,30 @@ def bench(shapes: list[ShapeTiming], candidate: str, op: str = "silu_and_mul") -
     )
 
 
+def baseline_bench() -> BenchReport:
+    """The starting kernel timed alone, as profile_baseline records it: no speedups."""
+    shapes = [
+        s.model_copy(
+            update={"candidate": s.baseline, "baseline": None, "speedup": None, "call": None}
+        )
+        for s in shape_timings(1.0)
+    ]
+    return BenchReport(
+        op="silu_and_mul",
+        mode="device",
+        device="SYNTHETIC (no GPU)",
+        candidate="baseline.cu",
+        copy_bandwidth_gbps=COPY_BANDWIDTH_GBPS,
+        shapes=[s.model_copy(update={"speedup_err": None}) for s in shapes],
+    )
+
+
 def write_synthetic_run(path: Path, factors: tuple[float | None, ...] = (1.18, None, 1.41)) -> Path:
     """A finished run of ``len(factors)`` rounds; ``None`` is a rejected round (a mismatch)."""
     op = "silu_and_mul"
     path.mkdir(parents=True, exist_ok=True)
     (path / "baseline.cu").write_text(BASELINE_SOURCE)
-    baseline = bench(shape_timings(1.0), "baseline.cu")
+    baseline = baseline_bench()
     (path / "baseline").mkdir(exist_ok=True)
     (path / "baseline" / "bench.json").write_text(baseline.model_dump_json(indent=1))
     records, usage = [], []

@@ -91,9 +91,14 @@ def test_run_without_improvement_says_so(tmp_path: Path) -> None:
     run = load_run(run_dir)
     assert run.shapes == []
     assert run.final_verdict == "no candidate beat the baseline"
+    (run_dir / "report.shape_speedups.png").write_bytes(b"stale")
     md_path, _ = write_report(run_dir)
     text = md_path.read_text()
-    assert "No timed shapes" in text
+    assert "No timed candidate" in text
+    assert "### Per-shape timings of the baseline" in text
+    assert "](report.roofline.png)" in text
+    assert "shape_speedups" not in text
+    assert not (run_dir / "report.shape_speedups.png").exists()
     assert "(the best kernel is identical to the baseline)" in text
 
 
@@ -108,7 +113,10 @@ def test_failed_run_with_only_a_baseline(tmp_path: Path) -> None:
     md_path, html_path = write_report(run_dir)
     text = md_path.read_text()
     assert "Not found in the run directory: run.json, best.cu." in text
+    assert "| final verdict | unknown: no run.json |" in text
     assert "No round was recorded" in text
+    assert "speedup_by_round" not in text
+    assert "| 16x4096 | float16 | - |" in text  # the baseline's own timings, no baseline column
     assert "No diff" in text
     assert html_path.is_file()
 

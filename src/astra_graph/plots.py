@@ -174,12 +174,14 @@ def roofline(
     shapes: Sequence[ShapeTiming],
     copy_bandwidth_gbps: float | None,
     title: str = "Achieved bandwidth against the copy-bandwidth roof",
+    label: str = "best candidate",
 ) -> bytes:
     """Achieved GB/s of baseline and candidate per shape, against the measured copy bandwidth.
 
     The kernels are memory-bound, so the device's copy bandwidth is the roof: a kernel cannot
     move its bytes faster (its time cannot go below bytes moved / copy bandwidth, the floor).
-    Shapes are ordered by the bytes one call moves.
+    Shapes are ordered by the bytes one call moves; ``label`` names the timed kernel (a
+    baseline-only table has no separate baseline series).
     """
     ordered = sorted(shapes, key=lambda s: s.bytes_moved)
     fig = Figure(figsize=(max(6.5, 0.9 * len(ordered) + 3.0), 4.6))
@@ -201,7 +203,7 @@ def roofline(
                 ax.plot([i, i], [g, ordered[i].achieved_gbps], color=TIE, linewidth=1)
             peak = max(g for _, g in with_baseline)
         achieved = [s.achieved_gbps for s in ordered]
-        ax.scatter(positions, achieved, color=CANDIDATE, zorder=3, label="best candidate")
+        ax.scatter(positions, achieved, color=CANDIDATE, zorder=3, label=label)
         peak = max([peak, *achieved])
         labels = [f"{_shape_name(s)}\n{s.bytes_moved / 1e6:.2g} MB" for s in ordered]
         ax.set_xticks(positions, labels, rotation=35, ha="right", fontsize=8)

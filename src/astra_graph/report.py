@@ -355,7 +355,9 @@ def summary_table(run: Run) -> Table:
     else:
         rows.append(["rounds", f"{len(run.rounds)} found under rounds/"])
     rows.append(["geomean speedup", _speedup(speedup, err)])
-    if result is not None:
+    if result is None:
+        rows.append(["final verdict", run.final_verdict])
+    else:
         best = f"round {result.best_round}" if result.best_round else "the baseline (round 0)"
         rows += [
             ["best kernel", f"{best}: {result.best_path}"],
@@ -473,31 +475,42 @@ def build_blocks(run: Run) -> list[Block]:
     blocks.append(Heading("Rounds"))
     if run.rounds:
         blocks.append(rounds_table(run))
+        points = round_points(run)
+        blocks.append(
+            Figure("speedup_by_round", "Speedup by round", plots.speedup_by_round(points))
+        )
     else:
         blocks.append(Text("No round was recorded: the run stopped before its first candidate."))
-    points = round_points(run)
-    blocks.append(Figure("speedup_by_round", "Speedup by round", plots.speedup_by_round(points)))
+    bandwidth = run.copy_bandwidth_gbps
+    note = f" Copy bandwidth of the device: {bandwidth:,.0f} GB/s." if bandwidth else ""
+    legend = "Median times in microseconds; ± is one standard error; a tie is a difference "
+    legend += "inside the noise." + note
     blocks.append(Heading("Per-shape timings of the best kernel"))
-    if run.shapes:
-        bandwidth = run.copy_bandwidth_gbps
-        note = f" Copy bandwidth of the device: {bandwidth:,.0f} GB/s." if bandwidth else ""
-        blocks.append(
-            Text(
-                "Median times in microseconds; ± is one standard error; a tie is a difference "
-                "inside the noise." + note
-            )
-        )
-        blocks.append(shapes_table(run.shapes))
+    if any(s.speedup is not None for s in run.shapes):
+        blocks += [
+            Text(legend),
+            shapes_table(run.shapes),
+            Figure("shape_speedups", "Speedup per shape", plots.shape_speedups(run.shapes)),
+            Figure(
+                "roofline",
+                "Achieved bandwidth against the copy-bandwidth roof",
+                plots.roofline(run.shapes, bandwidth),
+            ),
+        ]
     else:
-        blocks.append(Text("No timed shapes: no candidate was accepted and timed."))
-    blocks.append(Figure("shape_speedups", "Speedup per shape", plots.shape_speedups(run.shapes)))
-    blocks.append(
-        Figure(
-            "roofline",
-            "Achieved bandwidth against the copy-bandwidth roof",
-            plots.roofline(run.shapes, run.copy_bandwidth_gbps),
-        )
-    )
+        blocks.append(Text("No timed candidate: no candidate was accepted and timed."))
+        if run.baseline_bench is not None and run.baseline_bench.shapes:
+            baseline_shapes = run.baseline_bench.shapes
+            blocks += [
+                Heading("Per-shape timings of the baseline", 3),
+                Text(legend),
+                shapes_table(baseline_shapes),
+                Figure(
+                    "roofline",
+                    "The baseline's achieved bandwidth against the copy-bandwidth roof",
+                    plots.roofline(baseline_shapes, bandwidth, label="baseline"),
+                ),
+            ]
     usage = usage_table(run.result.usage if run.result else [])
     if usage is not None:
         blocks += [Heading("Usage"), usage]
@@ -641,9 +654,12 @@ def write_report(run_dir: Path | str) -> tuple[Path, Path]:
     """Write ``report.md`` (with ``report.<plot>.png`` beside it) and ``report.html``."""
     run = load_run(run_dir)
     blocks = build_blocks(run)
-    for block in blocks:
-        if isinstance(block, Figure):
-            (run.path / f"{PLOT_PREFIX}{block.name}.png").write_bytes(block.png)
+    figures = {f"{PLOT_PREFIX}{b.name}.png": b.png for b in blocks if isinstance(b, Figure)}
+    for stale in run.path.glob(f"{PLOT_PREFIX}*.png"):
+        if stale.name not in figures:
+            stale.unlink()
+    for name, png in figures.items():
+        (run.path / name).write_bytes(png)
     md_path = run.path / MARKDOWN_FILE
     html_path = run.path / HTML_FILE
     md_path.write_text(render_markdown(blocks))
