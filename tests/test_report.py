@@ -116,7 +116,8 @@ def test_failed_run_with_only_a_baseline(tmp_path: Path) -> None:
     assert "| final verdict | unknown: no run.json |" in text
     assert "No round was recorded" in text
     assert "speedup_by_round" not in text
-    assert "| 16x4096 | float16 | - |" in text  # the baseline's own timings, no baseline column
+    assert "| shape | dtype | µs | achieved GB/s | of copy bandwidth |" in text
+    assert "| 16x4096 | float16 | 1.79 | 202 | 7% |" in text
     assert "No diff" in text
     assert html_path.is_file()
 

@@ -406,30 +406,25 @@ def rounds_table(run: Run) -> Table:
 
 
 def shapes_table(shapes: list[ShapeTiming]) -> Table:
+    """Per-shape times; the baseline, speedup and call columns only when timed against one."""
+    compared = any(s.baseline is not None for s in shapes)
+    headers = ["shape", "dtype"]
+    headers += ["baseline µs", "best µs", "speedup", "call"] if compared else ["µs"]
+    headers += ["achieved GB/s", "of copy bandwidth"]
     rows = []
     for s in shapes:
-        rows.append(
-            [
-                s.label,
-                s.dtype,
+        row = [s.label, s.dtype]
+        if compared:
+            call = "IMPOSSIBLE (below the bandwidth floor)" if s.impossible else (s.call or "-")
+            row += [
                 _us(s.baseline.median_us if s.baseline else None),
                 _us(s.candidate.median_us),
                 _speedup(s.speedup, s.speedup_err),
-                "IMPOSSIBLE (below the bandwidth floor)" if s.impossible else (s.call or "-"),
-                f"{s.achieved_gbps:,.0f}",
-                f"{s.roofline_pct:.0f}%",
+                call,
             ]
-        )
-    headers = [
-        "shape",
-        "dtype",
-        "baseline µs",
-        "best µs",
-        "speedup",
-        "call",
-        "achieved GB/s",
-        "of copy bandwidth",
-    ]
+        else:
+            row.append(_us(s.candidate.median_us))
+        rows.append([*row, f"{s.achieved_gbps:,.0f}", f"{s.roofline_pct:.0f}%"])
     return Table(headers, rows)
 
 
