@@ -2,8 +2,9 @@
 
 ``// fake: speedup = 1.4`` sets the candidate's measured speedup over the baseline (default
 1.0); ``// fake: reject = mismatch`` makes the visible-suite check reject it with that reason;
-``// fake: heldout = reject`` makes the held-out check reject it. ``fail`` injects an
-exception into chosen calls, as a crashing harness would.
+``// fake: heldout = reject`` makes the held-out check reject it; ``// fake: timing =
+impossible`` makes timing reject it and ``// fake: timing = crash`` makes the worker die while
+timing it. ``fail`` injects an exception into chosen calls, as a broken harness would.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_graph.contract import OperationSpec
+from astra_graph.harness.worker import WorkerCrashed
 from astra_graph.models import BenchReport, Measurement, ShapeTiming, Verdict
 
 MARK = re.compile(r"//\s*fake:\s*(\w+)\s*=\s*([\w.\-]+)")
@@ -72,7 +74,10 @@ class FakeEvaluator:
         self._maybe_fail("bench", candidate)
         shapes = shapes if shapes is not None else op.contract.suite("tuning")
         self.benches.append({"candidate": str(candidate), "against": against, "shapes": shapes})
-        speedup = float(marks(candidate).get("speedup", "1.0")) if against else None
+        found = marks(candidate)
+        if found.get("timing") == "crash":
+            raise WorkerCrashed("the worker died (signal 11)", exitcode=-11)
+        speedup = float(found.get("speedup", "1.0")) if against else None
         rows = []
         for dims in shapes:
             moved = op.contract.bytes_for(dims, "float16")
@@ -117,4 +122,7 @@ class FakeEvaluator:
             shapes=rows,
             geomean_speedup=geomean,
             geomean_speedup_err=0.002 if against else None,
+            rejection=Verdict.reject("impossible_time", "fake: faster than the bandwidth floor")
+            if found.get("timing") == "impossible"
+            else None,
         )

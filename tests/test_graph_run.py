@@ -160,6 +160,25 @@ def test_a_heldout_failure_gives_the_win_to_the_next_best(tmp_path: Path) -> Non
     assert "round 2 failed the held-out suite" in result.message
 
 
+def test_timing_rejections_and_crashes_lose_the_round_not_the_run(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plan(), plan(), plan()],
+        "coding": [
+            candidate(speedup=50.0, timing="impossible"),
+            candidate(speedup=1.3, timing="crash"),
+            candidate(speedup=1.1),
+        ],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=3)
+    reasons = [r.verdict.reason if r.verdict else None for r in result.rounds]
+    assert reasons == ["impossible_time", "crashed", None]
+    assert [r.faster for r in result.rounds] == [False, False, True]
+    assert result.best_round == 3 and result.geomean_speedup == pytest.approx(1.1)
+    assert "impossible_time" in server.for_agent("planning")[1].text  # the planner is told
+
+
 def test_malformed_replies_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     script = {
         "testing": [text("these are not JSON shapes")],

@@ -18,7 +18,9 @@ from langgraph.runtime import Runtime
 from astra_graph import prompts
 from astra_graph.agents.common import emit, load_baseline
 from astra_graph.context import Context
-from astra_graph.models import BenchReport
+from astra_graph.contract import OperationSpec
+from astra_graph.harness.worker import WorkerError, WorkerTimeout
+from astra_graph.models import BenchReport, Verdict
 from astra_graph.rundir import BASELINE_BENCH, BENCH, round_dir, write_model
 from astra_graph.state import Best, RoundRecord, State
 
@@ -129,27 +131,30 @@ def profiling(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if candidate and state.verdict and state.verdict.accepted:
         spec, _ = load_baseline(state)
         emit(agent="profiling", round=k, message="timing the candidate against the baseline")
-        bench = runtime.context.get_evaluator().bench(
-            spec,
-            Path(candidate.path),
-            against=Path(state.kernel),
-            mode=runtime.context.timing_mode,
-            shapes=state.suite.tuning,
-        )
-        write_model(round_dir(state.run_dir, k) / BENCH, bench)
-        record.geomean_speedup = bench.geomean_speedup
-        record.geomean_speedup_err = bench.geomean_speedup_err
-        record.faster = beats_baseline(bench)
-        record.profile = summarize(bench, f"Profile of round {k}'s candidate")
-        if record.faster and (bench.geomean_speedup or 0.0) > best.geomean_speedup:
-            best = Best(
-                round=k,
-                path=candidate.path,
-                geomean_speedup=bench.geomean_speedup or 1.0,
-                geomean_speedup_err=bench.geomean_speedup_err,
-                bench=bench,
-                profile=record.profile,
+        bench, rejection = time_candidate(spec, state, Path(candidate.path), runtime.context)
+        if rejection is not None:
+            record.verdict = rejection.model_copy(
+                update={
+                    "cases_checked": state.verdict.cases_checked,
+                    "suites": state.verdict.suites,
+                }
             )
+        if bench is not None:
+            write_model(round_dir(state.run_dir, k) / BENCH, bench)
+            record.geomean_speedup = bench.geomean_speedup
+            record.geomean_speedup_err = bench.geomean_speedup_err
+            record.profile = summarize(bench, f"Profile of round {k}'s candidate")
+        if bench is not None and rejection is None:
+            record.faster = beats_baseline(bench)
+            if record.faster and (bench.geomean_speedup or 0.0) > best.geomean_speedup:
+                best = Best(
+                    round=k,
+                    path=candidate.path,
+                    geomean_speedup=bench.geomean_speedup or 1.0,
+                    geomean_speedup_err=bench.geomean_speedup_err,
+                    bench=bench,
+                    profile=record.profile,
+                )
     record.best_speedup = best.geomean_speedup
     emit(
         agent="profiling",
@@ -159,6 +164,30 @@ def profiling(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         best=best.geomean_speedup,
     )
     return {"history": [record], "best": best}
+
+
+def time_candidate(
+    spec: OperationSpec, state: State, candidate: Path, context: Context
+) -> tuple[BenchReport | None, Verdict | None]:
+    """Time a checked candidate against the baseline: (report, rejection or None).
+
+    Timing re-checks the outputs and rejects impossible times (``report.rejection``); a
+    candidate that hangs or kills the worker while timed is rejected, not fatal to the run.
+    """
+    assert state.suite is not None
+    try:
+        bench = context.get_evaluator().bench(
+            spec,
+            candidate,
+            against=Path(state.kernel),
+            mode=context.timing_mode,
+            shapes=state.suite.tuning,
+        )
+    except WorkerTimeout as exc:
+        return None, Verdict.reject("timeout", f"killed while timing: {exc}", log=exc.log)
+    except WorkerError as exc:
+        return None, Verdict.reject("crashed", f"failed while timing: {exc}", log=exc.log)
+    return bench, bench.rejection
 
 
 def _outcome(record: RoundRecord) -> str:
