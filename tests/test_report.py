@@ -54,6 +54,7 @@ def test_markdown_has_summary_tables_plots_and_diff(written: tuple[Path, Path]) 
     assert "| operation | silu_and_mul |" in text
     assert "| geomean speedup | 1.408x ± 0.005 |" in text
     assert "| 2 | round 2: vectorise the loads | 2 | mismatch |" in text
+    assert "| 1.408x | passed | 2,460 | $0.0042 |" in text  # round 3: held-out, tokens, cost
     assert "| 64x8192 | float16 |" in text
     for name in ("speedup_by_round", "shape_speedups", "roofline"):
         assert f"](report.{name}.png)" in text

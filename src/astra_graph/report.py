@@ -54,6 +54,8 @@ class RoundRow:
     round: int
     record: RoundRecord | None = None
     verdict: Verdict | None = None
+    heldout: Verdict | None = None
+    """The held-out check, made at the end for candidates that beat the baseline."""
     bench: BenchReport | None = None
     speedup: float | None = None
     speedup_err: float | None = None
@@ -197,6 +199,7 @@ def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[Roun
     for number, folder in sorted(_round_dirs(run_dir).items()):
         row = rows.setdefault(number, RoundRow(round=number))
         row.verdict = _load_json_model(Verdict, folder / "verdict.json") or row.verdict
+        row.heldout = _load_json_model(Verdict, folder / "heldout.json")
         row.bench = _load_json_model(BenchReport, folder / "bench.json")
         if row.bench is not None and row.speedup is None:
             row.speedup = row.bench.geomean_speedup
@@ -372,25 +375,33 @@ def summary_table(run: Run) -> Table:
     return Table(["", ""], rows)
 
 
+def _heldout(verdict: Verdict | None) -> str:
+    if verdict is None:
+        return "-"
+    return "passed" if verdict.accepted else f"rejected ({verdict.reason})"
+
+
 def rounds_table(run: Run) -> Table:
+    """One row per round; a held-out column when any round's candidate was checked on it."""
+    with_heldout = any(r.heldout is not None for r in run.rounds)
     rows = []
     for r in run.rounds:
         record = r.record
         plan = record.plan.summary if record is not None and record.plan is not None else "-"
         message = r.verdict.message if r.verdict is not None else ""
-        rows.append(
-            [
-                str(r.round),
-                plan,
-                str(record.attempts) if record is not None else "-",
-                r.outcome,
-                message or "-",
-                _speedup(r.speedup, r.speedup_err),
-                f"{record.best_speedup:.3f}x" if record is not None else "-",
-                f"{r.tokens:,}" if r.tokens else "-",
-                _cost(r.cost_usd) if r.tokens else "-",
-            ]
-        )
+        row = [
+            str(r.round),
+            plan,
+            str(record.attempts) if record is not None else "-",
+            r.outcome,
+            message or "-",
+            _speedup(r.speedup, r.speedup_err),
+            f"{record.best_speedup:.3f}x" if record is not None else "-",
+        ]
+        if with_heldout:
+            row.append(_heldout(r.heldout))
+        tokens, cost = (f"{r.tokens:,}", _cost(r.cost_usd)) if r.tokens else ("-", "-")
+        rows.append([*row, tokens, cost])
     headers = [
         "round",
         "plan",
@@ -399,6 +410,7 @@ def rounds_table(run: Run) -> Table:
         "verdict message",
         "geomean speedup",
         "best so far",
+        *(["held-out"] if with_heldout else []),
         "tokens",
         "cost",
     ]
