@@ -18,6 +18,7 @@ from langgraph.runtime import Runtime
 
 from astra_graph import expr, prompts
 from astra_graph.agents.common import (
+    context_of,
     contract_text,
     emit,
     load_baseline,
@@ -212,6 +213,6 @@ def coding(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         ),
         repair=repair_text(state),
     )
-    reply = runtime.context.get_llm().ask_text("coding", system_prompt("coding"), user)
+    reply = context_of(runtime).get_llm().ask_text("coding", system_prompt("coding"), user)
     update = take_candidate(spec, state, reply.value, reply.problem)
     return {**update, "usage": [reply.usage("coding", k)]}

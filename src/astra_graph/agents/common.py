@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
 
 from astra_graph import prompts
+from astra_graph.context import Context
 from astra_graph.contract import Implementation, OperationSpec, load_contract, load_implementation
 from astra_graph.dtypes import DTYPES
 from astra_graph.state import RoundRecord, State
@@ -18,12 +20,19 @@ MAX_EXTRA_SHAPES = 8
 MAX_SHAPE_BYTES = 512 * 2**20
 """An agent-proposed shape may move at most this much memory per call (keeps checks quick)."""
 
+DEFAULT_CONTEXT = Context()
+
 ROLES = {
     "testing": "the testing agent",
     "planning": "the planning agent",
     "coding": "the coding agent",
     "single": "the only agent (testing, planning and coding)",
 }
+
+
+def context_of(runtime: Runtime[Context]) -> Context:
+    """The run's context, or the defaults when none was given (a run started from Studio)."""
+    return runtime.context if runtime.context is not None else DEFAULT_CONTEXT
 
 
 def load_kernel(path: str | Path) -> tuple[OperationSpec, Implementation]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from astra_graph.agents.common import emit, load_baseline
+from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.models import BenchReport, Verdict
 from astra_graph.rundir import BENCH, BEST, HELDOUT_VERDICT, round_dir, utc_now, write_model
@@ -93,8 +93,10 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     refused: list[str] = []
     for record in contenders(state.history):
         assert record.candidate_path is not None
-        verdict = runtime.context.get_evaluator().check(
-            spec, Path(state.kernel), Path(record.candidate_path), suites=HELDOUT_SUITES
+        verdict = (
+            context_of(runtime)
+            .get_evaluator()
+            .check(spec, Path(state.kernel), Path(record.candidate_path), suites=HELDOUT_SUITES)
         )
         write_model(round_dir(run_dir, record.round) / HELDOUT_VERDICT, verdict)
         if not verdict.accepted:

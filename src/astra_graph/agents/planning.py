@@ -14,6 +14,7 @@ from langgraph.runtime import Runtime
 
 from astra_graph import prompts
 from astra_graph.agents.common import (
+    context_of,
     contract_text,
     emit,
     history_text,
@@ -54,8 +55,10 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         profile=profile_for_prompt(state.best.profile),
         history=history_text(state.history),
     )
-    reply = runtime.context.get_llm().ask_structured(
-        "planning", Plan, system_prompt("planning"), user
+    reply = (
+        context_of(runtime)
+        .get_llm()
+        .ask_structured("planning", Plan, system_prompt("planning"), user)
     )
     update = new_round_fields(k)
     if reply.value is None:

@@ -16,7 +16,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from astra_graph import prompts
-from astra_graph.agents.common import emit, load_baseline
+from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
 from astra_graph.harness.worker import WorkerError, WorkerTimeout
@@ -103,8 +103,15 @@ def profile_baseline(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     assert state.suite is not None
     spec, _ = load_baseline(state)
     emit(agent="profiling", round=0, message="timing the starting kernel")
-    bench = runtime.context.get_evaluator().bench(
-        spec, Path(state.kernel), mode=runtime.context.timing_mode, shapes=state.suite.tuning
+    bench = (
+        context_of(runtime)
+        .get_evaluator()
+        .bench(
+            spec,
+            Path(state.kernel),
+            mode=context_of(runtime).timing_mode,
+            shapes=state.suite.tuning,
+        )
     )
     write_model(Path(state.run_dir) / BASELINE_BENCH, bench)
     profile = summarize(bench, "Profile of the starting kernel")
@@ -131,7 +138,7 @@ def profiling(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if candidate and state.verdict and state.verdict.accepted:
         spec, _ = load_baseline(state)
         emit(agent="profiling", round=k, message="timing the candidate against the baseline")
-        bench, rejection = time_candidate(spec, state, Path(candidate.path), runtime.context)
+        bench, rejection = time_candidate(spec, state, Path(candidate.path), context_of(runtime))
         if rejection is not None:
             record.verdict = rejection.model_copy(
                 update={

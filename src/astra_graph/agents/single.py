@@ -16,6 +16,7 @@ from astra_graph.agents.coding import fenced_blocks, repair_text, take_candidate
 from astra_graph.agents.common import (
     MAX_EXTRA_SHAPES,
     check_shapes,
+    context_of,
     contract_text,
     emit,
     history_text,
@@ -83,7 +84,7 @@ def single(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         history=history_text(state.history),
         repair=repair_text(current),
     )
-    reply = runtime.context.get_llm().ask_text("single", system_prompt("single"), user)
+    reply = context_of(runtime).get_llm().ask_text("single", system_prompt("single"), user)
     text = reply.value or ""
     notes = list(current.round_notes)
     suite = state.suite

@@ -18,6 +18,7 @@ from astra_graph import prompts
 from astra_graph.agents.common import (
     MAX_EXTRA_SHAPES,
     check_shapes,
+    context_of,
     contract_text,
     emit,
     load_baseline,
@@ -51,8 +52,10 @@ def testing(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         max_shapes=MAX_EXTRA_SHAPES,
         source=prompts.quote("The starting implementation", baseline.source, "cuda"),
     )
-    reply = runtime.context.get_llm().ask_structured(
-        "testing", ShapeProposals, system_prompt("testing"), user
+    reply = (
+        context_of(runtime)
+        .get_llm()
+        .ask_structured("testing", ShapeProposals, system_prompt("testing"), user)
     )
     proposed = (
         [{d.name: d.value for d in s.dims} for s in reply.value.shapes] if reply.value else []
@@ -93,14 +96,18 @@ def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     assert state.candidate is not None and state.suite is not None
     spec, _ = load_baseline(state)
     candidate = Path(state.candidate.path)
-    verdict = compile_problem(spec, candidate, runtime.context.arch)
+    verdict = compile_problem(spec, candidate, context_of(runtime).arch)
     if verdict is None:
-        verdict = runtime.context.get_evaluator().check(
-            spec,
-            Path(state.kernel),
-            candidate,
-            suites=VISIBLE_SUITES,
-            extra_shapes=state.suite.extra,
+        verdict = (
+            context_of(runtime)
+            .get_evaluator()
+            .check(
+                spec,
+                Path(state.kernel),
+                candidate,
+                suites=VISIBLE_SUITES,
+                extra_shapes=state.suite.extra,
+            )
         )
     write_model(round_dir(state.run_dir, state.round) / VERDICT, verdict)
     outcome = "accepted" if verdict.accepted else f"rejected: {verdict.reason}"

@@ -84,19 +84,32 @@ def _agent_models(items: list[str]) -> dict[str, str]:
     return models
 
 
-def _print_summary(result: OptimizationResult) -> None:
-    print(f"\n{result.op}: {result.message}")
-    print(f"{'round':>5}  {'attempts':>8}  {'verdict':<22}{'speedup':>9}  {'best':>7}")
+def format_result(result: OptimizationResult) -> str:
+    """The per-round log, the winner's per-shape table and the totals, as plain text."""
+    lines = [f"{result.op}: {result.message}", ""]
+    lines.append(f"{'round':>5}  {'attempts':>8}  {'verdict':<24}{'speedup':>9}  {'best':>7}")
     for r in result.rounds:
         if r.verdict is None:
             verdict = "no candidate"
         else:
             verdict = "accepted" if r.verdict.accepted else f"rejected: {r.verdict.reason}"
         speedup = f"{r.geomean_speedup:8.3f}x" if r.geomean_speedup is not None else f"{'-':>9}"
-        print(f"{r.round:>5}  {r.attempts:>8}  {verdict:<22}{speedup}  {r.best_speedup:6.3f}x")
+        lines.append(
+            f"{r.round:>5}  {r.attempts:>8}  {verdict:<24}{speedup}  {r.best_speedup:6.3f}x"
+        )
+    if result.shapes:
+        lines += ["", f"{'shape':<14}{'dtype':<10}{'time us':>9}{'base us':>9}{'speedup':>9}"]
+        for s in result.shapes:
+            base = f"{s.baseline.median_us:9.2f}" if s.baseline else f"{'-':>9}"
+            speedup = f"{s.speedup:8.3f}x" if s.speedup is not None else f"{'-':>9}"
+            lines.append(f"{s.label:<14}{s.dtype:<10}{s.candidate.median_us:9.2f}{base}{speedup}")
     cost = f", ~${result.total_cost_usd:.4f}" if result.total_cost_usd is not None else ""
-    print(f"result: {result.best_path} ({result.geomean_speedup:.3f}x)")
-    print(f"tokens: {result.total_tokens}{cost}; run directory: {result.run_dir}")
+    lines += [
+        "",
+        f"result: {result.best_path} ({result.geomean_speedup:.3f}x, round {result.best_round})",
+        f"tokens: {result.total_tokens}{cost}; run directory: {result.run_dir}",
+    ]
+    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -144,5 +157,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(result.model_dump_json(indent=2))
     else:
-        _print_summary(result)
+        print(format_result(result))
     return 0 if result.improved else 1
