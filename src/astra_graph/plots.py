@@ -51,8 +51,18 @@ def _shape_name(shape: ShapeTiming) -> str:
     return f"{shape.label} {shape.dtype}"
 
 
+CALL_COLOURS = {"faster": FASTER, "slower": SLOWER, "tie": TIE}
+CALL_LABELS = {"faster": "faster", "slower": "slower", "tie": "tie (noise)"}
+
+
 def _call_colour(shape: ShapeTiming) -> str:
-    return {"faster": FASTER, "slower": SLOWER}.get(shape.call or "", TIE)
+    """Coloured by the statistical call; a shape without one in the neutral candidate colour."""
+    return CALL_COLOURS.get(shape.call or "", CANDIDATE)
+
+
+def _megabytes(n_bytes: int) -> str:
+    mb = n_bytes / 1e6
+    return f"{mb:,.0f} MB" if mb >= 10 else f"{mb:.2g} MB"
 
 
 def speedup_by_round(points: Sequence[RoundPoint], title: str = "Speedup by round") -> bytes:
@@ -149,11 +159,12 @@ def shape_speedups(shapes: Sequence[ShapeTiming], title: str = "Speedup per shap
             )
         top = max(s.speedup + (s.speedup_err or 0.0) for s in timed)
         ax.set_ylim(0, max(1.1, top * 1.12))
+        calls = [c for c in CALL_COLOURS if any(s.call == c for s in timed)]
         handles = [
-            Patch(facecolor=colour, edgecolor="black", label=label)
-            for colour, label in ((FASTER, "faster"), (SLOWER, "slower"), (TIE, "tie (noise)"))
+            Patch(facecolor=CALL_COLOURS[c], edgecolor="black", label=CALL_LABELS[c]) for c in calls
         ]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+        if handles:
+            ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     else:
         ax.set_xticks([])
         _no_data(ax, "no timed shapes")
@@ -205,7 +216,7 @@ def roofline(
         achieved = [s.achieved_gbps for s in ordered]
         ax.scatter(positions, achieved, color=CANDIDATE, zorder=3, label=label)
         peak = max([peak, *achieved])
-        labels = [f"{_shape_name(s)}\n{s.bytes_moved / 1e6:.2g} MB" for s in ordered]
+        labels = [f"{_shape_name(s)}\n{_megabytes(s.bytes_moved)}" for s in ordered]
         ax.set_xticks(positions, labels, rotation=35, ha="right", fontsize=8)
         ax.set_xlim(-0.6, len(ordered) - 0.4)
     else:
