@@ -64,7 +64,7 @@ NCU_CSV = """\
 ==PROF== Connected to process 123
 ==PROF== Profiling "silu_and_mul_vec": 0%....50%....100% - 9 passes
 "ID","Process ID","Kernel Name","gpu__time_duration.sum",\
-"dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active",\
+"gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active",\
 "smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",\
 "smsp__average_warps_issue_stalled_selected_per_issue_active.ratio",\
 "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",\

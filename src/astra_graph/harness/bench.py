@@ -201,12 +201,17 @@ def _time_shape(
     dtype: str,
     rng: Any,
 ) -> list[Measurement]:
+    import cupy
+
     timer = _timer()
     for side in sides:
         side.add_copies(dims, dtype, rng, 1)
+    # inputs and references are made on the default stream; the timer's stream does not wait
+    cupy.cuda.Device().synchronize()
     if request.mode == "per-call":
         for side in sides:
             side.expect(0)
+        cupy.cuda.Device().synchronize()
         return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)])
     estimate = min(timer.estimate_us(s.subject(f"side{i}")) for i, s in enumerate(sides))
     if estimate < timing.GRAPH_THRESHOLD_US:
@@ -219,6 +224,7 @@ def _time_shape(
     for side in sides:
         side.expect(0)
         side.expect(len(side.cases) - 1)
+    cupy.cuda.Device().synchronize()
     subjects = [s.subject(f"side{i}") for i, s in enumerate(sides)]
     return timer.device_mode(subjects, budget_s=request.budget_s)
 
@@ -232,6 +238,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
     from astra_graph.harness.launch import (
         CompileFailed,
         InterfaceMismatch,
+        LaunchError,
         load_kernel,
         synchronize,
     )
@@ -290,8 +297,15 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                 continue
             worker.progress({"step": "timing", "dims": dims, "dtype": dtype})
             sides = [_Side(k, spec) for k in kernels]
-            measured = _time_shape(req, sides, dims, dtype, rng)
-            synchronize(_timer().stream)
+            try:
+                measured = _time_shape(req, sides, dims, dtype, rng)
+                synchronize(_timer().stream)
+            except LaunchError as exc:
+                report.rejection = _launch_failure(spec, dims, dtype, exc)
+                if exc.sticky:  # the context is dead: nothing more can run in this process
+                    worker.retire()
+                    return report.model_dump()
+                continue
             shape = _shape_timing(spec, dims, dtype, measured, copy_gbps, req.mode)
             report.shapes.append(shape)
             if report.rejection is None:
@@ -336,6 +350,17 @@ def _shape_timing(
         shape.speedup, shape.speedup_err = timing.speedup(base, cand)
         shape.call = timing.call_speedup(shape.speedup, shape.speedup_err)
     return shape
+
+
+def _launch_failure(
+    spec: OperationSpec, dims: dict[str, int], dtype: str, exc: Exception
+) -> Verdict:
+    """A launch refused or a kernel fault while timing (it passed the check: it behaves
+    differently when timed, or the fault is intermittent)."""
+    sticky = bool(getattr(exc, "sticky", False))
+    message = f"{spec.contract.label(dims)} {dtype}: while timing: {exc}"
+    evidence = Evidence(op=spec.name, dims=dims, dtype=dtype, detail=str(exc))
+    return Verdict.reject("crashed" if sticky else "launch_error", message, evidence)
 
 
 def _rejection(

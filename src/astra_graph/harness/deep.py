@@ -40,7 +40,8 @@ API_ERRORS_OFF = ("--report-api-errors", "no")
 SMALL_SHAPE_BYTES = 4 << 20
 """Shapes for the sanitizer move at most this many bytes (it slows kernels 10-100x)."""
 
-_DRAM = re.compile(r"(^|_)dram__throughput\.avg\.pct_of_peak_sustained_elapsed$")
+_DRAM_METRIC = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+_DRAM = re.compile(r"^(gpu__dram_|dram__)throughput\.avg\.pct_of_peak_sustained_elapsed$")
 _OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
 _DURATION = "gpu__time_duration.sum"
 _STALL = re.compile(r"^smsp__average_warps_issue_stalled_(?P<reason>\w+?)_per_issue_active\.ratio$")
@@ -285,7 +286,7 @@ def profile(
         "--section",
         "WarpStateStats",
         "--metrics",
-        _DURATION,
+        f"{_DURATION},{_DRAM_METRIC},{_OCCUPANCY}",
         "--csv",
         "--page",
         "raw",

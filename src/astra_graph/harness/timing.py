@@ -287,7 +287,8 @@ class Timer:
                 subject.launch(i % subject.copies, self.stream)
         finally:
             graph = self.stream.end_capture()
-        graph.upload(self.stream)
+        graph.launch(self.stream)  # the first replay uploads the graph: keep it out of samples
+        self.stream.synchronize()
         return graph
 
     def _poison(self, subjects: Sequence[Subject]) -> None:
