@@ -179,7 +179,7 @@ class LLM:
             self._models[name] = ChatOpenAI(**options)
         return self._models[name]
 
-    def _call(self, agent: AgentName, runnable: Any, system: str, user: str) -> tuple[Any, str]:
+    def _call(self, runnable: Any, system: str, user: str) -> tuple[Any, str]:
         """Invoke with retries; returns (output, "") or (None, problem)."""
         messages = [SystemMessage(system), HumanMessage(user)]
         attempts = self.settings.max_retries + 1
@@ -195,7 +195,7 @@ class LLM:
 
     def ask_text(self, agent: AgentName, system: str, user: str) -> Reply[str]:
         model = self.chat_model(agent)
-        output, problem = self._call(agent, model, system, user)
+        output, problem = self._call(model, system, user)
         if output is None:
             return Reply(None, problem, model.model_name)
         text = message_text(output)
@@ -213,7 +213,7 @@ class LLM:
     ) -> Reply[SchemaT]:
         model = self.chat_model(agent)
         runnable = model.with_structured_output(schema, method="json_schema", include_raw=True)
-        output, problem = self._call(agent, runnable, system, user)
+        output, problem = self._call(runnable, system, user)
         if output is None:
             return Reply(None, problem, model.model_name)
         inputs, outputs = _tokens(output.get("raw"))

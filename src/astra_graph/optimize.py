@@ -49,7 +49,7 @@ class RunFailed(RuntimeError):
 
     def __init__(self, run_dir: Path, error: str) -> None:
         self.run_dir = run_dir
-        super().__init__(f"{run_dir}: run stopped: {error} (continue it with resume={run_dir})")
+        super().__init__(f"{run_dir}: run stopped: {error}")
 
 
 def read_result(run_dir: Path) -> OptimizationResult:

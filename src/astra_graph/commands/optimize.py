@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
     except RunFailed as exc:
-        print(f"astra optimize: {exc}", file=sys.stderr)
+        print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
         return 1
     if args.json:
         print(result.model_dump_json(indent=2))
