@@ -123,12 +123,15 @@ def test_failed_run_with_only_a_baseline(tmp_path: Path) -> None:
     assert html_path.is_file()
 
 
-def test_failed_status_is_the_final_verdict(tmp_path: Path) -> None:
+def test_failed_or_unfinished_status_is_the_final_verdict(tmp_path: Path) -> None:
     run_dir = write_synthetic_run(tmp_path / "run")
     data = json.loads((run_dir / "run.json").read_text())
     data.update(status="failed", error="worker crashed twice")
     (run_dir / "run.json").write_text(json.dumps(data))
     assert load_run(run_dir).final_verdict == "run failed: worker crashed twice"
+    data.update(status="running", error=None)
+    (run_dir / "run.json").write_text(json.dumps(data))
+    assert load_run(run_dir).final_verdict.startswith("unfinished: ")
 
 
 def test_baseline_found_in_this_checkout_for_a_run_from_elsewhere(tmp_path: Path) -> None:

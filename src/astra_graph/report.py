@@ -129,6 +129,8 @@ class Run:
             return "unknown: no run.json"
         if result.status == "failed":
             return f"run failed: {result.error or 'no error recorded'}"
+        if result.status == "running":
+            return "unfinished: the run is still going, or stopped without a word (resume it)"
         heldout = result.heldout
         if heldout is not None:
             if heldout.accepted:
