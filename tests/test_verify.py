@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from astra_graph.cli import main
-from astra_graph.contract import ContractError, Implementation, load_implementation, resolve
+from astra_graph.contract import (
+    ContractError,
+    Implementation,
+    OperationSpec,
+    load_implementation,
+    resolve,
+)
 from astra_graph.dtypes import DTYPES
+from astra_graph.harness import worker as worker_module
 from astra_graph.harness.evaluator import Evaluator
-from astra_graph.harness.launch import interface_problem, kernel_signature
+from astra_graph.harness.launch import Case, LaunchError, interface_problem, kernel_signature
 from astra_graph.harness.verify import (
     RATIO_MIN_ELEMENTS,
+    CaseSpec,
+    Rejected,
+    check_case,
     compare_outputs,
     fill_poison,
     first_difference,
@@ -330,3 +342,164 @@ def test_cli_check_exit_codes_without_a_gpu(
     assert "candidate file not found" in capsys.readouterr().err
     assert main(["check", "silu_and_mul", "fused_add_rmsnorm/naive"]) == 2
     assert "fused_add_rmsnorm" in capsys.readouterr().err
+
+
+# --- whole cases on the host: kernels written in NumPy ---------------------------------------
+
+
+class NumpyKernel:
+    """Stands in for a LoadedKernel: ``body(case, launch_number)`` fills the outputs."""
+
+    def __init__(self, body: Callable[[Case, int], None]) -> None:
+        self.body = body
+        self.launches = 0
+
+    def unsupported(self, dims: dict[str, int]) -> str | None:
+        return None
+
+    def launch(self, case: Case) -> None:
+        self.launches += 1
+        self.body(case, self.launches)
+
+
+def _silu_f32(case: Case, scale: float = 1.0) -> np.ndarray:
+    element = DTYPES[case.dtype]
+    x = element.to_float64(np, case.arrays["x"]).astype(np.float32)
+    d = x.shape[1] // 2
+    with np.errstate(over="ignore"):
+        values = x[:, :d] / (1 + np.exp(-x[:, :d])) * x[:, d:] * np.float32(scale)
+        return element.from_float64(np, values)
+
+
+def silu_good(case: Case, _: int) -> None:
+    case.arrays["out"][...] = _silu_f32(case)
+
+
+def silu_skips_last(case: Case, _: int) -> None:
+    case.arrays["out"].reshape(-1)[:-1] = _silu_f32(case).reshape(-1)[:-1]
+
+
+def silu_writes_nothing(case: Case, _: int) -> None:
+    pass
+
+
+def silu_zeroes_input(case: Case, _: int) -> None:
+    silu_good(case, 0)
+    case.arrays["x"][...] = 0
+
+
+def silu_alternates(case: Case, launch: int) -> None:
+    case.arrays["out"][...] = _silu_f32(case, 1.0 + (launch % 2) * 2.0**-12)  # flips roundings
+
+
+def silu_biased(case: Case, _: int) -> None:
+    case.arrays["out"][...] = _silu_f32(case, 1.0012)
+
+
+def silu_wrong(case: Case, _: int) -> None:
+    element = DTYPES[case.dtype]
+    x = element.to_float64(np, case.arrays["x"])
+    d = x.shape[1] // 2
+    case.arrays["out"][...] = element.from_float64(np, x[:, :d] * x[:, d:])
+
+
+def silu_refused(case: Case, _: int) -> None:
+    raise LaunchError("launch refused: too many resources requested")
+
+
+def silu_faults(case: Case, _: int) -> None:
+    raise LaunchError("kernel failed: illegal address", sticky=True, code=700)
+
+
+def rmsnorm_good(case: Case, _: int, write_residual: bool = True) -> None:
+    element = DTYPES[case.dtype]
+    f64 = {k: element.to_float64(np, case.arrays[k]) for k in ("input", "residual", "weight")}
+    x = (f64["input"] + f64["residual"]).astype(np.float32)
+    scale = 1 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(case.scalars["eps"]))
+    if write_residual:
+        case.arrays["residual"][...] = element.from_float64(np, x)
+    case.arrays["input"][...] = element.from_float64(np, x * scale * f64["weight"])
+
+
+def rmsnorm_no_residual(case: Case, launch: int) -> None:
+    rmsnorm_good(case, launch, write_residual=False)
+
+
+def _run_case(
+    spec: OperationSpec, body: Callable[[Case, int], None], dims: dict[str, int], **kw: Any
+) -> float:
+    case = CaseSpec(
+        kw.pop("suite", "tuning"), dims, kw.pop("dtype", "float16"), kw.pop("special", None)
+    )
+    baseline = NumpyKernel(rmsnorm_good if spec is RMSNORM else silu_good)
+    return check_case(spec, NumpyKernel(body), baseline, case, {}, np.random.default_rng(7))
+
+
+SILU_DIMS = {"tokens": 5, "d": 1032}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_host_case_accepts_a_correct_kernel(dtype: str) -> None:
+    assert 0 < _run_case(SILU, silu_good, SILU_DIMS, dtype=dtype) < 1
+    special = SILU.contract.specials[0]
+    assert _run_case(SILU, silu_good, SILU_DIMS, dtype=dtype, special=special) < 1
+    assert _run_case(RMSNORM, rmsnorm_good, {"tokens": 3, "hidden": 520}, dtype=dtype) < 1
+
+
+@pytest.mark.parametrize(
+    ("body", "reason", "fragment"),
+    [
+        (silu_skips_last, "unwritten_output", "never wrote"),
+        (silu_writes_nothing, "unwritten_output", "never wrote"),
+        (silu_zeroes_input, "input_mutated", "'x' was modified"),
+        (silu_alternates, "nondeterministic", "two runs"),
+        (silu_biased, "mismatch", "precision loss"),
+        (silu_wrong, "mismatch", "differs from the reference"),
+        (silu_refused, "launch_error", "launch refused"),
+        (silu_faults, "crashed", "CUDA fault"),
+    ],
+)
+def test_host_case_rejects_with_the_right_reason(
+    body: Callable[[Case, int], None], reason: str, fragment: str
+) -> None:
+    with pytest.raises(Rejected) as caught:
+        _run_case(SILU, body, SILU_DIMS, suite="heldout")
+    verdict = caught.value.verdict
+    assert verdict.reason == reason and fragment in verdict.message
+    assert verdict.evidence is not None
+    assert verdict.evidence.dims == SILU_DIMS and verdict.evidence.suite == "heldout"
+    if body is silu_skips_last:
+        assert verdict.evidence.index == [4, 1031] and "1 of 5160" in verdict.evidence.detail
+    worker_module._retiring = False  # silu_faults asked this (test) process to retire
+
+
+def test_host_case_catches_an_unwritten_inout_argument() -> None:
+    with pytest.raises(Rejected) as caught:
+        _run_case(RMSNORM, rmsnorm_no_residual, {"tokens": 3, "hidden": 520})
+    verdict = caught.value.verdict
+    assert verdict.reason == "unwritten_output"
+    assert verdict.evidence is not None and verdict.evidence.arg == "residual"
+
+
+def test_host_case_nondeterminism_is_allowed_when_the_contract_says_so() -> None:
+    relaxed = SILU.model_copy(
+        update={"contract": SILU.contract.model_copy(update={"deterministic": False})}
+    )
+    assert _run_case(relaxed, silu_alternates, SILU_DIMS) < 1
+
+
+def test_host_merge_special_values_are_handled() -> None:
+    def merge_f32(case: Case, _: int) -> None:
+        element = DTYPES[case.dtype]
+        f64 = {k: element.to_float64(np, case.arrays[k]) for k in ("v_a", "v_b")}
+        s_a = case.arrays["s_a"].astype(np.float64)
+        s_b = case.arrays["s_b"].astype(np.float64)
+        ref = MERGE.reference(np, {**f64, "s_a": s_a, "s_b": s_b}, case.scalars)
+        case.arrays["v_merged"][...] = element.from_float64(np, ref["v_merged"])
+        case.arrays["s_merged"][...] = ref["s_merged"].astype(np.float32)
+
+    dims = {"tokens": 3, "heads": 3, "head_dim": 24}
+    for special in MERGE.contract.specials:
+        case = CaseSpec("edge", dims, "bfloat16", special)
+        kernel = NumpyKernel(merge_f32)
+        assert check_case(MERGE, kernel, kernel, case, {}, np.random.default_rng(3)) < 1

@@ -222,7 +222,7 @@ def test_evaluator_turns_worker_failures_into_verdicts(
 ) -> None:
     monkeypatch.setattr(evaluator_module, "CHECK_JOB", f"{ME}:{job}")
     baseline, candidate = SILU.folder / "production.cu", SILU.folder / "naive.cu"
-    with Evaluator(deadline_s=30, stall_s=1.0) as ev:
+    with Evaluator(deadline_s=30, stall_s=4.0) as ev:  # stall covers importing the job
         verdict = ev.check("silu_and_mul", baseline, candidate)
         assert not verdict.accepted and verdict.reason == reason
         assert fragment in verdict.message

@@ -94,40 +94,45 @@ class Case:
         return sum(int(a.nbytes) for a in self.arrays.values())
 
 
-def _random_values(
-    arg: TensorArg, shape: tuple[int, ...], rng: cupy.random.Generator
-) -> cupy.ndarray:
-    """Float32 draws from the argument's ``init`` distribution (float32 keeps memory low)."""
-    import cupy
+def _array_module(rng: Any) -> Any:
+    """The array module a generator draws into: ``cupy`` on the GPU, ``numpy`` in CPU tests."""
+    if type(rng).__module__.startswith("cupy"):
+        import cupy
 
+        return cupy
+    return np
+
+
+def _random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any) -> Any:
+    """Float32 draws from the argument's ``init`` distribution (float32 keeps memory low)."""
     init = arg.init
     if init.dist == "normal":
-        values = rng.standard_normal(shape, dtype=cupy.float32)
+        values = rng.standard_normal(shape, dtype=np.float32)
         if init.scale != 1.0:
-            values *= cupy.float32(init.scale)
+            values *= np.float32(init.scale)
         if init.mean != 0.0:
-            values += cupy.float32(init.mean)
+            values += np.float32(init.mean)
         return values
-    return rng.uniform(init.low, init.high, shape, dtype=cupy.float32)
+    values = rng.random(shape, dtype=np.float32)
+    values *= np.float32(init.high - init.low)
+    values += np.float32(init.low)
+    return values
 
 
-def _apply_special(
-    values: dict[str, cupy.ndarray], special: Special, rng: cupy.random.Generator
-) -> None:
+def _apply_special(values: dict[str, Any], special: Special, rng: Any) -> None:
     """Set a random fraction of the named inputs' elements to the scenario's values."""
-    import cupy
-
+    xp = _array_module(rng)
     shared_mask = None
     for name, choices in special.values.items():
         target = values[name]
         if special.paired and shared_mask is not None and shared_mask.shape == target.shape:
             mask = shared_mask
         else:
-            mask = rng.random(target.shape, dtype=cupy.float32) < special.fraction
+            mask = rng.random(target.shape, dtype=np.float32) < special.fraction
             shared_mask = mask
-        picks = cupy.asarray(np.asarray(choices, dtype=np.float64)).astype(target.dtype)
+        picks = xp.asarray(np.asarray(choices, dtype=np.float64)).astype(target.dtype)
         which = rng.integers(0, len(choices), size=target.shape)
-        cupy.copyto(target, picks[which], where=mask)
+        xp.copyto(target, picks[which], where=mask)
 
 
 def make_case(
@@ -138,24 +143,26 @@ def make_case(
     params: Mapping[str, float] | None = None,
     special: Special | None = None,
 ) -> Case:
-    """Fresh random inputs (never all zero) and uninitialised outputs for one shape and type."""
-    import cupy
+    """Fresh random inputs (never all zero) and uninitialised outputs for one shape and type.
 
+    A NumPy generator gives NumPy arrays (for CPU tests of the verification logic).
+    """
+    xp = _array_module(rng)
     contract = spec.contract
-    raw: dict[str, cupy.ndarray] = {}
+    raw: dict[str, Any] = {}
     for arg in contract.args:
         if arg.role != "output":
             raw[arg.name] = _random_values(arg, contract.shape_of(arg, dims), rng)
     if special is not None:
         _apply_special(raw, special, rng)
-    arrays: dict[str, cupy.ndarray] = {}
+    arrays: dict[str, Any] = {}
     for arg in contract.args:
         element = contract.dtype_of(arg, dtype)
         shape = contract.shape_of(arg, dims)
         if arg.name in raw:
-            arrays[arg.name] = element.from_float64(cupy, raw.pop(arg.name))
+            arrays[arg.name] = element.from_float64(xp, raw.pop(arg.name))
         else:
-            arrays[arg.name] = cupy.empty(shape, dtype=element.storage)
+            arrays[arg.name] = xp.empty(shape, dtype=element.storage)
     return Case(
         dims=dict(dims),
         dtype=dtype,

@@ -344,7 +344,9 @@ def _implementation(request: Mapping[str, str], contract: Contract) -> Implement
     return load_implementation(Path(request["path"]), contract, source=request["source"])
 
 
-class _Rejected(Exception):
+class Rejected(Exception):
+    """A case failed: ``verdict`` says why."""
+
     def __init__(self, verdict: Verdict) -> None:
         super().__init__(verdict.message)
         self.verdict = verdict
@@ -352,7 +354,7 @@ class _Rejected(Exception):
 
 def _reject(
     reason: RejectReason, message: str, case: CaseSpec, spec: OperationSpec, **fields: Any
-) -> _Rejected:
+) -> Rejected:
     evidence = Evidence(
         op=spec.name,
         dims=case.dims,
@@ -363,17 +365,26 @@ def _reject(
     if case.special is not None:
         evidence.detail = f"{evidence.detail} [scenario {case.special.name}]".strip()
     where = f"{spec.contract.label(case.dims)} {case.dtype} ({case.suite})"
-    return _Rejected(Verdict.reject(reason, f"{message} at {where}", evidence))
+    return Rejected(Verdict.reject(reason, f"{message} at {where}", evidence))
 
 
-def _launch_checked(kernel: Any, case_data: Any, case: CaseSpec, spec: OperationSpec) -> None:
+def _synchronize(xp: Any) -> None:
+    if xp is not np:
+        from astra_graph.harness.launch import synchronize
+
+        synchronize()
+
+
+def _launch_checked(
+    xp: Any, kernel: Any, case_data: Any, case: CaseSpec, spec: OperationSpec
+) -> None:
     """Launch and synchronise; a refused launch is launch_error, a fault crashes the worker."""
     from astra_graph.harness import worker
-    from astra_graph.harness.launch import LaunchError, synchronize
+    from astra_graph.harness.launch import LaunchError
 
     try:
         kernel.launch(case_data)
-        synchronize()
+        _synchronize(xp)
     except LaunchError as exc:
         if exc.sticky:
             worker.retire()
@@ -381,28 +392,33 @@ def _launch_checked(kernel: Any, case_data: Any, case: CaseSpec, spec: Operation
         raise _reject("launch_error", str(exc), case, spec, detail=str(exc)) from None
 
 
-def _check_case(
+def check_case(
     spec: OperationSpec,
     candidate: Any,
     baseline: Any,
     case: CaseSpec,
     params: Mapping[str, float],
+    rng: Any,
 ) -> float:
-    """Run one case; returns the worst error ratio or raises _Rejected."""
-    import cupy
+    """Run one case; returns the worst error ratio or raises Rejected.
 
-    from astra_graph.harness.launch import Case, LaunchError, make_case, synchronize
+    ``candidate`` and ``baseline`` (which may be None) are LoadedKernels, or any object with
+    ``launch(case)`` and ``unsupported(dims)``; with a NumPy ``rng`` the whole case runs on the
+    host (the CPU tests use kernels written in NumPy).
+    """
+    from astra_graph.harness.launch import Case, LaunchError, make_case
 
+    xp = array_module(rng.random(1))
     contract = spec.contract
-    data = make_case(spec, case.dims, case.dtype, _rng(), params, case.special)
+    data = make_case(spec, case.dims, case.dtype, rng, params, case.special)
     inputs = {a.name: data.arrays[a.name] for a in contract.args if a.role != "output"}
     pristine = {name: array.copy() for name, array in inputs.items()}
     inputs_f64 = {
-        a.name: contract.dtype_of(a, case.dtype).to_float64(cupy, inputs[a.name])
+        a.name: contract.dtype_of(a, case.dtype).to_float64(xp, inputs[a.name])
         for a in contract.args
         if a.role != "output"
     }
-    reference = spec.reference(cupy, inputs_f64, data.scalars)
+    reference = spec.reference(xp, inputs_f64, data.scalars)
     del inputs_f64
     written = [a for a in contract.args if a.written]
     missing = [a.name for a in written if a.name not in reference]
@@ -415,14 +431,14 @@ def _check_case(
             a.name: (
                 pristine[a.name].copy()
                 if a.role != "output"
-                else cupy.empty_like(data.arrays[a.name])
+                else xp.empty_like(data.arrays[a.name])
             )
             for a in contract.args
         }
         base_case = Case(data.dims, data.dtype, base_arrays, data.scalars)
         try:
             baseline.launch(base_case)
-            synchronize()
+            _synchronize(xp)
         except LaunchError as exc:
             if exc.sticky:
                 from astra_graph.harness import worker
@@ -440,14 +456,14 @@ def _check_case(
     runs: list[dict[str, Any]] = []
     for first in (True, False):
         for arg in outputs:
-            fill_poison(cupy, data.arrays[arg.name], elements[arg.name], first)
+            fill_poison(xp, data.arrays[arg.name], elements[arg.name], first)
         for arg in contract.args:
             if arg.role == "inout":
                 data.arrays[arg.name][...] = pristine[arg.name]
-        _launch_checked(candidate, data, case, spec)
+        _launch_checked(xp, candidate, data, case, spec)
         for arg in contract.args:
             if arg.role == "input":
-                flat = first_difference(cupy, data.arrays[arg.name], pristine[arg.name])
+                flat = first_difference(xp, data.arrays[arg.name], pristine[arg.name])
                 if flat is not None:
                     element = elements[arg.name]
                     raise _reject(
@@ -457,8 +473,8 @@ def _check_case(
                         spec,
                         arg=arg.name,
                         index=_index(data.arrays[arg.name].shape, flat),
-                        got=_scalar(cupy, element.to_float64(cupy, data.arrays[arg.name]), flat),
-                        expected=_scalar(cupy, element.to_float64(cupy, pristine[arg.name]), flat),
+                        got=_scalar(xp, element.to_float64(xp, data.arrays[arg.name]), flat),
+                        expected=_scalar(xp, element.to_float64(xp, pristine[arg.name]), flat),
                         detail="inputs that are not inout must be bit-identical after the run",
                     )
         runs.append({a.name: data.arrays[a.name].copy() for a in written})
@@ -466,11 +482,11 @@ def _check_case(
     for arg in outputs:
         element = elements[arg.name]
         stale = (
-            poison_matches(cupy, runs[0][arg.name], element, True)
-            & poison_matches(cupy, runs[1][arg.name], element, False)
+            poison_matches(xp, runs[0][arg.name], element, True)
+            & poison_matches(xp, runs[1][arg.name], element, False)
         ).reshape(-1)
         if bool(stale.any()):
-            flat = int(cupy.argmax(stale))
+            flat = int(xp.argmax(stale))
             raise _reject(
                 "unwritten_output",
                 f"output {arg.name!r} has elements the kernel never wrote",
@@ -478,12 +494,12 @@ def _check_case(
                 spec,
                 arg=arg.name,
                 index=_index(runs[0][arg.name].shape, flat),
-                expected=_scalar(cupy, reference[arg.name], flat),
+                expected=_scalar(xp, reference[arg.name], flat),
                 detail=f"{int(stale.sum())} of {stale.size} elements kept the poison value",
             )
     if contract.deterministic:
         for arg in written:
-            flat = first_difference(cupy, runs[0][arg.name], runs[1][arg.name])
+            flat = first_difference(xp, runs[0][arg.name], runs[1][arg.name])
             if flat is not None:
                 element = elements[arg.name]
                 raise _reject(
@@ -493,8 +509,8 @@ def _check_case(
                     spec,
                     arg=arg.name,
                     index=_index(runs[0][arg.name].shape, flat),
-                    got=_scalar(cupy, element.to_float64(cupy, runs[1][arg.name]), flat),
-                    expected=_scalar(cupy, element.to_float64(cupy, runs[0][arg.name]), flat),
+                    got=_scalar(xp, element.to_float64(xp, runs[1][arg.name]), flat),
+                    expected=_scalar(xp, element.to_float64(xp, runs[0][arg.name]), flat),
                     detail="second run (got) vs first run (expected), same inputs",
                 )
 
@@ -522,9 +538,9 @@ def _check_case(
             problem = ratio_problem(contract, result, base_errors.get(arg.name))
             if problem:
                 raise _reject("mismatch", problem, case, spec, arg=arg.name, detail=problem)
-    if data.nbytes > LARGE_CASE_BYTES:
+    if data.nbytes > LARGE_CASE_BYTES and xp is not np:
         del data, inputs, pristine, reference, runs
-        cupy.get_default_memory_pool().free_all_blocks()
+        xp.get_default_memory_pool().free_all_blocks()
     return worst
 
 
@@ -578,8 +594,10 @@ def run_check(request: Mapping[str, Any]) -> dict[str, Any]:
                     spec,
                     detail=f"requires {unmet}",
                 )
-            worst = max(worst, _check_case(spec, candidate, baselines[case.dtype], case, params))
-        except _Rejected as rejected:
+            worst = max(
+                worst, check_case(spec, candidate, baselines[case.dtype], case, params, _rng())
+            )
+        except Rejected as rejected:
             return rejected.verdict.model_copy(
                 update={"cases_checked": checked, "suites": list(request["suites"])}
             ).model_dump()

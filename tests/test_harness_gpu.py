@@ -1,0 +1,139 @@
+"""The evaluation harness on a real GPU: every shipped kernel passes, every broken one is caught.
+
+Each file in ``tests/fixtures/bad_kernels/`` says in an ``// expect: <reason>`` line which
+rejection it must get. Set ``ASTRA_GPU_SUMMARY`` to a file path to keep the verdict lines.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from astra_graph.contract import operations, resolve
+from astra_graph.harness.evaluator import Evaluator
+from astra_graph.models import Verdict
+
+pytestmark = pytest.mark.gpu
+
+FIXTURES = Path(__file__).parent / "fixtures" / "bad_kernels"
+BAD_KERNELS = sorted(FIXTURES.glob("*.cu"))
+OPERATIONS = operations()
+SHIPPED = [(spec.name, path) for spec in OPERATIONS for path in spec.implementations()]
+SILU, _ = resolve("silu_and_mul")
+RMSNORM, _ = resolve("fused_add_rmsnorm")
+
+
+def device_memory_in_use(_: Any) -> int:
+    """Worker job: bytes held by live CuPy arrays in the worker."""
+    import cupy
+
+    return int(cupy.get_default_memory_pool().used_bytes())
+
+
+def _record(line: str) -> None:
+    print(line)
+    target = os.environ.get("ASTRA_GPU_SUMMARY")
+    if target:
+        with open(target, "a") as out:
+            out.write(line + "\n")
+
+
+def _expected(path: Path) -> str:
+    match = re.search(r"^// expect: (\w+)", path.read_text(), re.M)
+    assert match, f"{path}: no '// expect: <reason>' line"
+    return match[1]
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> Iterator[Evaluator]:
+    with Evaluator(deadline_s=240, stall_s=20) as ev:
+        yield ev
+
+
+def _check(evaluator: Evaluator, op: str, candidate: Path, **kwargs: Any) -> Verdict:
+    spec = next(s for s in OPERATIONS if s.name == op)
+    started = time.monotonic()
+    verdict = evaluator.check(spec, spec.folder / "production.cu", candidate, **kwargs)
+    seconds = time.monotonic() - started
+    status = "accepted" if verdict.accepted else f"rejected {verdict.reason}"
+    _record(f"{op}/{candidate.name}: {status} in {seconds:.2f} s: {verdict.message}")
+    return verdict
+
+
+@pytest.mark.parametrize(("op", "path"), SHIPPED, ids=[f"{o}/{p.stem}" for o, p in SHIPPED])
+def test_shipped_implementations_are_accepted(evaluator: Evaluator, op: str, path: Path) -> None:
+    verdict = _check(evaluator, op, path)
+    assert verdict.accepted, verdict.model_dump_json(indent=1)
+    spec = next(s for s in OPERATIONS if s.name == op)
+    c = spec.contract
+    shapes = sum(len(c.suite(s)) for s in ("tuning", "heldout", "edge"))
+    assert verdict.cases_checked == (shapes + 3 * len(c.specials)) * len(c.dtypes)
+    assert verdict.worst_error_ratio is not None and verdict.worst_error_ratio < 1
+
+
+@pytest.mark.parametrize("path", BAD_KERNELS, ids=[p.stem for p in BAD_KERNELS])
+def test_bad_kernel_is_rejected_for_its_reason(evaluator: Evaluator, path: Path) -> None:
+    op = "fused_add_rmsnorm" if path.name.startswith("rmsnorm") else "silu_and_mul"
+    verdict = _check(evaluator, op, path)
+    assert not verdict.accepted
+    assert verdict.reason == _expected(path), verdict.model_dump_json(indent=1)
+    assert verdict.message
+    assert verdict.evidence is not None and verdict.evidence.op == op
+    if verdict.reason not in ("compile_error", "interface_mismatch"):
+        assert verdict.evidence.dims and verdict.evidence.dtype
+    if verdict.reason == "compile_error":
+        assert "error" in verdict.log
+    if path.stem == "low_precision":
+        assert "precision loss" in verdict.message
+    if path.stem == "rmsnorm_no_residual":
+        assert verdict.evidence.arg == "residual"
+    if path.stem == "skips_last_element":
+        dims = verdict.evidence.dims
+        assert verdict.evidence.index == [dims["tokens"] - 1, dims["d"] - 1]
+
+
+@pytest.mark.parametrize("breaker", ["infinite_loop", "out_of_bounds"])
+def test_evaluator_recovers_after_a_hang_or_a_fault(evaluator: Evaluator, breaker: str) -> None:
+    first = _check(evaluator, "silu_and_mul", FIXTURES / f"{breaker}.cu", suites=("edge",))
+    assert first.reason == _expected(FIXTURES / f"{breaker}.cu")
+    after = _check(evaluator, "silu_and_mul", SILU.folder / "naive.cu")
+    assert after.accepted, after.model_dump_json(indent=1)
+    wrong = _check(evaluator, "silu_and_mul", FIXTURES / "wrong_math.cu", suites=("edge",))
+    assert wrong.reason == "mismatch"
+
+
+def test_memory_is_released_after_checks(evaluator: Evaluator) -> None:
+    _check(evaluator, "fused_add_rmsnorm", RMSNORM.folder / "naive.cu", suites=("tuning",))
+    in_use = evaluator.worker.call(
+        "test_harness_gpu:device_memory_in_use", None, deadline_s=60
+    )
+    assert in_use < 64 * 1024 * 1024
+
+
+def test_warm_evaluation_is_quick_and_timed_runs_are_rechecked(evaluator: Evaluator) -> None:
+    spec = SILU
+    for attempt in range(2):  # the second is warm
+        started = time.monotonic()
+        result = evaluator.evaluate(spec, spec.folder / "production.cu", spec.folder / "naive.cu")
+        seconds = time.monotonic() - started
+        _record(
+            f"evaluate silu_and_mul/naive (attempt {attempt + 1}): {seconds:.2f} s, "
+            f"accepted={result.verdict.accepted}, geomean speedup "
+            f"{result.bench.geomean_speedup if result.bench else None}"
+        )
+    assert result.verdict.accepted and result.bench is not None
+    assert result.bench.shapes and result.bench.rejection is None
+    report = evaluator.bench(
+        spec,
+        FIXTURES / "returns_immediately.cu",
+        shapes=[{"tokens": 4096, "d": 11008}],
+    )
+    assert report.rejection is not None
+    assert report.rejection.reason in ("impossible_time", "mismatch")
+    _record(f"bench returns_immediately: {report.rejection.reason}: {report.rejection.message}")
