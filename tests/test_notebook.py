@@ -33,7 +33,6 @@ def test_notebook_executes_against_recorded_runs(monkeypatch: pytest.MonkeyPatch
     # the kernel inherits this environment: it names the runs to load
     monkeypatch.setenv("ASTRA_RUN_DIR", str(RUN_DIR))
     monkeypatch.setenv("ASTRA_COMPARE_RUN_DIR", str(COMPARE_DIR))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(
         notebook,
