@@ -152,7 +152,7 @@ class DispatchEntry(BaseModel):
     speedup_vs_default: float
     speedup_err: float | None = None
     verified: bool
-    """Passed the harness's full verification (tuning, held-out and edge suites) with this setting."""
+    """Passed the full verification (tuning, held-out and edge suites) with this setting."""
 
 
 class TuningReport(BaseModel):
