@@ -1,0 +1,219 @@
+"""The float64 references: hand-computed cases and independent formulas, numpy and cupy."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from astra_graph.contract import kernels_root, load_contract
+
+Reference = Callable[..., dict[str, Any]]
+
+
+def reference(op: str) -> Reference:
+    return load_contract(kernels_root() / op).reference
+
+
+@pytest.fixture(autouse=True)
+def _floating_point_warnings_are_errors() -> Iterator[None]:
+    """A reference must not warn (NaN from -inf - -inf, overflow) on any input it documents."""
+    with warnings.catch_warnings(), np.errstate(divide="raise", invalid="raise", over="raise"):
+        warnings.simplefilter("error")
+        yield
+
+
+# --- silu_and_mul ------------------------------------------------------------------------------
+
+
+def test_silu_and_mul_hand_computed() -> None:
+    x = np.array([[0.0, 1.0, 2.0, 3.0], [-1.0, 4.0, 0.5, -2.0]])
+    out = reference("silu_and_mul")(np, {"x": x}, {"d": 2})["out"]
+    sigmoid_1 = 0.7310585786300049  # 1 / (1 + e^-1)
+    sigmoid_minus_1 = 1.0 - sigmoid_1
+    sigmoid_4 = 0.9820137900379085
+    expected = np.array(
+        [[0.0, 1.0 * sigmoid_1 * 3.0], [-1.0 * sigmoid_minus_1 * 0.5, -8.0 * sigmoid_4]]
+    )
+    np.testing.assert_allclose(out, expected, rtol=1e-15, atol=0)
+
+
+def test_silu_and_mul_matches_tanh_form_of_the_logistic() -> None:
+    rng = np.random.default_rng(7)
+    x = rng.normal(scale=3.0, size=(5, 2 * 24))
+    a, b = x[:, :24], x[:, 24:]
+    expected = a * 0.5 * (1.0 + np.tanh(a / 2.0)) * b  # sigmoid(a) = (1 + tanh(a/2)) / 2
+    out = reference("silu_and_mul")(np, {"x": x}, {"d": 24})["out"]
+    assert out.shape == (5, 24)
+    np.testing.assert_allclose(out, expected, rtol=1e-13, atol=1e-300)
+
+
+def test_silu_and_mul_saturates_without_warnings_for_large_negative_inputs() -> None:
+    x = np.array([[-10000.0, 10000.0, 2.0, 3.0]])
+    with np.errstate(over="ignore"):  # exp(10000) overflowing to inf is the documented path
+        out = reference("silu_and_mul")(np, {"x": x}, {"d": 2})["out"]
+    assert out[0, 0] == 0.0 and math.copysign(1.0, out[0, 0]) == -1.0
+    assert out[0, 1] == 10000.0 * 3.0
+
+
+# --- merge_attn_states_lse -----------------------------------------------------------------------
+
+
+def merge_inputs(s_a: list[float], s_b: list[float], head_dim: int = 4) -> dict[str, np.ndarray]:
+    """One token, ``len(s_a)`` heads, v filled with distinct non-zero values."""
+    heads = len(s_a)
+    v_a = np.arange(1, heads * head_dim + 1, dtype=np.float64).reshape(1, heads, head_dim)
+    v_b = -0.5 * v_a[:, :, ::-1] + 7.0
+    return {
+        "v_a": v_a,
+        "s_a": np.array([s_a], dtype=np.float64),
+        "v_b": v_b,
+        "s_b": np.array([s_b], dtype=np.float64),
+    }
+
+
+def merge(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    params = {"tokens": 1, "heads": inputs["s_a"].shape[1], "head_dim": inputs["v_a"].shape[2]}
+    return reference("merge_attn_states_lse")(np, inputs, params)
+
+
+def test_merge_hand_computed() -> None:
+    inputs = merge_inputs([1.0, 3.0], [1.0, 1.0])
+    out = merge(inputs)
+    v_a, v_b = inputs["v_a"][0], inputs["v_b"][0]
+    # head 0: equal LSEs, equal weights, the mean; merged LSE log2(2^1 + 2^1) = 2
+    np.testing.assert_allclose(out["v_merged"][0, 0], (v_a[0] + v_b[0]) / 2, rtol=1e-15)
+    assert out["s_merged"][0, 0] == pytest.approx(2.0, rel=1e-15)
+    # head 1: weights 2^3 : 2^1 = 0.8 : 0.2; merged LSE log2(8 + 2) = log2(10)
+    np.testing.assert_allclose(out["v_merged"][0, 1], 0.8 * v_a[1] + 0.2 * v_b[1], rtol=1e-15)
+    assert out["s_merged"][0, 1] == pytest.approx(math.log2(10.0), rel=1e-15)
+
+
+def test_merge_matches_natural_log_softmax() -> None:
+    rng = np.random.default_rng(11)
+    tokens, heads, head_dim = 3, 5, 16
+    inputs = {
+        "v_a": rng.normal(size=(tokens, heads, head_dim)),
+        "s_a": rng.uniform(-5, 15, size=(tokens, heads)),
+        "v_b": rng.normal(size=(tokens, heads, head_dim)),
+        "s_b": rng.uniform(-5, 15, size=(tokens, heads)),
+    }
+    params = {"tokens": tokens, "heads": heads, "head_dim": head_dim}
+    out = reference("merge_attn_states_lse")(np, inputs, params)
+    # independent formulation: natural-log LSEs, a two-way softmax, logaddexp for the LSE
+    ln_a, ln_b = inputs["s_a"] * math.log(2), inputs["s_b"] * math.log(2)
+    ln_total = np.logaddexp(ln_a, ln_b)
+    p_a, p_b = np.exp(ln_a - ln_total), np.exp(ln_b - ln_total)
+    expected_v = p_a[..., None] * inputs["v_a"] + p_b[..., None] * inputs["v_b"]
+    np.testing.assert_allclose(out["v_merged"], expected_v, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out["s_merged"], ln_total / math.log(2), rtol=1e-14)
+    np.testing.assert_allclose(out["s_merged"], np.logaddexp2(inputs["s_a"], inputs["s_b"]))
+
+
+def test_merge_one_side_empty_gives_the_other_side_exactly() -> None:
+    inputs = merge_inputs([-np.inf, 2.5, -np.inf], [0.75, -np.inf, -3.0])
+    out = merge(inputs)
+    np.testing.assert_array_equal(out["v_merged"][0, 0], inputs["v_b"][0, 0])
+    np.testing.assert_array_equal(out["v_merged"][0, 1], inputs["v_a"][0, 1])
+    np.testing.assert_array_equal(out["v_merged"][0, 2], inputs["v_b"][0, 2])
+    np.testing.assert_array_equal(out["s_merged"][0], [0.75, 2.5, -3.0])
+
+
+def test_merge_both_sides_empty_gives_zero_and_minus_infinity() -> None:
+    inputs = merge_inputs([-np.inf, 1.0], [-np.inf, 1.0])
+    out = merge(inputs)
+    np.testing.assert_array_equal(out["v_merged"][0, 0], np.zeros(4))
+    assert out["s_merged"][0, 0] == -np.inf
+    assert np.all(np.isfinite(out["v_merged"][0, 1])) and out["s_merged"][0, 1] == 2.0
+
+
+def test_merge_large_magnitude_lse() -> None:
+    inputs = merge_inputs([30000.0, -20000.0, 150.0], [-20000.0, 30000.0, 130.0])
+    with np.errstate(under="ignore"):  # 2^-50000 underflowing to 0 is the intended weight
+        out = merge(inputs)
+    np.testing.assert_array_equal(out["v_merged"][0, 0], inputs["v_a"][0, 0])
+    np.testing.assert_array_equal(out["v_merged"][0, 1], inputs["v_b"][0, 1])
+    np.testing.assert_array_equal(out["s_merged"][0, :2], [30000.0, 30000.0])
+    assert out["s_merged"][0, 2] == pytest.approx(150.0 + math.log2(1.0 + 2.0**-20), rel=1e-15)
+    w = 2.0**-20
+    expected = (inputs["v_a"][0, 2] + w * inputs["v_b"][0, 2]) / (1.0 + w)
+    np.testing.assert_allclose(out["v_merged"][0, 2], expected, rtol=1e-15)
+
+
+# --- fused_add_rmsnorm ---------------------------------------------------------------------------
+
+
+def test_fused_add_rmsnorm_matches_explicit_loops() -> None:
+    inp = [[1.0, -2.0, 0.5], [3.0, 0.25, -1.0]]
+    res = [[0.5, 1.0, -1.5], [-1.0, 2.0, 4.0]]
+    weight = [1.0, 0.5, -2.0]
+    eps = 1e-5
+    expected_input, expected_residual = [], []
+    for row_in, row_res in zip(inp, res, strict=True):
+        x = [a + b for a, b in zip(row_in, row_res, strict=True)]
+        mean_square = sum(v * v for v in x) / len(x)
+        expected_residual.append(x)
+        expected_input.append(
+            [v / math.sqrt(mean_square + eps) * w for v, w in zip(x, weight, strict=True)]
+        )
+    out = reference("fused_add_rmsnorm")(
+        np,
+        {"input": np.array(inp), "residual": np.array(res), "weight": np.array(weight)},
+        {"hidden": 3, "eps": eps},
+    )
+    assert set(out) == {"input", "residual"}, "both in-place arguments must be returned"
+    np.testing.assert_array_equal(out["residual"], expected_residual)
+    np.testing.assert_allclose(out["input"], expected_input, rtol=1e-14)
+    # first row by hand: x = (1.5, -1, -1), mean square 4.25/3
+    scale = 1.0 / math.sqrt(4.25 / 3 + eps)
+    assert out["input"][0, 0] == pytest.approx(1.5 * scale, rel=1e-15)
+    assert out["input"][0, 2] == pytest.approx(2.0 * scale, rel=1e-15)
+
+
+def test_fused_add_rmsnorm_uses_eps_and_does_not_modify_its_inputs() -> None:
+    inputs = {
+        "input": np.array([[0.0, 0.0]]),
+        "residual": np.array([[1e-4, -1e-4]]),
+        "weight": np.array([1.0, 1.0]),
+    }
+    before = {k: v.copy() for k, v in inputs.items()}
+    small = reference("fused_add_rmsnorm")(np, inputs, {"hidden": 2, "eps": 1e-6})["input"]
+    large = reference("fused_add_rmsnorm")(np, inputs, {"hidden": 2, "eps": 1.0})["input"]
+    np.testing.assert_allclose(small, [[1e-4 / math.sqrt(1e-8 + 1e-6), -1e-4 / math.sqrt(1.01e-6)]])
+    np.testing.assert_allclose(
+        large, [[1e-4 / math.sqrt(1.0 + 1e-8), -1e-4 / math.sqrt(1.0 + 1e-8)]]
+    )
+    for name, array in inputs.items():
+        np.testing.assert_array_equal(array, before[name])
+
+
+# --- every reference on the GPU ------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op", ["silu_and_mul", "merge_attn_states_lse", "fused_add_rmsnorm"])
+def test_reference_gives_the_same_on_cupy(op: str) -> None:
+    import cupy
+
+    spec = load_contract(kernels_root() / op)
+    contract = spec.contract
+    dims = contract.suite("edge")[1]
+    rng = np.random.default_rng(3)
+    inputs = {
+        arg.name: rng.normal(size=contract.shape_of(arg, dims))
+        for arg in contract.args
+        if arg.role != "output"
+    }
+    if op == "merge_attn_states_lse":
+        inputs["s_a"].ravel()[0] = -np.inf
+        inputs["s_a"].ravel()[1] = inputs["s_b"].ravel()[1] = -np.inf
+    params = contract.scalar_values(dims)
+    on_host = spec.reference(np, inputs, params)
+    on_device = spec.reference(cupy, {k: cupy.asarray(v) for k, v in inputs.items()}, params)
+    assert set(on_host) == set(on_device)
+    for name, expected in on_host.items():
+        np.testing.assert_allclose(cupy.asnumpy(on_device[name]), expected, rtol=1e-13)
