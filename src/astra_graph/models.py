@@ -130,6 +130,8 @@ class BenchReport(BaseModel):
     allows) or ``mismatch`` (outputs of the timed runs differ from the reference)."""
     notes: list[str] = []
     """What the reader should know: shapes skipped, tools missing, partly warm data."""
+    seconds: float = 0.0
+    """Wall time of the timing run in the worker (inputs, references, sampling, re-checks)."""
 
 
 class Evaluation(BaseModel):
