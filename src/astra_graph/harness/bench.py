@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import time
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -91,6 +92,7 @@ class _Side:
         self.cases: list[Any] = []
         self.pristine: list[dict[str, Any]] = []
         self.references: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
+        self._bound: dict[int, tuple[Any, Any, list[Any], int]] = {}
 
     @property
     def in_place(self) -> list[str]:
@@ -101,12 +103,33 @@ class _Side:
         return [a.name for a in self.spec.contract.args if a.role == "output"]
 
     def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
+        """Grow to ``total`` input copies. The first and the last (the ones re-checked after
+        timing) hold their own random contents; those between are clones of the first."""
         from astra_graph.harness.launch import make_case
 
         while len(self.cases) < total:
-            case = make_case(self.spec, dims, dtype, rng)
+            index = len(self.cases)
+            if index in (0, total - 1):
+                case = make_case(self.spec, dims, dtype, rng)
+            else:
+                case = self._clone_first()
             self.pristine.append({n: case.arrays[n].copy() for n in self.in_place})
             self.cases.append(case)
+
+    def _clone_first(self) -> Any:
+        import cupy
+
+        from astra_graph.harness.launch import Case
+
+        first = self.cases[0]
+        arrays = {}
+        for arg in self.spec.contract.args:
+            array = first.arrays[arg.name]
+            if arg.role == "output":
+                arrays[arg.name] = cupy.empty_like(array)
+            else:
+                arrays[arg.name] = self.pristine[0].get(arg.name, array).copy()
+        return Case(dims=dict(first.dims), dtype=first.dtype, arrays=arrays, scalars=first.scalars)
 
     def poison(self, stream: Any) -> None:
         """Fill every copy's pure outputs with NaN bytes (in-place ones are restored instead)."""
@@ -130,7 +153,29 @@ class _Side:
         self.references[index] = (inputs, reference)
 
     def launch(self, index: int, stream: Any) -> None:
-        self.kernel.launch(self.cases[index], stream)
+        """Launch on copy ``index``. The first launch of a copy goes through the harness's
+        checked path (geometry, shared-memory attribute); later ones reuse its geometry and
+        argument list, so that a timed call costs the host one driver call and no Python
+        arithmetic, as close as Python allows to the C++ launch of a framework op."""
+        bound = self._bound.get(index)
+        if bound is None:
+            case = self.cases[index]
+            self.kernel.launch(case, stream)
+            grid, block, smem = self.kernel.geometry(case.dims)
+            self._bound[index] = (grid, block, self.kernel.arguments(case), smem)
+            return
+        grid, block, args, smem = bound
+        try:
+            self.kernel.function(grid, block, args, shared_mem=smem, stream=stream)
+        except Exception as exc:  # CuPy's CUDARuntimeError / CUDADriverError
+            from astra_graph.harness.launch import STICKY_CUDA_ERRORS, LaunchError
+
+            code = getattr(exc, "status", None)
+            raise LaunchError(
+                f"launch of {self.kernel.compiled.entry}: {exc}",
+                sticky=code in STICKY_CUDA_ERRORS,
+                code=code,
+            ) from None
 
     def restore(self, index: int, stream: Any) -> None:
         with stream:
@@ -271,6 +316,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         copy_bandwidth_gbps=copy_gbps,
         shapes=[],
     )
+    started = time.perf_counter()
     rng = cupy.random.default_rng(secrets.randbits(63) if req.seed is None else req.seed)
     largest = max(shapes, key=lambda d: spec.contract.bytes_for(d, dtypes[0]))
     for dtype in dtypes:
@@ -304,6 +350,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                 report.rejection = _launch_failure(spec, dims, dtype, exc)
                 if exc.sticky:  # the context is dead: nothing more can run in this process
                     worker.retire()
+                    report.seconds = time.perf_counter() - started
                     return report.model_dump()
                 continue
             shape = _shape_timing(spec, dims, dtype, measured, copy_gbps, req.mode)
@@ -320,6 +367,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
             "short kernels timed inside CUDA graphs over rotating input copies; shapes whose "
             f"copies cannot exceed 2x L2 within {timing.MAX_COPIES} copies stay partly warm"
         )
+    report.seconds = time.perf_counter() - started
     return report.model_dump()
 
 

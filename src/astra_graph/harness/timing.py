@@ -15,10 +15,12 @@ and thermal drift hit both alike:
     below :data:`TARGET_RSE`, or the sample or time budget runs out.
 
 ``per-call``: the Astra paper's protocol, kept for comparison with its numbers. 20 warm-up calls,
-  then 100 calls, each bracketed by an event pair with a synchronisation after it, no L2 flush.
-  The host's launch overhead (~5 us) lies inside every sample on purpose: that is what the paper
-  measured, and why its microsecond-scale kernels looked several times slower than their memory
-  traffic allows.
+  then 100 calls, each bracketed by an event pair with a synchronisation before and after it,
+  no L2 flush. The GPU is idle when the start event is recorded, so the host's launch overhead
+  (the Python call into CuPy and the driver, several microseconds) lies inside every sample on
+  purpose: that is what the paper measured, and why its microsecond-scale kernels looked several
+  times slower than their memory traffic allows. Compare per-call numbers with each other, never
+  with device-mode ones.
 
 Statistics are pure functions over samples in microseconds. The spread of the samples is
 estimated robustly from the interquartile range (sigma ~ IQR / 1.349 for normal data), so one
@@ -52,7 +54,7 @@ TARGET_RSE = 0.005
 """Stop sampling once every side's median is known to 0.5%."""
 MIN_SAMPLES = 10
 MAX_SAMPLES = 200
-BUDGET_S = 1.0
+BUDGET_S = 0.5
 """Wall-time budget for one shape's device-mode sampling (all sides together)."""
 SAMPLES_PER_ROUND = 10
 
