@@ -486,10 +486,11 @@ def parse_header_lines(source: str, where: str) -> dict[str, Any]:
     return fields
 
 
-def _one_line(where: str, exc: ValidationError) -> ContractError:
+def _one_line(where: str, exc: ValidationError, field_prefix: str = "") -> ContractError:
+    """``where: field: problem`` for the first error; ``field_prefix`` names the section."""
     errors = exc.errors()
     first = errors[0]
-    loc = ""
+    loc = field_prefix
     for part in first["loc"]:
         loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
     message = first["msg"].removeprefix("Value error, ")
@@ -532,7 +533,7 @@ def load_implementation(
     try:
         header = ImplementationHeader.model_validate(fields, context={"dims": known})
     except ValidationError as exc:
-        raise _one_line(f"{where}: header", exc) from None
+        raise _one_line(where, exc, field_prefix="header") from None
     match = _ENTRY.match(header.entry)
     assert match is not None
     for token in (match["targs"] or "").split(","):
