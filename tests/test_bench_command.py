@@ -100,3 +100,12 @@ def test_table_shows_each_shape_and_the_geomean() -> None:
     assert "tie" in next(line for line in lines if line.startswith("8192x12288"))
     assert "geomean speedup 1.228 ±0.004 over 2 shapes (1 faster, 0 slower, 1 tie)" in text
     assert "candidate: 16 registers" in text
+
+
+@pytest.mark.skipif(gpu_arch() is not None, reason="this machine has a GPU")
+def test_run_bench_refuses_to_run_without_a_gpu() -> None:
+    from astra_graph.harness.bench import run_bench
+    from astra_graph.harness.verify import NoGpu
+
+    with pytest.raises(NoGpu):
+        run_bench({"op_folder": "kernels/silu_and_mul", "candidate": "x.cu"})

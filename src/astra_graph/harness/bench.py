@@ -367,6 +367,17 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
             "short kernels timed inside CUDA graphs over rotating input copies; shapes whose "
             f"copies cannot exceed 2x L2 within {timing.MAX_COPIES} copies stay partly warm"
         )
+    unsettled = [
+        s.label
+        for s in report.shapes
+        for m in (s.candidate, s.baseline)
+        if m is not None and m.rel_std_err > timing.TARGET_RSE
+    ]
+    if unsettled:
+        report.notes.append(
+            f"budget ran out before the {100 * timing.TARGET_RSE:.1f}% target on "
+            f"{', '.join(dict.fromkeys(unsettled))}: see each time's +-"
+        )
     report.seconds = time.perf_counter() - started
     return report.model_dump()
 
