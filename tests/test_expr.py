@@ -116,6 +116,7 @@ def test_booleans_are_not_expressions() -> None:
         ("d +", "cannot parse"),
         ("", "cannot parse"),
         ("None", "only numbers are allowed as constants"),
+        ("True * d", "only numbers are allowed as constants"),
     ],
 )
 def test_parse_refuses(text: str, message: str) -> None:

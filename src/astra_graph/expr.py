@@ -85,7 +85,9 @@ def parse(text: str) -> ast.Expression:
         )
         if not isinstance(node, allowed):
             raise ExprError(f"{type(node).__name__} is not allowed in expression {text!r}")
-        if isinstance(node, ast.Constant) and not isinstance(node.value, int | float):
+        if isinstance(node, ast.Constant) and (
+            not isinstance(node.value, int | float) or isinstance(node.value, bool)
+        ):
             raise ExprError(f"only numbers are allowed as constants in {text!r}")
         if isinstance(node, ast.Call) and (
             not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords
