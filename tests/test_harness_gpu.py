@@ -28,7 +28,8 @@ SHIPPED = [(spec.name, path) for spec in OPERATIONS for path in spec.implementat
 SILU, _ = resolve("silu_and_mul")
 RMSNORM, _ = resolve("fused_add_rmsnorm")
 HANG_STALL_S = 10.0
-"""Stall limit once the worker is warm (the first checks may compile CuPy's own kernels)."""
+"""A kernel run longer than this is a hang (compiling, even CuPy's own cold kernels, is not held
+to it)."""
 
 
 def device_memory_in_use(_: Any) -> int:
@@ -54,7 +55,7 @@ def _expected(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def evaluator() -> Iterator[Evaluator]:
-    with Evaluator(deadline_s=240, stall_s=60) as ev:
+    with Evaluator(deadline_s=240, stall_s=HANG_STALL_S) as ev:
         yield ev
 
 
@@ -80,10 +81,7 @@ def test_shipped_implementations_are_accepted(evaluator: Evaluator, op: str, pat
 
 
 @pytest.mark.parametrize("path", BAD_KERNELS, ids=[p.stem for p in BAD_KERNELS])
-def test_bad_kernel_is_rejected_for_its_reason(
-    evaluator: Evaluator, path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(evaluator, "stall_s", HANG_STALL_S)
+def test_bad_kernel_is_rejected_for_its_reason(evaluator: Evaluator, path: Path) -> None:
     op = "fused_add_rmsnorm" if path.name.startswith("rmsnorm") else "silu_and_mul"
     verdict = _check(evaluator, op, path)
     assert not verdict.accepted
@@ -104,10 +102,7 @@ def test_bad_kernel_is_rejected_for_its_reason(
 
 
 @pytest.mark.parametrize("breaker", ["infinite_loop", "out_of_bounds"])
-def test_evaluator_recovers_after_a_hang_or_a_fault(
-    evaluator: Evaluator, breaker: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(evaluator, "stall_s", HANG_STALL_S)
+def test_evaluator_recovers_after_a_hang_or_a_fault(evaluator: Evaluator, breaker: str) -> None:
     first = _check(evaluator, "silu_and_mul", FIXTURES / f"{breaker}.cu", suites=("edge",))
     assert first.reason == _expected(FIXTURES / f"{breaker}.cu")
     after = _check(evaluator, "silu_and_mul", SILU.folder / "naive.cu")

@@ -58,6 +58,15 @@ def stall_after_progress(_: Any) -> None:
     time.sleep(60)
 
 
+def unwatched_then_stall(_: Any) -> str:
+    progress({"step": "compile"}, watch=False)
+    time.sleep(1.5)  # slow but safe: not held to the stall limit
+    progress({"step": "run"})
+    time.sleep(0.2)
+    progress(watch=False)
+    return "done"
+
+
 def exit_hard(code: int) -> None:
     print("about to exit", flush=True)
     os._exit(code)
@@ -126,6 +135,14 @@ def test_hang_is_killed_at_the_deadline_and_the_next_call_works(worker: Worker) 
     after = worker.call(f"{ME}:pid", None, deadline_s=60)
     assert after != before
     assert worker.call(f"{ME}:sleep", 0.01, deadline_s=60) == "woke"
+
+
+def test_jobs_that_report_no_progress_have_only_the_deadline(worker: Worker) -> None:
+    assert worker.call(f"{ME}:sleep", 1.5, deadline_s=60, stall_s=0.5) == "woke"
+
+
+def test_unwatched_stretches_are_not_held_to_the_stall_limit(worker: Worker) -> None:
+    assert worker.call(f"{ME}:unwatched_then_stall", None, deadline_s=60, stall_s=1.0) == "done"
 
 
 def test_stall_is_caught_long_before_the_deadline(worker: Worker) -> None:

@@ -46,8 +46,11 @@ BAD_INPUT_ERRORS = {"BaselineError", "ContractError"}
 """Job failures that are the caller's fault: raised here as ContractError."""
 UNAVAILABLE_ERRORS = {"NoGpu", "NvrtcUnavailable"}
 """Job failures that mean the machine cannot evaluate: raised here as HarnessUnavailable."""
-DEFAULT_STALL_S = 60.0
-"""A job that reports no progress for this long is taken to hang (a case never takes as long)."""
+DEFAULT_STALL_S = 20.0
+"""A kernel launch (plus its synchronisation) that takes this long is taken to hang.
+
+The check holds only the stretches in which a kernel runs to this limit (compiling and the
+reference do not count), and no launch of a checked shape takes more than milliseconds."""
 
 
 class HarnessUnavailable(RuntimeError):
@@ -111,9 +114,9 @@ def _evidence_from_progress(spec: OperationSpec, info: Any, detail: str) -> Evid
 class Evaluator:
     """Checks and times candidates in one reusable worker; use as a context manager.
 
-    ``deadline_s`` bounds each call (a whole check or a whole bench); ``stall_s`` bounds the
-    time between two progress reports of the worker, i.e. one test case, so that a hanging
-    kernel is caught in seconds, not at the end of the whole deadline.
+    ``deadline_s`` bounds each call (a whole check or a whole bench); ``stall_s`` bounds each
+    kernel run of a check, so that a hanging kernel is caught in seconds, not at the end of the
+    whole deadline.
     """
 
     def __init__(self, deadline_s: float = 300.0, *, stall_s: float = DEFAULT_STALL_S) -> None:

@@ -382,6 +382,7 @@ def _launch_checked(
     from astra_graph.harness import worker
     from astra_graph.harness.launch import LaunchError
 
+    worker.progress(case.progress("run"))  # the stall limit holds while the kernel runs
     try:
         kernel.launch(case_data)
         _synchronize(xp)
@@ -390,6 +391,7 @@ def _launch_checked(
             worker.retire()
             raise _reject("crashed", f"CUDA fault: {exc}", case, spec, detail=str(exc)) from None
         raise _reject("launch_error", str(exc), case, spec, detail=str(exc)) from None
+    worker.progress(watch=False)
 
 
 def check_case(
@@ -406,6 +408,7 @@ def check_case(
     ``launch(case)`` and ``unsupported(dims)``; with a NumPy ``rng`` the whole case runs on the
     host (the CPU tests use kernels written in NumPy).
     """
+    from astra_graph.harness import worker
     from astra_graph.harness.launch import Case, LaunchError, make_case
 
     xp = array_module(rng.random(1))
@@ -436,19 +439,19 @@ def check_case(
             for a in contract.args
         }
         base_case = Case(data.dims, data.dtype, base_arrays, data.scalars)
+        worker.progress(case.progress("baseline run"))
         try:
             baseline.launch(base_case)
             _synchronize(xp)
         except LaunchError as exc:
             if exc.sticky:
-                from astra_graph.harness import worker
-
                 worker.retire()
             raise BaselineError(f"baseline {baseline.impl.path}: {exc}") from None
         for arg in written:
             base_errors[arg.name] = output_error(
                 contract, arg, case.dtype, base_arrays[arg.name], reference[arg.name]
             )
+        worker.progress(watch=False)
         del base_arrays, base_case
 
     elements = {a.name: contract.dtype_of(a, case.dtype) for a in contract.args}
@@ -566,7 +569,7 @@ def run_check(request: Mapping[str, Any]) -> dict[str, Any]:
 
     candidates, baselines = {}, {}
     for dtype in contract.dtypes:
-        worker.progress({"step": "compile", "dtype": dtype})
+        worker.progress({"step": "compile", "dtype": dtype}, watch=False)
         try:
             baselines[dtype] = load_kernel(spec, base_impl, dtype)
         except (CompileFailed, InterfaceMismatch) as exc:
@@ -582,7 +585,7 @@ def run_check(request: Mapping[str, Any]) -> dict[str, Any]:
 
     worst = 0.0
     for checked, case in enumerate(cases):
-        worker.progress(case.progress("case"))
+        worker.progress(case.progress("case"), watch=False)
         candidate = candidates[case.dtype]
         try:
             unmet = candidate.unsupported(case.dims)

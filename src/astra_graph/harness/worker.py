@@ -10,7 +10,8 @@ Supervision, on the parent's side of a pipe:
 * **deadline**: a job that has not answered ``deadline_s`` after it was sent is killed
   (:class:`WorkerTimeout`). With ``stall_s``, a job that goes that long without calling
   :func:`progress` is killed too, so a long check of many cases can still catch one hanging
-  kernel quickly.
+  kernel quickly. The stall limit runs from the job's latest ``progress()`` (none: no limit);
+  ``progress(watch=False)`` suspends it during slow but safe work.
 * **death**: a child that exits (segfault, ``os._exit``, out of memory) raises
   :class:`WorkerCrashed` with its exit status and the tail of its output.
 * **retirement**: a job that knows its process is damaged (a sticky CUDA error) calls
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import faulthandler
 import importlib
+import math
 import multiprocessing
 import os
 import resource
@@ -80,13 +82,16 @@ _parent: Connection | None = None
 _retiring = False
 
 
-def progress(info: Any = None) -> None:
-    """Tell the parent the job is alive (resets the stall timer); ``info`` says where it is.
+def progress(info: Any = None, *, watch: bool = True) -> None:
+    """Tell the parent the job is alive; ``info`` (if not None) says where it is.
 
-    A no-op outside a worker, so job functions can also be called directly.
+    With ``watch`` the parent's stall timer restarts; without it the timer is suspended until the
+    next call (use it before slow but safe work, such as compiling, so that only the stretches
+    that run untrusted kernels are held to the stall limit). A no-op outside a worker, so job
+    functions can also be called directly.
     """
     if _parent is not None:
-        _parent.send(("progress", info))
+        _parent.send(("progress", info, watch))
 
 
 def retire() -> None:
@@ -282,7 +287,7 @@ class Worker:
             self.start()
             self._conn.send(("call", target, request))
         started = time.monotonic()
-        last_sign = started
+        last_sign = math.inf  # the stall limit starts with the job's first progress(watch=True)
         while True:
             now = time.monotonic()
             limit = started + deadline_s
@@ -311,8 +316,10 @@ class Worker:
                 ) from None
             kind = message[0]
             if kind == "progress":
-                last_sign = time.monotonic()
-                self.last_progress = message[1]
+                _, info, watch = message
+                last_sign = time.monotonic() if watch else math.inf
+                if info is not None:
+                    self.last_progress = info
                 continue
             retiring = message[-1]
             if retiring:
