@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from astra_graph.cli import main
+from astra_graph.commands.check import describe
 from astra_graph.contract import (
     ContractError,
     Implementation,
@@ -35,6 +36,7 @@ from astra_graph.harness.verify import (
     poison_matches,
     ratio_problem,
 )
+from astra_graph.models import Evidence, Verdict
 
 SILU, _ = resolve("silu_and_mul")
 RMSNORM, _ = resolve("fused_add_rmsnorm")
@@ -503,3 +505,27 @@ def test_host_merge_special_values_are_handled() -> None:
         case = CaseSpec("edge", dims, "bfloat16", special)
         kernel = NumpyKernel(merge_f32)
         assert check_case(MERGE, kernel, kernel, case, {}, np.random.default_rng(3)) < 1
+
+
+def test_cli_describes_a_rejection_with_its_evidence() -> None:
+    evidence = Evidence(
+        op="silu_and_mul",
+        dims={"tokens": 3, "d": 24},
+        dtype="bfloat16",
+        suite="edge",
+        arg="out",
+        index=[2, 23],
+        got=1.5,
+        expected=1.25,
+        error=0.25,
+        allowed=0.021,
+        detail="outside the tolerance [scenario large_magnitude]",
+    )
+    verdict = Verdict.reject("mismatch", "'out' differs from the reference at 3x24", evidence)
+    verdict.cases_checked = 7
+    _, impl = resolve("silu_and_mul")
+    text = describe(verdict, impl, Path("cand.cu"))
+    assert text.splitlines()[0] == "REJECTED cand.cu: mismatch"
+    assert "shape tokens=3, d=24; dtype bfloat16; suite edge" in text
+    assert "out[2, 23]  got 1.5  expected 1.25  error 0.25  allowed 0.021" in text
+    assert "scenario large_magnitude" in text and "7 cases passed" in text

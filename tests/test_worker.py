@@ -26,6 +26,7 @@ from astra_graph.harness.worker import (
     progress,
     retire,
 )
+from astra_graph.models import BenchReport, Evidence, Verdict
 
 SILU, _ = resolve("silu_and_mul")
 ME = "test_worker"
@@ -250,3 +251,42 @@ def test_evaluator_turns_worker_failures_into_verdicts(
         monkeypatch.setattr(evaluator_module, "CHECK_JOB", f"{ME}:fake_no_gpu")
         with pytest.raises(HarnessUnavailable, match="no CUDA GPU"):
             ev.check("silu_and_mul", baseline, candidate)
+
+
+def fake_accept(request: dict[str, Any]) -> dict[str, Any]:
+    return Verdict(
+        accepted=True, message="accepted", cases_checked=3, suites=["tuning"]
+    ).model_dump()
+
+
+def fake_impossible_bench(request: dict[str, Any]) -> dict[str, Any]:
+    assert request["baseline"] and request["shapes"] and request["seed"]
+    evidence = Evidence(op="silu_and_mul", dims=request["shapes"][0], dtype="float16")
+    return BenchReport(
+        op="silu_and_mul",
+        mode=request["mode"],
+        device="fake",
+        candidate=request["candidate"],
+        baseline=request["baseline"],
+        copy_bandwidth_gbps=3000.0,
+        shapes=[],
+        rejection=Verdict.reject("impossible_time", "faster than memory allows", evidence),
+    ).model_dump()
+
+
+def test_evaluate_turns_a_bench_rejection_into_the_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(evaluator_module, "CHECK_JOB", f"{ME}:fake_accept")
+    monkeypatch.setattr(evaluator_module, "BENCH_JOB", f"{ME}:fake_impossible_bench")
+    baseline, candidate = SILU.folder / "production.cu", SILU.folder / "naive.cu"
+    with Evaluator(deadline_s=30) as ev:
+        result = ev.evaluate(
+            "silu_and_mul", baseline, candidate, time_shapes=[{"tokens": 4, "d": 64}]
+        )
+    assert result.verdict.reason == "impossible_time" and not result.verdict.accepted
+    assert result.verdict.cases_checked == 3 and result.verdict.suites == ["tuning"]
+    assert result.verdict.evidence is not None and result.verdict.evidence.dims == {
+        "tokens": 4,
+        "d": 64,
+    }
+    assert result.bench is not None and result.bench.rejection is not None
+    assert result.seconds > 0
