@@ -19,6 +19,7 @@ from astra_graph.contract import (
     resolve,
 )
 from astra_graph.dtypes import DTYPES
+from astra_graph.harness import verify as verify_module
 from astra_graph.harness import worker as worker_module
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.harness.launch import Case, LaunchError, interface_problem, kernel_signature
@@ -529,3 +530,22 @@ def test_cli_describes_a_rejection_with_its_evidence() -> None:
     assert "shape tokens=3, d=24; dtype bfloat16; suite edge" in text
     assert "out[2, 23]  got 1.5  expected 1.25  error 0.25  allowed 0.021" in text
     assert "scenario large_magnitude" in text and "7 cases passed" in text
+
+
+def test_chunked_comparison_gives_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    reference, got = _rounded_case("float16", 4096)
+    reference[3, 1000] = 2.0
+    got[3, 1000] = _storage("float16", np.array(2.5))
+    whole = output_error(SILU.contract, OUT, "float16", got, reference)
+    monkeypatch.setattr(verify_module, "CHUNK_ELEMENTS", 100)
+    chunked = output_error(SILU.contract, OUT, "float16", got, reference)
+    assert chunked.finding is not None and whole.finding is not None
+    assert chunked.finding.index == whole.finding.index == [3, 1000]
+    assert chunked.finding.got == whole.finding.got == 2.5
+    assert chunked.mean_ratio == pytest.approx(whole.mean_ratio)
+    assert chunked.rounding_ratio == pytest.approx(whole.rounding_ratio)
+    original = got.copy()
+    original[3, 1000] = got[3, 1000]
+    stale = output_error(SILU.contract, OUT, "float16", got, reference, original=original)
+    assert stale.finding is not None and stale.finding.reason == "unwritten_output"
+    assert stale.finding.index == [3, 1000]

@@ -60,6 +60,8 @@ RATIO_FLOOR = 0.05
 representable, where even the rounding error is zero."""
 SPECIAL_SHAPES_PER_SUITE = 1
 """Each special-value scenario runs on this many shapes of every suite checked."""
+CHUNK_ELEMENTS = 1 << 24
+"""Outputs are compared in stretches of this many elements (~10 float64 temporaries each)."""
 LARGE_CASE_BYTES = 256 * 1024 * 1024
 """After a case this large the memory pool's cached blocks are released."""
 
@@ -107,8 +109,10 @@ def _index(shape: tuple[int, ...], flat: int) -> list[int]:
     return [int(i) for i in np.unravel_index(flat, shape)]
 
 
-def _scalar(xp: Any, array: Any, flat: int) -> float:
-    return float(array.reshape(-1)[flat])
+def _value_at(xp: Any, element: DType | None, array: Any, flat: int) -> float:
+    """One element's value as a float (converting only that element from storage form)."""
+    one = array.reshape(-1)[flat : flat + 1]
+    return float((one if element is None else element.to_float64(xp, one))[0])
 
 
 @dataclass
@@ -126,6 +130,39 @@ class OutputError:
     elements: int
 
 
+@dataclass
+class _Elementwise:
+    """Per-element comparison of one stretch of an output (flat arrays)."""
+
+    value: Any
+    reference: Any
+    error: Any
+    allowed: Any
+    ok: Any
+    ratio: Any
+    rounding: Any
+    measurable: Any
+
+
+def _elementwise(xp: Any, element: DType, tol: Any, got: Any, ref: Any) -> _Elementwise:
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite_ref = xp.isfinite(ref)
+        allowed = xp.where(finite_ref, tol.atol + tol.rtol * xp.abs(ref), 0.0)
+        value = element.to_float64(xp, got)
+        rounded = element.to_float64(xp, element.from_float64(xp, ref))
+        error = xp.abs(value - ref)
+        ok = (
+            (error <= allowed)
+            | (xp.isinf(value) & (value == rounded))
+            | (xp.isnan(value) & xp.isnan(ref))
+        )
+        measurable = ok & xp.isfinite(value) & finite_ref & (allowed > 0)
+        divisor = xp.where(allowed > 0, allowed, 1.0)
+        ratio = xp.where(measurable, error / divisor, 0.0)
+        rounding = xp.where(measurable, xp.abs(rounded - ref) / divisor, 0.0)
+    return _Elementwise(value, ref, error, allowed, ok, ratio, rounding, measurable)
+
+
 def output_error(
     contract: Contract,
     arg: TensorArg,
@@ -137,7 +174,8 @@ def output_error(
     """Compare one output (storage dtype) with its float64 reference.
 
     ``original`` is the argument's value before the run (storage dtype, or float64) for
-    ``inout`` arguments: a failing element equal to it was never written.
+    ``inout`` arguments: a failing element equal to it was never written. The work goes in
+    stretches of :data:`CHUNK_ELEMENTS`, so memory stays bounded however large the output.
     """
     xp = array_module(got)
     element: DType = contract.dtype_of(arg, dtype)
@@ -148,51 +186,44 @@ def output_error(
             f"{contract.name}: reference output {arg.name!r} has shape {ref.shape}, "
             f"expected {got.shape}"
         )
-    finite_ref = xp.isfinite(ref)
-    allowed = xp.where(finite_ref, tol.atol + tol.rtol * xp.abs(ref), 0.0)
-    with np.errstate(invalid="ignore", over="ignore"):
-        value = element.to_float64(xp, got)
-        rounded = element.to_float64(xp, element.from_float64(xp, ref))
-        error = xp.abs(value - ref)
-        ok = (
-            (error <= allowed)
-            | (xp.isinf(value) & (value == rounded))
-            | (xp.isnan(value) & xp.isnan(ref))
-        )
-        measurable = ok & xp.isfinite(value) & finite_ref & (allowed > 0)
-        ratio = xp.where(measurable, error / xp.where(allowed > 0, allowed, 1.0), 0.0)
-        rounding = xp.where(
-            measurable, xp.abs(rounded - ref) / xp.where(allowed > 0, allowed, 1.0), 0.0
-        )
-    score = xp.where(ok, ratio, xp.inf)
-    flat_score = score.reshape(-1)
-    worst = int(xp.argmax(flat_score)) if flat_score.size else 0
-    worst_ratio = float(flat_score[worst]) if flat_score.size else 0.0
-    count = int(xp.count_nonzero(measurable))
-    mean_ratio = float(ratio.sum()) / count if count else 0.0
-    rounding_ratio = float(rounding.sum()) / count if count else 0.0
-    finding = None
-    if not bool(ok.all()):
-        flat = worst
-        reason: RejectReason = "mismatch"
-        if original is not None:
-            if original.dtype == got.dtype:
-                same = _bits(xp, got) == _bits(xp, xp.asarray(original))
+    flat_got, flat_ref = got.reshape(-1), ref.reshape(-1)
+    flat_original = None if original is None else xp.asarray(original).reshape(-1)
+    worst_ratio, worst, count, ratio_sum, rounding_sum = 0.0, -1, 0, 0.0, 0.0
+    stale_at: int | None = None
+    for start in range(0, flat_got.size, CHUNK_ELEMENTS):
+        stop = min(start + CHUNK_ELEMENTS, flat_got.size)
+        part = _elementwise(xp, element, tol, flat_got[start:stop], flat_ref[start:stop])
+        score = xp.where(part.ok, part.ratio, xp.inf)
+        at = int(xp.argmax(score))
+        if worst < 0 or float(score[at]) > worst_ratio:
+            worst_ratio, worst = float(score[at]), start + at
+        count += int(xp.count_nonzero(part.measurable))
+        ratio_sum += float(part.ratio.sum())
+        rounding_sum += float(part.rounding.sum())
+        if flat_original is not None and stale_at is None and not bool(part.ok.all()):
+            before = flat_original[start:stop]
+            if before.dtype == got.dtype:
+                same = _bits(xp, flat_got[start:stop]) == _bits(xp, before)
             else:
-                same = value == xp.asarray(original, dtype=xp.float64)
-            stale = (~ok & same).reshape(-1)
+                same = part.value == before.astype(xp.float64)
+            stale = ~part.ok & same
             if bool(stale.any()):
-                reason, flat = "unwritten_output", int(xp.argmax(stale))
+                stale_at = start + int(xp.argmax(stale))
+    finding = None
+    if worst_ratio == np.inf:  # some element failed (a stale one included)
+        reason: RejectReason = "mismatch" if stale_at is None else "unwritten_output"
+        flat = worst if stale_at is None else stale_at
+        one = _elementwise(xp, element, tol, flat_got[flat : flat + 1], flat_ref[flat : flat + 1])
         finding = Finding(
             reason=reason,
             op=contract.name,
             dtype=dtype,
             arg=arg.name,
             index=_index(got.shape, flat),
-            got=_scalar(xp, value, flat),
-            expected=_scalar(xp, ref, flat),
-            error=_scalar(xp, error, flat),
-            allowed=_scalar(xp, allowed, flat),
+            got=float(one.value[0]),
+            expected=float(one.reference[0]),
+            error=float(one.error[0]),
+            allowed=float(one.allowed[0]),
             detail=(
                 "still holds its input value: never written"
                 if reason == "unwritten_output"
@@ -203,8 +234,8 @@ def output_error(
         arg=arg.name,
         finding=finding,
         worst_ratio=worst_ratio,
-        mean_ratio=mean_ratio,
-        rounding_ratio=rounding_ratio,
+        mean_ratio=ratio_sum / count if count else 0.0,
+        rounding_ratio=rounding_sum / count if count else 0.0,
         elements=int(got.size),
     )
 
@@ -476,8 +507,8 @@ def check_case(
                         spec,
                         arg=arg.name,
                         index=_index(data.arrays[arg.name].shape, flat),
-                        got=_scalar(xp, element.to_float64(xp, data.arrays[arg.name]), flat),
-                        expected=_scalar(xp, element.to_float64(xp, pristine[arg.name]), flat),
+                        got=_value_at(xp, element, data.arrays[arg.name], flat),
+                        expected=_value_at(xp, element, pristine[arg.name], flat),
                         detail="inputs that are not inout must be bit-identical after the run",
                     )
         runs.append({a.name: data.arrays[a.name].copy() for a in written})
@@ -497,7 +528,7 @@ def check_case(
                 spec,
                 arg=arg.name,
                 index=_index(runs[0][arg.name].shape, flat),
-                expected=_scalar(xp, reference[arg.name], flat),
+                expected=_value_at(xp, None, reference[arg.name], flat),
                 detail=f"{int(stale.sum())} of {stale.size} elements kept the poison value",
             )
     if contract.deterministic:
@@ -512,8 +543,8 @@ def check_case(
                     spec,
                     arg=arg.name,
                     index=_index(runs[0][arg.name].shape, flat),
-                    got=_scalar(xp, element.to_float64(xp, runs[1][arg.name]), flat),
-                    expected=_scalar(xp, element.to_float64(xp, runs[0][arg.name]), flat),
+                    got=_value_at(xp, element, runs[1][arg.name], flat),
+                    expected=_value_at(xp, element, runs[0][arg.name], flat),
                     detail="second run (got) vs first run (expected), same inputs",
                 )
 
