@@ -6,6 +6,7 @@ rejection it must get. Set ``ASTRA_GPU_SUMMARY`` to a file path to keep the verd
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from astra_graph.cli import main
 from astra_graph.contract import operations, resolve
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.models import Verdict
@@ -138,3 +140,12 @@ def test_warm_evaluation_is_quick_and_timed_runs_are_rechecked(evaluator: Evalua
     assert report.rejection is not None
     assert report.rejection.reason in ("impossible_time", "mismatch")
     _record(f"bench returns_immediately: {report.rejection.reason}: {report.rejection.message}")
+
+
+def test_cli_check_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "silu_and_mul", str(FIXTURES / "wrong_math.cu")]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("REJECTED") and "mismatch" in out and "element: out[" in out
+    assert main(["check", "silu_and_mul", "silu_and_mul/naive", "--suite", "edge", "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)
+    assert verdict["accepted"] is True and verdict["suites"] == ["edge"]
