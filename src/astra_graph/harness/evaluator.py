@@ -17,6 +17,7 @@ contract from them and never trusts anything else from the caller.
 from __future__ import annotations
 
 import secrets
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -114,6 +115,9 @@ def _evidence_from_progress(spec: OperationSpec, info: Any, detail: str) -> Evid
 class Evaluator:
     """Checks and times candidates in one reusable worker; use as a context manager.
 
+    Safe to share between threads: calls are served one at a time (the GPU is one resource,
+    and timings must not overlap).
+
     ``deadline_s`` bounds each call (a whole check or a whole bench); ``stall_s`` bounds each
     kernel run of a check, so that a hanging kernel is caught in seconds, not at the end of the
     whole deadline.
@@ -123,6 +127,7 @@ class Evaluator:
         self.deadline_s = deadline_s
         self.stall_s = stall_s
         self.worker = Worker()
+        self._lock = threading.Lock()  # one job at a time, whichever thread asks
 
     def __enter__(self) -> Evaluator:
         return self
@@ -131,7 +136,8 @@ class Evaluator:
         self.close()
 
     def close(self) -> None:
-        self.worker.close()
+        with self._lock:
+            self.worker.close()
 
     # --- checking --------------------------------------------------------------------------
 
@@ -195,9 +201,11 @@ class Evaluator:
 
     def _run_check(self, spec: OperationSpec, request: dict[str, Any]) -> Verdict:
         try:
-            result = self.worker.call(
-                CHECK_JOB, request, deadline_s=self.deadline_s, stall_s=self.stall_s
-            )
+            with self._lock:
+                result = self.worker.call(
+                    CHECK_JOB, request, deadline_s=self.deadline_s, stall_s=self.stall_s
+                )
+                log_tail = self.worker.log_tail()
         except WorkerTimeout as exc:
             return Verdict.reject(
                 "timeout",
@@ -223,7 +231,7 @@ class Evaluator:
             )
         verdict = Verdict.model_validate(result)
         if verdict.reason == "crashed" and not verdict.log:
-            verdict.log = self.worker.log_tail()
+            verdict.log = log_tail
         return verdict
 
     # --- timing ----------------------------------------------------------------------------
@@ -296,7 +304,8 @@ class Evaluator:
         try:
             # no stall limit: timing reports no progress, and every candidate timed has
             # already passed the check on these shapes
-            result = self.worker.call(BENCH_JOB, request, deadline_s=self.deadline_s)
+            with self._lock:
+                result = self.worker.call(BENCH_JOB, request, deadline_s=self.deadline_s)
         except JobFailed as exc:
             _raise_for_caller(exc)
             raise
