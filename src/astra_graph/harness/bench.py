@@ -373,7 +373,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         for m in (s.candidate, s.baseline)
         if m is not None and m.rel_std_err > timing.TARGET_RSE
     ]
-    if unsettled:
+    if unsettled and req.mode == "device":
         report.notes.append(
             f"budget ran out before the {100 * timing.TARGET_RSE:.1f}% target on "
             f"{', '.join(dict.fromkeys(unsettled))}: see each time's +-"
