@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from astra_graph.harness import occupancy
+from astra_graph.harness.bench import _resources
+from astra_graph.harness.nvrtc import Resources
 
 
 @pytest.mark.parametrize(
@@ -55,3 +59,35 @@ def test_unlaunchable_configurations_are_invalid(registers: int, threads: int, s
     assert result.limiter == "invalid"
     assert result.fraction == 0.0
     assert result.detail
+
+
+class _Function:
+    """A loaded kernel as CuPy exposes it: attributes read from the driver."""
+
+    num_regs = 40
+    shared_size_bytes = 256
+    local_size_bytes = 16
+
+
+class _Kernel:
+    def __init__(self, function: object) -> None:
+        self.function = function
+        self.compiled = SimpleNamespace(
+            resources=Resources(registers=0, static_smem_bytes=0, spill_store_bytes=8)
+        )
+
+    def geometry(self, dims: dict[str, int]) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        return (dims["tokens"], 1, 1), (128, 1, 1), 4096
+
+
+def test_resources_come_from_the_driver_with_ptxas_as_fallback() -> None:
+    report = _resources(_Kernel(_Function()), {"tokens": 4})
+    assert (report.registers, report.static_smem_bytes, report.local_bytes) == (40, 256, 16)
+    assert (report.dynamic_smem_bytes, report.threads_per_block, report.spill_bytes) == (
+        4096,
+        128,
+        8,
+    )
+    assert report.occupancy == pytest.approx(0.75) and report.occupancy_limit == "registers"
+    fallback = _resources(_Kernel(object()), {"tokens": 4})
+    assert fallback.registers == 0 and fallback.static_smem_bytes == 0

@@ -208,16 +208,29 @@ class _Side:
         return reason, found
 
 
+def _function_attribute(function: Any, name: str, fallback: int) -> int:
+    """A loaded kernel's attribute as the driver reports it, else ``fallback``."""
+    try:
+        return int(getattr(function, name))
+    except Exception:  # no such attribute in this CuPy, or the driver refused
+        return fallback
+
+
 def _resources(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
+    """Registers, shared and local memory as the driver reports them for the loaded kernel
+    (ptxas's log is the fallback, and the only source of spill sizes), plus the occupancy."""
     res = kernel.compiled.resources
+    registers = _function_attribute(kernel.function, "num_regs", res.registers)
+    static_smem = _function_attribute(kernel.function, "shared_size_bytes", res.static_smem_bytes)
+    local = _function_attribute(kernel.function, "local_size_bytes", res.stack_frame_bytes)
     _, block, smem = kernel.geometry(dims)
     threads = math.prod(block)
-    occ = occupancy.estimate(res.registers, threads, res.static_smem_bytes, smem)
+    occ = occupancy.estimate(registers, threads, static_smem, smem)
     return ResourceReport(
-        registers=res.registers,
-        static_smem_bytes=res.static_smem_bytes,
+        registers=registers,
+        static_smem_bytes=static_smem,
         dynamic_smem_bytes=smem,
-        local_bytes=res.stack_frame_bytes,
+        local_bytes=local,
         spill_bytes=res.spill_store_bytes + res.spill_load_bytes,
         threads_per_block=threads,
         occupancy=occ.fraction,
