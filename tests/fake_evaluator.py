@@ -35,6 +35,15 @@ class FakeEvaluator:
     checks: list[dict[str, Any]] = field(default_factory=list)
     benches: list[dict[str, Any]] = field(default_factory=list)
 
+    def __enter__(self) -> FakeEvaluator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing to stop: there is no worker process."""
+
     def _maybe_fail(self, method: str, candidate: Path) -> None:
         if self.fail is not None and self.fail(method, candidate):
             raise RuntimeError(f"injected harness failure in {method}")

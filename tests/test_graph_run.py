@@ -4,9 +4,11 @@ scripted evaluator in place of the GPU harness, and the real NVRTC compile for r
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from astra_graph import cli
 from astra_graph.contract import kernels_root, load_contract
@@ -293,3 +295,39 @@ def test_cli_rejects_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
     assert "no_such_op" in capsys.readouterr().err
     assert cli.main(["optimize", *url]) == 2
     assert "--resume" in capsys.readouterr().err
+
+
+@pytest.fixture
+def _restore_structlog() -> Iterator[None]:
+    """The CLI configures structlog globally, onto a stream capsys closes afterwards."""
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.mark.usefixtures("_restore_structlog")
+def test_cli_run_prints_progress_and_the_result_as_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import astra_graph.commands.optimize as command
+    import astra_graph.harness.evaluator as harness_evaluator
+
+    monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
+    monkeypatch.setattr(harness_evaluator, "Evaluator", FakeEvaluator)
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plan()],
+        "coding": [candidate(speedup=1.25)],
+    }
+    with FakeOpenAI(script) as server:
+        argv = ["optimize", "silu_and_mul/naive", "--rounds", "1", "--json"]
+        code = cli.main([*argv, "--base-url", server.base_url, "--runs-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    result = OptimizationResult.model_validate_json(out)
+    assert result.best_round == 1 and result.geomean_speedup == pytest.approx(1.25)
+    events = [json.loads(line) for line in err.splitlines()]
+    finished = [e for e in events if e["event"] == "node_finished"]
+    assert [e["node"] for e in finished] == [
+        "testing", "profile_baseline", "planning", "coding", "verify", "profiling", "finalize",
+    ]  # fmt: skip
+    assert finished[4]["verdict"] == "accepted" and finished[5]["speedup"] == pytest.approx(1.25)
