@@ -48,6 +48,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
     p.add_argument("--mode", choices=["device", "per-call"], default="device", help="timing mode")
     p.add_argument("--retries", type=int, default=3, help="LLM retries on transport errors")
+    p.add_argument("--llm-timeout", type=float, default=600.0, help="seconds per LLM call")
+    p.add_argument(
+        "--reasoning-effort",
+        choices=["minimal", "low", "medium", "high"],
+        help="for reasoning models (o-series, gpt-5*)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(run=run)
 
@@ -117,11 +123,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("KERNEL: required unless --resume RUN_DIR is given")
     if args.rounds < 0 or args.max_repairs < 0 or args.retries < 0:
         raise UsageError("--rounds, --max-repairs and --retries must be 0 or more")
+    if args.llm_timeout <= 0:
+        raise UsageError("--llm-timeout must be more than 0 seconds")
     settings = LLMSettings(
         model=args.model,
         base_url=args.base_url,
         agent_models=_agent_models(args.agent_model),
         max_retries=args.retries,
+        timeout_s=args.llm_timeout,
+        reasoning_effort=args.reasoning_effort,
     )
     problem = endpoint_problem(settings)
     if problem:
