@@ -4,7 +4,9 @@
 1.0); ``// fake: reject = mismatch`` makes the visible-suite check reject it with that reason;
 ``// fake: heldout = reject`` makes the held-out check reject it; ``// fake: timing =
 impossible`` makes timing reject it and ``// fake: timing = crash`` makes the worker die while
-timing it. ``fail`` injects an exception into chosen calls, as a broken harness would.
+timing it; ``// fake: tuned = 1.3`` multiplies the speedup by 1.3 whenever tunables are given
+(the sweep's settings and the dispatch table, never the defaults alone). ``fail`` injects an
+exception into chosen calls, as a broken harness would.
 """
 
 from __future__ import annotations
@@ -60,7 +62,12 @@ class FakeEvaluator:
     ) -> Verdict:
         self._maybe_fail("check", candidate)
         self.checks.append(
-            {"candidate": str(candidate), "suites": tuple(suites), "extra": list(extra_shapes)}
+            {
+                "candidate": str(candidate),
+                "suites": tuple(suites),
+                "extra": list(extra_shapes),
+                "tunables": dict(tunables or {}),
+            }
         )
         found = marks(candidate)
         if "heldout" in suites and found.get("heldout") == "reject":
@@ -82,11 +89,20 @@ class FakeEvaluator:
     ) -> BenchReport:
         self._maybe_fail("bench", candidate)
         shapes = shapes if shapes is not None else op.contract.suite("tuning")
-        self.benches.append({"candidate": str(candidate), "against": against, "shapes": shapes})
+        self.benches.append(
+            {
+                "candidate": str(candidate),
+                "against": against,
+                "shapes": shapes,
+                "tunables": dict(tunables or {}),
+            }
+        )
         found = marks(candidate)
         if found.get("timing") == "crash":
             raise WorkerCrashed("the worker died (signal 11)", exitcode=-11)
         speedup = float(found.get("speedup", "1.0")) if against else None
+        if speedup is not None and tunables:
+            speedup *= float(found.get("tuned", "1.0"))
         rows = []
         for dims in shapes:
             moved = op.contract.bytes_for(dims, "float16")

@@ -17,9 +17,8 @@ from astra_graph.contract import kernels_root
 from astra_graph.graph import (
     build_graph,
     graph,
-    route_after_baseline,
     route_after_coding,
-    route_after_profiling,
+    route_after_tuning,
     route_after_verify,
 )
 from astra_graph.llm import estimate_cost, is_reasoning_model
@@ -48,15 +47,19 @@ def test_graph_has_the_papers_nodes_and_single_mode_swaps_the_authors() -> None:
     single_nodes = set(build_graph("single").compile().get_graph().nodes)
     assert "single" in single_nodes
     assert not {"planning", "coding"} & single_nodes
+    offline_nodes = set(build_graph("offline").compile().get_graph().nodes)
+    assert {"testing", "profile_baseline", "tuning", "finalize"} <= offline_nodes
+    assert not {"planning", "coding", "single", "verify", "profiling"} & offline_nodes
 
 
 def test_round_cap() -> None:
     state = make_state(rounds=3, history=[record(1), record(2)])
-    assert route_after_profiling(state) == "planning"
+    assert route_after_tuning(state) == "planning"
     state = make_state(rounds=3, history=[record(1), record(2), record(3)])
-    assert route_after_profiling(state) == "finalize"
-    assert route_after_baseline(make_state(rounds=0)) == "finalize"
-    assert route_after_baseline(make_state(rounds=1)) == "planning"
+    assert route_after_tuning(state) == "finalize"
+    # after the baseline's tuning: no round logged yet
+    assert route_after_tuning(make_state(rounds=0)) == "finalize"
+    assert route_after_tuning(make_state(rounds=1)) == "planning"
 
 
 def _candidate(problem: str | None) -> Candidate:

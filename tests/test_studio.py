@@ -114,16 +114,24 @@ def test_studio_serves_the_astra_graph(studio: str) -> None:
     graph = _request(f"{studio}/assistants/{assistants[0]['assistant_id']}/graph")
 
     nodes = {node["id"] for node in graph["nodes"]}
-    for name in (*AGENTS, "profile_baseline", "verify", "finalize", "__start__", "__end__"):
+    for name in (
+        *AGENTS,
+        "profile_baseline",
+        "verify",
+        "tuning",
+        "finalize",
+        "__start__",
+        "__end__",
+    ):
         assert name in nodes
 
     edges = graph["edges"]
     assert {"source": "finalize", "target": "__end__"} in [
         {"source": e["source"], "target": e["target"]} for e in edges
     ]
-    # the round cap: after profiling a round, either plan the next one or finalize
+    # the round cap: after a round is profiled and tuned, either plan the next one or finalize
     conditional: dict[str, set[str]] = {}
     for edge in edges:
         if edge.get("conditional"):
             conditional.setdefault(edge["source"], set()).add(edge["target"])
-    assert {"planning", "finalize"} <= conditional.get("profiling", set()), edges
+    assert {"planning", "finalize"} <= conditional.get("tuning", set()), edges

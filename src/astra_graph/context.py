@@ -32,6 +32,7 @@ class EvaluatorLike(Protocol):
         *,
         suites: Sequence[str] = ...,
         extra_shapes: Iterable[Mapping[str, int]] = ...,
+        tunables: Mapping[str, int] | None = ...,
     ) -> Verdict: ...
 
     def bench(
@@ -42,6 +43,8 @@ class EvaluatorLike(Protocol):
         against: Path | None = ...,
         mode: TimingMode = ...,
         shapes: list[dict[str, int]] | None = ...,
+        dtypes: list[str] | None = ...,
+        tunables: Mapping[str, int] | None = ...,
     ) -> BenchReport: ...
 
 
@@ -59,6 +62,8 @@ class Context:
     llm: LLM | None = None
     """The agents' chat models; None: ``LLMSettings()`` (o4-mini, key from the environment)."""
     timing_mode: TimingMode = "device"
+    tune_budget_s: float = 60.0
+    """Time budget of each tunable sweep (the baseline's and each accepted candidate's)."""
     arch: str = DEFAULT_ARCH
     """Architecture for the local compile check that precedes every GPU check."""
     _default_llm: LLM | None = field(default=None, repr=False)

@@ -1,13 +1,18 @@
 """The Astra loop as a LangGraph graph, built in one place.
 
-    START -> testing -> profile_baseline -> [planning -> coding -> verify -> profiling] x R
-          -> finalize -> END
+    START -> testing -> profile_baseline -> tuning
+          -> [planning -> coding -> verify -> profiling -> tuning] x R -> finalize -> END
+
+``tuning`` sweeps the tunables of the baseline and of each accepted candidate per shape bucket
+(no LLM); the round cap is the conditional edge after it.
 
 ``coding`` and ``verify`` have a repair edge back to ``coding`` for failures that say nothing
 about speed (no usable code, an interface that differs from the contract, compile and launch
 errors), at most ``max_repairs`` times per round. A correctness failure ends the round (it is
 logged, and the planner sees it next round). ``--agents single`` swaps ``planning`` and
 ``coding`` for one ``single`` node that also proposes test shapes; the edges are the same.
+``offline`` (no model endpoint) has no LLM node at all: the contract's suites, the baseline's
+profile, tuning and finalize.
 
 ``graph`` is the multi-agent graph compiled without a checkpointer, for LangGraph Studio;
 ``optimize()`` compiles its own with a SqliteSaver.
@@ -19,7 +24,7 @@ from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from astra_graph.agents import coding, finalize, planning, profiling, single, testing
+from astra_graph.agents import coding, finalize, planning, profiling, single, testing, tuning
 from astra_graph.context import Context
 from astra_graph.state import AgentMode, State
 
@@ -30,10 +35,6 @@ REPAIRABLE = frozenset({"compile_error", "launch_error", "interface_mismatch"})
 def can_repair(state: State) -> bool:
     """Whether the round has a repair left: ``attempt`` counts the first try too."""
     return state.attempt - 1 < state.max_repairs
-
-
-def route_after_baseline(state: State) -> Literal["planning", "finalize"]:
-    return "planning" if state.rounds > 0 else "finalize"
 
 
 def route_after_coding(state: State) -> Literal["verify", "coding", "profiling"]:
@@ -49,34 +50,38 @@ def route_after_verify(state: State) -> Literal["coding", "profiling"]:
     return "coding" if failed_to_run and can_repair(state) else "profiling"
 
 
-def route_after_profiling(state: State) -> Literal["planning", "finalize"]:
-    """Another round until R rounds have been logged."""
+def route_after_tuning(state: State) -> Literal["planning", "finalize"]:
+    """The round cap: another round until R rounds have been logged."""
     return "planning" if len(state.history) < state.rounds else "finalize"
 
 
 def build_graph(agents: AgentMode = "multi") -> StateGraph:
-    """The uncompiled graph; ``agents="single"`` is the paper's single-agent baseline."""
+    """The uncompiled graph; ``agents="single"`` is the paper's single-agent baseline and
+    ``agents="offline"`` the loop without any LLM (zero rounds)."""
     builder = StateGraph(State, context_schema=Context)
+    builder.add_node("testing", testing.testing if agents == "multi" else testing.contract_suite)
+    builder.add_node("profile_baseline", profiling.profile_baseline)
+    builder.add_node("tuning", tuning.tuning)
+    builder.add_node("finalize", finalize.finalize)
+    builder.add_edge(START, "testing")
+    builder.add_edge("testing", "profile_baseline")
+    builder.add_edge("profile_baseline", "tuning")
+    builder.add_edge("finalize", END)
+    if agents == "offline":
+        builder.add_edge("tuning", "finalize")
+        return builder
+
     if agents == "multi":
-        builder.add_node("testing", testing.testing)
         builder.add_node("planning", planning.planning)
         builder.add_node("coding", coding.coding)
         author, fixer = "planning", "coding"
     else:
-        builder.add_node("testing", testing.contract_suite)
         builder.add_node("single", single.single)
         author, fixer = "single", "single"
-    builder.add_node("profile_baseline", profiling.profile_baseline)
     builder.add_node("verify", testing.verify)
     builder.add_node("profiling", profiling.profiling)
-    builder.add_node("finalize", finalize.finalize)
-
-    builder.add_edge(START, "testing")
-    builder.add_edge("testing", "profile_baseline")
     builder.add_conditional_edges(
-        "profile_baseline",
-        route_after_baseline,
-        {"planning": author, "finalize": "finalize"},
+        "tuning", route_after_tuning, {"planning": author, "finalize": "finalize"}
     )
     if agents == "multi":
         builder.add_edge("planning", "coding")
@@ -88,18 +93,13 @@ def build_graph(agents: AgentMode = "multi") -> StateGraph:
     builder.add_conditional_edges(
         "verify", route_after_verify, {"coding": fixer, "profiling": "profiling"}
     )
-    builder.add_conditional_edges(
-        "profiling",
-        route_after_profiling,
-        {"planning": author, "finalize": "finalize"},
-    )
-    builder.add_edge("finalize", END)
+    builder.add_edge("profiling", "tuning")
     return builder
 
 
 def recursion_limit(rounds: int, max_repairs: int) -> int:
     """Enough graph steps for R rounds with every repair used, plus the fixed nodes."""
-    per_round = 2 + 2 * (max_repairs + 1) + 1
+    per_round = 2 + 2 * (max_repairs + 1) + 2
     return 10 + rounds * per_round
 
 

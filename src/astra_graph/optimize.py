@@ -37,6 +37,7 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 AGENTS_BY_MODE: dict[str, tuple[AgentName, ...]] = {
     "multi": ("testing", "planning", "coding"),
     "single": ("single",),
+    "offline": (),
 }
 
 
@@ -132,14 +133,15 @@ def optimize(
     some agents another model; ``llm_settings`` replaces all three (timeouts, retries). The
     evaluator defaults to the harness's ``Evaluator`` (a worker process with the GPU).
     ``resume`` continues the run in that directory; ``kernel_path`` may then be None.
+    With no model endpoint (no API key, no ``base_url``) the run is ``offline``: the contract's
+    suites, the baseline's profile, per-bucket tuning and finalize, with no agent rounds.
     Raises ConfigurationError (bad arguments), ContractError (bad kernel) or RunFailed.
     """
     settings = llm_settings or LLMSettings(
         model=model, base_url=base_url, agent_models=dict(agent_models or {})
     )
-    problem = endpoint_problem(settings)
-    if problem:
-        raise ConfigurationError(problem)
+    if agents == "offline" or endpoint_problem(settings):
+        agents, rounds = "offline", 0
     if rounds < 0 or max_repairs < 0:
         raise ConfigurationError("rounds and max_repairs must be 0 or more")
     if resume is not None:

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 RUN_JSON = "run.json"
 CHECKPOINT = "checkpoint.sqlite"
 BEST = "best.cu"
+BEST_DISPATCH = "best.dispatch.json"
 BASELINE_BENCH = Path("baseline") / "bench.json"
 CANDIDATE = "candidate.cu"
 VERDICT = "verdict.json"

@@ -15,10 +15,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
-from astra_graph.models import BenchReport, ShapeTiming, Verdict
+from astra_graph.models import BenchReport, ShapeTiming, TuningReport, Verdict
 
 AgentName = Literal["testing", "planning", "coding", "single"]
-AgentMode = Literal["multi", "single"]
+AgentMode = Literal["multi", "single", "offline"]
+"""``offline``: no LLM; the contract's suites, the baseline profile, tuning and finalize."""
 RunStatus = Literal["running", "finished", "failed"]
 
 
@@ -116,6 +117,20 @@ class RoundRecord(BaseModel):
     notes: list[str] = []
 
 
+class Tuned(BaseModel):
+    """One tunable sweep: the implementation, its dispatch table and its timing with that table."""
+
+    round: int
+    """0: the baseline; k: round k's accepted candidate."""
+    path: str
+    report: TuningReport
+    bench: BenchReport | None = None
+    """The implementation with its dispatch table against the baseline's defaults; None when the
+    table keeps the defaults everywhere (nothing to time) or timing rejected it."""
+    faster: bool = False
+    """The tuned implementation beat the baseline beyond the noise."""
+
+
 class Best(BaseModel):
     """The best implementation so far; round 0 is the baseline."""
 
@@ -126,6 +141,8 @@ class Best(BaseModel):
     bench: BenchReport | None = None
     profile: str = ""
     """The profiling summary the planner reads for this implementation."""
+    dispatch: TuningReport | None = None
+    """The per-bucket tunables this result is timed with (None: the header's defaults)."""
 
 
 class OptimizationResult(BaseModel):
@@ -151,8 +168,11 @@ class OptimizationResult(BaseModel):
     geomean_speedup_err: float | None = None
     shapes: list[ShapeTiming] = []
     heldout: Verdict | None = None
+    dispatch: TuningReport | None = None
+    """The winner's dispatch table (bucket -> tunables), also written as ``best.dispatch.json``."""
     message: str = ""
     rounds: list[RoundRecord] = []
+    tuning: list[Tuned] = []
     usage: list[Usage] = []
     total_tokens: int = 0
     total_cost_usd: float | None = 0.0
@@ -198,5 +218,6 @@ class State(BaseModel):
     """Notes gathered during the current round; cleared by planning."""
 
     history: Annotated[list[RoundRecord], operator.add] = []
+    tuned: Annotated[list[Tuned], operator.add] = []
     usage: Annotated[list[Usage], operator.add] = []
     result: OptimizationResult | None = None

@@ -1,8 +1,11 @@
 """Finalize: choose the result, checked on the held-out suite, never worse than the baseline.
 
-Candidates that beat the baseline on the tuning suite are tried fastest first; the first one
-the harness also accepts on the held-out suite (shapes no agent has seen) wins. If none
-qualifies the result is the baseline itself, with speedup 1.0, and the message says so.
+Contenders are the rounds' candidates and the tuned implementations (with their dispatch
+tables) that beat the baseline on the tuning suite; they are tried fastest first, and the first
+one the harness also accepts on the held-out suite (shapes no agent has seen) wins. Every
+setting in a dispatch table already passed the full verification, held-out suite included, in
+the sweep. If none qualifies the result is the baseline itself, with speedup 1.0 (its header's
+default tunables), and the message says so.
 """
 
 from __future__ import annotations
@@ -16,20 +19,49 @@ from langgraph.runtime import Runtime
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.models import BenchReport, Verdict
-from astra_graph.rundir import BENCH, BEST, HELDOUT_VERDICT, round_dir, utc_now, write_model
-from astra_graph.state import Best, OptimizationResult, RoundRecord, RunStatus, State
+from astra_graph.rundir import (
+    BENCH,
+    BEST,
+    BEST_DISPATCH,
+    HELDOUT_VERDICT,
+    round_dir,
+    utc_now,
+    write_model,
+)
+from astra_graph.state import Best, OptimizationResult, RoundRecord, RunStatus, State, Tuned
 
 HELDOUT_SUITES = ("heldout",)
 
 
-def contenders(history: list[RoundRecord]) -> list[RoundRecord]:
-    """Rounds whose candidate was accepted and beat the baseline, fastest first."""
-    winners = [
-        r
+def contenders(history: list[RoundRecord], tuned: list[Tuned] = ()) -> list[Best]:  # type: ignore[assignment]
+    """Accepted candidates and tuned implementations that beat the baseline, fastest first.
+
+    A round's candidate with and without its dispatch table are separate contenders.
+    """
+    found = [
+        Best(
+            round=r.round,
+            path=r.candidate_path,
+            geomean_speedup=r.geomean_speedup or 1.0,
+            geomean_speedup_err=r.geomean_speedup_err,
+            profile=r.profile,
+        )
         for r in history
         if r.faster and r.verdict is not None and r.verdict.accepted and r.candidate_path
     ]
-    return sorted(winners, key=lambda r: (-(r.geomean_speedup or 0.0), r.round))
+    found += [
+        Best(
+            round=t.round,
+            path=t.path,
+            geomean_speedup=t.bench.geomean_speedup or 1.0,
+            geomean_speedup_err=t.bench.geomean_speedup_err,
+            bench=t.bench,
+            dispatch=t.report,
+        )
+        for t in tuned
+        if t.faster and t.bench is not None
+    ]
+    return sorted(found, key=lambda b: (-b.geomean_speedup, b.round, b.dispatch is not None))
 
 
 def result_from_state(
@@ -65,12 +97,14 @@ def result_from_state(
         best_round=shown.round if shown else 0,
         best_path=str(best_path),
         best_source=best_path.read_text() if best_path.is_file() else "",
-        improved=bool(shown and shown.round > 0),
+        improved=bool(shown and (shown.round > 0 or shown.dispatch is not None)),
         geomean_speedup=shown.geomean_speedup if shown else 1.0,
         geomean_speedup_err=shown.geomean_speedup_err if shown else None,
         shapes=shown.bench.shapes if shown and shown.bench else [],
         heldout=heldout,
+        dispatch=shown.dispatch if shown else None,
         message=message,
+        tuning=state.tuned,
         rounds=state.history,
         usage=state.usage,
         total_tokens=sum(u.input_tokens + u.output_tokens for u in state.usage),
@@ -78,6 +112,11 @@ def result_from_state(
         started_at=state.started_at,
         updated_at=utc_now(),
     )
+
+
+def describe(best: Best) -> str:
+    who = "the baseline" if best.round == 0 else f"round {best.round}'s candidate"
+    return who + (" with its per-bucket dispatch table" if best.dispatch is not None else "")
 
 
 def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -91,33 +130,34 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     final = Best(round=0, path=state.kernel, bench=state.baseline)
     heldout: Verdict | None = None
     refused: list[str] = []
-    for record in contenders(state.history):
-        assert record.candidate_path is not None
-        verdict = (
-            context_of(runtime)
-            .get_evaluator()
-            .check(spec, Path(state.kernel), Path(record.candidate_path), suites=HELDOUT_SUITES)
-        )
-        write_model(round_dir(run_dir, record.round) / HELDOUT_VERDICT, verdict)
-        if not verdict.accepted:
-            refused.append(f"round {record.round} failed the held-out suite ({verdict.reason})")
-            continue
-        bench_file = round_dir(run_dir, record.round) / BENCH
-        final = Best(
-            round=record.round,
-            path=record.candidate_path,
-            geomean_speedup=record.geomean_speedup or 1.0,
-            geomean_speedup_err=record.geomean_speedup_err,
-            bench=BenchReport.model_validate_json(bench_file.read_text()),
-            profile=record.profile,
-        )
-        heldout = verdict
+    for contender in contenders(state.history, state.tuned):
+        if contender.round > 0:
+            # the baseline itself needs no held-out check against itself; every setting of a
+            # dispatch table passed the held-out suite in the sweep already
+            verdict = (
+                context_of(runtime)
+                .get_evaluator()
+                .check(spec, Path(state.kernel), Path(contender.path), suites=HELDOUT_SUITES)
+            )
+            write_model(round_dir(run_dir, contender.round) / HELDOUT_VERDICT, verdict)
+            if not verdict.accepted:
+                refused.append(
+                    f"{describe(contender)} failed the held-out suite ({verdict.reason})"
+                )
+                continue
+            heldout = verdict
+        if contender.bench is None:
+            bench_file = round_dir(run_dir, contender.round) / BENCH
+            contender.bench = BenchReport.model_validate_json(bench_file.read_text())
+        final = contender
         break
     shutil.copyfile(final.path, run_dir / BEST)
-    if final.round:
+    if final.dispatch is not None:
+        write_model(run_dir / BEST_DISPATCH, final.dispatch)
+    if final.round or final.dispatch is not None:
         message = (
-            f"round {final.round}'s candidate is {final.geomean_speedup:.3f}x faster than the "
-            "baseline (geometric mean over the tuning shapes) and passed the held-out suite"
+            f"{describe(final)} is {final.geomean_speedup:.3f}x faster than the baseline "
+            "(geometric mean over the tuning shapes) and passed the held-out suite"
         )
     else:
         message = "no candidate beat the baseline; the result is the baseline (speedup 1.0)"

@@ -3,9 +3,11 @@
 Progress (each agent's step and each finished node: round, agent, verdict, best speedup so
 far) goes through structlog: a console rendering on a terminal, JSON lines otherwise. With
 ``--json`` the final OptimizationResult is printed as JSON on stdout and progress goes to
-stderr. Exit codes: 0 a faster kernel was found and proven, 1 the run finished without beating
-the baseline or stopped on an error (resume it with ``--resume``), 2 bad input or no model
-endpoint.
+stderr. With no model endpoint the run is offline (the contract's suites, the baseline's
+profile, per-bucket tuning, finalize) and says in one line how to enable the agent rounds.
+Exit codes: 0 a faster kernel was found and proven, or an offline run finished; 1 the run
+finished without beating the baseline or stopped on an error (resume it with ``--resume``);
+2 bad input or no GPU.
 """
 
 from __future__ import annotations
@@ -103,6 +105,14 @@ def format_result(result: OptimizationResult) -> str:
         lines.append(
             f"{r.round:>5}  {r.attempts:>8}  {verdict:<24}{speedup}  {r.best_speedup:6.3f}x"
         )
+    if result.dispatch is not None:
+        lines += ["", f"{'bucket':<16}{'tunables':<34}{'vs default':>11}  shapes"]
+        for entry in result.dispatch.dispatch:
+            tunables = ", ".join(f"{k}={v}" for k, v in entry.tunables.items())
+            lines.append(
+                f"{entry.bucket:<16}{tunables:<34}{entry.speedup_vs_default:10.3f}x  "
+                + " ".join(entry.shapes)
+            )
     if result.shapes:
         lines += ["", f"{'shape':<14}{'dtype':<10}{'time us':>9}{'base us':>9}{'speedup':>9}"]
         for s in result.shapes:
@@ -133,13 +143,17 @@ def run(args: argparse.Namespace) -> int:
         timeout_s=args.llm_timeout,
         reasoning_effort=args.reasoning_effort,
     )
-    problem = endpoint_problem(settings)
-    if problem:
-        raise UsageError(problem)
+    offline = endpoint_problem(settings)
     if args.kernel is not None and args.resume is None:
         resolve(args.kernel)  # a bad kernel is bad input (exit 2) before anything starts
     if gpu_arch() is None:
         raise UsageError("no CUDA GPU found: the harness needs one to verify and time candidates")
+    if offline:
+        print(
+            f"astra optimize: {offline}; agent rounds need one. Running the offline steps: "
+            "contract suites, baseline profile, per-bucket tuning, finalize.",
+            file=sys.stderr,
+        )
     configure_logging(sys.stderr if args.json else sys.stdout)
     log = structlog.get_logger("astra.optimize")
 
@@ -168,4 +182,4 @@ def run(args: argparse.Namespace) -> int:
         print(result.model_dump_json(indent=2))
     else:
         print(format_result(result))
-    return 0 if result.improved else 1
+    return 0 if result.improved or result.agents == "offline" else 1

@@ -1,0 +1,149 @@
+"""The tuning agent: sweep an implementation's tunables per shape bucket (no LLM involved).
+
+It runs after the baseline is profiled and after every round's profiling. Its subject is the
+baseline (round 0) or the round's candidate if that was accepted and timed. The sweep
+(``astra_graph.tuning.tune``) picks a verified setting per bucket; the implementation is then
+timed with that dispatch table against the baseline's defaults, and replaces the best so far
+only if it beats the baseline beyond the noise and is faster than the current best.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from astra_graph.agents.common import context_of, emit, load_baseline
+from astra_graph.agents.profiling import beats_baseline, summarize
+from astra_graph.context import Context, EvaluatorLike
+from astra_graph.contract import OperationSpec, load_implementation
+from astra_graph.harness.timing import geomean_speedup
+from astra_graph.harness.worker import WorkerError
+from astra_graph.models import BenchReport, TimingMode, TuningReport
+from astra_graph.rundir import round_dir, write_model
+from astra_graph.state import Best, State, Tuned
+from astra_graph.tuning import group_by_bucket, tune
+
+TUNING_FILE = "tuning.json"
+TUNED_BENCH_FILE = "tuned-bench.json"
+
+
+def subject(state: State) -> tuple[int, str] | None:
+    """(round, path) of what to tune now, or None: the baseline first, then accepted candidates."""
+    if not state.history:
+        return (0, state.kernel) if not state.tuned else None
+    record = state.history[-1]
+    accepted = record.verdict is not None and record.verdict.accepted
+    if accepted and record.candidate_path and record.geomean_speedup is not None:
+        return record.round, record.candidate_path
+    return None
+
+
+def bench_with_dispatch(
+    evaluator: EvaluatorLike,
+    spec: OperationSpec,
+    implementation: Path,
+    baseline: Path,
+    report: TuningReport,
+    shapes: list[dict[str, int]],
+    mode: TimingMode,
+) -> BenchReport:
+    """Time ``implementation`` with each bucket's setting against ``baseline``'s defaults.
+
+    One interleaved bench per bucket; the shapes are merged into one report whose geometric
+    mean is recomputed over all of them. A rejection in any bucket rejects the whole table.
+    """
+    dtype = spec.contract.dtypes[0]
+    by_bucket = group_by_bucket(spec, shapes, dtype)
+    parts = []
+    for entry in report.dispatch:
+        bucket_shapes = by_bucket.get(entry.bucket)
+        if bucket_shapes:
+            parts.append(
+                evaluator.bench(
+                    spec,
+                    implementation,
+                    against=baseline,
+                    mode=mode,
+                    shapes=bucket_shapes,
+                    dtypes=[dtype],
+                    tunables=entry.tunables,
+                )
+            )
+    merged = parts[0].model_copy(deep=True)
+    merged.shapes = [s for part in parts for s in part.shapes]
+    merged.notes = [n for part in parts for n in part.notes]
+    merged.rejection = next((p.rejection for p in parts if p.rejection is not None), None)
+    pairs = [(s.speedup, s.speedup_err or 0.0) for s in merged.shapes if s.speedup is not None]
+    if pairs:
+        merged.geomean_speedup, merged.geomean_speedup_err = geomean_speedup(pairs)
+    return merged
+
+
+def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    target = subject(state)
+    if target is None:
+        return {}
+    k, path = target
+    spec, _ = load_baseline(state)
+    impl = load_implementation(Path(path), spec.contract)
+    if not impl.header.tunables:
+        return {}
+    context = context_of(runtime)
+    evaluator = context.get_evaluator()
+    assert state.suite is not None and state.best is not None
+    shapes = [*state.suite.tuning, *state.suite.extra]
+    who = "the starting kernel" if k == 0 else f"round {k}'s candidate"
+    emit(agent="tuning", round=k, message=f"sweeping the tunables of {who} per shape bucket")
+    try:
+        report = tune(
+            evaluator,  # type: ignore[arg-type]  # EvaluatorLike has the two methods tune uses
+            spec,
+            Path(path),
+            baseline=Path(state.kernel),
+            shapes=shapes,
+            budget_s=context.tune_budget_s,
+        )
+    except WorkerError as exc:  # the worker died under some setting: keep the defaults
+        report = TuningReport(implementation=path, default_tunables=impl.header.default_tunables())
+        report.skipped.append(f"sweep stopped: {exc}".splitlines()[0])
+    write_model(round_dir(state.run_dir, k) / TUNING_FILE, report)
+    record = Tuned(round=k, path=path, report=report)
+    best = state.best
+    changed = any(e.tunables != report.default_tunables for e in report.dispatch)
+    if changed:
+        try:
+            bench = bench_with_dispatch(
+                evaluator, spec, Path(path), Path(state.kernel), report, shapes, context.timing_mode
+            )
+        except WorkerError as exc:
+            report.skipped.append(f"timing with the dispatch table failed: {exc}".splitlines()[0])
+            bench = None
+        if bench is not None and bench.rejection is None:
+            write_model(round_dir(state.run_dir, k) / TUNED_BENCH_FILE, bench)
+            record.bench = bench
+            record.faster = beats_baseline(bench)
+            speedup = bench.geomean_speedup or 1.0
+            if record.faster and speedup > best.geomean_speedup:
+                best = Best(
+                    round=k,
+                    path=path,
+                    geomean_speedup=speedup,
+                    geomean_speedup_err=bench.geomean_speedup_err,
+                    bench=bench,
+                    profile=summarize(bench, f"Profile of {who} with its dispatch table"),
+                    dispatch=report,
+                )
+    tuned_speedup = record.bench.geomean_speedup if record.bench else None
+    emit(
+        agent="tuning",
+        round=k,
+        message=(
+            f"{len(report.dispatch)} buckets, {report.tried} settings timed, "
+            f"{len(report.skipped)} skipped"
+            + (f"; with its dispatch table {tuned_speedup:.3f}x" if tuned_speedup else "")
+        ),
+        best=best.geomean_speedup,
+    )
+    return {"tuned": [record], "best": best}
