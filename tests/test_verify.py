@@ -330,6 +330,10 @@ def test_evaluator_rejects_bad_interfaces_without_a_gpu(tmp_path: Path) -> None:
             evaluator.check("no_such_op", baseline, wrong)
         with pytest.raises(ContractError, match="unknown suite"):
             evaluator.check("silu_and_mul", baseline, wrong, suites=["visible"])
+        with pytest.raises(ContractError, match="nothing to check"):
+            evaluator.check("silu_and_mul", baseline, wrong, suites=())
+        with pytest.raises(ContractError, match=r"extra_shapes\[0\]: d=12 is not a multiple"):
+            evaluator.check("silu_and_mul", baseline, wrong, extra_shapes=[{"tokens": 1, "d": 12}])
         assert evaluator.worker.starts == 0  # all decided without starting a worker
 
 

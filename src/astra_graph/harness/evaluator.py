@@ -185,6 +185,9 @@ class Evaluator:
         for name in suites:
             if name not in SUITE_NAMES:
                 raise ContractError(f"suites: unknown suite {name!r}, expected {list(SUITE_NAMES)}")
+        shapes = _shapes_checked(spec, extra_shapes)
+        if not suites and not shapes:
+            raise ContractError("nothing to check: no suites and no extra shapes given")
         found = self._candidate(spec, Path(candidate), tunables)
         if isinstance(found, Verdict):
             return found
@@ -193,7 +196,7 @@ class Evaluator:
             "baseline": kernel_request(base_impl),
             "candidate": kernel_request(found),
             "suites": list(suites),
-            "extra_shapes": _shapes_checked(spec, extra_shapes),
+            "extra_shapes": shapes,
             "tunables": dict(tunables or {}),
             "params": dict(params or {}),
         }

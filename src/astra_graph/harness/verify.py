@@ -635,12 +635,13 @@ def run_check(request: Mapping[str, Any]) -> dict[str, Any]:
             return rejected.verdict.model_copy(
                 update={"cases_checked": checked, "suites": list(request["suites"])}
             ).model_dump()
-    suites = ", ".join(request["suites"]) or "no suites"
+    covered = [*request["suites"], *(["extra shapes"] if request["extra_shapes"] else [])]
+    scenarios = sum(case.special is not None for case in cases)
     return Verdict(
         accepted=True,
         message=(
-            f"accepted: {len(cases)} cases ({suites}; {len(contract.specials)} special "
-            f"scenarios), worst error {worst:.2f} of the tolerance"
+            f"accepted: {len(cases)} cases ({', '.join(covered)}; "
+            f"{scenarios} with special values), worst error {worst:.2f} of the tolerance"
         ),
         cases_checked=len(cases),
         suites=list(request["suites"]),
