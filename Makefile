@@ -16,8 +16,7 @@ $(BIN)/astra: pyproject.toml
 venv: $(BIN)/astra
 
 demo: venv
-	$(BIN)/astra kernels
-	$(BIN)/astra compile silu_and_mul
+	$(BIN)/astra optimize silu_and_mul
 
 test: venv
 	$(BIN)/ruff check src tests benchmarks graphs

@@ -317,6 +317,7 @@ def test_cli_without_an_endpoint_runs_offline_and_tunes(
     run_dir = Path(result.run_dir)
     assert (run_dir / "best.dispatch.json").is_file()
     assert (run_dir / "rounds/0/tuning.json").is_file()
+    assert "Dispatch table of the best kernel" in (run_dir / "report.md").read_text()
     events = [json.loads(line) for line in err.splitlines()[1:]]
     nodes = [e["node"] for e in events if e["event"] == "node_finished"]
     assert nodes == ["testing", "profile_baseline", "tuning", "finalize"]
