@@ -4,7 +4,8 @@
 // astra: description = the kind of starting point the Astra paper began from
 // astra: entry = fused_add_rmsnorm_naive<T>
 // astra: grid = tokens
-// astra: block = 256
+// astra: block = BLOCK
+// astra: tunable BLOCK = 256, 128, 512, 1024
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -17,7 +18,7 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
 template <typename T>
 __global__ void fused_add_rmsnorm_naive(T* input, T* residual, const T* weight, int hidden,
                                         float eps) {
-    __shared__ float partial[256];
+    __shared__ float partial[BLOCK];  // BLOCK: a power of two (the tree reduction halves it)
     const long long base = (long long)blockIdx.x * hidden;
 
     float sum_sq = 0.0f;

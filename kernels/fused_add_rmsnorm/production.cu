@@ -7,7 +7,8 @@
 // astra: description = one block per token, 16-byte vectors, fp32 row in shared memory
 // astra: entry = fused_add_rmsnorm_vec<T>
 // astra: grid = tokens
-// astra: block = min(round_up(hidden // 8, 32), 1024)
+// astra: block = min(round_up(hidden // 8, 32), MAX_BLOCK)
+// astra: tunable MAX_BLOCK = 1024, 256, 512
 // astra: smem = hidden * 4
 // astra: requires = hidden % 8 == 0
 // astra: requires = hidden * 4 <= 227 * 1024 - 1024

@@ -2,8 +2,9 @@
 // blocks and a grid-stride loop; every element re-reads both LSEs and recomputes the weights.
 // astra: description = the kind of starting point the Astra paper began from
 // astra: entry = merge_attn_states_lse_naive<T>
-// astra: grid = min(ceil_div(tokens * heads * head_dim, 256), 65536)
-// astra: block = 256
+// astra: grid = min(ceil_div(tokens * heads * head_dim, BLOCK), 65536)
+// astra: block = BLOCK
+// astra: tunable BLOCK = 256, 128, 512, 1024
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
