@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -290,3 +292,45 @@ def test_evaluate_turns_a_bench_rejection_into_the_verdict(monkeypatch: pytest.M
     }
     assert result.bench is not None and result.bench.rejection is not None
     assert result.seconds > 0
+
+
+ORPHANING_PARENT = """
+import sys
+from astra_graph.harness.worker import Worker
+
+if __name__ == "__main__":
+    sys.path.insert(0, sys.argv[1])
+    w = Worker()
+    print(w.call("test_worker:pid", None, deadline_s=60), flush=True)
+    w.call("test_worker:sleep", 600, deadline_s=600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in state  # a zombie has exited; its reaper may be slow
+
+
+def test_worker_exits_when_its_parent_dies(tmp_path: Path) -> None:
+    script = tmp_path / "parent.py"
+    script.write_text(ORPHANING_PARENT)
+    parent = subprocess.Popen(
+        [sys.executable, str(script), str(Path(__file__).parent)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        time.sleep(0.5)  # the child is now inside the 600 s job
+        assert not _gone(child)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while not _gone(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(child)

@@ -18,6 +18,8 @@ Supervision, on the parent's side of a pipe:
   :func:`retire`, or raises an exception whose ``sticky`` attribute is true; the child answers,
   then exits, and the next call starts a fresh one.
 
+A worker whose parent dies exits within a second, even while a kernel hangs.
+
 The child's stdout and stderr (file descriptors 1 and 2, so C libraries and device ``printf``
 included) go to a log file, emptied before every job and capped in size, never to the
 parent's terminal; :meth:`Worker.log_tail` gives its end for verdicts and logs.
@@ -34,6 +36,7 @@ import os
 import resource
 import signal
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -44,6 +47,8 @@ LOG_LIMIT_BYTES = 64 * 1024 * 1024
 """Largest file the child may write (its log included); beyond it writes fail."""
 TAIL_BYTES = 4000
 STARTUP_TIMEOUT_S = 120.0
+ORPHAN_POLL_S = 0.5
+"""How often a worker checks that its parent is still alive."""
 
 
 class WorkerError(RuntimeError):
@@ -108,9 +113,22 @@ def _resolve(target: str) -> Callable[[Any], Any]:
     return func
 
 
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """Watchdog thread: end this worker if its parent dies, even in the middle of a hung job.
+
+    (CuPy waits for the GPU without holding the GIL, so this thread runs during a hang.)
+    """
+    while os.getppid() == parent_pid:
+        time.sleep(ORPHAN_POLL_S)
+    os._exit(70)
+
+
 def _serve(conn: Connection, log_path: str) -> None:
     """The child's main loop: redirect output, then answer jobs until told to stop."""
     global _parent
+    threading.Thread(
+        target=_exit_when_orphaned, args=(os.getppid(),), daemon=True, name="orphan-watchdog"
+    ).start()
     log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
