@@ -470,14 +470,28 @@ def test_host_case_rejects_with_the_right_reason(
     body: Callable[[Case, int], None], reason: str, fragment: str
 ) -> None:
     with pytest.raises(Rejected) as caught:
-        _run_case(SILU, body, SILU_DIMS, suite="heldout")
+        _run_case(SILU, body, SILU_DIMS, suite="edge")
     verdict = caught.value.verdict
     assert verdict.reason == reason and fragment in verdict.message
+    assert "5x1032 float16 (edge)" in verdict.message
     assert verdict.evidence is not None
-    assert verdict.evidence.dims == SILU_DIMS and verdict.evidence.suite == "heldout"
+    assert verdict.evidence.dims == SILU_DIMS and verdict.evidence.suite == "edge"
+    assert verdict.evidence.detail
     if body is silu_skips_last:
         assert verdict.evidence.index == [4, 1031] and "1 of 5160" in verdict.evidence.detail
     worker_module._retiring = False  # silu_faults asked this (test) process to retire
+
+
+@pytest.mark.parametrize("body", [silu_biased, silu_refused, silu_wrong])
+def test_held_out_rejections_name_no_shape(body: Callable[[Case, int], None]) -> None:
+    with pytest.raises(Rejected) as caught:
+        _run_case(SILU, body, SILU_DIMS, suite="heldout")
+    verdict = caught.value.verdict
+    assert "held-out shape (float16)" in verdict.message
+    assert not any(str(n) in verdict.message for n in SILU_DIMS.values())
+    if body is silu_biased:
+        assert "precision loss" in verdict.message
+    assert verdict.evidence is not None and verdict.evidence.dims == SILU_DIMS  # for people
 
 
 def test_host_case_catches_an_unwritten_inout_argument() -> None:

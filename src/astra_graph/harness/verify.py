@@ -18,7 +18,10 @@ Two layers:
   ``launch_error``/``crashed`` (checked after every launch), ``input_mutated`` (a pure input not
   bit-identical afterwards), ``unwritten_output`` (an element still holding the poison after both
   runs), ``nondeterministic`` (the two runs differ in any bit; skipped when the contract allows
-  atomics), ``mismatch`` (outside the tolerance, or a precision downgrade, below).
+  atomics), ``mismatch`` (outside the tolerance, or a precision downgrade, below). Before any
+  case: ``compile_error`` and ``interface_mismatch`` (also for a suite shape that the candidate's
+  ``requires`` excludes). A held-out case's rejection message names no shape (see
+  :data:`HIDDEN_SUITES`).
 
 The error-ratio rule catches a precision downgrade that the tolerance alone lets through. A
 kernel's error on one output is the *mean* over elements of ``error / allowed``; the mean
@@ -383,9 +386,24 @@ class Rejected(Exception):
         self.verdict = verdict
 
 
+HIDDEN_SUITES = ("heldout",)
+"""Suites whose shapes no agent may see: a rejection's message names no shape or value for them
+(the evidence keeps everything, for people; callers must not put it in prompts)."""
+
+
 def _reject(
-    reason: RejectReason, message: str, case: CaseSpec, spec: OperationSpec, **fields: Any
+    reason: RejectReason,
+    message: str,
+    case: CaseSpec,
+    spec: OperationSpec,
+    *,
+    kind: str = "",
+    **fields: Any,
 ) -> Rejected:
+    """The rejection of one case; ``message`` becomes generic for held-out shapes.
+
+    ``kind`` (e.g. ``precision loss``) is the part of the message a held-out rejection keeps.
+    """
     evidence = Evidence(
         op=spec.name,
         dims=case.dims,
@@ -393,10 +411,17 @@ def _reject(
         suite=case.suite,
         **fields,
     )
+    if not evidence.detail:
+        evidence.detail = message
     if case.special is not None:
-        evidence.detail = f"{evidence.detail} [scenario {case.special.name}]".strip()
-    where = f"{spec.contract.label(case.dims)} {case.dtype} ({case.suite})"
-    return Rejected(Verdict.reject(reason, f"{message} at {where}", evidence))
+        evidence.detail = f"{evidence.detail} [scenario {case.special.name}]"
+    if case.suite in HIDDEN_SUITES:
+        arg = f" in {fields['arg']!r}" if fields.get("arg") else ""
+        what = f"{reason.replace('_', ' ')}{f' ({kind})' if kind else ''}{arg}"
+        text = f"{what} at a held-out shape ({case.dtype})"
+    else:
+        text = f"{message} at {spec.contract.label(case.dims)} {case.dtype} ({case.suite})"
+    return Rejected(Verdict.reject(reason, text, evidence))
 
 
 def _synchronize(xp: Any) -> None:
@@ -571,7 +596,7 @@ def check_case(
                 )
             problem = ratio_problem(contract, result, base_errors.get(arg.name))
             if problem:
-                raise _reject("mismatch", problem, case, spec, arg=arg.name, detail=problem)
+                raise _reject("mismatch", problem, case, spec, kind="precision loss", arg=arg.name)
     if data.nbytes > LARGE_CASE_BYTES and xp is not np:
         del data, inputs, pristine, reference, runs
         xp.get_default_memory_pool().free_all_blocks()
