@@ -98,6 +98,8 @@ def test_bad_kernel_is_rejected_for_its_reason(evaluator: Evaluator, path: Path)
         assert "precision loss" in verdict.message
     if path.stem == "rmsnorm_no_residual":
         assert verdict.evidence.arg == "residual"
+    if path.stem == "writes_past_end":
+        assert "up to 8 elements past its end" in verdict.evidence.detail
     if path.stem == "skips_last_element":
         dims = verdict.evidence.dims
         assert verdict.evidence.index == [dims["tokens"] - 1, dims["d"] - 1]

@@ -410,6 +410,16 @@ def silu_wrong(case: Case, _: int) -> None:
     case.arrays["out"][...] = element.from_float64(np, x[:, :d] * x[:, d:])
 
 
+def silu_overruns(case: Case, _: int) -> None:
+    silu_good(case, 0)
+    case.arrays["out"].base[-(verify_module.GUARD_BYTES // 2) + 5] = 0  # 6th element past the end
+
+
+def silu_underruns_input(case: Case, _: int) -> None:
+    silu_good(case, 0)
+    case.arrays["x"].base[verify_module.GUARD_BYTES // 2 - 1] = 0  # just before its start
+
+
 def silu_refused(case: Case, _: int) -> None:
     raise LaunchError("launch refused: too many resources requested")
 
@@ -462,6 +472,8 @@ def test_host_case_accepts_a_correct_kernel(dtype: str) -> None:
         (silu_alternates, "nondeterministic", "two runs"),
         (silu_biased, "mismatch", "precision loss"),
         (silu_wrong, "mismatch", "differs from the reference"),
+        (silu_overruns, "crashed", "out-of-bounds write around 'out'"),
+        (silu_underruns_input, "crashed", "out-of-bounds write around 'x'"),
         (silu_refused, "launch_error", "launch refused"),
         (silu_faults, "crashed", "CUDA fault"),
     ],
@@ -479,6 +491,10 @@ def test_host_case_rejects_with_the_right_reason(
     assert verdict.evidence.detail
     if body is silu_skips_last:
         assert verdict.evidence.index == [4, 1031] and "1 of 5160" in verdict.evidence.detail
+    if body is silu_overruns:
+        assert "up to 6 elements past its end" in verdict.evidence.detail
+    if body is silu_underruns_input:
+        assert "1 elements before its start" in verdict.evidence.detail
     worker_module._retiring = False  # silu_faults asked this (test) process to retire
 
 

@@ -15,7 +15,8 @@ Two layers:
   a seed no prompt ever sees, runs the reference (float64, on the GPU) and the baseline on
   separate copies, runs the candidate twice with its outputs poisoned first with a NaN of an
   unusual payload and then with a finite constant, and rejects with the first of:
-  ``launch_error``/``crashed`` (checked after every launch), ``input_mutated`` (a pure input not
+  ``launch_error``/``crashed`` (checked after every launch; ``crashed`` also for a write into the
+  guard bands around the candidate's buffers), ``input_mutated`` (a pure input not
   bit-identical afterwards), ``unwritten_output`` (an element still holding the poison after both
   runs), ``nondeterministic`` (the two runs differ in any bit; skipped when the contract allows
   atomics), ``mismatch`` (outside the tolerance, or a precision downgrade, below). Before any
@@ -78,6 +79,10 @@ _NAN_POISON_BITS = {
 _FINITE_POISON = -1234.5
 """Second poison, for floating types: exactly representable in each of them."""
 _INT_POISON = {1: 0x5A, 2: 0x5A5A, 4: 0x5A5A5A5A, 8: 0x5A5A5A5A5A5A5A5A}
+GUARD_BYTES = 4096
+"""Guard band before and after each of the candidate's buffers: an out-of-bounds write that does
+not fault (it lands in memory the process owns, such as the reference) is caught there."""
+_GUARD_BITS = {1: 0xC3, 2: 0xC3C3, 4: 0xC3C3C3C3, 8: 0xC3C3C3C3C3C3C3C3}
 
 
 class Finding(Evidence):
@@ -424,6 +429,39 @@ def _reject(
     return Rejected(Verdict.reject(reason, text, evidence))
 
 
+@dataclass
+class _Guarded:
+    """A buffer holding one argument between two guard bands of known bits."""
+
+    buffer: Any
+    width: int
+    """Elements in each band."""
+
+    def damage(self, xp: Any) -> str | None:
+        """Where the bands were written, or None when both are intact."""
+        bits = _GUARD_BITS[self.buffer.dtype.itemsize]
+        before = (_bits(xp, self.buffer[: self.width]) != bits).reshape(-1)
+        after = (_bits(xp, self.buffer[-self.width :]) != bits).reshape(-1)
+        if bool(before.any()):
+            return f"{self.width - int(xp.argmax(before))} elements before its start"
+        if bool(after.any()):
+            last = self.width - 1 - int(xp.argmax(after[::-1]))
+            return f"up to {last + 1} elements past its end"
+        return None
+
+
+def _guarded(xp: Any, array: Any) -> tuple[Any, _Guarded]:
+    """A copy of ``array`` placed between guard bands (alignment kept: the band is 4 KiB)."""
+    width = GUARD_BYTES // array.dtype.itemsize
+    buffer = xp.empty(array.size + 2 * width, dtype=array.dtype)
+    bits = _GUARD_BITS[array.dtype.itemsize]
+    _bits(xp, buffer[:width]).fill(bits)
+    _bits(xp, buffer[-width:]).fill(bits)
+    view = buffer[width : width + array.size].reshape(array.shape)
+    view[...] = array
+    return view, _Guarded(buffer, width)
+
+
 def _synchronize(xp: Any) -> None:
     if xp is not np:
         from astra_graph.harness.launch import synchronize
@@ -470,6 +508,9 @@ def check_case(
     xp = array_module(rng.random(1))
     contract = spec.contract
     data = make_case(spec, case.dims, case.dtype, rng, params, case.special)
+    guards: dict[str, _Guarded] = {}
+    for arg in contract.args:
+        data.arrays[arg.name], guards[arg.name] = _guarded(xp, data.arrays[arg.name])
     inputs = {a.name: data.arrays[a.name] for a in contract.args if a.role != "output"}
     pristine = {name: array.copy() for name, array in inputs.items()}
     inputs_f64 = {
@@ -520,6 +561,18 @@ def check_case(
             if arg.role == "inout":
                 data.arrays[arg.name][...] = pristine[arg.name]
         _launch_checked(xp, candidate, data, case, spec)
+        for arg in contract.args:
+            damage = guards[arg.name].damage(xp)
+            if damage:
+                raise _reject(
+                    "crashed",
+                    f"out-of-bounds write around {arg.name!r}",
+                    case,
+                    spec,
+                    kind="out-of-bounds write",
+                    arg=arg.name,
+                    detail=f"the guard band around {arg.name!r} was written: {damage}",
+                )
         for arg in contract.args:
             if arg.role == "input":
                 flat = first_difference(xp, data.arrays[arg.name], pristine[arg.name])
