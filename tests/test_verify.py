@@ -564,6 +564,9 @@ def test_cli_describes_a_rejection_with_its_evidence() -> None:
     assert "shape tokens=3, d=24; dtype bfloat16; suite edge" in text
     assert "out[2, 23]  got 1.5  expected 1.25  error 0.25  allowed 0.021" in text
     assert "scenario large_magnitude" in text and "7 cases passed" in text
+    no_element = evidence.model_copy(update={"index": None, "got": None})
+    text = describe(verdict.model_copy(update={"evidence": no_element}), impl, Path("c.cu"))
+    assert "  argument: out" in text and "element:" not in text
 
 
 def test_chunked_comparison_gives_the_same_answer(monkeypatch: pytest.MonkeyPatch) -> None:

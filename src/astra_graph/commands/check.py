@@ -81,12 +81,14 @@ def describe(verdict: Verdict, baseline: Implementation, candidate: Path) -> str
             where.append("shape " + ", ".join(f"{k}={v}" for k, v in ev.dims.items()))
         where += [f"{k} {v}" for k, v in (("dtype", ev.dtype), ("suite", ev.suite)) if v]
         lines.append("  case: " + "; ".join(where))
-        if ev.arg is not None:
+        if ev.arg is not None and ev.index is not None:
             lines.append(
-                f"  element: {ev.arg}{ev.index or ''}  got {_number(ev.got)}  "
+                f"  element: {ev.arg}{ev.index}  got {_number(ev.got)}  "
                 f"expected {_number(ev.expected)}  error {_number(ev.error)}  "
                 f"allowed {_number(ev.allowed)}"
             )
+        elif ev.arg is not None:
+            lines.append(f"  argument: {ev.arg}")
         if ev.detail and ev.detail not in verdict.message:
             lines.append(f"  detail: {ev.detail}")
     if verdict.cases_checked:
