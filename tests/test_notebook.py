@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from astra_graph.report import best_diff, load_run
+
+nbformat = pytest.importorskip("nbformat", reason="the dev extra (nbformat, nbclient) is needed")
+NotebookClient = pytest.importorskip("nbclient", reason="the dev extra is needed").NotebookClient
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "notebooks" / "explore.ipynb"

@@ -94,8 +94,9 @@ def _agent_models(items: list[str]) -> dict[str, str]:
 
 def format_result(result: OptimizationResult) -> str:
     """The per-round log, the winner's per-shape table and the totals, as plain text."""
-    lines = [f"{result.op}: {result.message}", ""]
-    lines.append(f"{'round':>5}  {'attempts':>8}  {'verdict':<24}{'speedup':>9}  {'best':>7}")
+    lines = [f"{result.op}: {result.message}"]
+    if result.rounds:
+        lines += ["", f"{'round':>5}  {'attempts':>8}  {'verdict':<24}{'speedup':>9}  {'best':>7}"]
     for r in result.rounds:
         if r.verdict is None:
             verdict = "no candidate"
