@@ -177,3 +177,12 @@ def test_device_mode_uses_graphs_for_short_kernels() -> None:
     assert timer.calls[:2] == ["graph:base", "graph:cand"]
     assert timer.captured["base"] % 8 == 0
     assert base.method.startswith("graph x") and "8 rotating copies" in cand.method
+
+
+def test_alternating_order_flips_each_turn() -> None:
+    from astra_graph.harness.timing import alternating
+
+    assert alternating(["a", "b"], 0) == [(0, "a"), (1, "b")]
+    assert alternating(["a", "b"], 1) == [(1, "b"), (0, "a")]
+    firsts = [alternating(["a", "b"], j)[0][1] for j in range(10)]
+    assert firsts.count("a") == firsts.count("b") == 5

@@ -1,6 +1,6 @@
 """Kernel timing: the measurement protocol and the statistics that summarise it.
 
-Two protocols, both interleaving baseline and candidate in one process (A B A B ...) so that clock
+Two protocols, both interleaving baseline and candidate in one process (A B B A ...) so that clock
 and thermal drift hit both alike:
 
 ``device`` (the default): kernel time only.
@@ -165,6 +165,13 @@ def graph_launches(estimate_us: float, copies: int) -> int:
 # --- measurement on the GPU -----------------------------------------------------------------------
 
 
+def alternating(subjects: Sequence[Any], turn: int) -> list[tuple[int, Any]]:
+    """The subjects with their indices, in order on even turns and reversed on odd ones (A B B A),
+    so that neither side always runs right after the flush or right after the other."""
+    indexed = list(enumerate(subjects))
+    return indexed if turn % 2 == 0 else indexed[::-1]
+
+
 @dataclass
 class Subject:
     """One side of a comparison: a kernel bound to ``copies`` independent input sets.
@@ -249,10 +256,10 @@ class Timer:
         return start, end
 
     def flushed_round(self, subjects: Sequence[Subject], count: int) -> list[list[float]]:
-        """``count`` cold samples per subject, A B A B: restore, flush, event, launch, event."""
+        """``count`` cold samples per subject, A B B A: restore, flush, event, launch, event."""
         pairs: list[list[Any]] = [[] for _ in subjects]
-        for _ in range(count):
-            for i, subject in enumerate(subjects):
+        for j in range(count):
+            for i, subject in alternating(subjects, j):
                 launch = partial(subject.launch, 0, self.stream)
                 pairs[i].append(self._sample(subject, launch, False))
         self.stream.synchronize()
@@ -267,8 +274,8 @@ class Timer:
     ) -> list[list[float]]:
         """``count`` samples per subject of one graph replay each, in microseconds per launch."""
         pairs: list[list[Any]] = [[] for _ in subjects]
-        for _ in range(count):
-            for i, subject in enumerate(subjects):
+        for j in range(count):
+            for i, subject in alternating(subjects, j):
                 replay = partial(graphs[i].launch, self.stream)
                 pairs[i].append(self._sample(subject, replay, True))
         self.stream.synchronize()
