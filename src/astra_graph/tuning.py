@@ -26,6 +26,7 @@ from typing import Protocol
 
 from astra_graph.contract import OperationSpec, load_implementation
 from astra_graph.dtypes import DTYPES
+from astra_graph.harness.timing import MIN_EFFECT
 from astra_graph.models import BenchReport, DispatchEntry, TimingMode, TuningReport, Verdict
 
 DECODE_MAX_ROWS = 256
@@ -34,7 +35,8 @@ LARGEST_ROW_CLASS = "large"
 DEFAULT_BUDGET_S = 120.0
 DEFAULT_MAX_CONFIGS = 24
 WIN_SIGMAS = 2.0
-"""A configuration wins only when its speedup minus this many standard errors exceeds 1."""
+"""A configuration wins only when its speedup minus this many standard errors exceeds 1, and by
+more than the harness's smallest trusted effect (``timing.MIN_EFFECT``)."""
 
 
 class TuningEvaluator(Protocol):
@@ -177,7 +179,7 @@ def tune(
         ranked.sort(key=lambda item: item[0], reverse=True)
         chosen: DispatchEntry | None = None
         for speedup, err, config in ranked:
-            if speedup - WIN_SIGMAS * (err or 0.0) <= 1.0:
+            if speedup - WIN_SIGMAS * (err or 0.0) <= 1.0 or speedup <= 1.0 + MIN_EFFECT:
                 break  # the rest are ties or slower than the default
             verdict = verified(config)
             if verdict.accepted:

@@ -19,19 +19,20 @@ from astra_graph import prompts
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
+from astra_graph.harness.timing import MIN_EFFECT
 from astra_graph.harness.worker import WorkerError, WorkerTimeout
 from astra_graph.models import BenchReport, Verdict
 from astra_graph.rundir import BASELINE_BENCH, BENCH, round_dir, write_model
 from astra_graph.state import Best, RoundRecord, State
 
-MIN_GAIN = 0.01
-"""A geometric-mean gain below 1% counts as a tie, whatever the error bars say."""
+MIN_GAIN = MIN_EFFECT
+"""A geometric-mean gain below this counts as a tie, whatever the error bars say."""
 NEAR_ROOFLINE_PCT = 75.0
 SMALL_KERNEL_US = 8.0
 
 
 def beats_baseline(bench: BenchReport) -> bool:
-    """Faster than the baseline beyond twice the speedup's standard error and by at least 1%."""
+    """Faster than the baseline beyond twice the standard error and by more than MIN_GAIN."""
     if bench.geomean_speedup is None:
         return False
     noise = 2 * (bench.geomean_speedup_err or 0.0)
