@@ -32,7 +32,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,6 +39,8 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from astra_graph.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse")
@@ -274,15 +275,6 @@ def inline_latency(op: str) -> dict[str, Any]:
 # --- the run ---------------------------------------------------------------------------------
 
 
-def _git_commit() -> str | None:
-    if os.environ.get("ASTRA_GIT_COMMIT"):
-        return os.environ["ASTRA_GIT_COMMIT"]
-    done = subprocess.run(
-        ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False, cwd=ROOT
-    )
-    return done.stdout.strip() or None
-
-
 def _device_name() -> str:
     import cupy
 
@@ -315,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "harness_latency",
         "device": _device_name(),
         "date": date,
-        "commit": _git_commit(),
+        "commit": git_commit(),
         "python": sys.version.split()[0],
         "targets": {"warm_s": TARGET_WARM_S, "speedup_over_load_inline": TARGET_RATIO},
         "ops": {},

@@ -15,23 +15,14 @@ import argparse
 import datetime as dt
 import json
 import math
-import subprocess
 from pathlib import Path
 
 from astra_graph.contract import operations
 from astra_graph.harness.evaluator import Evaluator
+from astra_graph.provenance import git_commit
 from astra_graph.tuning import group_by_bucket, tune
 
 RESULTS = Path(__file__).parent / "results"
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:
@@ -121,7 +112,7 @@ def main() -> None:
             {
                 "device": device,
                 "date": stamp.isoformat(),
-                "commit": commit(),
+                "commit": git_commit(),
                 "mode": "device",
                 "results": rows,
             },

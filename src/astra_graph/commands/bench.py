@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import time
-from pathlib import Path
 from typing import Any
 
 from astra_graph.cli import UsageError
@@ -22,6 +19,7 @@ from astra_graph.contract import SUITE_NAMES, OperationSpec, resolve
 from astra_graph.harness import deep, timing
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.models import BenchReport, Measurement
+from astra_graph.provenance import git_commit
 
 
 def add_parser(sub: Any) -> None:
@@ -46,22 +44,6 @@ def add_parser(sub: Any) -> None:
 def _same_operation(spec: OperationSpec, other: OperationSpec, flag: str) -> None:
     if other.name != spec.name:
         raise UsageError(f"{flag}: {other.name!r} is a different operation from {spec.name!r}")
-
-
-def _git_commit() -> str | None:
-    if os.environ.get("ASTRA_GIT_COMMIT"):
-        return os.environ["ASTRA_GIT_COMMIT"]
-    try:
-        done = subprocess.run(
-            ["git", "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-            cwd=Path(__file__).parent,
-        )
-    except OSError:
-        return None
-    return done.stdout.strip() or None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -107,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             "ncu": profiled.model_dump() if profiled else None,
             "suite": args.shapes,
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "commit": _git_commit(),
+            "commit": git_commit(),
         }
         print(json.dumps(out, indent=2))
     else:
