@@ -315,9 +315,16 @@ class Timer:
         *,
         budget_s: float = BUDGET_S,
         target_rse: float = TARGET_RSE,
+        estimates: Sequence[float] | None = None,
     ) -> list[Measurement]:
-        """Cold kernel time of each subject, sampled in interleaved rounds (see the module)."""
-        estimates = [self.estimate_us(s) for s in subjects]
+        """Cold kernel time of each subject, sampled in interleaved rounds (see the module).
+
+        ``estimates`` (microseconds per launch, one per subject) are the ones the caller sized
+        its input copies with; pass them so that the graph-or-events choice is made once. Events
+        time copy 0 only, so a caller that made rotating copies must get the graph path.
+        """
+        if estimates is None:
+            estimates = [self.estimate_us(s) for s in subjects]
         use_graph = min(estimates) < GRAPH_THRESHOLD_US
         graphs: list[Any] = []
         launches: list[int] = []
