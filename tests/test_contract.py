@@ -393,6 +393,14 @@ def test_header_stops_at_the_first_code_line(tmp_path: Path) -> None:
             ":7: header.tunable: expected 'NAME = v1, v2, ...'",
         ),
         (
+            "// astra: tunable BLOCK = 128, 256",
+            "\n".join(
+                ["// astra: tunable BLOCK = 128, 256"]
+                + [f"// astra: tunable T{i} = 1, 2, 3, 4, 5, 6, 7, 8" for i in range(5)]
+            ),
+            ": header.tunables: 65536 combinations of tunable values, at most 4096",
+        ),
+        (
             "// astra: grid = (tokens, 1)",
             "// astra: grid = (tokenz, 1)",
             ": header.grid: unknown name 'tokenz'",

@@ -145,3 +145,9 @@ def test_function_with_wrong_arity_is_an_expr_error() -> None:
 def test_overflow_is_an_expr_error() -> None:
     with pytest.raises(expr.ExprError, match="cannot evaluate"):
         expr.evaluate("10.0 ** 400", {})
+
+
+def test_huge_exponents_are_refused_not_computed() -> None:
+    with pytest.raises(expr.ExprError, match="exponent"):
+        expr.evaluate("9 ** 9 ** 9 > 0", {})
+    assert expr.evaluate("2 ** 10", {}) == 1024

@@ -98,6 +98,16 @@ def fail_sticky(_: Any) -> None:
     raise StickyError("context lost")
 
 
+class RawCudaError(RuntimeError):
+    """Like CuPy's CUDARuntimeError from a plain synchronize after an illegal address."""
+
+    status = 700
+
+
+def fail_raw_cuda(_: Any) -> None:
+    raise RawCudaError("cudaErrorIllegalAddress: an illegal memory access was encountered")
+
+
 def retire_after(value: int) -> int:
     retire()
     return value + 1
@@ -197,7 +207,12 @@ def test_retiring_and_sticky_jobs_get_a_fresh_worker(worker: Worker) -> None:
     assert middle != before
     with pytest.raises(JobFailed, match="context lost"):
         worker.call(f"{ME}:fail_sticky", None, deadline_s=60)
-    assert worker.call(f"{ME}:pid", None, deadline_s=60) not in (before, middle)
+    after_sticky = worker.call(f"{ME}:pid", None, deadline_s=60)
+    assert after_sticky not in (before, middle)
+    # a raw CUDA error with a sticky status (no LaunchError wrapping it) retires the worker too
+    with pytest.raises(JobFailed, match="illegal memory access"):
+        worker.call(f"{ME}:fail_raw_cuda", None, deadline_s=60)
+    assert worker.call(f"{ME}:pid", None, deadline_s=60) != after_sticky
 
 
 def test_worker_output_stays_out_of_our_terminal(

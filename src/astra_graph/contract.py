@@ -321,6 +321,9 @@ class OperationSpec(BaseModel):
 
 # --- implementation headers -------------------------------------------------------------------
 
+MAX_TUNABLE_COMBINATIONS = 4096
+"""A header may declare at most this many tunable settings (their product), so that listing
+them is always cheap; a sweep times far fewer (``tuning.DEFAULT_MAX_CONFIGS``)."""
 HEADER_KEYS = ("entry", "grid", "block", "smem", "tunable", "requires", "description")
 _HEADER_LINE = re.compile(r"^\s*//\s*astra:\s*(?P<key>\w+)\s*(?P<rest>.*)$")
 _TUNABLE = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)\s*=\s*(?P<values>.+)$")
@@ -359,6 +362,18 @@ class ImplementationHeader(_Strict):
             _check_names(value, None if known is None else known | {ELEM_BYTES}, "name")
         except expr.ExprError as exc:
             raise ValueError(str(exc)) from None
+        return value
+
+    @field_validator("tunables")
+    @classmethod
+    def _tunables(cls, value: dict[str, list[int]]) -> dict[str, list[int]]:
+        combinations = 1
+        for values in value.values():
+            combinations *= len(values)
+        if combinations > MAX_TUNABLE_COMBINATIONS:
+            raise ValueError(
+                f"{combinations} combinations of tunable values, at most {MAX_TUNABLE_COMBINATIONS}"
+            )
         return value
 
     @field_validator("requires")

@@ -30,6 +30,16 @@ def _round_up(a: int, b: int) -> int:
     return _ceil_div(a, b) * b
 
 
+MAX_EXPONENT = 64
+"""``**`` refuses larger exponents: ``9**9**9`` would otherwise hang whoever evaluates it."""
+
+
+def _power(a: Number, b: Number) -> Number:
+    if abs(b) > MAX_EXPONENT:
+        raise OverflowError(f"exponent {b} is larger than {MAX_EXPONENT}")
+    return a**b
+
+
 FUNCTIONS: dict[str, Callable[..., Number]] = {
     "min": min,
     "max": max,
@@ -45,7 +55,7 @@ _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.FloorDiv: operator.floordiv,
     ast.Div: operator.truediv,
     ast.Mod: operator.mod,
-    ast.Pow: operator.pow,
+    ast.Pow: _power,
 }
 _COMPARE: dict[type[ast.cmpop], Callable[[Number, Number], bool]] = {
     ast.Eq: operator.eq,

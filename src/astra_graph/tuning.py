@@ -180,7 +180,7 @@ def tune(
         chosen: DispatchEntry | None = None
         for speedup, err, config in ranked:
             if speedup - WIN_SIGMAS * (err or 0.0) <= 1.0 or speedup <= 1.0 + MIN_EFFECT:
-                break  # the rest are ties or slower than the default
+                continue  # inside the noise; a slower but surer setting may still win
             verdict = verified(config)
             if verdict.accepted:
                 chosen = DispatchEntry(

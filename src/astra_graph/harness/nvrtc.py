@@ -31,10 +31,6 @@ class Resources:
     spill_store_bytes: int = 0
     spill_load_bytes: int = 0
 
-    @property
-    def local_bytes(self) -> int:
-        return self.stack_frame_bytes
-
 
 @dataclass
 class CompileOutput:

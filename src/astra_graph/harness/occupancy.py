@@ -52,7 +52,6 @@ SM90 = SmLimits(
     smem_reserved_per_block=1024,
     smem_unit=128,
 )
-LIMITS: dict[str, SmLimits] = {"sm_90": SM90}
 
 
 @dataclass(frozen=True)

@@ -229,7 +229,7 @@ class Timer:
         flush_bytes = max(2 * self.l2_bytes, 64 << 20)
         self._flush_buffer = cupy.empty(flush_bytes // 4, dtype=cupy.int32)
         self._flush_value = 0
-        self.persisting_reset = reset_persisting_l2()
+        reset_persisting_l2()
 
     def flush_l2(self) -> None:
         """Write the whole flush buffer (a value that changes every time) on the timing stream."""

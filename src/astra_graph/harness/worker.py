@@ -113,6 +113,19 @@ def _resolve(target: str) -> Callable[[Any], Any]:
     return func
 
 
+def _is_sticky(exc: BaseException) -> bool:
+    """A fault that leaves this process's CUDA context unusable: a LaunchError that says so, or
+    a raw CuPy error with a sticky status (a fault surfacing at a plain synchronize)."""
+    if getattr(exc, "sticky", False):
+        return True
+    status = getattr(exc, "status", None)
+    if status is None:
+        return False
+    from astra_graph.harness.launch import STICKY_CUDA_ERRORS
+
+    return status in STICKY_CUDA_ERRORS
+
+
 def _exit_when_orphaned(parent_pid: int) -> None:
     """Watchdog thread: end this worker if its parent dies, even in the middle of a hung job.
 
@@ -151,7 +164,7 @@ def _serve(conn: Connection, log_path: str) -> None:
             reply = ("ok", _resolve(target)(request), _retiring)
             conn.send(reply)
         except BaseException as exc:  # the job's failure is reported, never fatal here
-            if getattr(exc, "sticky", False):  # e.g. LaunchError after a CUDA fault
+            if _is_sticky(exc):
                 retire()
             conn.send(
                 (
@@ -252,6 +265,9 @@ class Worker:
     def _reap(self) -> int | None:
         assert self._process is not None
         self._process.join(5.0)
+        if self._process.is_alive():  # stuck tearing down a faulted context: do not leave it
+            self._process.kill()
+            self._process.join(10.0)
         code = self._process.exitcode
         self._discard()
         return code
