@@ -131,3 +131,9 @@ def test_unknown_flag_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--colour" in err
+
+
+def test_a_bad_arch_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compile", "silu_and_mul", "--arch", "bogus"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--arch" in err

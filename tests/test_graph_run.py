@@ -13,7 +13,7 @@ import structlog
 from astra_graph import cli
 from astra_graph.contract import kernels_root, load_contract
 from astra_graph.llm import LLMSettings
-from astra_graph.optimize import RunFailed, optimize
+from astra_graph.optimize import ConfigurationError, RunFailed, optimize
 from astra_graph.state import OptimizationResult
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, empty, error, structured, text
@@ -223,7 +223,13 @@ def test_resume_continues_without_repeating_finished_rounds(tmp_path: Path) -> N
         stopped = OptimizationResult.model_validate_json((run_dir / "run.json").read_text())
         assert stopped.status == "failed" and "injected" in (stopped.error or "")
         assert stopped.rounds_completed == 1 and stopped.best_round == 1
+        assert "| status | failed (" in (run_dir / "report.md").read_text()  # reported anyway
         asked = len(server.requests)
+
+        # a multi-agent run cannot be resumed without a model endpoint (it would not go offline)
+        with pytest.raises(ConfigurationError, match="resuming a 'multi' run"):
+            optimize(None, resume=run_dir, evaluator=FakeEvaluator())
+        assert len(server.requests) == asked
 
         second = FakeEvaluator()
         result = optimize(
@@ -316,7 +322,8 @@ def test_cli_without_an_endpoint_runs_offline_and_tunes(
     assert all(e.verified and e.tunables != {"BLOCK": 256} for e in result.dispatch.dispatch)
     run_dir = Path(result.run_dir)
     assert (run_dir / "best.dispatch.json").is_file()
-    assert (run_dir / "rounds/0/tuning.json").is_file()
+    assert (run_dir / "baseline/tuning.json").is_file()
+    assert not (run_dir / "rounds").exists()
     assert "Dispatch table of the best kernel" in (run_dir / "report.md").read_text()
     events = [json.loads(line) for line in err.splitlines()[1:]]
     nodes = [e["node"] for e in events if e["event"] == "node_finished"]
@@ -361,3 +368,10 @@ def test_cli_run_prints_progress_and_the_result_as_json(
         "tuning", "finalize",
     ]  # fmt: skip
     assert finished[5]["verdict"] == "accepted" and finished[6]["speedup"] == pytest.approx(1.25)
+
+
+def test_a_runs_dir_that_is_a_file_is_bad_input(tmp_path: Path) -> None:
+    blocker = tmp_path / "runs"
+    blocker.write_text("not a folder")
+    with pytest.raises(ConfigurationError, match="runs_dir"):
+        optimize(NAIVE, runs_dir=blocker, evaluator=FakeEvaluator())

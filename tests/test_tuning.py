@@ -28,6 +28,7 @@ class ScriptedEvaluator:
         self.timing_rejected = timing_rejected
         self.bench_calls: list[tuple[str, list[dict[str, int]]]] = []
         self.check_calls: list[str] = []
+        self.extra_seen: list[list[dict[str, int]]] = []
 
     def bench(
         self, op, candidate, *, against=None, mode="device", shapes=None, dtypes=None, tunables=None
@@ -52,9 +53,10 @@ class ScriptedEvaluator:
             rejection=rejection,
         )
 
-    def check(self, op, baseline, candidate, *, tunables=None) -> Verdict:
+    def check(self, op, baseline, candidate, *, extra_shapes=(), tunables=None) -> Verdict:
         label = config_label(tunables or {})
         self.check_calls.append(label)
+        self.extra_seen.append(list(extra_shapes))
         if label in self.rejected:
             return Verdict.reject("mismatch", "wrong at 16x4096")
         return Verdict(accepted=True)
@@ -105,6 +107,28 @@ def test_ties_keep_the_default() -> None:
     assert entry.tunables == {"BLOCK": 256}
     assert entry.speedup_vs_default == 1.0
     assert evaluator.check_calls == ["BLOCK=256"]  # the default itself is verified
+
+
+def test_verification_includes_the_testing_agents_shapes() -> None:
+    extra = [{"tokens": 3, "d": 4104}]
+    evaluator = ScriptedEvaluator(speedups={"BLOCK=512": (1.3, 0.01)})
+    tune(
+        evaluator,
+        SPEC,
+        NAIVE_PATH,
+        baseline=NAIVE_PATH,
+        shapes=[{"tokens": 16, "d": 4096}],
+        extra_shapes=extra,
+    )
+    assert evaluator.extra_seen and all(seen == extra for seen in evaluator.extra_seen)
+
+
+def test_a_noisy_fast_setting_does_not_hide_a_sure_one() -> None:
+    evaluator = ScriptedEvaluator(speedups={"BLOCK=512": (1.10, 0.06), "BLOCK=1024": (1.08, 0.005)})
+    report = tune(
+        evaluator, SPEC, NAIVE_PATH, baseline=NAIVE_PATH, shapes=[{"tokens": 16, "d": 4096}]
+    )
+    assert report.dispatch[0].tunables == {"BLOCK": 1024}
 
 
 def test_timing_rejection_and_budget_are_reported_as_skipped() -> None:

@@ -85,11 +85,9 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _write_report(run_dir: Path) -> None:
-    """Call ``astra_graph.report.write_report`` if it exists; a failure there loses nothing."""
-    try:
-        from astra_graph.report import write_report
-    except ImportError:
-        return
+    """Write the run's report; a failure there is logged and loses nothing."""
+    from astra_graph.report import write_report  # matplotlib loads only when a report is due
+
     try:
         write_report(run_dir)
     except Exception as exc:  # the run is already saved; a report problem is only logged
@@ -140,20 +138,29 @@ def optimize(
     settings = llm_settings or LLMSettings(
         model=model, base_url=base_url, agent_models=dict(agent_models or {})
     )
-    if agents == "offline" or endpoint_problem(settings):
+    no_endpoint = endpoint_problem(settings)
+    if agents == "offline" or no_endpoint:
         agents, rounds = "offline", 0
     if rounds < 0 or max_repairs < 0:
         raise ConfigurationError("rounds and max_repairs must be 0 or more")
     if resume is not None:
         run_dir = Path(resume).resolve()
         previous = read_result(run_dir)
+        if no_endpoint and previous.agents != "offline":
+            raise ConfigurationError(f"resuming a {previous.agents!r} run: {no_endpoint}")
         agents, kernel, rounds = previous.agents, previous.kernel, previous.rounds_requested
         started_at = previous.started_at
     else:
         if kernel_path is None:
             raise ConfigurationError("kernel_path: required unless resume is given")
         spec, impl = resolve(kernel_path)
-        run_dir = new_run_dir(Path(runs_dir or "runs").resolve(), spec.name).resolve()
+        root = Path(runs_dir or "runs").resolve()
+        try:
+            run_dir = new_run_dir(root, spec.name).resolve()
+        except OSError as exc:
+            raise ConfigurationError(
+                f"runs_dir: cannot create a run directory in {root}: {exc}"
+            ) from None
         kernel, started_at = str(impl.path.resolve()), utc_now()
     initial = State(
         kernel=kernel,
@@ -194,6 +201,8 @@ def optimize(
             return values if isinstance(values, State) else State.model_validate(values)
 
         snapshot = compiled.get_state(config)
+        if snapshot.values:  # resuming: the run's own repair cap sets its step limit
+            config["recursion_limit"] = recursion_limit(rounds, current().max_repairs)
         if snapshot.values and not snapshot.next:
             return save(current())  # already finished
         inputs = None if snapshot.values else initial.model_dump()
@@ -218,6 +227,7 @@ def optimize(
                 status="failed",
                 error=error,
             )
+            _write_report(run_dir)  # a stopped run still gets a report that says so
             if isinstance(exc, Exception):
                 raise RunFailed(run_dir, error) from exc
             raise

@@ -188,7 +188,8 @@ class State(BaseModel):
 
     Inputs: ``kernel`` (the starting implementation's path), ``run_dir``, ``rounds`` (R),
     ``max_repairs`` and, for the record, ``agents``, ``models`` and ``started_at``. The held-out
-    suite is not in here: only the finalize node reads it, from the contract.
+    suite is not in here and never reaches a prompt: the harness reads it from the contract when
+    finalize checks the winner and when the tuner verifies a setting before it counts.
     """
 
     kernel: str

@@ -60,6 +60,7 @@ class TuningEvaluator(Protocol):
         baseline: Path,
         candidate: Path,
         *,
+        extra_shapes: Sequence[Mapping[str, int]] = (),
         tunables: dict[str, int] | None = None,
     ) -> Verdict: ...
 
@@ -105,6 +106,7 @@ def tune(
     *,
     baseline: Path,
     shapes: Sequence[Mapping[str, int]],
+    extra_shapes: Sequence[Mapping[str, int]] = (),
     dtype: str | None = None,
     budget_s: float = DEFAULT_BUDGET_S,
     max_configs: int = DEFAULT_MAX_CONFIGS,
@@ -112,7 +114,8 @@ def tune(
     """Sweep ``implementation``'s tunables per bucket of ``shapes``; verify what is selected.
 
     ``baseline`` is what verification compares against (its own error bounds the candidate's).
-    ``dtype`` is the element type timed (default: the contract's first).
+    Verification covers every suite of the contract plus ``extra_shapes`` (the testing agent's),
+    in every dtype. ``dtype`` is the element type timed (default: the contract's first).
     """
     started = time.monotonic()
     dtype = dtype or spec.contract.dtypes[0]
@@ -134,7 +137,9 @@ def tune(
     def verified(config: dict[str, int]) -> Verdict:
         key = config_label(config)
         if key not in verdicts:
-            verdicts[key] = evaluator.check(spec, baseline, implementation, tunables=config)
+            verdicts[key] = evaluator.check(
+                spec, baseline, implementation, extra_shapes=extra_shapes, tunables=config
+            )
         return verdicts[key]
 
     for bucket, bucket_shapes in group_by_bucket(spec, shapes, dtype).items():

@@ -130,16 +130,22 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     final = Best(round=0, path=state.kernel, bench=state.baseline)
     heldout: Verdict | None = None
     refused: list[str] = []
+    verdicts: dict[str, Verdict] = {}
     for contender in contenders(state.history, state.tuned):
         if contender.round > 0:
             # the baseline itself needs no held-out check against itself; every setting of a
             # dispatch table passed the held-out suite in the sweep already
-            verdict = (
-                context_of(runtime)
-                .get_evaluator()
-                .check(spec, Path(state.kernel), Path(contender.path), suites=HELDOUT_SUITES)
-            )
-            write_model(round_dir(run_dir, contender.round) / HELDOUT_VERDICT, verdict)
+            if contender.path not in verdicts:
+                verdicts[contender.path] = (
+                    context_of(runtime)
+                    .get_evaluator()
+                    .check(spec, Path(state.kernel), Path(contender.path), suites=HELDOUT_SUITES)
+                )
+                write_model(
+                    round_dir(run_dir, contender.round) / HELDOUT_VERDICT,
+                    verdicts[contender.path],
+                )
+            verdict = verdicts[contender.path]
             if not verdict.accepted:
                 refused.append(
                     f"{describe(contender)} failed the held-out suite ({verdict.reason})"

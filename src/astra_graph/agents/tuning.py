@@ -103,12 +103,14 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             Path(path),
             baseline=Path(state.kernel),
             shapes=shapes,
+            extra_shapes=state.suite.extra,
             budget_s=context.tune_budget_s,
         )
     except WorkerError as exc:  # the worker died under some setting: keep the defaults
         report = TuningReport(implementation=path, default_tunables=impl.header.default_tunables())
         report.skipped.append(f"sweep stopped: {exc}".splitlines()[0])
-    write_model(round_dir(state.run_dir, k) / TUNING_FILE, report)
+    folder = Path(state.run_dir) / "baseline" if k == 0 else round_dir(state.run_dir, k)
+    write_model(folder / TUNING_FILE, report)
     record = Tuned(round=k, path=path, report=report)
     best = state.best
     changed = any(e.tunables != report.default_tunables for e in report.dispatch)
@@ -121,7 +123,7 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             report.skipped.append(f"timing with the dispatch table failed: {exc}".splitlines()[0])
             bench = None
         if bench is not None and bench.rejection is None:
-            write_model(round_dir(state.run_dir, k) / TUNED_BENCH_FILE, bench)
+            write_model(folder / TUNED_BENCH_FILE, bench)
             record.bench = bench
             record.faster = beats_baseline(bench)
             speedup = bench.geomean_speedup or 1.0

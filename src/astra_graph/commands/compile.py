@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from dataclasses import asdict
 from typing import Any
 
@@ -29,6 +30,9 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     spec, impl = resolve(args.kernel)
+    for arch in args.arch or []:
+        if not re.fullmatch(r"sm_\d+a?", arch):
+            raise UsageError(f"--arch: expected a target such as sm_90 or sm_90a, got {arch!r}")
     arches = args.arch or list(dict.fromkeys([DEFAULT_ARCH, gpu_arch() or DEFAULT_ARCH]))
     results = []
     for arch in arches:

@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
         resolve(args.kernel)  # a bad kernel is bad input (exit 2) before anything starts
     if gpu_arch() is None:
         raise UsageError("no CUDA GPU found: the harness needs one to verify and time candidates")
-    if offline:
+    if offline and args.resume is None:
         print(
             f"astra optimize: {offline}; agent rounds need one. Running the offline steps: "
             "contract suites, baseline profile, per-bucket tuning, finalize.",
