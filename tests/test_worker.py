@@ -349,3 +349,12 @@ def test_worker_exits_when_its_parent_dies(tmp_path: Path) -> None:
     while not _gone(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(child)
+
+
+def test_a_worker_that_cannot_start_is_the_harness_failing_not_the_candidate() -> None:
+    baseline, candidate = SILU.folder / "production.cu", SILU.folder / "naive.cu"
+    with Evaluator(deadline_s=30) as ev:
+        ev.worker = Worker(startup_timeout_s=1e-6)  # no process is ready within a microsecond
+        with pytest.raises(HarnessUnavailable, match="could not start"):
+            ev.check("silu_and_mul", baseline, candidate)
+        ev.worker.close()

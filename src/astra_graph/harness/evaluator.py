@@ -10,8 +10,10 @@ kernel's parameter list against the contract (``interface_mismatch``). Everythin
 the worker: compile (``compile_error``), launch, verification (:func:`verify.run_check`) and
 timing (``astra_graph.harness.bench:run_bench``).
 
-Requests sent to the worker are plain dicts (see :func:`kernel_request`); the worker rebuilds the
-contract from them and never trusts anything else from the caller.
+Check requests are plain dicts holding the sources and the contract (see
+:func:`kernel_request`); the worker rebuilds everything from them. Bench requests name the files
+(``harness.bench.BenchRequest``), which the worker reads again: a candidate must not change on
+disk between its check and its timing (run directories write each candidate once).
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ from astra_graph.contract import (
     load_implementation,
 )
 from astra_graph.harness.launch import interface_problem
-from astra_graph.harness.worker import JobFailed, Worker, WorkerCrashed, WorkerTimeout
+from astra_graph.harness.worker import (
+    JobFailed,
+    Worker,
+    WorkerCrashed,
+    WorkerError,
+    WorkerTimeout,
+)
 from astra_graph.models import BenchReport, Evaluation, Evidence, TimingMode, Verdict
 
 log = structlog.get_logger(__name__)
@@ -202,9 +210,18 @@ class Evaluator:
         }
         return self._run_check(spec, request)
 
+    def _start_worker(self) -> None:
+        """Start the worker before a job, so that a worker that cannot start is the harness's
+        failure (HarnessUnavailable), never a verdict on the candidate."""
+        try:
+            self.worker.start()
+        except WorkerError as exc:
+            raise HarnessUnavailable(f"the evaluation worker could not start: {exc}") from None
+
     def _run_check(self, spec: OperationSpec, request: dict[str, Any]) -> Verdict:
         try:
             with self._lock:
+                self._start_worker()
                 result = self.worker.call(
                     CHECK_JOB, request, deadline_s=self.deadline_s, stall_s=self.stall_s
                 )
@@ -308,6 +325,7 @@ class Evaluator:
             # no stall limit: timing reports no progress, and every candidate timed has
             # already passed the check on these shapes
             with self._lock:
+                self._start_worker()
                 result = self.worker.call(BENCH_JOB, request, deadline_s=self.deadline_s)
         except JobFailed as exc:
             _raise_for_caller(exc)
