@@ -27,10 +27,9 @@ from pydantic import BaseModel, ValidationError
 from astra_graph import plots
 from astra_graph.contract import kernels_root
 from astra_graph.models import BenchReport, ShapeTiming, Verdict
+from astra_graph.rundir import BASELINE_BENCH, BENCH, BEST, HELDOUT_VERDICT, RUN_JSON, VERDICT
 from astra_graph.state import OptimizationResult, RoundRecord, Usage
 
-RUN_FILE = "run.json"
-BEST_FILE = "best.cu"
 MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
 PLOT_PREFIX = "report."
@@ -200,9 +199,9 @@ def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[Roun
         )
     for number, folder in sorted(_round_dirs(run_dir).items()):
         row = rows.setdefault(number, RoundRow(round=number))
-        row.verdict = _load_json_model(Verdict, folder / "verdict.json") or row.verdict
-        row.heldout = _load_json_model(Verdict, folder / "heldout.json")
-        row.bench = _load_json_model(BenchReport, folder / "bench.json")
+        row.verdict = _load_json_model(Verdict, folder / VERDICT) or row.verdict
+        row.heldout = _load_json_model(Verdict, folder / HELDOUT_VERDICT)
+        row.bench = _load_json_model(BenchReport, folder / BENCH)
         if row.bench is not None and row.speedup is None:
             row.speedup = row.bench.geomean_speedup
             row.speedup_err = row.bench.geomean_speedup_err
@@ -222,11 +221,11 @@ def load_run(run_dir: Path | str) -> Run:
         raise RunLoadError(f"{path}: no such run directory")
     if not path.is_dir():
         raise RunLoadError(f"{path}: not a directory (expected a run directory)")
-    run_file = path / RUN_FILE
-    baseline_file = path / "baseline" / "bench.json"
+    run_file = path / RUN_JSON
+    baseline_file = path / BASELINE_BENCH
     if not run_file.is_file() and not (path / "rounds").is_dir() and not baseline_file.is_file():
         raise RunLoadError(
-            f"{path}: not a run directory (expected {RUN_FILE}, rounds/ or baseline/bench.json)"
+            f"{path}: not a run directory (expected {RUN_JSON}, rounds/ or baseline/bench.json)"
         )
     missing: list[str] = []
     result = None
@@ -236,7 +235,7 @@ def load_run(run_dir: Path | str) -> Run:
             raise RunLoadError(f"{run_file}: expected a JSON object, got {type(data).__name__}")
         result = _validate(OptimizationResult, run_file, data)
     else:
-        missing.append(RUN_FILE)
+        missing.append(RUN_JSON)
     baseline_bench = _load_json_model(BenchReport, baseline_file)
     if baseline_bench is None:
         missing.append("baseline/bench.json")
@@ -249,11 +248,11 @@ def load_run(run_dir: Path | str) -> Run:
         if best_round is not None and best_round.bench is not None:
             shapes = list(best_round.bench.shapes)
 
-    best_source = (path / BEST_FILE).read_text() if (path / BEST_FILE).is_file() else None
+    best_source = (path / BEST).read_text() if (path / BEST).is_file() else None
     if best_source is None and result is not None:
         best_source = result.best_source or _read_source(path, result.best_path)
     if best_source is None:
-        missing.append(BEST_FILE)
+        missing.append(BEST)
     baseline_source = _read_source(path, result.kernel) if result else None
     return Run(
         path=path,
@@ -288,7 +287,7 @@ def best_diff(run: Run) -> str | None:
         run.baseline_source.splitlines(keepends=True),
         run.best_source.splitlines(keepends=True),
         fromfile=f"baseline ({run.result.kernel if run.result else 'baseline'})",
-        tofile=f"best ({BEST_FILE})",
+        tofile=f"best ({BEST})",
     )
     return "".join(lines) or "(the best kernel is identical to the baseline)\n"
 
