@@ -126,15 +126,24 @@ class Evaluator:
     Safe to share between threads: calls are served one at a time (the GPU is one resource,
     and timings must not overlap).
 
+    ``gpu`` pins the worker to one GPU (``harness.pool`` runs one Evaluator per GPU).
     ``deadline_s`` bounds each call (a whole check or a whole bench); ``stall_s`` bounds each
     kernel run of a check, so that a hanging kernel is caught in seconds, not at the end of the
     whole deadline.
     """
 
-    def __init__(self, deadline_s: float = 300.0, *, stall_s: float = DEFAULT_STALL_S) -> None:
+    def __init__(
+        self,
+        deadline_s: float = 300.0,
+        *,
+        stall_s: float = DEFAULT_STALL_S,
+        gpu: str | None = None,
+    ) -> None:
         self.deadline_s = deadline_s
         self.stall_s = stall_s
-        self.worker = Worker()
+        self.gpu = gpu
+        """The GPU its worker sees (a ``CUDA_VISIBLE_DEVICES`` entry); None: the process's own."""
+        self.worker = Worker(env={"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None)
         self._lock = threading.Lock()  # one job at a time, whichever thread asks
 
     def __enter__(self) -> Evaluator:

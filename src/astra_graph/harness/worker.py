@@ -39,7 +39,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -136,9 +136,12 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     os._exit(70)
 
 
-def _serve(conn: Connection, log_path: str) -> None:
-    """The child's main loop: redirect output, then answer jobs until told to stop."""
+def _serve(conn: Connection, log_path: str, env: dict[str, str]) -> None:
+    """The child's main loop: set the environment, redirect output, then answer jobs until told
+    to stop. ``env`` is applied before any job can touch CUDA, which reads
+    ``CUDA_VISIBLE_DEVICES`` once, when the process first initialises it."""
     global _parent
+    os.environ.update(env)
     threading.Thread(
         target=_exit_when_orphaned, args=(os.getppid(),), daemon=True, name="orphan-watchdog"
     ).start()
@@ -196,8 +199,16 @@ def _signal_name(exitcode: int | None) -> str:
 class Worker:
     """One supervised child process; started on first use and restarted after any failure."""
 
-    def __init__(self, *, startup_timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        *,
+        startup_timeout_s: float = STARTUP_TIMEOUT_S,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self._context = multiprocessing.get_context("spawn")
+        self.env = dict(env or {})
+        """Environment variables set in every child this worker starts (a GPU pool pins each
+        worker to its GPU with ``CUDA_VISIBLE_DEVICES``)."""
         self._startup_timeout_s = startup_timeout_s
         self._process: multiprocessing.process.BaseProcess | None = None
         self._conn: Connection | None = None
@@ -224,7 +235,10 @@ class Worker:
         self._discard()
         parent_end, child_end = self._context.Pipe(duplex=True)
         process = self._context.Process(
-            target=_serve, args=(child_end, self._log_path), daemon=True, name="astra-worker"
+            target=_serve,
+            args=(child_end, self._log_path, self.env),
+            daemon=True,
+            name="astra-worker",
         )
         process.start()
         child_end.close()
