@@ -16,15 +16,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import openai
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_openai import ChatOpenAI
+from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel
 
+from astra_graph.external import EXTERNAL
+from astra_graph.external_chat import ExternalChat
 from astra_graph.state import AgentName, Usage
 
 DEFAULT_MODEL = "o4-mini"
@@ -45,6 +48,7 @@ PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
     "gpt-4.1-nano": (0.10, 0.40),
     "gpt-4o": (2.50, 10.00),
     "gpt-4o-mini": (0.15, 0.60),
+    EXTERNAL: (0.0, 0.0),  # answered outside (astra reply, Studio): no tokens, no cost
 }
 
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
@@ -79,8 +83,21 @@ def api_key() -> str | None:
     return None
 
 
-def endpoint_problem(settings: LLMSettings) -> str | None:
-    """Why no model can be called (no key and no base URL), or None."""
+def endpoint_problem(
+    settings: LLMSettings, agents: Iterable[AgentName] | None = None
+) -> str | None:
+    """Why no model can be called (no key and no base URL), or None.
+
+    None also when every agent (of ``agents``, or every model named in ``settings``) is
+    external: those are answered outside, with no endpoint.
+    """
+    named = (
+        {settings.model_for(a) for a in agents}
+        if agents is not None
+        else {settings.model, *settings.agent_models.values()}
+    )
+    if named <= {EXTERNAL}:
+        return None
     if api_key() is None and not settings.base_url:
         return (
             "no model endpoint configured: set OPENAI_API_KEY (or ASTRA_API_KEY), "
@@ -162,6 +179,11 @@ class LLM:
 
     def chat_model(self, agent: AgentName) -> ChatOpenAI:
         name = self.settings.model_for(agent)
+        if name == EXTERNAL:  # answered through interrupt(): one chat model per agent
+            key = f"{EXTERNAL}:{agent}"
+            if key not in self._models:
+                self._models[key] = ExternalChat.for_agent(agent)
+            return self._models[key]
         if name not in self._models:
             options: dict[str, Any] = {
                 "model": name,
@@ -186,6 +208,8 @@ class LLM:
         for attempt in range(attempts):
             try:
                 return runnable.invoke(messages), ""
+            except GraphBubbleUp:  # an external agent's interrupt: the run stops here
+                raise
             except Exception as exc:  # any client failure becomes a recorded problem
                 if not _retryable(exc) or attempt == attempts - 1:
                     suffix = f" (after {attempt + 1} tries)" if attempt else ""

@@ -4,6 +4,12 @@ The run directory (layout in docs/RUNS.md) holds ``run.json``, rewritten after e
 round files the nodes write, and ``checkpoint.sqlite`` (LangGraph's SqliteSaver, thread id = run
 id). ``optimize(..., resume=run_dir)`` continues a killed or failed run from its last completed
 node; finished rounds are not repeated.
+
+A run with external agents (model ``external``, see :mod:`astra_graph.external`) stops at an
+agent's request with status ``waiting`` after writing the request files; ``optimize(None,
+resume=run_dir, answer=text)`` records the answer beside the request, then continues the run
+with ``Command(resume=...)`` until the next request or the end. A run killed after that finds
+the recorded answer and does not ask again.
 """
 
 from __future__ import annotations
@@ -11,14 +17,17 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import structlog
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
+from astra_graph import external
 from astra_graph import models as models_module
 from astra_graph import state as state_module
 from astra_graph.agents.finalize import result_from_state
@@ -123,6 +132,7 @@ def optimize(
     evaluator: EvaluatorLike | None = None,
     llm_settings: LLMSettings | None = None,
     on_progress: ProgressCallback | None = None,
+    answer: str | None = None,
 ) -> OptimizationResult:
     """Make ``kernel_path`` faster in ``rounds`` rounds of the agent loop; prove it or keep it.
 
@@ -133,19 +143,29 @@ def optimize(
     ``resume`` continues the run in that directory; ``kernel_path`` may then be None.
     With no model endpoint (no API key, no ``base_url``) the run is ``offline``: the contract's
     suites, the baseline's profile, per-bucket tuning and finalize, with no agent rounds.
+    The model ``external`` for an agent makes its requests interrupts: the run returns with
+    status ``waiting``; ``answer`` (with ``resume``) is the reply to the request it waits for.
     Raises ConfigurationError (bad arguments), ContractError (bad kernel) or RunFailed.
     """
     settings = llm_settings or LLMSettings(
         model=model, base_url=base_url, agent_models=dict(agent_models or {})
     )
-    no_endpoint = endpoint_problem(settings)
+    if answer is not None and resume is None:
+        raise ConfigurationError("answer: only for a waiting run (give resume=RUN_DIR)")
+    previous = read_result(Path(resume).resolve()) if resume is not None else None
+    if previous is not None and previous.models:
+        # a resumed run keeps the model (or external answers) each of its agents started with
+        settings = replace(settings, agent_models={**settings.agent_models, **previous.models})
+    no_endpoint = endpoint_problem(
+        settings, AGENTS_BY_MODE[previous.agents if previous is not None else agents]
+    )
     if agents == "offline" or no_endpoint:
         agents, rounds = "offline", 0
     if rounds < 0 or max_repairs < 0:
         raise ConfigurationError("rounds and max_repairs must be 0 or more")
     if resume is not None:
+        assert previous is not None
         run_dir = Path(resume).resolve()
-        previous = read_result(run_dir)
         if no_endpoint and previous.agents != "offline":
             raise ConfigurationError(f"resuming a {previous.agents!r} run: {no_endpoint}")
         agents, kernel, rounds = previous.agents, previous.kernel, previous.rounds_requested
@@ -174,6 +194,7 @@ def optimize(
 
     def save(state: State, **fields: Any) -> OptimizationResult:
         result = state.result if state.result is not None else result_from_state(state, **fields)
+        result = result.model_copy(update={"external": external.load_exchanges(run_dir)})
         write_model(run_dir / RUN_JSON, result)
         return result
 
@@ -200,15 +221,53 @@ def optimize(
             values = compiled.get_state(config).values
             return values if isinstance(values, State) else State.model_validate(values)
 
+        def ask_outside() -> OptimizationResult | None:
+            """At an external agent's request: write its files, save the run as waiting."""
+            snapshot = compiled.get_state(config)
+            if not snapshot.interrupts:
+                return None
+            state = current()
+            (pending, *_) = external.record_questions(
+                run_dir, snapshot.interrupts, len(state.history)
+            )
+            notify({"event": "waiting", "message": external.waiting_line(pending, run_dir)})
+            return save(state, status="waiting")
+
         snapshot = compiled.get_state(config)
         if snapshot.values:  # resuming: the run's own repair cap sets its step limit
             config["recursion_limit"] = recursion_limit(rounds, current().max_repairs)
         if snapshot.values and not snapshot.next:
+            if answer is not None:
+                raise ConfigurationError(f"{run_dir}: the run has finished; it waits for nothing")
             return save(current())  # already finished
-        inputs = None if snapshot.values else initial.model_dump()
+        inputs: Any = None if snapshot.values else initial.model_dump()
         if inputs is not None:
             save(initial)
+        if snapshot.interrupts:  # waiting for an external answer
+            pending = external.record_questions(
+                run_dir, snapshot.interrupts, len(current().history)
+            )
+            if answer is not None:
+                unanswered = external.waiting_for(pending)
+                if unanswered is None:
+                    raise ConfigurationError(
+                        f"{run_dir}: its request already has an answer; "
+                        "continue with astra optimize --resume"
+                    )
+                try:
+                    external.record_answer(unanswered, answer)
+                except external.ExternalError as exc:
+                    raise ConfigurationError(str(exc)) from None
+            answers = external.answers_for(run_dir, [i.id for i in snapshot.interrupts])
+            if not answers:
+                waiting = ask_outside()
+                assert waiting is not None
+                return waiting
+            inputs = Command(resume=answers)
+        elif answer is not None:
+            raise ConfigurationError(f"{run_dir}: not waiting for an answer")
         state = current() if snapshot.values else initial
+        waiting = None
         try:
             for mode, chunk in compiled.stream(
                 inputs, config, context=context, stream_mode=["updates", "custom"]
@@ -219,7 +278,9 @@ def optimize(
                 state = current()
                 save(state)
                 for node in chunk:
-                    notify(progress_event(node, state))
+                    if node != "__interrupt__":
+                        notify(progress_event(node, state))
+            waiting = ask_outside()
         except BaseException as exc:
             error = _one_line(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted"
             save(
@@ -231,6 +292,6 @@ def optimize(
             if isinstance(exc, Exception):
                 raise RunFailed(run_dir, error) from exc
             raise
-        result = save(current())
+        result = waiting if waiting is not None else save(current())
     _write_report(run_dir)
     return result

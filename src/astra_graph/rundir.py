@@ -17,6 +17,8 @@ CANDIDATE = "candidate.cu"
 VERDICT = "verdict.json"
 HELDOUT_VERDICT = "heldout.json"
 BENCH = "bench.json"
+EXTERNAL_DIR = "external"
+"""Requests to external agents and their answers (astra_graph.external)."""
 
 
 def utc_now() -> str:

@@ -15,12 +15,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, Field
 
+from astra_graph.external import Exchange
 from astra_graph.models import BenchReport, ShapeTiming, TuningReport, Verdict
 
 AgentName = Literal["testing", "planning", "coding", "single"]
 AgentMode = Literal["multi", "single", "offline"]
 """``offline``: no LLM; the contract's suites, the baseline profile, tuning and finalize."""
-RunStatus = Literal["running", "finished", "failed"]
+RunStatus = Literal["running", "waiting", "finished", "failed"]
+"""``waiting``: stopped at an external agent's request until it is answered (``astra reply``)."""
 
 
 # --- what the LLM agents return (structured output) -------------------------------------------
@@ -174,6 +176,8 @@ class OptimizationResult(BaseModel):
     rounds: list[RoundRecord] = []
     tuning: list[Tuned] = []
     usage: list[Usage] = []
+    external: list[Exchange] = []
+    """Every request to an external agent and its answer (the files of ``external/``)."""
     total_tokens: int = 0
     total_cost_usd: float | None = 0.0
     started_at: str = ""
