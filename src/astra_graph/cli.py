@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from astra_graph.contract import ContractError
 
-COMMANDS = ("kernels", "compile", "report", "check", "bench", "optimize")
+COMMANDS = ("kernels", "compile", "report", "check", "bench", "optimize", "reply")
 
 
 class UsageError(Exception):

@@ -227,10 +227,7 @@ def optimize(
             if not snapshot.interrupts:
                 return None
             state = current()
-            (pending, *_) = external.record_questions(
-                run_dir, snapshot.interrupts, len(state.history)
-            )
-            notify({"event": "waiting", "message": external.waiting_line(pending, run_dir)})
+            external.record_questions(run_dir, snapshot.interrupts, len(state.history))
             return save(state, status="waiting")
 
         snapshot = compiled.get_state(config)

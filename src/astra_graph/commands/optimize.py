@@ -5,24 +5,29 @@ far) goes through structlog: a console rendering on a terminal, JSON lines other
 ``--json`` the final OptimizationResult is printed as JSON on stdout and progress goes to
 stderr. With no model endpoint the run is offline (the contract's suites, the baseline's
 profile, per-bucket tuning, finalize) and says in one line how to enable the agent rounds.
-Exit codes: 0 a faster kernel was found and proven, or an offline run finished; 1 the run
-finished without beating the baseline or stopped on an error (resume it with ``--resume``);
-2 bad input or no GPU.
+``--agents external`` makes every agent's request an interrupt answered outside (one agent:
+``--agent-model planning=external``): the run stops at the first request with status
+``waiting`` and one line saying where the request is and how to answer (``astra reply``).
+Exit codes: 0 a faster kernel was found and proven, an offline run finished, or the run waits
+for an external answer; 1 the run finished without beating the baseline or stopped on an error
+(resume it with ``--resume``); 2 bad input or no GPU.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
 
 from astra_graph.cli import UsageError
 from astra_graph.contract import resolve
+from astra_graph.external import EXTERNAL, waiting_for, waiting_line
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.llm import DEFAULT_MODEL, LLMSettings, endpoint_problem
-from astra_graph.optimize import ConfigurationError, RunFailed, optimize
+from astra_graph.optimize import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
 from astra_graph.state import OptimizationResult
 
 
@@ -36,15 +41,17 @@ def add_parser(sub: Any) -> None:
         action="append",
         default=[],
         metavar="AGENT=MODEL",
-        help="another model for one agent (testing, planning, coding, single); repeatable",
+        help="another model for one agent (testing, planning, coding, single); repeatable; "
+        f"MODEL {EXTERNAL!r}: that agent's requests are answered outside (astra reply)",
     )
     p.add_argument("--base-url", help="an OpenAI-compatible server (vLLM, SGLang, Ollama, ...)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a stopped run")
     p.add_argument(
         "--agents",
-        choices=["multi", "single"],
+        choices=["multi", "single", EXTERNAL],
         default="multi",
-        help="multi: testing, planning, coding agents (default); single: one agent does all",
+        help="multi: testing, planning, coding agents (default); single: one agent does all; "
+        f"{EXTERNAL}: the multi agents' requests are answered outside (astra reply)",
     )
     p.add_argument("--max-repairs", type=int, default=2, help="repairs per round (default 2)")
     p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
@@ -136,15 +143,16 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--rounds, --max-repairs and --retries must be 0 or more")
     if args.llm_timeout <= 0:
         raise UsageError("--llm-timeout must be more than 0 seconds")
+    agents = "multi" if args.agents == EXTERNAL else args.agents
     settings = LLMSettings(
-        model=args.model,
+        model=EXTERNAL if args.agents == EXTERNAL else args.model,
         base_url=args.base_url,
         agent_models=_agent_models(args.agent_model),
         max_retries=args.retries,
         timeout_s=args.llm_timeout,
         reasoning_effort=args.reasoning_effort,
     )
-    offline = endpoint_problem(settings)
+    offline = endpoint_problem(settings, AGENTS_BY_MODE[agents])
     if args.kernel is not None and args.resume is None:
         resolve(args.kernel)  # a bad kernel is bad input (exit 2) before anything starts
     if gpu_arch() is None:
@@ -166,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         result = optimize(
             args.kernel,
             rounds=args.rounds,
-            agents=args.agents,
+            agents=agents,
             max_repairs=args.max_repairs,
             runs_dir=args.runs_dir,
             resume=args.resume,
@@ -179,8 +187,20 @@ def run(args: argparse.Namespace) -> int:
     except RunFailed as exc:
         print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
         return 1
-    if args.json:
+    return show_outcome(result, args.json)
+
+
+def show_outcome(result: OptimizationResult, as_json: bool) -> int:
+    """Print the result (or, for a waiting run, the one line saying what to answer); exit code."""
+    pending = waiting_for(result.external) if result.status == "waiting" else None
+    if as_json:
         print(result.model_dump_json(indent=2))
-    else:
+    elif pending is None:
         print(format_result(result))
+    if pending is not None:
+        print(
+            f"astra: {waiting_line(pending, Path(result.run_dir))}",
+            file=sys.stderr if as_json else sys.stdout,
+        )
+        return 0
     return 0 if result.improved or result.agents == "offline" else 1
