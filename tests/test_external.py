@@ -188,6 +188,14 @@ def test_two_rounds_answered_with_astra_reply_match_the_scripted_server(
     assert result.total_tokens == 0 and result.total_cost_usd == 0.0
     assert reference.total_tokens > 0
 
+    # the report marks the rounds answered outside
+    report = (run_dir / "report.md").read_text()
+    assert "answered externally" in report and "| external requests | 7, 7 answered" in report
+    rounds = report.split("| round | plan |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    assert len(rounds) == 2 and all("| planning, coding |" in row for row in rounds)
+    assert "| 1 | coding | external | 1 | 0 | 0 | $0.0000 |" in report  # the usage table
+    assert "answered externally" not in (Path(reference.run_dir) / "report.md").read_text()
+
 
 def test_a_bad_answer_goes_through_repair_and_counts_as_an_attempt(tmp_path: Path) -> None:
     waiting = optimize(

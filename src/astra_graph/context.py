@@ -17,7 +17,7 @@ from typing import Protocol
 
 from astra_graph.contract import OperationSpec
 from astra_graph.harness.compile import DEFAULT_ARCH
-from astra_graph.llm import LLM, LLMSettings
+from astra_graph.llm import DEFAULT_MODEL, LLM, LLMSettings
 from astra_graph.models import BenchReport, TimingMode, Verdict
 
 
@@ -60,7 +60,10 @@ class Context:
     evaluator: EvaluatorLike | None = None
     """Verifies and times candidates; None: a shared harness Evaluator, started on first use."""
     llm: LLM | None = None
-    """The agents' chat models; None: ``LLMSettings()`` (o4-mini, key from the environment)."""
+    """The agents' chat models; None: ``LLMSettings(model=model)`` (key from the environment)."""
+    model: str = DEFAULT_MODEL
+    """Every agent's model when ``llm`` is None; ``external`` answers the agents' requests
+    through interrupts (a Studio assistant with the context ``{"model": "external"}``)."""
     timing_mode: TimingMode = "device"
     tune_budget_s: float = 60.0
     """Time budget of each tunable sweep (the baseline's and each accepted candidate's)."""
@@ -75,5 +78,5 @@ class Context:
         if self.llm is not None:
             return self.llm
         if self._default_llm is None:
-            self._default_llm = LLM(LLMSettings())
+            self._default_llm = LLM(LLMSettings(model=self.model))
         return self._default_llm

@@ -18,7 +18,7 @@ import difflib
 import html
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 
 from astra_graph import plots
 from astra_graph.contract import kernels_root
+from astra_graph.external import EXTERNAL
 from astra_graph.models import BenchReport, ShapeTiming, Verdict
 from astra_graph.rundir import BASELINE_BENCH, BENCH, BEST, HELDOUT_VERDICT, RUN_JSON, VERDICT
 from astra_graph.state import OptimizationResult, RoundRecord, Usage
@@ -60,6 +61,8 @@ class RoundRow:
     speedup_err: float | None = None
     tokens: int = 0
     cost_usd: float | None = None
+    answered_externally: list[str] = field(default_factory=list)
+    """Agents whose requests in this round were answered outside (model ``external``)."""
 
     @property
     def accepted(self) -> bool:
@@ -209,6 +212,8 @@ def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[Roun
         row = rows.get(usage.round)
         if row is not None:
             row.tokens += usage.input_tokens + usage.output_tokens
+            if usage.model == EXTERNAL and usage.agent not in row.answered_externally:
+                row.answered_externally.append(usage.agent)
             if usage.cost_usd is not None:
                 row.cost_usd = (row.cost_usd or 0.0) + usage.cost_usd
     return [rows[k] for k in sorted(rows)]
@@ -369,6 +374,11 @@ def summary_table(run: Run) -> Table:
             ["tokens", f"{result.total_tokens:,}"],
             ["cost", _cost(result.total_cost_usd)],
         ]
+        if result.external:
+            answered = sum(e.answer is not None for e in result.external)
+            rows.append(
+                ["external requests", f"{len(result.external)}, {answered} answered (external/)"]
+            )
         if result.message:
             rows.append(["message", result.message])
         if result.started_at:
@@ -385,6 +395,7 @@ def _heldout(verdict: Verdict | None) -> str:
 def rounds_table(run: Run) -> Table:
     """One row per round; a held-out column when any round's candidate was checked on it."""
     with_heldout = any(r.heldout is not None for r in run.rounds)
+    with_external = any(r.answered_externally for r in run.rounds)
     rows = []
     for r in run.rounds:
         record = r.record
@@ -401,6 +412,8 @@ def rounds_table(run: Run) -> Table:
         ]
         if with_heldout:
             row.append(_heldout(r.heldout))
+        if with_external:
+            row.append(", ".join(r.answered_externally) or "-")
         tokens, cost = (f"{r.tokens:,}", _cost(r.cost_usd)) if r.tokens else ("-", "-")
         rows.append([*row, tokens, cost])
     headers = [
@@ -412,6 +425,7 @@ def rounds_table(run: Run) -> Table:
         "geomean speedup",
         "best so far",
         *(["held-out"] if with_heldout else []),
+        *(["answered externally"] if with_external else []),
         "tokens",
         "cost",
     ]
