@@ -405,6 +405,12 @@ def test_reply_refuses_bad_input_and_records_nothing(
     assert all(e.answer is None for e in read_result(run_dir).external)
     assert not list((run_dir / "external").glob("*.answer.txt"))
 
+    # --resume on a run that still waits prints the same line again, and asks nothing new
+    assert cli.main(["optimize", "--resume", str(run_dir)]) == 0
+    line = last_line(capsys.readouterr().out)
+    assert line.startswith("astra: waiting for an answer to request 1 (testing, before round 1)")
+    assert len(read_result(run_dir).external) == 1
+
 
 def test_answering_a_run_that_waits_for_nothing_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="resume"):

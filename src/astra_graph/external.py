@@ -97,7 +97,7 @@ def how_to_answer(reply: ReplyKind) -> str:
 
 def example_from_schema(schema: dict[str, Any]) -> Any:
     """A value of the schema's shape with placeholders: one item per list, every property set."""
-    definitions = schema.get("$defs", {})
+    definitions = schema.get("$defs") or schema.get("definitions") or {}
 
     def build(node: dict[str, Any], name: str) -> Any:
         if "$ref" in node:
@@ -214,7 +214,7 @@ def load_exchanges(run_dir: Path) -> list[Exchange]:
         answer, answered_at = None, None
         if answer_file.is_file():
             answer = answer_file.read_text()
-            answered_at = utc_now_of(answer_file)
+            answered_at = written_at(answer_file)
         exchanges.append(
             Exchange(
                 request=request,
@@ -227,7 +227,7 @@ def load_exchanges(run_dir: Path) -> list[Exchange]:
     return exchanges
 
 
-def utc_now_of(path: Path) -> str:
+def written_at(path: Path) -> str:
     """When a file was last written, in the run directory's timestamp format."""
     return datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
 
