@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from astra_graph import prompts
-from astra_graph.agents.coding import extract_source, interface_problem
+from astra_graph.agents.coding import interface_problem
+from astra_graph.replies import extract_source
 from astra_graph.agents.common import check_shapes, load_kernel
 from astra_graph.agents.finalize import contenders
 from astra_graph.agents.profiling import beats_baseline

@@ -48,7 +48,7 @@ def _no_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
 def run(
     server: FakeOpenAI, tmp_path: Path, rounds: int, evaluator: FakeEvaluator | None = None, **kw
 ) -> OptimizationResult:
-    settings = LLMSettings(base_url=server.base_url, max_retries=1, backoff_s=0.0)
+    settings = LLMSettings(base_url=server.base_url, max_retries=1)
     return optimize(
         NAIVE,
         rounds=rounds,
@@ -183,8 +183,8 @@ def test_timing_rejections_and_crashes_lose_the_round_not_the_run(tmp_path: Path
 
 def test_malformed_replies_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
     script = {
-        "testing": [text("these are not JSON shapes")],
-        "planning": [error(500), error(500)],  # one try and one retry
+        "testing": [text("these are not JSON shapes"), text("still no JSON")],  # and a re-ask
+        "planning": [error(500), error(500)],  # one try and the SDK's one retry
         "coding": [
             empty(),
             text("I would vectorize the loads and use more threads."),  # no code
@@ -199,8 +199,8 @@ def test_malformed_replies_are_recorded_and_the_run_goes_on(tmp_path: Path) -> N
     (only,) = result.rounds
     assert only.attempts == 3 and only.candidate_path is None
     notes = "\n".join(only.notes)
-    assert "planning: LLM call failed (after 2 tries)" in notes
-    assert "empty reply" in notes
+    assert "planning: LLM call failed: HTTP 500 from http://127.0.0.1" in notes
+    assert "the reply was empty" in notes
     assert "no CUDA source" in notes
     assert "parameters" in notes
     assert only.verdict is not None and only.verdict.reason == "interface_mismatch"

@@ -97,6 +97,16 @@ class Usage(BaseModel):
     output_tokens: int = 0
     cost_usd: float | None = None
     """None when the model's price is unknown."""
+    requests: int = 1
+    """HTTP requests behind these calls: a re-ask or a method refused by the server adds one."""
+    method: str | None = None
+    """The structured-output method the endpoint ended up with (json_schema, function_calling,
+    json_mode, text); None for free-text calls."""
+    failure: str | None = None
+    """Why the call gave nothing usable (the server's error, or the reply's problem)."""
+    failed_calls: int = 0
+    notes: list[str] = []
+    """How the call went: methods the server refused, re-asks."""
 
 
 class RoundRecord(BaseModel):

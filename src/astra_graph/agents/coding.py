@@ -1,7 +1,10 @@
 """The coding agent: writes the whole new implementation file for the round's plan.
 
-The reply is free text; :func:`extract_source` finds the ``.cu`` file in it (a fenced block,
-or bare code with prose around it). Before anything is compiled, :func:`interface_problem`
+The reply is free text, read by :func:`astra_graph.replies.read_code`: the whole ``.cu`` file
+(a fenced block, or bare code with prose around it), or a unified diff applied to the source
+the agent was shown. A reply cut off by the output limit, a diff that does not apply or a reply
+with no code is never compiled: its repair prompt goes back to the agent. Before anything is
+compiled, :func:`interface_problem`
 checks that the file's header parses against the contract, that the kernel's parameter list
 matches the contract's arguments, and that the launch geometry and requirements work for every
 visible shape. A problem is fed back to the coding agent (the repair edge), as are compile and
@@ -10,7 +13,6 @@ launch failures found by ``verify``.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -31,72 +33,11 @@ from astra_graph.contract import ContractError, OperationSpec, load_implementati
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.launch import interface_problem as parameters_problem
 from astra_graph.models import Verdict
+from astra_graph.replies import RawReply, ReplyProblem, read_code
 from astra_graph.rundir import CANDIDATE, attempt_file, round_dir, write_text
 from astra_graph.state import Candidate, Plan, State
 
 MAX_THREADS_PER_BLOCK = 1024
-
-_FENCE_OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([\w+#.-]*)[^\n]*$")
-_HEADER = re.compile(r"^\s*//\s*astra:\s*entry\b", re.MULTILINE)
-_ANY_HEADER = re.compile(r"^\s*//\s*astra:", re.MULTILINE)
-_CODE_LANGUAGES = {"", "cuda", "cu", "c++", "cpp", "c", "cxx", "cc", "h", "hpp"}
-
-
-def fenced_blocks(text: str) -> list[tuple[str, str]]:
-    """(language, body) of each fenced block; an unclosed last fence runs to the end."""
-    blocks = []
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        match = _FENCE_OPEN.match(lines[i])
-        if not match:
-            i += 1
-            continue
-        fence, language = match[1], match[2].lower()
-        body = []
-        i += 1
-        while i < len(lines) and not lines[i].strip().startswith(fence):
-            body.append(lines[i])
-            i += 1
-        blocks.append((language, "\n".join(body) + "\n"))
-        i += 1
-    return blocks
-
-
-def _unfenced_code(text: str) -> str | None:
-    """Bare code with prose around it: from the header's comment block to the last ``}``."""
-    lines = text.splitlines()
-    first = next((i for i, line in enumerate(lines) if _ANY_HEADER.match(line)), None)
-    if first is None:
-        return None
-    while first > 0 and lines[first - 1].strip().startswith("//"):
-        first -= 1
-    last = max(
-        (i for i in range(first, len(lines)) if lines[i].rstrip().endswith(("}", "};"))),
-        default=None,
-    )
-    if last is None:
-        return None
-    return "\n".join(lines[first : last + 1]) + "\n"
-
-
-def extract_source(reply: str) -> str | None:
-    """The implementation file inside an LLM reply, or None if there is none.
-
-    Prefers the last fenced block that has an ``// astra: entry`` header (models often revise
-    within one reply), then any code block with some ``// astra:`` line, then bare code.
-    """
-    blocks = [body for lang, body in fenced_blocks(reply) if lang in _CODE_LANGUAGES]
-    with_entry = [b for b in blocks if _HEADER.search(b)]
-    if with_entry:
-        return with_entry[-1]
-    with_header = [b for b in blocks if _ANY_HEADER.search(b)]
-    if with_header:
-        return max(with_header, key=len)
-    if blocks and not _ANY_HEADER.search(reply):
-        longest = max(blocks, key=len)
-        return longest if "__global__" in longest else None
-    return _unfenced_code(reply)
 
 
 def interface_problem(
@@ -137,9 +78,16 @@ def interface_problem(
 
 
 def repair_text(state: State) -> str:
-    """The repair section of a coding prompt: the failed attempt and what went wrong."""
+    """The repair section of a coding prompt: the failed attempt and what went wrong.
+
+    A candidate without source means no file came out of the reply: ``feedback`` is then the
+    reply pipeline's own repair prompt and is used as it is. Otherwise it is compiler or
+    checker output about the file, quoted as data.
+    """
     if not state.feedback or state.candidate is None:
         return ""
+    if not state.candidate.source:
+        return "\n" + state.feedback
     previous = (
         prompts.quote("Your previous attempt", state.candidate.source, "cuda")
         if state.candidate.source
@@ -163,20 +111,41 @@ def plan_text(plan: Plan | None) -> str:
     return "\n".join([plan.summary, *steps])
 
 
+def diff_bases(state: State) -> list[str]:
+    """Sources a diff reply may be against, most recent first: the failed attempt the repair
+    prompt showed, then the current best that the coding prompt showed."""
+    bases = []
+    if state.feedback and state.candidate is not None and state.candidate.source:
+        bases.append(state.candidate.source)
+    if state.best is not None:
+        bases.append(Path(state.best.path).read_text())
+    return bases
+
+
 def take_candidate(
-    spec: OperationSpec, state: State, reply_text: str | None, reply_problem: str | None
+    spec: OperationSpec, state: State, reply: RawReply | None, call_problem: str | None
 ) -> dict[str, Any]:
-    """Turn a coding reply into the state's candidate: extract, check the interface, save."""
+    """Turn a coding reply into the state's candidate: read, check the interface, save.
+
+    ``feedback`` is what the next attempt is told: the reply's repair prompt (our own text)
+    when no file could be taken from it, the interface problem otherwise, nothing after a
+    failed request (the same request is made again).
+    """
     k, n = state.round, state.attempt + 1
     path = round_dir(state.run_dir, k) / CANDIDATE
-    source = extract_source(reply_text) if reply_text else None
-    problem = reply_problem
-    if reply_text and source is None:
-        problem = "no CUDA source with an '// astra:' header found in the reply"
+    source: str | None = None
+    problem, feedback = call_problem, ""  # a failed request is simply made again
+    if reply is not None:
+        code = read_code(reply, diff_bases(state))
+        if isinstance(code, ReplyProblem):
+            problem, feedback = code.message, code.repair
+        else:
+            source = code.source
     verdict = None
     if source is not None:
         write_text(attempt_file(state.run_dir, k, n), source)
         problem = interface_problem(spec, path, source, visible_shapes(spec, state))
+        feedback = problem or ""
         if problem:
             verdict = Verdict.reject("interface_mismatch", problem)
         else:
@@ -190,7 +159,7 @@ def take_candidate(
         "attempt": n,
         "candidate": candidate,
         "verdict": verdict,
-        "feedback": problem or "",
+        "feedback": feedback,
         "round_notes": notes,
     }
 
@@ -215,4 +184,6 @@ def coding(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     reply = context_of(runtime).get_llm().ask_text("coding", system_prompt("coding"), user)
     update = take_candidate(spec, state, reply.value, reply.problem)
+    if not update["candidate"].source and reply.problem is None:
+        reply.problem = update["candidate"].problem  # no code in the reply: a failed call
     return {**update, "usage": [reply.usage("coding", k)]}

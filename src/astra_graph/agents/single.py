@@ -12,7 +12,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from astra_graph import prompts
-from astra_graph.agents.coding import fenced_blocks, repair_text, take_candidate
+from astra_graph.agents.coding import repair_text, take_candidate
 from astra_graph.agents.common import (
     MAX_EXTRA_SHAPES,
     check_shapes,
@@ -28,6 +28,7 @@ from astra_graph.agents.common import (
 from astra_graph.agents.planning import new_round_fields
 from astra_graph.agents.profiling import profile_for_prompt
 from astra_graph.context import Context
+from astra_graph.replies import fenced_blocks
 from astra_graph.state import Plan, State
 
 PLAN_CHARS = 400
@@ -36,7 +37,7 @@ PLAN_CHARS = 400
 def proposed_shapes(reply: str) -> tuple[list[dict[str, Any]], str | None]:
     """Shapes from the reply's ```json blocks, and a problem if one could not be read."""
     shapes: list[dict[str, Any]] = []
-    for language, body in fenced_blocks(reply):
+    for language, body, _ in fenced_blocks(reply):
         if language != "json":
             continue
         try:
@@ -85,7 +86,7 @@ def single(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         repair=repair_text(current),
     )
     reply = context_of(runtime).get_llm().ask_text("single", system_prompt("single"), user)
-    text = reply.value or ""
+    text = reply.value.text if reply.value else ""
     notes = list(current.round_notes)
     suite = state.suite
     if text:
