@@ -479,6 +479,14 @@ class LLM:
         return answer
 
 
+def every_call_failed(usage: Iterable[Usage]) -> str | None:
+    """When no LLM call of a run gave a usable reply: one line naming the last failure."""
+    calls = list(usage)
+    if not calls or any(u.failed_calls < u.calls for u in calls):
+        return None
+    return f"every LLM call failed ({len(calls)} calls); the last: {calls[-1].failure}"
+
+
 # --- preflight --------------------------------------------------------------------------------
 
 

@@ -113,10 +113,22 @@ class ShapeTiming(BaseModel):
     """The candidate's time implies more than the margin over the copy bandwidth (device mode)."""
 
 
+class GpuInfo(BaseModel):
+    """The GPU a report was measured on, as the agents are told about it."""
+
+    name: str
+    compute_capability: str
+    """``major.minor``, e.g. ``9.0``."""
+    sm_count: int
+    l2_bytes: int
+
+
 class BenchReport(BaseModel):
     op: str
     mode: TimingMode
     device: str
+    gpu: GpuInfo | None = None
+    """The device's architecture facts; None in reports written before they were recorded."""
     candidate: str
     baseline: str | None = None
     copy_bandwidth_gbps: float

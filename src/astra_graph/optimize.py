@@ -34,7 +34,15 @@ from astra_graph.agents.finalize import result_from_state
 from astra_graph.context import Context, EvaluatorLike
 from astra_graph.contract import resolve
 from astra_graph.graph import build_graph, recursion_limit
-from astra_graph.llm import DEFAULT_MODEL, LLM, LLMSettings, endpoint_problem
+from astra_graph.llm import (
+    DEFAULT_MODEL,
+    LLM,
+    EndpointError,
+    LLMSettings,
+    endpoint_problem,
+    every_call_failed,
+    preflight,
+)
 from astra_graph.models import TimingMode
 from astra_graph.rundir import CHECKPOINT, RUN_JSON, new_run_dir, utc_now, write_model
 from astra_graph.state import AgentMode, AgentName, OptimizationResult, State
@@ -145,7 +153,11 @@ def optimize(
     suites, the baseline's profile, per-bucket tuning and finalize, with no agent rounds.
     The model ``external`` for an agent makes its requests interrupts: the run returns with
     status ``waiting``; ``answer`` (with ``resume``) is the reply to the request it waits for.
-    Raises ConfigurationError (bad arguments), ContractError (bad kernel) or RunFailed.
+    The model endpoint is checked first (:func:`astra_graph.llm.preflight`), before any run
+    directory exists. A run in which no LLM call gave a usable reply ends ``failed`` with the
+    last failure as its error.
+    Raises ConfigurationError (bad arguments, an endpoint that cannot serve the run),
+    ContractError (bad kernel) or RunFailed.
     """
     settings = llm_settings or LLMSettings(
         model=model, base_url=base_url, agent_models=dict(agent_models or {})
@@ -163,8 +175,13 @@ def optimize(
         agents, rounds = "offline", 0
     if rounds < 0 or max_repairs < 0:
         raise ConfigurationError("rounds and max_repairs must be 0 or more")
-    if resume is not None:
-        assert previous is not None
+    mode = previous.agents if previous is not None else agents
+    if mode != "offline" and not no_endpoint:  # the endpoint must answer before the run starts
+        try:
+            preflight(settings, AGENTS_BY_MODE[mode])
+        except EndpointError as exc:
+            raise ConfigurationError(str(exc)) from None
+    if resume is not None and previous is not None:
         run_dir = Path(resume).resolve()
         if no_endpoint and previous.agents != "offline":
             raise ConfigurationError(f"resuming a {previous.agents!r} run: {no_endpoint}")
@@ -215,7 +232,9 @@ def optimize(
             "configurable": {"thread_id": run_dir.name},
             "recursion_limit": recursion_limit(rounds, max_repairs),
         }
-        context = Context(evaluator=evaluator, llm=LLM(settings), timing_mode=timing_mode)
+        llm = LLM(settings)
+        stack.callback(llm.close)
+        context = Context(evaluator=evaluator, llm=llm, timing_mode=timing_mode)
 
         def current() -> State:
             values = compiled.get_state(config).values
@@ -290,5 +309,9 @@ def optimize(
                 raise RunFailed(run_dir, error) from exc
             raise
         result = waiting if waiting is not None else save(current())
+        all_failed = every_call_failed(result.usage) if result.status == "finished" else None
+        if all_failed is not None:  # a run whose agents never got an answer has failed
+            result = result.model_copy(update={"status": "failed", "error": all_failed})
+            write_model(run_dir / RUN_JSON, result)
     _write_report(run_dir)
     return result

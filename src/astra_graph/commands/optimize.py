@@ -56,8 +56,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-repairs", type=int, default=2, help="repairs per round (default 2)")
     p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
     p.add_argument("--mode", choices=["device", "per-call"], default="device", help="timing mode")
-    p.add_argument("--retries", type=int, default=3, help="LLM retries on transport errors")
-    p.add_argument("--llm-timeout", type=float, default=600.0, help="seconds per LLM call")
+    p.add_argument(
+        "--retries", type=int, default=3, help="LLM retries on connection errors, 429 and 5xx"
+    )
+    p.add_argument(
+        "--llm-timeout",
+        type=float,
+        default=600.0,
+        help="seconds per LLM request, its retries and Retry-After waits included (default 600)",
+    )
+    p.add_argument(
+        "--max-output-tokens",
+        type=int,
+        help="output-token limit of each LLM reply, reasoning included (default: the server's)",
+    )
     p.add_argument(
         "--reasoning-effort",
         choices=["minimal", "low", "medium", "high"],
@@ -143,6 +155,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--rounds, --max-repairs and --retries must be 0 or more")
     if args.llm_timeout <= 0:
         raise UsageError("--llm-timeout must be more than 0 seconds")
+    if args.max_output_tokens is not None and args.max_output_tokens < 1:
+        raise UsageError("--max-output-tokens must be 1 or more")
     agents = "multi" if args.agents == EXTERNAL else args.agents
     settings = LLMSettings(
         model=EXTERNAL if args.agents == EXTERNAL else args.model,
@@ -150,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
         agent_models=_agent_models(args.agent_model),
         max_retries=args.retries,
         timeout_s=args.llm_timeout,
+        max_output_tokens=args.max_output_tokens,
         reasoning_effort=args.reasoning_effort,
     )
     offline = endpoint_problem(settings, AGENTS_BY_MODE[agents])
@@ -203,4 +218,7 @@ def show_outcome(result: OptimizationResult, as_json: bool) -> int:
             file=sys.stderr if as_json else sys.stdout,
         )
         return 0
+    if result.status == "failed":
+        print(f"astra optimize: run failed: {result.error}", file=sys.stderr)
+        return 1
     return 0 if result.improved or result.agents == "offline" else 1

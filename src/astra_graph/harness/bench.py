@@ -328,6 +328,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         op=spec.name,
         mode=req.mode,
         device=roofline.device_key()[1],
+        gpu=roofline.gpu_info(),
         candidate=str(candidate.path),
         baseline=str(baseline.path) if baseline else None,
         copy_bandwidth_gbps=copy_gbps,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_graph.harness.compile import cache_dir
+from astra_graph.models import GpuInfo
 
 IMPOSSIBLE_MARGIN = 1.2
 """Achieved bandwidth above this multiple of the copy bandwidth is impossible. The copy itself
@@ -60,6 +61,21 @@ def device_key() -> tuple[str, str]:
     uuid = props.get("uuid", b"")
     uuid_text = uuid.hex() if isinstance(uuid, bytes) else str(uuid)
     return f"{name}|{uuid_text or device.pci_bus_id}", name
+
+
+def gpu_info() -> GpuInfo:
+    """The current GPU's name, compute capability, SM count and L2 size."""
+    import cupy
+
+    device = cupy.cuda.Device()
+    props = cupy.cuda.runtime.getDeviceProperties(device.id)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"])
+    return GpuInfo(
+        name=name,
+        compute_capability=f"{props['major']}.{props['minor']}",
+        sm_count=int(props["multiProcessorCount"]),
+        l2_bytes=int(props["l2CacheSize"]),
+    )
 
 
 def measure_copy_gbps(nbytes: int = COPY_BYTES, repeats: int = COPY_REPEATS) -> float:
