@@ -55,7 +55,7 @@ IMITATIONS: dict[str, Imitation] = {
     # plain text, JSON in a ```json fence with prose before and after
     "fenced": Imitation(frozenset({"json_schema", "tools", "json_object"}), "fenced"),
     # a reasoning model served with its thinking inline: <think>...</think> before the answer
-    "think": Imitation(frozenset({"json_schema"}), "think"),
+    "think": Imitation(frozenset({"json_schema", "tools"}), "think"),
     # a DeepSeek-R1-style server: reasoning_content beside the content; no json_schema, no tools
     "reasoning": Imitation(frozenset({"json_schema", "tools"}), "reasoning"),
     # llama.cpp: any model name, no json_schema through this route

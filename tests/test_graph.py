@@ -9,7 +9,6 @@ import pytest
 
 from astra_graph import prompts
 from astra_graph.agents.coding import interface_problem
-from astra_graph.replies import extract_source
 from astra_graph.agents.common import check_shapes, load_kernel
 from astra_graph.agents.finalize import contenders
 from astra_graph.agents.profiling import beats_baseline
@@ -24,6 +23,7 @@ from astra_graph.graph import (
 )
 from astra_graph.llm import estimate_cost, is_reasoning_model
 from astra_graph.models import BenchReport, Verdict
+from astra_graph.replies import extract_source
 from astra_graph.state import Candidate, RoundRecord, State
 from kernel_sources import VECTORIZED
 

@@ -286,7 +286,11 @@ def optimize(
         waiting = None
         try:
             for mode, chunk in compiled.stream(
-                inputs, config, context=context, stream_mode=["updates", "custom"]
+                inputs,
+                config,
+                context=context,
+                stream_mode=["updates", "custom"],
+                durability="sync",  # progress and run.json read the checkpoint just written
             ):
                 if mode == "custom":
                     notify(chunk)

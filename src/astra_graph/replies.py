@@ -221,6 +221,7 @@ _ANY_HEADER = re.compile(r"^\s*//\s*astra:", re.MULTILINE)
 _CODE_LANGUAGES = {"", "cuda", "cu", "c++", "cpp", "c", "cxx", "cc", "h", "hpp"}
 _DIFF_LANGUAGES = {"diff", "patch", "udiff"}
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_HUNK_LINE = re.compile(r"^@@.*@@", re.MULTILINE)
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str, bool]]:
@@ -261,17 +262,19 @@ def _unfenced_code(text: str) -> str | None:
     return "\n".join(lines[first : last + 1]) + "\n"
 
 
-def extract_source(reply: str, *, closed_only: bool = False) -> str | None:
+def extract_source(reply: str, *, closed_only: bool = False, bare: bool = True) -> str | None:
     """The implementation file inside a reply, or None if there is none.
 
     Prefers the last fenced block that has an ``// astra: entry`` header (models often revise
     within one reply), then any code block with some ``// astra:`` line, then bare code.
-    ``closed_only`` (a truncated reply) takes only blocks whose closing fence arrived.
+    ``closed_only`` (a truncated reply) takes only blocks whose closing fence arrived;
+    ``bare=False`` never takes unfenced code (a reply with a diff has header lines as context).
+    A block with ``@@`` hunk lines is a diff, not a file.
     """
     blocks = [
         body
         for lang, body, closed in fenced_blocks(reply)
-        if lang in _CODE_LANGUAGES and (closed or not closed_only)
+        if lang in _CODE_LANGUAGES and (closed or not closed_only) and not _HUNK_LINE.search(body)
     ]
     with_entry = [b for b in blocks if _HEADER.search(b)]
     if with_entry:
@@ -282,17 +285,15 @@ def extract_source(reply: str, *, closed_only: bool = False) -> str | None:
     if blocks and not _ANY_HEADER.search(reply):
         longest = max(blocks, key=len)
         return longest if "__global__" in longest else None
-    return None if closed_only else _unfenced_code(reply)
+    return None if closed_only or not bare else _unfenced_code(reply)
 
 
 def diff_text(reply: str) -> str | None:
     """The unified diff in a reply (a ``diff`` fence, or bare ``@@`` hunks), or None."""
     for language, body, _ in fenced_blocks(reply):
-        if language in _DIFF_LANGUAGES or (
-            language in _CODE_LANGUAGES and re.search(r"^@@", body, re.MULTILINE)
-        ):
+        if language in _DIFF_LANGUAGES or (language in _CODE_LANGUAGES and _HUNK_LINE.search(body)):
             return body
-    if re.search(r"^@@.*@@", reply, re.MULTILINE) and re.search(r"^[+-]", reply, re.MULTILINE):
+    if _HUNK_LINE.search(reply) and re.search(r"^[+-]", reply, re.MULTILINE):
         return reply
     return None
 
@@ -388,10 +389,10 @@ def read_code(reply: RawReply, diff_bases: Sequence[str] = ()) -> CodeReply | Re
     text = strip_thinking(reply.text) if "<think" in reply.text.lower() else reply.text
     if not text.strip():
         return _code_problem("empty", "the reply was empty", WHOLE_FILE)
-    source = extract_source(text, closed_only=reply.truncated)
+    diff = diff_text(text)
+    source = extract_source(text, closed_only=reply.truncated, bare=diff is None)
     if source is not None and _HEADER.search(source):
         return CodeReply(source)
-    diff = diff_text(text)
     if diff is not None and not reply.truncated:
         for base in diff_bases:
             patched = apply_diff(base, diff)

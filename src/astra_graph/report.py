@@ -456,7 +456,8 @@ def shapes_table(shapes: list[ShapeTiming]) -> Table:
 
 
 def usage_table(usage: list[Usage]) -> Table | None:
-    """Tokens and cost of each agent in each round."""
+    """Tokens and cost of each agent in each round, the structured-output method the endpoint
+    ended up with, and why a call gave nothing usable (its tokens still count)."""
     if not usage:
         return None
     rows = [
@@ -465,13 +466,19 @@ def usage_table(usage: list[Usage]) -> Table | None:
             u.agent,
             u.model,
             str(u.calls),
+            str(u.requests),
+            u.method or "-",
             f"{u.input_tokens:,}",
             f"{u.output_tokens:,}",
             _cost(u.cost_usd),
+            u.failure or "",
         ]
         for u in sorted(usage, key=lambda u: (u.round, u.agent))
     ]
-    headers = ["round", "agent", "model", "calls", "input tokens", "output tokens", "cost"]
+    headers = [
+        "round", "agent", "model", "calls", "requests", "structured output",
+        "input tokens", "output tokens", "cost", "failure",
+    ]  # fmt: skip
     return Table(headers, rows)
 
 

@@ -23,6 +23,7 @@ from astra_graph.agents.common import (
     context_of,
     contract_text,
     emit,
+    kernel_brief,
     load_baseline,
     parameters_text,
     system_prompt,
@@ -176,6 +177,7 @@ def coding(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         contract=contract_text(spec),
         parameters=parameters_text(spec),
         dtypes=", ".join(spec.contract.dtypes),
+        brief=kernel_brief(spec, state),
         plan=prompts.quote("The plan for this round", plan_text(state.plan)),
         source=prompts.quote(
             "The current best implementation", Path(state.best.path).read_text(), "cuda"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -14,9 +15,12 @@ from astra_graph import prompts
 from astra_graph.context import Context
 from astra_graph.contract import Implementation, OperationSpec, load_contract, load_implementation
 from astra_graph.dtypes import DTYPES
+from astra_graph.models import BenchReport, TuningReport, Verdict
 from astra_graph.state import RoundRecord, State
 
 MAX_EXTRA_SHAPES = 8
+MAX_REFERENCE_CHARS = 4000
+"""A reference file longer than this is cut to its reference function alone."""
 MAX_SHAPE_BYTES = 512 * 2**20
 """An agent-proposed shape may move at most this much memory per call (keeps checks quick)."""
 
@@ -82,6 +86,21 @@ def contract_text(spec: OperationSpec) -> str:
     lines.append(f"Fewest bytes one call moves: {c.bytes_moved}")
     tolerances = ", ".join(f"{k}: atol {t.atol}, rtol {t.rtol}" for k, t in c.tolerance.items())
     lines.append(f"Tolerance: {tolerances}; error at most {c.error_ratio}x the starting kernel's")
+    lines.append(
+        "Alignment of the base pointers: " + ", ".join(f"{a.name} {a.align} B" for a in c.args)
+    )
+    lines.append(
+        "Determinism: every rerun must give bit-identical outputs (no atomics whose order "
+        "changes results)"
+        if c.deterministic
+        else "Determinism: not required; atomics are allowed (no bit-for-bit rerun check)"
+    )
+    for special in c.specials:
+        values = "; ".join(f"{arg} set to {vals}" for arg, vals in special.values.items())
+        lines.append(
+            f"Special inputs '{special.name}' (checked on every suite): {values} in "
+            f"{special.fraction:.0%} of elements. {special.description}".rstrip()
+        )
     if c.notes.strip():
         lines.append(f"Notes: {' '.join(c.notes.split())}")
     return "\n".join(lines)
@@ -97,7 +116,76 @@ def visible_shapes(spec: OperationSpec, state: State) -> list[dict[str, int]]:
     return [*spec.contract.suite("tuning"), *extra, *spec.contract.suite("edge")]
 
 
+def reference_text(spec: OperationSpec) -> str:
+    """The contract's float64 reference function, quoted: the exact meaning of the operation."""
+    file_name, function = spec.contract.reference.split(":")
+    source = (spec.folder / file_name).read_text()
+    if len(source) > MAX_REFERENCE_CHARS:
+        tree = ast.parse(source)
+        node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == function)
+        source = ast.get_source_segment(source, node) or source[:MAX_REFERENCE_CHARS]
+    return prompts.quote(
+        f"The reference ({file_name}:{function}, float64; xp is numpy or cupy)", source, "python"
+    )
+
+
+def gpu_text(bench: BenchReport | None) -> str:
+    """The GPU the kernel is timed on: name, compute capability, SMs, L2, copy bandwidth."""
+    if bench is None:
+        return "GPU: not measured yet"
+    parts = [bench.device]
+    if bench.gpu is not None:
+        g = bench.gpu
+        parts += [
+            f"compute capability {g.compute_capability}",
+            f"{g.sm_count} SMs",
+            f"L2 {g.l2_bytes / 2**20:.0f} MiB",
+        ]
+    parts.append(f"measured copy bandwidth {bench.copy_bandwidth_gbps:.0f} GB/s (the roofline)")
+    return "GPU: " + ", ".join(parts)
+
+
+def dispatch_text(report: TuningReport | None) -> str:
+    """The best implementation's per-bucket tunables, as the tuner chose them."""
+    if report is None or not report.dispatch:
+        return "Dispatch table: none (the header's default tunables on every shape)"
+    lines = [f"Dispatch table of the current best (defaults {report.default_tunables}):"]
+    for entry in report.dispatch:
+        tunables = ", ".join(f"{k}={v}" for k, v in entry.tunables.items())
+        lines.append(
+            f"- {entry.bucket}: {tunables} ({entry.speedup_vs_default:.3f}x vs default on "
+            f"{', '.join(entry.shapes)})"
+        )
+    return "\n".join(lines)
+
+
+def evidence_text(verdict: Verdict) -> str:
+    """Where a rejection was seen: shape, dtype, suite or scenario, element, got, expected."""
+    e = verdict.evidence
+    if e is None:
+        return ""
+    parts = []
+    if e.dims:
+        parts.append("shape " + json.dumps(e.dims))
+    if e.dtype:
+        parts.append(e.dtype)
+    if e.suite:
+        parts.append(f"suite/scenario {e.suite}")
+    if e.arg:
+        where = f"{e.arg}{list(e.index)}" if e.index is not None else e.arg
+        parts.append(f"at {where}")
+    if e.got is not None or e.expected is not None:
+        parts.append(f"got {e.got!r}, expected {e.expected!r}")
+    if e.error is not None:
+        allowed = f" (allowed {e.allowed:.3g})" if e.allowed is not None else ""
+        parts.append(f"error {e.error:.3g}{allowed}")
+    if e.detail:
+        parts.append(e.detail)
+    return "; ".join(parts)
+
+
 def history_text(history: list[RoundRecord]) -> str:
+    """Each earlier round: its plan, its outcome and the evidence behind a rejection."""
     if not history:
         return prompts.quote("Earlier rounds", "none yet")
     lines = []
@@ -107,6 +195,9 @@ def history_text(history: list[RoundRecord]) -> str:
             outcome = "no candidate: " + ("; ".join(record.notes) or "nothing usable")
         elif not record.verdict.accepted:
             outcome = f"rejected ({record.verdict.reason}): {record.verdict.message}"
+            evidence = evidence_text(record.verdict)
+            if evidence:
+                outcome += f" [evidence: {evidence}]"
         elif record.geomean_speedup is None:
             outcome = "accepted, not timed"
         else:
@@ -114,6 +205,25 @@ def history_text(history: list[RoundRecord]) -> str:
             outcome = f"accepted, geomean speedup {record.geomean_speedup:.3f}x ({gain})"
         lines.append(f"round {record.round}: {plan} -> {outcome}")
     return prompts.quote("Earlier rounds", "\n".join(lines))
+
+
+def kernel_brief(spec: OperationSpec, state: State) -> str:
+    """What a kernel engineer wants before changing the kernel, for the planner and the coder:
+    the reference, the GPU, the visible shapes, the current profile (every dtype), the
+    dispatch table and each earlier round with its evidence. Held-out shapes never appear."""
+    best = state.best
+    profile = best.profile if best is not None and best.profile else "not measured yet"
+    return "\n\n".join(
+        [
+            reference_text(spec),
+            gpu_text(best.bench if best is not None and best.bench else state.baseline),
+            "Shapes the candidate is checked and timed on (tuning suite, the testing agent's "
+            "extra shapes, edge cases): " + shapes_text(visible_shapes(spec, state)),
+            prompts.quote("Profile of the current best implementation", profile),
+            dispatch_text(best.dispatch if best is not None else None),
+            history_text(state.history),
+        ]
+    )
 
 
 def check_shapes(

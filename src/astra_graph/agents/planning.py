@@ -1,8 +1,9 @@
 """The planning agent: opens a round with an ordered, reasoned plan for the coding agent.
 
-It reads the current best implementation, its profile and the log of earlier rounds. A reply
-that cannot be used is recorded in the round's notes and the round goes on with an empty plan
-(the coding agent then works from the profile alone).
+It reads the current best implementation and the kernel brief (reference, GPU, visible shapes,
+profile, dispatch table, earlier rounds with their evidence). A reply that cannot be used even
+after the re-ask is recorded, with the reason, in the round's notes, the usage record, and the
+progress stream, and the round goes on with an empty plan (the coder works from the brief).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from astra_graph.agents.common import (
     context_of,
     contract_text,
     emit,
-    history_text,
+    kernel_brief,
     load_baseline,
     system_prompt,
 )
-from astra_graph.agents.profiling import profile_for_prompt
 from astra_graph.context import Context
 from astra_graph.state import Plan, State
 
@@ -51,9 +51,8 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         contract=contract_text(spec),
         round=k,
         rounds=state.rounds,
+        brief=kernel_brief(spec, state),
         source=prompts.quote("The current best implementation", best_source, "cuda"),
-        profile=profile_for_prompt(state.best.profile),
-        history=history_text(state.history),
     )
     reply = (
         context_of(runtime)
@@ -64,7 +63,8 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if reply.value is None:
         plan = Plan(summary="(no plan: the planner's reply was unusable)", changes=[])
         update["round_notes"] = [f"planning: {reply.problem}"]
+        emit(agent="planning", round=k, message=f"no plan: {reply.problem}", failure=reply.problem)
     else:
         plan = reply.value
-    emit(agent="planning", round=k, message=plan.summary)
+        emit(agent="planning", round=k, message=plan.summary, method=reply.method)
     return {**update, "plan": plan, "usage": [reply.usage("planning", k)]}

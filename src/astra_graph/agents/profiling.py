@@ -15,7 +15,6 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from astra_graph import prompts
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
@@ -206,7 +205,3 @@ def _outcome(record: RoundRecord) -> str:
     if record.geomean_speedup is None:
         return "candidate accepted, no timing"
     return f"candidate {record.geomean_speedup:.3f}x ({'faster' if record.faster else 'no gain'})"
-
-
-def profile_for_prompt(profile: str) -> str:
-    return prompts.quote("Profile of the current best implementation", profile)

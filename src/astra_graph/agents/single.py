@@ -19,14 +19,13 @@ from astra_graph.agents.common import (
     context_of,
     contract_text,
     emit,
-    history_text,
+    kernel_brief,
     load_baseline,
     parameters_text,
     shapes_text,
     system_prompt,
 )
 from astra_graph.agents.planning import new_round_fields
-from astra_graph.agents.profiling import profile_for_prompt
 from astra_graph.context import Context
 from astra_graph.replies import fenced_blocks
 from astra_graph.state import Plan, State
@@ -81,8 +80,7 @@ def single(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         source=prompts.quote(
             "The current best implementation", Path(state.best.path).read_text(), "cuda"
         ),
-        profile=profile_for_prompt(state.best.profile),
-        history=history_text(state.history),
+        brief=kernel_brief(spec, state),
         repair=repair_text(current),
     )
     reply = context_of(runtime).get_llm().ask_text("single", system_prompt("single"), user)

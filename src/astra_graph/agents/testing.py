@@ -22,6 +22,7 @@ from astra_graph.agents.common import (
     contract_text,
     emit,
     load_baseline,
+    reference_text,
     shapes_text,
     system_prompt,
 )
@@ -48,6 +49,7 @@ def testing(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         op=spec.name,
         summary=spec.contract.summary,
         contract=contract_text(spec),
+        reference=reference_text(spec),
         tuning=shapes_text(tuning),
         max_shapes=MAX_EXTRA_SHAPES,
         source=prompts.quote("The starting implementation", baseline.source, "cuda"),

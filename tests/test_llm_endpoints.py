@@ -1,0 +1,339 @@
+"""The agent loop against imitations of real servers: the real ChatOpenAI and OpenAI SDK talking
+to a scripted server on 127.0.0.1 (tests/fake_openai.py), the fake evaluator for the GPU.
+
+Each behaviour of issue 11: structured output on servers that refuse json_schema, tools or JSON
+mode; JSON in fences, prose, ``<think>`` and ``reasoning_content``; 429 with Retry-After; cut-off
+replies; diffs; slow replies; connection refused, 401 and an unknown model at preflight; and a
+run whose every call fails ends failed, loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import structlog
+
+from astra_graph import cli
+from astra_graph.contract import kernels_root
+from astra_graph.llm import LLM, METHODS, EndpointError, LLMSettings, preflight
+from astra_graph.optimize import ConfigurationError, optimize
+from astra_graph.state import OptimizationResult, Plan
+from fake_evaluator import FakeEvaluator
+from fake_openai import (
+    IMITATIONS,
+    FakeOpenAI,
+    Imitation,
+    Scripted,
+    cut,
+    error,
+    raw_json,
+    slow,
+    structured,
+    text,
+)
+from kernel_sources import VECTORIZED, fenced, marked
+
+NAIVE = kernels_root() / "silu_and_mul" / "naive.cu"
+PLAN = {"summary": "vectorize", "changes": [{"change": "a", "why": "b", "expected_effect": "c"}]}
+NO_SHAPES = {"shapes": []}
+
+
+def plan(summary: str) -> dict[str, object]:
+    return {**PLAN, "summary": summary}
+
+
+def candidate(speedup: float) -> Scripted:
+    return text(fenced(marked(VECTORIZED, speedup=speedup)))
+
+
+@pytest.fixture(autouse=True)
+def _no_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ASTRA_API_KEY", raising=False)
+
+
+def settings(server: FakeOpenAI, **options: object) -> LLMSettings:
+    model = server.imitation.models[0]
+    return LLMSettings(base_url=server.base_url, model=model, **{"max_retries": 0, **options})
+
+
+def run(server: FakeOpenAI, tmp_path: Path, rounds: int, **options: object) -> OptimizationResult:
+    return optimize(
+        NAIVE,
+        rounds=rounds,
+        runs_dir=tmp_path,
+        evaluator=FakeEvaluator(),
+        llm_settings=settings(server, **options),
+    )
+
+
+EXPECTED_METHOD = {
+    "openai": "json_schema",
+    "json_mode_only": "json_mode",
+    "prose": "text",
+    "fenced": "text",
+    "think": "json_mode",
+    "reasoning": "json_mode",
+    "llama_cpp": "function_calling",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_METHOD))
+def test_every_imitated_server_gives_each_round_its_plan(name: str, tmp_path: Path) -> None:
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": [structured(plan("first")), structured(plan("second"))],
+        "coding": [candidate(1.2), candidate(1.5)],
+    }
+    with FakeOpenAI(script, IMITATIONS[name]) as server:
+        result = run(server, tmp_path, rounds=2)
+    assert not server.unscripted
+    assert [r.plan.summary if r.plan else None for r in result.rounds] == ["first", "second"]
+    assert result.best_round == 2 and result.status == "finished"
+    method = EXPECTED_METHOD[name]
+    assert {u.method for u in result.usage if u.agent != "coding"} == {method}
+    # found once per endpoint and model: the refusals all come before the first answer
+    refused = [r for r in server.requests if r.refused]
+    assert all(r.at <= server.for_agent("testing")[0].at for r in refused)
+    assert len(refused) == METHODS.index(method)
+    saved = json.loads((Path(result.run_dir) / "run.json").read_text())
+    assert saved["usage"][0]["method"] == method
+    if refused:
+        assert "refused: HTTP 400" in saved["usage"][0]["notes"][0]
+
+
+def test_a_reply_that_fails_validation_is_asked_again_with_the_error(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": [raw_json({"summary": "no changes field"}), structured(plan("fixed"))],
+        "coding": [candidate(1.3)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1)
+    assert result.rounds[0].plan is not None and result.rounds[0].plan.summary == "fixed"
+    reask = server.for_agent("planning")[1]
+    assert "changes: Field required" in reask.text
+    (usage,) = [u for u in result.usage if u.agent == "planning"]
+    assert usage.requests == 2 and usage.failure is None
+    assert usage.input_tokens == 240 and usage.output_tokens == 160  # both replies billed
+
+
+def test_unusable_replies_count_their_billed_tokens(tmp_path: Path) -> None:
+    script = {
+        "testing": [text("no JSON here", 500, 50), text("still none", 600, 60)],
+        "planning": [text("prose only", 700, 70), text("prose again", 800, 80)],
+        "coding": [text("no code", 900, 90)] * 3,
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1)
+    assert result.total_tokens == 500 + 50 + 600 + 60 + 700 + 70 + 800 + 80 + 3 * (900 + 90)
+    assert all(u.failure for u in result.usage)
+    # every call failed: the run says so, naming the last problem
+    assert result.status == "failed" and result.error is not None
+    assert "every LLM call failed" in result.error and "no CUDA source" in result.error
+
+
+def test_retry_after_is_honoured(tmp_path: Path) -> None:
+    script = {
+        "testing": [error(429, retry_after="2"), structured(NO_SHAPES)],
+        "planning": [structured(PLAN)],
+        "coding": [candidate(1.3)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1, max_retries=2)
+    first, second = server.for_agent("testing")[:2]
+    assert 2.0 <= second.at - first.at < 4.0
+    assert result.rounds[0].plan is not None and result.rounds[0].plan.summary == PLAN["summary"]
+
+
+def test_a_persistent_429_fails_the_call_loudly(tmp_path: Path) -> None:
+    busy = [error(429, retry_after="0.1")] * 3
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": busy,
+        "coding": [candidate(1.3)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1, max_retries=2)
+    assert len(server.for_agent("planning")) == 3
+    (usage,) = [u for u in result.usage if u.agent == "planning"]
+    assert usage.failure is not None and "HTTP 429" in usage.failure
+    notes = "\n".join(result.rounds[0].notes)
+    assert "planning: LLM call failed: HTTP 429" in notes
+    assert result.status == "finished"  # other calls worked
+    assert "HTTP 429" in (Path(result.run_dir) / "report.md").read_text()
+
+
+def test_one_limit_bounds_a_request_with_its_retries() -> None:
+    script = {"planning": [slow(structured(PLAN), 3.0), slow(structured(PLAN), 3.0)]}
+    with FakeOpenAI(script) as server:
+        llm = LLM(settings(server, timeout_s=1.0, max_retries=3))
+        started = time.monotonic()
+        reply = llm.ask_structured("planning", Plan, "You are the planning agent.", "Plan.")
+        elapsed = time.monotonic() - started
+        llm.close()
+    assert reply.value is None and reply.problem is not None
+    assert "no reply within 1 s" in reply.problem
+    assert elapsed < 2.5
+
+
+def test_a_cut_off_plan_is_asked_again(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": [cut(structured(PLAN)), structured(plan("shorter"))],
+        "coding": [candidate(1.3)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1, max_output_tokens=4096)
+    assert result.rounds[0].plan is not None and result.rounds[0].plan.summary == "shorter"
+    reask = server.for_agent("planning")[1].text
+    assert "cut off" in reask and "output-token limit" in reask
+    assert server.for_agent("planning")[0].body["max_completion_tokens"] == 4096
+
+
+def test_cut_off_code_is_never_compiled_and_the_coder_is_told(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": [structured(PLAN)],
+        "coding": [cut(candidate(1.3)), candidate(1.3)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1)
+    run_dir = Path(result.run_dir)
+    assert not (run_dir / "rounds/1/attempt-1.cu").exists()  # never written, never compiled
+    assert (run_dir / "rounds/1/attempt-2.cu").is_file()
+    repair = server.for_agent("coding")[1].text
+    assert "cut off" in repair and "output-token limit" in repair
+    assert result.rounds[0].attempts == 2 and result.best_round == 1
+
+
+def test_a_diff_reply_is_applied_or_answered_with_a_whole_file_request(tmp_path: Path) -> None:
+    import difflib
+
+    naive = NAIVE.read_text()
+    faster = naive.replace("expf(-a)", "__expf(-a)").replace(
+        "// astra: description", "// fake: speedup = 1.4\n// astra: description"
+    )
+    diff = "\n".join(
+        difflib.unified_diff(naive.splitlines(), faster.splitlines(), "a", "b", lineterm="")
+    )
+    stale = diff.replace("const long long row", "const int row")
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": [structured(PLAN), structured(PLAN)],
+        "coding": [
+            text(f"Here is the change:\n```diff\n{diff}\n```"),  # round 1: applies
+            text(f"```diff\n{stale}\n```"),  # round 2: does not apply
+            candidate(1.2),
+        ],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=2)
+    run_dir = Path(result.run_dir)
+    assert (run_dir / "rounds/1/candidate.cu").read_text() == faster
+    assert result.rounds[0].geomean_speedup == pytest.approx(1.4)
+    repair = server.for_agent("coding")[2].text
+    assert "does not apply cleanly" in repair and "WHOLE" in repair
+    assert result.rounds[1].attempts == 2
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("url", "words"),
+    [
+        ("not-a-url", "--base-url 'not-a-url': expected an http"),
+        ("http://127.0.0.1:{port}/v1", "--base-url http://127.0.0.1:{port}/v1: cannot connect"),
+    ],
+)
+def test_preflight_rejects_a_bad_or_dead_url(url: str, words: str, tmp_path: Path) -> None:
+    port = _closed_port()
+    started = time.monotonic()
+    with pytest.raises(ConfigurationError, match=words.format(port=port).replace(".", r"\.")):
+        optimize(
+            NAIVE,
+            rounds=1,
+            runs_dir=tmp_path,
+            evaluator=FakeEvaluator(),
+            llm_settings=LLMSettings(base_url=url.format(port=port)),
+        )
+    assert time.monotonic() - started < 10
+    assert not list(tmp_path.iterdir())  # no run directory
+
+
+def test_preflight_names_the_key_and_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAI(imitation=Imitation(key="sk-right")) as server:
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+        with pytest.raises(EndpointError, match=r"OPENAI_API_KEY: .* refused the key: HTTP 401"):
+            preflight(LLMSettings(base_url=server.base_url), ["planning"])
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-right")
+        preflight(LLMSettings(base_url=server.base_url), ["planning"])
+        with pytest.raises(EndpointError, match=r"--agent-model o3: not served .*o4-mini"):
+            preflight(
+                LLMSettings(base_url=server.base_url, agent_models={"coding": "o3"}), ["coding"]
+            )
+    # a server that answers to any model name (llama.cpp) passes with the one-token request
+    with FakeOpenAI(imitation=IMITATIONS["llama_cpp"]) as server:
+        preflight(LLMSettings(base_url=server.base_url, model="anything"), ["planning"])
+        assert server.requests and server.requests[0].body["max_tokens"] == 1
+
+
+@pytest.fixture
+def _restore_structlog():  # type: ignore[no-untyped-def]
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.mark.usefixtures("_restore_structlog")
+def test_cli_one_line_exit_2_for_an_unknown_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import astra_graph.commands.optimize as command
+
+    monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
+    with FakeOpenAI() as server:
+        argv = ["optimize", "silu_and_mul/naive", "--base-url", server.base_url]
+        code = cli.main([*argv, "--model", "gpt-nope", "--runs-dir", str(tmp_path)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "--model gpt-nope: not served by" in err[0] and "does not exist" in err[0]
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.usefixtures("_restore_structlog")
+def test_cli_a_run_whose_every_call_fails_exits_1_naming_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import astra_graph.commands.optimize as command
+    import astra_graph.harness.evaluator as harness_evaluator
+
+    monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
+    monkeypatch.setattr(harness_evaluator, "Evaluator", FakeEvaluator)
+    script = {"testing": [error(503)], "planning": [error(503)], "coding": [error(503)] * 3}
+    with FakeOpenAI(script) as server:
+        argv = ["optimize", "silu_and_mul/naive", "--rounds", "1", "--retries", "0", "--json"]
+        code = cli.main([*argv, "--base-url", server.base_url, "--runs-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 1
+    result = OptimizationResult.model_validate_json(out)
+    assert result.status == "failed" and "HTTP 503" in (result.error or "")
+    assert "run failed: every LLM call failed" in err and "HTTP 503" in err
+    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    assert any("HTTP 503" in str(e.get("message", "")) for e in events if e.get("agent"))
+
+
+def test_reasoning_content_reaches_the_pipeline() -> None:
+    with FakeOpenAI({"planning": [structured(PLAN)]}, IMITATIONS["reasoning"]) as server:
+        llm = LLM(settings(server))
+        answer = llm.ask_text("planning", "You are the planning agent.", "Plan.")
+        llm.close()
+    assert answer.value is not None and answer.value.reasoning is not None
+    assert "First I read the profile" in answer.value.reasoning
