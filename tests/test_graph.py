@@ -241,9 +241,11 @@ def test_every_prompt_renders() -> None:
         "role": "r", "op": "o", "summary": "s", "contract": "c", "tuning": "[]",
         "max_shapes": 8, "source": "src", "round": 1, "rounds": 5, "profile": "p",
         "history": "h", "parameters": "p", "dtypes": "d", "plan": "p", "repair": "",
-        "attempt": 1, "problem": "x", "previous": "y",
+        "attempt": 1, "problem": "x", "previous": "y", "brief": "b", "reference": "ref",
+        "instruction": "i", "schema": "{}",
     }  # fmt: skip
-    for name in ("system", "testing", "planning", "coding", "repair", "single"):
+    names = ("system", "testing", "planning", "coding", "repair", "single", "reask", "json_reply")
+    for name in names:
         text = prompts.render(name, **values)
         assert "$" not in text.replace("$$", ""), name
     with pytest.raises(prompts.PromptError):
