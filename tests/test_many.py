@@ -71,7 +71,7 @@ def test_agent_runs_of_two_kernels_each_get_their_own_result(tmp_path: Path) -> 
     }
     kernels = [str(SILU / "naive.cu"), str(SILU / "production.cu"), "no_such_op"]
     with FakeOpenAI(script) as server:
-        settings = LLMSettings(base_url=server.base_url, max_retries=0, backoff_s=0.0)
+        settings = LLMSettings(base_url=server.base_url, max_retries=0)
         runs = optimize_many(
             kernels, evaluator=pool(), runs_dir=tmp_path, rounds=1, llm_settings=settings
         )

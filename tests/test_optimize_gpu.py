@@ -50,7 +50,7 @@ def test_optimize_finds_and_proves_the_faster_kernel(
         "coding": [text(fenced(BROKEN)), text(fenced(WRONG)), text(fenced(VECTORIZED))],
     }
     with FakeOpenAI(script) as server:
-        settings = LLMSettings(base_url=server.base_url, max_retries=0, backoff_s=0.0)
+        settings = LLMSettings(base_url=server.base_url, max_retries=0)
         result = optimize(NAIVE, rounds=2, runs_dir=tmp_path, llm_settings=settings)
     print("\n" + format_result(result))
     keep = os.environ.get("ASTRA_KEEP_RUN")
