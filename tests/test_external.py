@@ -128,7 +128,7 @@ def test_two_rounds_answered_with_astra_reply_match_the_scripted_server(
             rounds=2,
             runs_dir=tmp_path / "model",
             evaluator=FakeEvaluator(),
-            llm_settings=LLMSettings(base_url=server.base_url, max_retries=0, backoff_s=0.0),
+            llm_settings=LLMSettings(base_url=server.base_url, max_retries=0),
         )
     assert not server.unscripted and reference.status == "finished"
 
@@ -193,7 +193,7 @@ def test_two_rounds_answered_with_astra_reply_match_the_scripted_server(
     assert "answered externally" in report and "| external requests | 7, 7 answered" in report
     rounds = report.split("| round | plan |", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
     assert len(rounds) == 2 and all("| planning, coding |" in row for row in rounds)
-    assert "| 1 | coding | external | 1 | 0 | 0 | $0.0000 |" in report  # the usage table
+    assert "| 1 | coding | external | 1 | 1 | - | 0 | 0 | $0.0000 |" in report  # usage table
     assert "answered externally" not in (Path(reference.run_dir) / "report.md").read_text()
 
 
@@ -218,9 +218,7 @@ def test_a_bad_answer_goes_through_repair_and_counts_as_an_attempt(tmp_path: Pat
     second = pending(run_dir)
     assert second.request.agent == "coding" and second.request.number == 4
     repair = second.request.messages[-1].content
-    assert (
-        "no CUDA source" in repair and "no code could be taken from your previous reply" in repair
-    )
+    assert "could not be used: no CUDA source" in repair and "WHOLE `.cu` file" in repair
     assert repaired.status == "waiting" and first_coding.status == "waiting"
 
     final = answer(fenced(VECTORIZED))  # default speedup 1.0: a tie
@@ -240,7 +238,11 @@ def test_an_unusable_structured_answer_is_recorded_like_a_models(tmp_path: Path)
         llm_settings=LLMSettings(model="external"),
     )
     run_dir = Path(waiting.run_dir)
-    done = optimize(None, resume=run_dir, evaluator=FakeEvaluator(), answer="five shapes, please")
+    reask = optimize(None, resume=run_dir, evaluator=FakeEvaluator(), answer="five shapes, please")
+    assert reask.status == "waiting"  # asked once more, with what was wrong, as a model is
+    again = pending(run_dir).request
+    assert again.agent == "testing" and "could not be used" in again.messages[-1].content
+    done = optimize(None, resume=run_dir, evaluator=FakeEvaluator(), answer="six, then")
     assert done.test_suite is not None and done.test_suite.problem is not None
     assert done.test_suite.extra == []
     assert pending(run_dir).request.agent == "planning"  # the run went on
