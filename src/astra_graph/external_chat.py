@@ -22,7 +22,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import httpx
-from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_openai import ChatOpenAI
@@ -127,7 +127,13 @@ class ExternalChat(ChatOpenAI):
             max_retries=0,
             disable_streaming=True,  # the answer comes whole; _generate is the one path
             http_client=httpx.Client(transport=httpx.MockTransport(_serve)),
+            http_async_client=httpx.AsyncClient(transport=httpx.MockTransport(_serve)),
         )
+
+    def _ask(self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any) -> str:
+        """The interrupt: the request ``ChatOpenAI`` would send, as a question; its answer."""
+        payload = self._get_request_payload(messages, stop=stop, **kwargs)
+        return answer_text(interrupt(question_from_payload(self.agent, payload).model_dump()))
 
     def _generate(
         self,
@@ -136,10 +142,22 @@ class ExternalChat(ChatOpenAI):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        payload = self._get_request_payload(messages, stop=stop, **kwargs)
-        answer = interrupt(question_from_payload(self.agent, payload).model_dump())
-        token = _ANSWER.set(answer_text(answer))
+        token = _ANSWER.set(self._ask(messages, stop, **kwargs))
         try:
             return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+        finally:
+            _ANSWER.reset(token)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """As ``_generate``; ``interrupt()`` needs the graph's run context (a LangGraph node)."""
+        token = _ANSWER.set(self._ask(messages, stop, **kwargs))
+        try:
+            return await super()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
         finally:
             _ANSWER.reset(token)
