@@ -15,7 +15,8 @@ This module is the record of those exchanges, kept as files in the run directory
   a run killed after a reply continues with that answer instead of asking again.
 
 The answer is the raw reply text. It goes back into the chat model as if a server had sent it,
-so it meets exactly the extraction, validation and repair a model's reply meets.
+so it meets exactly the reply pipeline (:mod:`astra_graph.replies`), validation and repair a
+model's reply meets.
 ``run.json`` lists every exchange (:func:`load_exchanges`).
 """
 
@@ -89,8 +90,8 @@ class Exchange(BaseModel):
 def how_to_answer(reply: ReplyKind) -> str:
     if reply == "structured":
         return (
-            "Reply with one JSON object that satisfies response_schema (see example), "
-            "nothing else."
+            "Reply with one JSON object that satisfies response_schema (see example); a "
+            "```json fence or words around it are tolerated, as they are from a model."
         )
     return "Reply as a model would: follow the user message's instructions for the format."
 
