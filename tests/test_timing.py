@@ -61,20 +61,6 @@ def test_speedup_error_adds_relative_errors_in_quadrature() -> None:
     assert err == pytest.approx(2.0 * math.sqrt(2) * 0.01)
 
 
-@pytest.mark.parametrize(
-    ("ratio", "err", "call"),
-    [
-        (1.005, 0.0001, "tie"),  # below the minimum meaningful effect
-        (1.05, 0.03, "tie"),  # inside two standard errors
-        (1.05, 0.01, "faster"),
-        (0.90, 0.01, "slower"),
-        (1.30, 0.0, "faster"),
-    ],
-)
-def test_tie_rule(ratio: float, err: float, call: str) -> None:
-    assert timing.call_speedup(ratio, err) == call
-
-
 def test_geomean_of_reciprocal_speedups_is_one_with_propagated_error() -> None:
     value, err = timing.geomean_speedup([(2.0, 0.02), (0.5, 0.005)])
     assert value == pytest.approx(1.0)

@@ -72,6 +72,18 @@ class InitSpec(_Strict):
     scale: float = Field(1.0, gt=0)
     low: float = -1.0
     high: float = 1.0
+    row_scale: tuple[float, float] | None = Field(
+        None,
+        description="checks multiply each row (first index) by a factor drawn log-uniformly "
+        "in [low, high], the same factor for every argument of that row count",
+    )
+
+    @field_validator("row_scale")
+    @classmethod
+    def _row_scale(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0 < value[0] <= value[1]:
+            raise ValueError(f"row_scale must be [low, high] with 0 < low <= high, got {value}")
+        return value
 
 
 def _check_dtype_name(value: str, allow_type_parameter: bool) -> str:
@@ -131,6 +143,11 @@ class ScalarArg(_Strict):
     dtype: Literal["int32", "int64", "float32", "float64"]
     value: str | int | None = None
     default: float | None = None
+    range: tuple[float, float] | None = Field(
+        None,
+        description="for a parameter (``default``): checks draw it log-uniformly in "
+        "[low, high] unless the caller sets it",
+    )
     description: str = ""
 
     @field_validator("value")
@@ -147,6 +164,12 @@ class ScalarArg(_Strict):
     def _one_source(self) -> ScalarArg:
         if (self.value is None) == (self.default is None):
             raise ValueError(f"scalar {self.name!r} needs exactly one of 'value' or 'default'")
+        if self.range is not None:
+            low, high = self.range
+            if self.default is None or not 0 < low <= self.default <= high:
+                raise ValueError(
+                    f"scalar {self.name!r}: range needs a default inside it and 0 < low <= high"
+                )
         return self
 
 

@@ -17,6 +17,7 @@ RejectReason = Literal[
     "unwritten_output",
     "mismatch",
     "input_mutated",
+    "out_of_bounds",
     "nondeterministic",
     "impossible_time",
     "timeout",

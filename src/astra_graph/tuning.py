@@ -1,11 +1,8 @@
 """Per-shape tuning: sweep an implementation's tunables per shape bucket, build a dispatch table.
 
-Good kernels differ by shape, so one setting is chosen per *bucket*, not per operation:
-
-- phase: ``decode`` when the contract's first dim (the row/token count) is at most 256,
-  else ``prefill`` (the serving split the contracts' suites follow);
-- row class, from the bytes one row moves (the contract's ``bytes_moved`` over the first dim,
-  at the element type timed): ``small`` below 16 KiB, ``medium`` below 64 KiB, ``large`` above.
+Good kernels differ by shape, so one setting is chosen per *bucket*, not per operation: the
+serving phase (decode or prefill) and row class (small, medium, large), as
+``astra_graph.harness.buckets`` defines them for the tuner and the verification plan alike.
 
 For each bucket the sweep times every configuration against the implementation's default
 setting on the bucket's shapes (interleaved, device mode), ranks them by geometric-mean speedup,
@@ -21,22 +18,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from astra_graph.contract import OperationSpec, load_implementation
 from astra_graph.dtypes import DTYPES
-from astra_graph.harness.timing import MIN_EFFECT
+from astra_graph.harness.buckets import bucket_of, group_by_bucket
 from astra_graph.models import BenchReport, DispatchEntry, TimingMode, TuningReport, Verdict
+from astra_graph.selection import final_pick
 
-DECODE_MAX_ROWS = 256
-ROW_CLASSES = ((16 * 1024, "small"), (64 * 1024, "medium"))
-LARGEST_ROW_CLASS = "large"
 DEFAULT_BUDGET_S = 120.0
 DEFAULT_MAX_CONFIGS = 24
-WIN_SIGMAS = 2.0
-"""A configuration wins only when its speedup minus this many standard errors exceeds 1, and by
-more than the harness's smallest trusted effect (``timing.MIN_EFFECT``)."""
 
 
 class TuningEvaluator(Protocol):
@@ -65,23 +58,13 @@ class TuningEvaluator(Protocol):
     ) -> Verdict: ...
 
 
-def bucket_of(spec: OperationSpec, dims: Mapping[str, int], dtype: str) -> str:
-    """The bucket a shape falls in (see the module docstring)."""
-    rows_dim = next(iter(spec.contract.dims))
-    rows = max(dims[rows_dim], 1)
-    phase = "decode" if rows <= DECODE_MAX_ROWS else "prefill"
-    row_bytes = spec.contract.bytes_for(dims, dtype) / rows
-    row_class = next((name for limit, name in ROW_CLASSES if row_bytes < limit), LARGEST_ROW_CLASS)
-    return f"{phase}/{row_class}"
+@dataclass(frozen=True)
+class _Timed:
+    """One setting's geometric-mean speedup over the default on a bucket's shapes."""
 
-
-def group_by_bucket(
-    spec: OperationSpec, shapes: Sequence[Mapping[str, int]], dtype: str
-) -> dict[str, list[dict[str, int]]]:
-    buckets: dict[str, list[dict[str, int]]] = {}
-    for dims in shapes:
-        buckets.setdefault(bucket_of(spec, dims, dtype), []).append(dict(dims))
-    return dict(sorted(buckets.items()))
+    geomean_speedup: float
+    geomean_speedup_err: float | None
+    config: dict[str, int]
 
 
 def config_label(tunables: Mapping[str, int]) -> str:
@@ -148,7 +131,7 @@ def tune(
 
     for bucket, bucket_shapes in group_by_bucket(spec, shapes, dtype).items():
         labels = [spec.contract.label(d) for d in bucket_shapes]
-        ranked: list[tuple[float, float | None, dict[str, int]]] = []
+        ranked: list[_Timed] = []
         for config in configs:
             if budget_from is not None and time.monotonic() - budget_from > budget_s:
                 report.skipped.append(f"{bucket}: {config_label(config)}: time budget spent")
@@ -186,26 +169,29 @@ def tune(
                 )
                 continue
             if timing.geomean_speedup is not None:
-                ranked.append((timing.geomean_speedup, timing.geomean_speedup_err, config))
-        ranked.sort(key=lambda item: item[0], reverse=True)
-        chosen: DispatchEntry | None = None
-        for speedup, err, config in ranked:
-            if speedup - WIN_SIGMAS * (err or 0.0) <= 1.0 or speedup <= 1.0 + MIN_EFFECT:
-                continue  # inside the noise; a slower but surer setting may still win
-            verdict = verified(config)
-            if verdict.accepted:
-                chosen = DispatchEntry(
-                    bucket=bucket,
-                    tunables=config,
-                    shapes=labels,
-                    speedup_vs_default=speedup,
-                    speedup_err=err,
-                    verified=True,
+                ranked.append(_Timed(timing.geomean_speedup, timing.geomean_speedup_err, config))
+
+        def passes(timed: _Timed, bucket: str = bucket) -> bool:
+            verdict = verified(timed.config)
+            if not verdict.accepted:
+                report.skipped.append(
+                    f"{bucket}: {config_label(timed.config)}: {timed.geomean_speedup:.2f}x but "
+                    f"rejected ({verdict.reason}: {verdict.message})"
                 )
-                break
-            report.skipped.append(
-                f"{bucket}: {config_label(config)}: {speedup:.2f}x but rejected "
-                f"({verdict.reason}: {verdict.message})"
+            return verdict.accepted
+
+        # the selection rule: faster than the default beyond a tie, best so far in the order
+        # tried, the next best when verification refuses it
+        winner = final_pick(ranked, passes)
+        chosen: DispatchEntry | None = None
+        if winner is not None:
+            chosen = DispatchEntry(
+                bucket=bucket,
+                tunables=winner.config,
+                shapes=labels,
+                speedup_vs_default=winner.geomean_speedup,
+                speedup_err=winner.geomean_speedup_err,
+                verified=True,
             )
         report.dispatch.append(
             chosen

@@ -15,27 +15,23 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from astra_graph import selection
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
-from astra_graph.harness.timing import MIN_EFFECT
 from astra_graph.harness.worker import WorkerError, WorkerTimeout
 from astra_graph.models import BenchReport, Verdict
 from astra_graph.rundir import BASELINE_BENCH, BENCH, round_dir, write_model
+from astra_graph.selection import replaces_best
 from astra_graph.state import Best, RoundRecord, State
 
-MIN_GAIN = MIN_EFFECT
-"""A geometric-mean gain below this counts as a tie, whatever the error bars say."""
 NEAR_ROOFLINE_PCT = 75.0
 SMALL_KERNEL_US = 8.0
 
 
 def beats_baseline(bench: BenchReport) -> bool:
-    """Faster than the baseline beyond twice the standard error and by more than MIN_GAIN."""
-    if bench.geomean_speedup is None:
-        return False
-    noise = 2 * (bench.geomean_speedup_err or 0.0)
-    return bench.geomean_speedup > 1.0 + max(noise, MIN_GAIN)
+    """The geometric-mean speedup is ``faster`` by the selection rule (not a tie)."""
+    return selection.beats_baseline(bench.geomean_speedup, bench.geomean_speedup_err)
 
 
 def likely_bottlenecks(bench: BenchReport, which: str = "candidate") -> list[str]:
@@ -153,15 +149,16 @@ def profiling(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             record.profile = summarize(bench, f"Profile of round {k}'s candidate")
         if bench is not None and rejection is None:
             record.faster = beats_baseline(bench)
-            if record.faster and (bench.geomean_speedup or 0.0) > best.geomean_speedup:
-                best = Best(
-                    round=k,
-                    path=candidate.path,
-                    geomean_speedup=bench.geomean_speedup or 1.0,
-                    geomean_speedup_err=bench.geomean_speedup_err,
-                    bench=bench,
-                    profile=record.profile,
-                )
+            contender = Best(
+                round=k,
+                path=candidate.path,
+                geomean_speedup=bench.geomean_speedup or 1.0,
+                geomean_speedup_err=bench.geomean_speedup_err,
+                bench=bench,
+                profile=record.profile,
+            )
+            if replaces_best(contender, best):
+                best = contender
     record.best_speedup = best.geomean_speedup
     emit(
         agent="profiling",

@@ -22,6 +22,7 @@ from astra_graph.harness.timing import geomean_speedup
 from astra_graph.harness.worker import WorkerError
 from astra_graph.models import BenchReport, TimingMode, TuningReport
 from astra_graph.rundir import round_dir, write_model
+from astra_graph.selection import replaces_best
 from astra_graph.state import Best, State, Tuned
 from astra_graph.tuning import group_by_bucket, tune
 
@@ -126,17 +127,17 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             write_model(folder / TUNED_BENCH_FILE, bench)
             record.bench = bench
             record.faster = beats_baseline(bench)
-            speedup = bench.geomean_speedup or 1.0
-            if record.faster and speedup > best.geomean_speedup:
-                best = Best(
-                    round=k,
-                    path=path,
-                    geomean_speedup=speedup,
-                    geomean_speedup_err=bench.geomean_speedup_err,
-                    bench=bench,
-                    profile=summarize(bench, f"Profile of {who} with its dispatch table"),
-                    dispatch=report,
-                )
+            contender = Best(
+                round=k,
+                path=path,
+                geomean_speedup=bench.geomean_speedup or 1.0,
+                geomean_speedup_err=bench.geomean_speedup_err,
+                bench=bench,
+                profile=summarize(bench, f"Profile of {who} with its dispatch table"),
+                dispatch=report,
+            )
+            if replaces_best(contender, best):
+                best = contender
     tuned_speedup = record.bench.geomean_speedup if record.bench else None
     emit(
         agent="tuning",

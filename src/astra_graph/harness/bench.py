@@ -24,19 +24,17 @@ import secrets
 import time
 from collections.abc import Mapping
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
+from astra_graph import selection
 from astra_graph.contract import (
     ContractError,
-    Implementation,
     OperationSpec,
-    load_contract,
-    load_implementation,
 )
 from astra_graph.harness import occupancy, roofline, timing
+from astra_graph.harness.payload import JobPayload, operation_spec
 from astra_graph.models import (
     BenchReport,
     Evidence,
@@ -52,18 +50,10 @@ POISON_BYTE = 0xFF
 """Outputs are filled with this byte before timing: NaN in fp16, bf16 and fp32."""
 
 
-class BenchRequest(BaseModel):
-    """What the evaluator asks the worker to time (``Evaluator.bench_request`` builds it)."""
+class BenchRequest(JobPayload):
+    """What the evaluator asks the worker to time (``Evaluator.bench_request`` builds it): the
+    payload a check request carries too (``harness.payload``), plus the timing settings."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    op_folder: str
-    """The operation's folder (holding contract.toml)."""
-    candidate: str
-    """Path of the candidate's .cu file."""
-    baseline: str | None = None
-    candidate_tunables: dict[str, int] = {}
-    baseline_tunables: dict[str, int] = {}
     mode: TimingMode = "device"
     shapes: list[dict[str, int]] | None = None
     """The tuning suite's when None."""
@@ -193,7 +183,7 @@ class _Side:
 
     def check(self, index: int) -> tuple[RejectReason, Evidence] | None:
         """Why copy ``index``'s outputs, as the timed calls left them, are wrong; or None."""
-        from astra_graph.harness.verify import Finding, compare_outputs
+        from astra_graph.harness.compare import compare_outputs
 
         case = self.cases[index]
         inputs, reference = self.references[index]
@@ -201,11 +191,9 @@ class _Side:
         found, _ = compare_outputs(self.spec, inputs, written, reference, case.dtype)
         if found is None:
             return None
-        reason: RejectReason = "mismatch"
-        if isinstance(found, Finding):
-            reason, found = found.reason, found.evidence()
-        found.dims, found.dtype = dict(case.dims), case.dtype
-        return reason, found
+        evidence = found.evidence()
+        evidence.dims, evidence.dtype = dict(case.dims), case.dtype
+        return found.reason, evidence
 
 
 def _function_attribute(function: Any, name: str, fallback: int) -> int:
@@ -236,10 +224,6 @@ def _resources(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
         occupancy=occ.fraction,
         occupancy_limit=occ.limiter,
     )
-
-
-def _load(path: str, spec: OperationSpec) -> Implementation:
-    return load_implementation(Path(path), spec.contract)
 
 
 def _shapes(request: BenchRequest, spec: OperationSpec) -> list[dict[str, int]]:
@@ -297,6 +281,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
 
     from astra_graph.harness import worker
     from astra_graph.harness.compile import gpu_arch
+    from astra_graph.harness.errors import BaselineError, NoGpu
     from astra_graph.harness.launch import (
         CompileFailed,
         InterfaceMismatch,
@@ -304,7 +289,6 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         load_kernel,
         synchronize,
     )
-    from astra_graph.harness.verify import BaselineError, NoGpu
 
     if gpu_arch() is None:
         raise NoGpu("no CUDA GPU visible to the evaluation worker")
@@ -312,9 +296,10 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         req = BenchRequest.model_validate(request)
     except ValidationError as exc:
         raise ContractError(f"bench request: {str(exc).splitlines()[0]}") from None
-    spec = load_contract(Path(req.op_folder))
-    candidate = _load(req.candidate, spec)
-    baseline = _load(req.baseline, spec) if req.baseline else None
+    spec = operation_spec(req.op)
+    candidate = req.candidate.implementation(spec.contract)
+    baseline = req.baseline.implementation(spec.contract) if req.baseline else None
+    base_tunables = req.baseline.tunables if req.baseline else {}
     shapes = _shapes(req, spec)
     dtypes = req.dtypes or spec.contract.dtypes[:1]
     for dtype in dtypes:
@@ -339,11 +324,11 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
     largest = max(shapes, key=lambda d: spec.contract.bytes_for(d, dtypes[0]))
     for dtype in dtypes:
         worker.progress({"step": "compile", "dtype": dtype})
-        cand_kernel = load_kernel(spec, candidate, dtype, req.candidate_tunables)
+        cand_kernel = load_kernel(spec, candidate, dtype, req.candidate.tunables)
         base_kernel = None
         if baseline is not None:
             try:
-                base_kernel = load_kernel(spec, baseline, dtype, req.baseline_tunables)
+                base_kernel = load_kernel(spec, baseline, dtype, base_tunables)
             except (CompileFailed, InterfaceMismatch) as exc:
                 raise BaselineError(f"baseline: {exc}") from None
         if dtype == dtypes[0]:
@@ -425,7 +410,7 @@ def _shape_timing(
     )
     if base is not None:
         shape.speedup, shape.speedup_err = timing.speedup(base, cand)
-        shape.call = timing.call_speedup(shape.speedup, shape.speedup_err)
+        shape.call = selection.call(shape.speedup, shape.speedup_err)
     return shape
 
 

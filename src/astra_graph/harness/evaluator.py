@@ -10,10 +10,9 @@ kernel's parameter list against the contract (``interface_mismatch``). Everythin
 the worker: compile (``compile_error``), launch, verification (:func:`verify.run_check`) and
 timing (``astra_graph.harness.bench:run_bench``).
 
-Check requests are plain dicts holding the sources and the contract (see
-:func:`kernel_request`); the worker rebuilds everything from them. Bench requests name the files
-(``harness.bench.BenchRequest``), which the worker reads again: a candidate must not change on
-disk between its check and its timing (run directories write each candidate once).
+Check and bench requests carry the same typed payload (``harness.payload``): the operation's
+folder and validated contract, and each implementation's path, source and tunables; the worker
+rebuilds everything from them and reads no file the caller could change in between.
 """
 
 from __future__ import annotations
@@ -37,7 +36,9 @@ from astra_graph.contract import (
     load_contract,
     load_implementation,
 )
+from astra_graph.harness.bench import BenchRequest
 from astra_graph.harness.launch import interface_problem
+from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
 from astra_graph.harness.worker import (
     JobFailed,
     Worker,
@@ -85,16 +86,6 @@ def operation(op: str | Path | OperationSpec) -> OperationSpec:
     if (folder / CONTRACT_FILE).is_file():
         return load_contract(folder)
     raise ContractError(f"{op}: not an operation name or a folder with {CONTRACT_FILE}")
-
-
-def kernel_request(impl: Implementation) -> dict[str, str]:
-    """How an implementation travels to the worker: its path (for messages) and its source."""
-    return {"path": str(impl.path), "source": impl.source}
-
-
-def operation_request(spec: OperationSpec) -> dict[str, Any]:
-    """How an operation travels to the worker: its folder and its validated contract."""
-    return {"folder": str(spec.folder), "contract": spec.contract.model_dump(mode="json")}
 
 
 def _shapes_checked(
@@ -208,16 +199,15 @@ class Evaluator:
         found = self._candidate(spec, Path(candidate), tunables)
         if isinstance(found, Verdict):
             return found
-        request = {
-            "op": operation_request(spec),
-            "baseline": kernel_request(base_impl),
-            "candidate": kernel_request(found),
-            "suites": list(suites),
-            "extra_shapes": shapes,
-            "tunables": dict(tunables or {}),
-            "params": dict(params or {}),
-        }
-        return self._run_check(spec, request)
+        request = CheckRequest(
+            op=OperationPayload.of(spec),
+            baseline=KernelPayload.of(base_impl),
+            candidate=KernelPayload.of(found, dict(tunables or {})),
+            suites=list(suites),
+            extra_shapes=shapes,
+            params=dict(params or {}),
+        )
+        return self._run_check(spec, request.model_dump(mode="json"))
 
     def _start_worker(self) -> None:
         """Start the worker before a job, so that a worker that cannot start is the harness's
@@ -305,16 +295,15 @@ class Evaluator:
                     f"dtypes: {dtype!r} is not one of the contract's {spec.contract.dtypes}"
                 )
         timed = shapes if shapes is not None else spec.contract.suite("tuning")
-        return {
-            "op_folder": str(spec.folder),
-            "candidate": str(candidate.path),
-            "baseline": str(against.path) if against is not None else None,
-            "candidate_tunables": dict(tunables or {}),
-            "mode": mode,
-            "shapes": _shapes_checked(spec, timed),
-            "dtypes": list(dtypes) if dtypes else None,
-            "seed": secrets.randbits(63),
-        }
+        return BenchRequest(
+            op=OperationPayload.of(spec),
+            candidate=KernelPayload.of(candidate, dict(tunables or {})),
+            baseline=KernelPayload.of(against) if against is not None else None,
+            mode=mode,
+            shapes=_shapes_checked(spec, timed),
+            dtypes=list(dtypes) if dtypes else None,
+            seed=secrets.randbits(63),
+        ).model_dump(mode="json")
 
     def _bench(
         self,

@@ -37,18 +37,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from astra_graph.models import Measurement, SpeedCall
+from astra_graph.models import Measurement
 
 IQR_TO_SIGMA = 1.349
 """IQR of a normal distribution in units of its standard deviation."""
 MEDIAN_EFFICIENCY = 1.2533
 """sqrt(pi / 2): standard error of the median over that of the mean, for normal data."""
-TIE_SIGMAS = 2.0
-"""A speedup within this many standard errors of 1 is a tie (about 95% confidence)."""
-MIN_EFFECT = 0.02
-"""A speedup within 2% of 1 is a tie however small the noise: benching a kernel against itself
-on the H100 (2026-11-22) gave per-shape ratios up to 1.020 with errors near 0.1%, a systematic
-difference between the two sides' buffers that the statistics cannot see."""
 
 GRAPH_THRESHOLD_US = 10.0
 """Kernels estimated faster than this are timed inside a CUDA graph (device mode)."""
@@ -119,13 +113,6 @@ def speedup(baseline: Measurement, candidate: Measurement) -> tuple[float, float
     """(baseline time / candidate time, one standard error), errors combined in quadrature."""
     ratio = baseline.median_us / candidate.median_us
     return ratio, ratio * math.hypot(baseline.rel_std_err, candidate.rel_std_err)
-
-
-def call_speedup(ratio: float, err: float) -> SpeedCall:
-    """``faster``/``slower``, or ``tie`` when the difference from 1 is inside the noise."""
-    if abs(ratio - 1.0) <= max(TIE_SIGMAS * err, MIN_EFFECT):
-        return "tie"
-    return "faster" if ratio > 1.0 else "slower"
 
 
 def geomean_speedup(speedups: Sequence[tuple[float, float]]) -> tuple[float, float]:

@@ -1,0 +1,332 @@
+"""Pure comparison of a kernel's outputs with the float64 reference (NumPy or CuPy arrays).
+
+Element rule: ``abs(got - ref) <= atol + rtol * abs(ref)`` with the contract's tolerance for the
+output's type. An infinite output passes only where the reference, rounded once to the output's
+type, is the same infinity (a result beyond fp16's range rounds to inf; that is right). A NaN
+output passes only where the reference itself is NaN. A finite output against an infinite
+reference fails.
+
+Precision rules, on outputs of at least :data:`STATS_MIN_ELEMENTS` elements, each against the
+baseline kernel's statistics on the same inputs (docs/VERIFICATION.md gives the measurements):
+
+* **mean error**: the mean of ``error / allowed`` may be at most ``contract.error_ratio`` times
+  the baseline's (floored at the error of the correctly rounded reference and at
+  :data:`RATIO_FLOOR`);
+* **correctly rounded fraction**: the fraction of elements whose bits equal the reference
+  rounded once to the output type may fall at most :data:`EXACT_DROP_LIMIT` below the
+  baseline's. A kernel that computes in fp32 and rounds once gets nearly every element exactly
+  right; double rounding, rounding toward zero or a low-precision reduction loses a large share
+  while its mean error stays inside a loose ratio;
+* **bias**: the mean *signed* ``error / allowed``, and the mean error signed toward the
+  reference's magnitude (positive = away from zero), may differ from the baseline's by at most
+  :data:`BIAS_LIMIT` plus :data:`BIAS_SIGMAS` standard errors. Correct rounding errors cancel;
+  a systematic loss does not.
+
+For an ``inout`` argument the elements can hold their input value only where the kernel did not
+change them: when *every* failing element still holds its input bits the argument reads as not
+written (``unwritten_output``); a kernel that also wrote wrong values elsewhere wrote it wrong
+(``mismatch``), whatever some elements happen to hold.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from astra_graph.contract import Contract, OperationSpec, TensorArg
+from astra_graph.dtypes import DType
+from astra_graph.models import Evidence, RejectReason
+
+STATS_MIN_ELEMENTS = 1024
+"""Outputs smaller than this are checked against the tolerance only: the statistics of fewer
+elements are too noisy to compare."""
+RATIO_FLOOR = 0.05
+"""Least baseline error the mean-error rule assumes (mean error / allowed), for references that
+are exactly representable, where even the rounding error is zero."""
+EXACT_DROP_LIMIT = 0.02
+"""Largest drop of the correctly rounded fraction below the baseline's. Measured on the H100
+(docs/VERIFICATION.md): correct kernels of every operation (block shapes, warp per row, fast
+intrinsics, fp64 accumulation) stay within 0.005 of the production kernel; double rounding
+loses ~0.27, rounding toward zero ~0.5."""
+BIAS_LIMIT = 0.01
+"""Largest difference of mean signed error (in units of the tolerance) from the baseline's,
+beyond the statistical term. Correct kernels measured within 0.002 (docs/VERIFICATION.md)."""
+BIAS_SIGMAS = 5.0
+"""Standard errors of the two means allowed on top of :data:`BIAS_LIMIT`."""
+CHUNK_ELEMENTS = 1 << 24
+"""Outputs are compared in stretches of this many elements (~10 float64 temporaries each)."""
+
+
+class Finding(Evidence):
+    """Evidence plus the rejection reason it supports."""
+
+    reason: RejectReason
+
+    def evidence(self) -> Evidence:
+        return Evidence.model_validate(self.model_dump(exclude={"reason"}))
+
+
+def array_module(array: Any) -> Any:
+    """``cupy`` for a CuPy array, else ``numpy``."""
+    if type(array).__module__.startswith("cupy"):
+        return sys.modules["cupy"]
+    return np
+
+
+def bits(xp: Any, array: Any) -> Any:
+    """The array's elements as unsigned integers of the same width (a view)."""
+    return array.view(xp.dtype(f"uint{array.dtype.itemsize * 8}"))
+
+
+def index_of(shape: tuple[int, ...], flat: int) -> list[int]:
+    return [int(i) for i in np.unravel_index(flat, shape)]
+
+
+def value_at(xp: Any, element: DType | None, array: Any, flat: int) -> float:
+    """One element's value as a float (converting only that element from storage form)."""
+    one = array.reshape(-1)[flat : flat + 1]
+    return float((one if element is None else element.to_float64(xp, one))[0])
+
+
+def first_difference(xp: Any, a: Any, b: Any) -> int | None:
+    """Flat index of the first element whose bits differ, or None when identical."""
+    differs = (bits(xp, a) != bits(xp, b)).reshape(-1)
+    if not bool(differs.any()):
+        return None
+    return int(xp.argmax(differs))
+
+
+@dataclass
+class OutputError:
+    """How one output compares with the reference."""
+
+    arg: str
+    finding: Finding | None
+    worst_ratio: float
+    """Largest ``error / allowed`` over the elements (inf when an element fails outright)."""
+    mean_ratio: float
+    """Mean ``error / allowed`` over measurable elements (output and reference finite)."""
+    rounding_ratio: float
+    """The same mean for the reference rounded once to the output type (the unavoidable error)."""
+    elements: int
+    measured: int = 0
+    """Measurable elements: the statistics below are over these."""
+    exact_fraction: float = 1.0
+    """Fraction whose value equals the reference rounded once to the output type."""
+    bias: float = 0.0
+    """Mean signed ``(got - ref) / allowed``."""
+    magnitude_bias: float = 0.0
+    """Mean ``(got - ref) / allowed`` signed by the reference (negative = toward zero)."""
+    bias_std_err: float = 0.0
+    """Standard error of either bias (from the spread of the signed ratio)."""
+
+
+@dataclass
+class _Elementwise:
+    """Per-element comparison of one stretch of an output (flat arrays)."""
+
+    value: Any
+    reference: Any
+    error: Any
+    allowed: Any
+    ok: Any
+    signed: Any
+    rounding: Any
+    exact: Any
+    measurable: Any
+
+
+def _elementwise(xp: Any, element: DType, tol: Any, got: Any, ref: Any) -> _Elementwise:
+    with np.errstate(invalid="ignore", over="ignore"):
+        finite_ref = xp.isfinite(ref)
+        allowed = xp.where(finite_ref, tol.atol + tol.rtol * xp.abs(ref), 0.0)
+        value = element.to_float64(xp, got)
+        rounded = element.to_float64(xp, element.from_float64(xp, ref))
+        error = xp.abs(value - ref)
+        ok = (
+            (error <= allowed)
+            | (xp.isinf(value) & (value == rounded))
+            | (xp.isnan(value) & xp.isnan(ref))
+        )
+        measurable = ok & xp.isfinite(value) & finite_ref & (allowed > 0)
+        divisor = xp.where(allowed > 0, allowed, 1.0)
+        signed = xp.where(measurable, (value - ref) / divisor, 0.0)
+        rounding = xp.where(measurable, xp.abs(rounded - ref) / divisor, 0.0)
+        exact = measurable & (value == rounded)
+    return _Elementwise(value, ref, error, allowed, ok, signed, rounding, exact, measurable)
+
+
+def output_error(
+    contract: Contract,
+    arg: TensorArg,
+    dtype: str,
+    got: Any,
+    reference: Any,
+    before: Any = None,
+    *,
+    stale_reason: RejectReason = "unwritten_output",
+    stale_detail: str = "every failing element still holds its input value: never written",
+) -> OutputError:
+    """Compare one output (storage dtype) with its float64 reference.
+
+    ``before`` is what the buffer held before the run (storage dtype, or float64): an ``inout``
+    argument's input, or the stale result a buffer held. When every failing element still holds
+    it, the finding is ``stale_reason`` with ``stale_detail``; otherwise ``mismatch`` at the
+    worst element. The work goes in stretches of :data:`CHUNK_ELEMENTS`, so memory stays bounded
+    however large the output.
+    """
+    xp = array_module(got)
+    element: DType = contract.dtype_of(arg, dtype)
+    tol = contract.tolerance[element.name]
+    ref = xp.asarray(reference, dtype=xp.float64)
+    if ref.shape != got.shape:
+        raise ValueError(
+            f"{contract.name}: reference output {arg.name!r} has shape {ref.shape}, "
+            f"expected {got.shape}"
+        )
+    flat_got, flat_ref = got.reshape(-1), ref.reshape(-1)
+    flat_before = None if before is None else xp.asarray(before).reshape(-1)
+    worst_ratio, worst = 0.0, -1
+    count, exact, ratio_sum, rounding_sum, signed_sum, signed_sq, magnitude_sum = (0,) * 7
+    failing, stale, stale_at = 0, 0, -1
+    for start in range(0, flat_got.size, CHUNK_ELEMENTS):
+        stop = min(start + CHUNK_ELEMENTS, flat_got.size)
+        part = _elementwise(xp, element, tol, flat_got[start:stop], flat_ref[start:stop])
+        ratio = xp.abs(part.signed)
+        score = xp.where(part.ok, ratio, xp.inf)
+        at = int(xp.argmax(score))
+        if worst < 0 or float(score[at]) > worst_ratio:
+            worst_ratio, worst = float(score[at]), start + at
+        count += int(xp.count_nonzero(part.measurable))
+        exact += int(xp.count_nonzero(part.exact))
+        ratio_sum += float(ratio.sum())
+        rounding_sum += float(part.rounding.sum())
+        signed_sum += float(part.signed.sum())
+        signed_sq += float((part.signed * part.signed).sum())
+        magnitude_sum += float((part.signed * xp.sign(part.reference)).sum())
+        bad = ~part.ok
+        bad_here = int(xp.count_nonzero(bad))
+        failing += bad_here
+        if flat_before is not None and bad_here:
+            earlier = flat_before[start:stop]
+            if earlier.dtype == got.dtype:
+                same = bits(xp, flat_got[start:stop]) == bits(xp, earlier)
+            else:
+                same = part.value == earlier.astype(xp.float64)
+            kept = bad & same
+            kept_here = int(xp.count_nonzero(kept))
+            if kept_here and stale_at < 0:
+                stale_at = start + int(xp.argmax(kept))
+            stale += kept_here
+    finding = None
+    if failing:
+        all_stale = flat_before is not None and stale == failing
+        reason: RejectReason = stale_reason if all_stale else "mismatch"
+        flat = stale_at if all_stale else worst
+        one = _elementwise(xp, element, tol, flat_got[flat : flat + 1], flat_ref[flat : flat + 1])
+        detail = "outside the tolerance"
+        if all_stale:
+            detail = stale_detail
+        elif stale:
+            detail = (
+                f"outside the tolerance ({failing} elements; {stale} of them equal to what the "
+                "buffer held before the run)"
+            )
+        finding = Finding(
+            reason=reason,
+            op=contract.name,
+            dtype=dtype,
+            arg=arg.name,
+            index=index_of(got.shape, flat),
+            got=float(one.value[0]),
+            expected=float(one.reference[0]),
+            error=float(one.error[0]),
+            allowed=float(one.allowed[0]),
+            detail=detail,
+        )
+    mean_signed = signed_sum / count if count else 0.0
+    variance = max(signed_sq / count - mean_signed**2, 0.0) if count else 0.0
+    return OutputError(
+        arg=arg.name,
+        finding=finding,
+        worst_ratio=math.inf if failing else worst_ratio,
+        mean_ratio=ratio_sum / count if count else 0.0,
+        rounding_ratio=rounding_sum / count if count else 0.0,
+        elements=int(got.size),
+        measured=count,
+        exact_fraction=exact / count if count else 1.0,
+        bias=mean_signed,
+        magnitude_bias=magnitude_sum / count if count else 0.0,
+        bias_std_err=math.sqrt(variance / count) if count else 0.0,
+    )
+
+
+def compare_outputs(
+    spec: OperationSpec,
+    inputs_before: Mapping[str, Any],
+    got: Mapping[str, Any],
+    reference: Mapping[str, Any],
+    dtype: str,
+) -> tuple[Finding | None, float]:
+    """(first failing finding or None, worst ``error / allowed`` over all written arguments).
+
+    ``got`` maps every output and inout argument to its array after the run (storage dtype);
+    ``reference`` to its float64 reference; ``inputs_before`` holds the inputs before the run
+    (float64 or storage dtype; used for ``inout`` arguments). The finding's ``dims`` are left
+    for the caller.
+    """
+    worst = 0.0
+    first: Finding | None = None
+    for arg in spec.contract.args:
+        if not arg.written:
+            continue
+        before = inputs_before.get(arg.name) if arg.role == "inout" else None
+        result = output_error(spec.contract, arg, dtype, got[arg.name], reference[arg.name], before)
+        worst = max(worst, result.worst_ratio)
+        if first is None and result.finding is not None:
+            first = result.finding
+    return first, worst
+
+
+def precision_problem(
+    contract: Contract, candidate: OutputError, baseline: OutputError | None
+) -> str | None:
+    """Why the candidate's statistics show a loss of precision against the baseline's, or None.
+
+    The three rules of the module docstring, checked in order; the message names the rule, the
+    two figures and the limit.
+    """
+    if baseline is None or min(candidate.measured, baseline.measured) < STATS_MIN_ELEMENTS:
+        return None
+    name = repr(candidate.arg)
+    floor = max(baseline.mean_ratio, candidate.rounding_ratio, RATIO_FLOOR)
+    limit = contract.error_ratio * floor
+    if candidate.mean_ratio > limit:
+        return (
+            f"precision loss: mean error {candidate.mean_ratio:.3g} of the tolerance on {name}, "
+            f"baseline {baseline.mean_ratio:.3g}, limit {contract.error_ratio:g} x {floor:.3g} "
+            f"= {limit:.3g}"
+        )
+    if candidate.exact_fraction < baseline.exact_fraction - EXACT_DROP_LIMIT:
+        return (
+            f"precision loss: {candidate.exact_fraction:.1%} of {name} equal the correctly "
+            f"rounded reference, baseline {baseline.exact_fraction:.1%} (at most "
+            f"{EXACT_DROP_LIMIT:.0%} fewer allowed)"
+        )
+    noise = BIAS_SIGMAS * math.hypot(candidate.bias_std_err, baseline.bias_std_err)
+    allowed = BIAS_LIMIT + noise
+    for what, got, base in (
+        ("mean signed error", candidate.bias, baseline.bias),
+        ("mean error toward zero", candidate.magnitude_bias, baseline.magnitude_bias),
+    ):
+        if abs(got - base) > allowed:
+            return (
+                f"precision loss: {what} {got:+.4f} of the tolerance on {name}, baseline "
+                f"{base:+.4f}, limit +-{allowed:.4f} around it"
+            )
+    return None

@@ -1,0 +1,78 @@
+"""What travels to the worker: one typed payload for check and bench requests alike.
+
+A request names the operation by its folder *and* carries its validated contract, and carries
+every implementation's path (for messages) with its source and tunables, so the worker never
+reads a file the caller could have changed between checking and timing. :class:`CheckRequest`
+and ``harness.bench.BenchRequest`` extend :class:`JobPayload` with what each job needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from astra_graph.contract import Contract, Implementation, OperationSpec, load_implementation
+
+
+class _Payload(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OperationPayload(_Payload):
+    folder: str
+    """The operation's folder (its reference module lives there)."""
+    contract: dict[str, object]
+    """The validated contract, as ``Contract.model_dump(mode="json")``."""
+
+    @classmethod
+    def of(cls, spec: OperationSpec) -> OperationPayload:
+        return cls(folder=str(spec.folder), contract=spec.contract.model_dump(mode="json"))
+
+    def key(self) -> str:
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+
+
+class KernelPayload(_Payload):
+    path: str
+    source: str
+    tunables: dict[str, int] = {}
+    """Tunable settings (the header's defaults for any not given)."""
+
+    @classmethod
+    def of(cls, impl: Implementation, tunables: dict[str, int] | None = None) -> KernelPayload:
+        return cls(path=str(impl.path), source=impl.source, tunables=dict(tunables or {}))
+
+    def implementation(self, contract: Contract) -> Implementation:
+        return load_implementation(Path(self.path), contract, source=self.source)
+
+
+class JobPayload(_Payload):
+    op: OperationPayload
+    candidate: KernelPayload
+    baseline: KernelPayload | None = None
+
+
+class CheckRequest(JobPayload):
+    """What ``Evaluator.check`` asks the worker to verify."""
+
+    suites: list[str]
+    extra_shapes: list[dict[str, int]] = []
+    params: dict[str, float] = {}
+    """Contract parameters the caller fixed (others are drawn per case within their range)."""
+    random_shapes: bool = True
+    """Add the random shapes of ``harness.plan`` (off only in tests of single cases)."""
+
+
+_SPECS: dict[str, OperationSpec] = {}
+
+
+def operation_spec(op: OperationPayload) -> OperationSpec:
+    """The OperationSpec of a payload, built once per worker (its reference imported once)."""
+    key = op.key()
+    if key not in _SPECS:
+        _SPECS[key] = OperationSpec(
+            contract=Contract.model_validate(op.contract), folder=Path(op.folder)
+        )
+    return _SPECS[key]

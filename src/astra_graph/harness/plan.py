@@ -1,0 +1,224 @@
+"""Which cases a check runs, and whether the candidate can run them at all.
+
+A check runs every shape of the suites asked for (and the caller's extra shapes), plus
+:data:`RANDOM_SHAPES_PER_PHASE` shapes per serving phase drawn at random inside the contract's
+constraints, in every element type. The random shapes are drawn afresh for every check from a
+seed no prompt, log or verdict shows, so a kernel cannot be fitted to them; they stay within
+what the baseline supports (its ``requires``) and :data:`RANDOM_SHAPE_MAX_BYTES`. Per case the
+plan also fixes the contract parameters (each one with a ``range`` is drawn log-uniformly in it
+and rounded to its type, unless the caller set it) and how many unchecked launches precede the
+checked ones (0 to :data:`MAX_UNCHECKED_LAUNCHES`, so no launch count marks the checked runs).
+
+:func:`preflight` runs before any kernel does: a shape the candidate's ``requires`` excludes,
+and a launch geometry that cannot be evaluated, is zero, or exceeds the device's limits, is an
+``interface_mismatch`` for the whole candidate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from astra_graph import expr
+from astra_graph.contract import OperationSpec
+from astra_graph.harness.buckets import DECODE_MAX_ROWS, rows_dim
+
+RANDOM_SUITE = "random"
+RANDOM_SHAPES_PER_PHASE = 2
+"""Random shapes per check in each phase (decode, prefill): four cases per dtype in all."""
+RANDOM_SHAPE_MAX_BYTES = 64 << 20
+"""A random shape moves at most this many bytes: large enough for prefill rows of every contract
+here, small enough that the random cases cost milliseconds."""
+RANDOM_DRAWS = 400
+"""Tries to draw one random shape inside every constraint before the phase is left short."""
+MAX_UNCHECKED_LAUNCHES = 3
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    suite: str
+    dims: dict[str, int]
+    dtype: str
+    params: dict[str, float] = field(default_factory=dict)
+    """Contract parameters (e.g. eps) for this case."""
+    unchecked: int = 0
+    """Launches before the checked runs whose outputs are not compared."""
+
+    def progress(self, step: str) -> dict[str, Any]:
+        return {"step": step, "suite": self.suite, "dims": self.dims, "dtype": self.dtype}
+
+
+def draw_params(
+    spec: OperationSpec, given: Mapping[str, float], rng: np.random.Generator
+) -> dict[str, float]:
+    """Every contract parameter: the caller's value, else a draw in its range, else its default.
+
+    Float32 parameters are rounded to float32, so the reference uses the value the kernel gets.
+    """
+    params: dict[str, float] = {}
+    for scalar in spec.contract.scalars:
+        if scalar.default is None:
+            continue
+        if scalar.name in given:
+            value = float(given[scalar.name])
+        elif scalar.range is not None:
+            low, high = scalar.range
+            value = float(math.exp(rng.uniform(math.log(low), math.log(high))))
+        else:
+            value = float(scalar.default)
+        if scalar.dtype == "float32":
+            value = float(np.float32(value))
+        params[scalar.name] = value
+    return params
+
+
+def _dim_range(spec: OperationSpec, name: str) -> tuple[int, int]:
+    """(lowest, highest) value to draw for a dim: the contract's limits, else the suites'."""
+    contract = spec.contract
+    dim = contract.dims[name]
+    seen = [dims[name] for suite in ("tuning", "heldout", "edge") for dims in contract.suite(suite)]
+    high = dim.max if dim.max is not None else max([*seen, dim.min])
+    low = max(dim.min, 1)
+    return low, max(low, high)
+
+
+def _log_uniform_int(rng: np.random.Generator, low: int, high: int, multiple: int) -> int:
+    value = math.exp(rng.uniform(math.log(low), math.log(high + 1)))
+    value = int(value) // multiple * multiple
+    first = -(-low // multiple) * multiple
+    return max(first, min(value, high // multiple * multiple))
+
+
+def random_shapes(
+    spec: OperationSpec,
+    rng: np.random.Generator,
+    supported: Callable[[Mapping[str, int]], bool],
+    dtype: str,
+) -> list[dict[str, int]]:
+    """:data:`RANDOM_SHAPES_PER_PHASE` shapes per phase inside every constraint."""
+    contract = spec.contract
+    rows = rows_dim(spec)
+    shapes: list[dict[str, int]] = []
+    for phase in ("decode", "prefill"):
+        drawn = 0
+        for _ in range(RANDOM_DRAWS):
+            if drawn == RANDOM_SHAPES_PER_PHASE:
+                break
+            dims = {}
+            for name, dim in contract.dims.items():
+                low, high = _dim_range(spec, name)
+                if name == rows:
+                    if phase == "decode":
+                        high = min(high, DECODE_MAX_ROWS)
+                    else:
+                        low = max(low, DECODE_MAX_ROWS + 1)
+                    if low > high:
+                        break
+                dims[name] = _log_uniform_int(rng, low, high, dim.multiple_of)
+            if len(dims) != len(contract.dims):
+                break
+            if (
+                contract.shape_problem(dims) is None
+                and contract.bytes_for(dims, dtype) <= RANDOM_SHAPE_MAX_BYTES
+                and supported(dims)
+                and dims not in shapes
+            ):
+                shapes.append(dims)
+                drawn += 1
+    return shapes
+
+
+def plan_cases(
+    spec: OperationSpec,
+    suites: Sequence[str],
+    extra_shapes: Sequence[Mapping[str, int]],
+    rng: np.random.Generator,
+    *,
+    params: Mapping[str, float] | None = None,
+    supported: Callable[[Mapping[str, int]], bool] = lambda dims: True,
+    random: bool = True,
+) -> list[CaseSpec]:
+    """Every (shape, dtype) case of the check, random shapes included (see the docstring)."""
+    contract = spec.contract
+    shaped = [(suite, dims) for suite in suites for dims in contract.suite(suite)]
+    shaped += [("extra", dict(dims)) for dims in extra_shapes]
+    if random:
+        drawn = random_shapes(spec, rng, supported, contract.dtypes[0])
+        shaped += [(RANDOM_SUITE, dims) for dims in drawn]
+    return [
+        CaseSpec(
+            suite,
+            dims,
+            dtype,
+            params=draw_params(spec, params or {}, rng),
+            unchecked=int(rng.integers(0, MAX_UNCHECKED_LAUNCHES + 1)),
+        )
+        for suite, dims in shaped
+        for dtype in contract.dtypes
+    ]
+
+
+# --- preflight ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LaunchLimits:
+    """The device's launch limits (defaults: sm_90, the H100 and H200)."""
+
+    threads_per_block: int = 1024
+    block: tuple[int, int, int] = (1024, 1024, 64)
+    grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
+    shared_bytes: int = 232448
+    """Shared memory per block with the opt-in attribute raised (227 KiB on sm_90)."""
+
+
+def geometry_problem(
+    grid: tuple[int, int, int],
+    block: tuple[int, int, int],
+    dynamic_smem: int,
+    limits: LaunchLimits,
+    static_smem: int = 0,
+) -> str | None:
+    """Why a launch geometry cannot run on the device, or None."""
+    for what, dims, most in (("grid", grid, limits.grid), ("block", block, limits.block)):
+        if any(d < 1 for d in dims):
+            return f"{what} {tuple(dims)} has a dimension below 1"
+        for axis, (d, limit) in enumerate(zip(dims, most, strict=True)):
+            if d > limit:
+                return f"{what} {tuple(dims)}: dimension {'xyz'[axis]} is over the limit {limit}"
+    threads = math.prod(block)
+    if threads > limits.threads_per_block:
+        return f"block {tuple(block)} has {threads} threads, over {limits.threads_per_block}"
+    if dynamic_smem < 0:
+        return f"dynamic shared memory {dynamic_smem} bytes is negative"
+    if dynamic_smem + static_smem > limits.shared_bytes:
+        return (
+            f"{dynamic_smem + static_smem} bytes of shared memory per block, over the device's "
+            f"{limits.shared_bytes}"
+        )
+    return None
+
+
+def preflight(
+    kernel: Any, cases: Sequence[CaseSpec], limits: LaunchLimits, static_smem: int = 0
+) -> tuple[CaseSpec, str] | None:
+    """(first case, problem) the candidate cannot run, or None.
+
+    ``kernel`` has ``unsupported(dims)`` and ``geometry(dims)`` (a LoadedKernel).
+    """
+    for case in cases:
+        unmet = kernel.unsupported(case.dims)
+        if unmet is not None:
+            return case, f"the candidate does not support this shape (requires {unmet})"
+        try:
+            grid, block, smem = kernel.geometry(case.dims)
+        except (expr.ExprError, ArithmeticError, ValueError) as exc:
+            return case, f"the launch geometry cannot be evaluated: {exc}"
+        problem = geometry_problem(grid, block, smem, limits, static_smem)
+        if problem:
+            return case, f"launch geometry: {problem}"
+    return None
