@@ -94,6 +94,42 @@ def astra_latency(op: str) -> dict[str, Any]:
     return {"cold": cold, "warm": warm, "new_candidate": fresh}
 
 
+def defence_costs(op: str) -> dict[str, Any]:
+    """Seconds per step of the check protocol (docs/VERIFICATION.md), summed over the cases of a
+    warm full check of production against naive, run in this process (``verify.PROFILE``).
+
+    Each defence's cost is its step: special values and row magnitudes, the guard bands (arena,
+    then check and refill inside the runs), the unchecked launches, run 3 (stale outputs,
+    changed inputs), run 4 (buffers at other addresses), and the random shapes (their cases).
+    """
+    from astra_graph.contract import SUITE_NAMES, load_implementation, resolve
+    from astra_graph.harness import verify
+    from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
+
+    spec, production = resolve(op)
+    naive = load_implementation(spec.folder / "naive.cu", spec.contract)
+    request = CheckRequest(
+        op=OperationPayload.of(spec),
+        baseline=KernelPayload.of(naive),
+        candidate=KernelPayload.of(production),
+        suites=list(SUITE_NAMES),
+    ).model_dump(mode="json")
+    verify.run_check(request)  # cold: compiles, first allocations
+    verify.PROFILE = {}
+    started = time.perf_counter()
+    try:
+        verdict = verify.run_check(request)
+        steps = dict(verify.PROFILE)
+    finally:
+        verify.PROFILE = None
+    return {
+        "check_s": time.perf_counter() - started,
+        "accepted": verdict["accepted"],
+        "cases": verdict["cases_checked"],
+        "steps_s": steps,
+    }
+
+
 # --- the load_inline evaluator ------------------------------------------------------------------
 
 _TORCH_DTYPES = {
@@ -325,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or ROOT / "benchmarks" / "results" / f"harness_latency-{date[:10]}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     for op in args.ops:
-        entry: dict[str, Any] = {"astra": astra_latency(op)}
+        entry: dict[str, Any] = {"astra": astra_latency(op), "defence_costs": defence_costs(op)}
         if op in inline:
             entry["load_inline"] = inline[op]
             if "error" not in inline[op]:
@@ -364,6 +400,12 @@ def _summary_line(op: str, entry: dict[str, Any]) -> str:
         f"{astra['warm']['seconds']:5.2f} s  new candidate {fresh:5.2f} s"
         f"  (accepted {astra['warm']['accepted']}, {astra['warm']['cases_checked']} cases)"
     )
+    costs = entry["defence_costs"]
+    text += (
+        f"\n  {'check (in process, warm)':<52} {costs['check_s']:6.3f} s, {costs['cases']} cases"
+    )
+    for step, seconds in sorted(costs["steps_s"].items()):
+        text += f"\n  {step:<52} {seconds:6.3f} s"
     inline = entry.get("load_inline")
     if inline and "error" in inline:
         text += f" | load_inline failed: {inline['error']}"

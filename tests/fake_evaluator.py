@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_graph.contract import OperationSpec
+from astra_graph.harness.deep import SanitizerReport, SanitizerResult
 from astra_graph.harness.worker import WorkerCrashed
 from astra_graph.models import BenchReport, Measurement, ShapeTiming, Verdict
 
@@ -36,6 +37,7 @@ class FakeEvaluator:
     """``fail(method, candidate)`` true: raise instead of answering."""
     checks: list[dict[str, Any]] = field(default_factory=list)
     benches: list[dict[str, Any]] = field(default_factory=list)
+    sanitized: list[dict[str, Any]] = field(default_factory=list)
 
     def __enter__(self) -> FakeEvaluator:
         return self
@@ -75,6 +77,24 @@ class FakeEvaluator:
         if "heldout" not in suites and "reject" in found:
             return Verdict.reject(found["reject"], f"fake {found['reject']}")  # type: ignore[arg-type]
         return Verdict(accepted=True, suites=list(suites), cases_checked=3)
+
+    def sanitize(
+        self, op: OperationSpec, candidate: Path, *, tunables: Mapping[str, int] | None = None
+    ) -> SanitizerReport:
+        """Both tools pass, except the one a ``// fake: sanitize = <tool>`` mark names."""
+        self.sanitized.append({"candidate": str(candidate), "tunables": dict(tunables or {})})
+        failing = marks(candidate).get("sanitize")
+        return SanitizerReport(
+            results=[
+                SanitizerResult(
+                    tool=tool,
+                    ok=tool != failing,
+                    errors=int(tool == failing),
+                    summary=f"{tool}: {'1 error(s): fake' if tool == failing else 'no errors'}",
+                )
+                for tool in ("memcheck", "racecheck")
+            ]
+        )
 
     def bench(
         self,

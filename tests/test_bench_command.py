@@ -105,7 +105,7 @@ def test_table_shows_each_shape_and_the_geomean() -> None:
 @pytest.mark.skipif(gpu_arch() is not None, reason="this machine has a GPU")
 def test_run_bench_refuses_to_run_without_a_gpu() -> None:
     from astra_graph.harness.bench import run_bench
-    from astra_graph.harness.verify import NoGpu
+    from astra_graph.harness.errors import NoGpu
 
     with pytest.raises(NoGpu):
         run_bench({"op_folder": "kernels/silu_and_mul", "candidate": "x.cu"})

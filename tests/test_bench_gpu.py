@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from astra_graph.contract import load_contract, load_implementation
 from astra_graph.harness import deep, roofline
 from astra_graph.harness.bench import run_bench
+from astra_graph.harness.payload import KernelPayload, OperationPayload
 from astra_graph.models import BenchReport
 
 pytestmark = pytest.mark.gpu
@@ -75,10 +77,15 @@ __global__ void overrun_silu(T* out, const T* x, int d) {
 
 
 def _request(candidate: Path, baseline: Path | None, **extra: Any) -> dict[str, Any]:
+    spec = load_contract(candidate.parent)
+
+    def payload(path: Path) -> dict[str, Any]:
+        return KernelPayload.of(load_implementation(path, spec.contract)).model_dump()
+
     return {
-        "op_folder": str(candidate.parent),
-        "candidate": str(candidate),
-        "baseline": str(baseline) if baseline else None,
+        "op": OperationPayload.of(spec).model_dump(mode="json"),
+        "candidate": payload(candidate),
+        "baseline": payload(baseline) if baseline else None,
         "seed": 7,
         **extra,
     }

@@ -162,6 +162,23 @@ def test_a_heldout_failure_gives_the_win_to_the_next_best(tmp_path: Path) -> Non
     assert "round 2's candidate failed the held-out suite" in result.message
 
 
+def test_a_sanitizer_error_gives_the_win_to_the_next_best(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plan(), plan()],
+        "coding": [candidate(speedup=1.3), candidate(speedup=1.8, sanitize="racecheck")],
+    }
+    evaluator = FakeEvaluator()
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=2, evaluator=evaluator)
+    assert result.best_round == 1 and result.geomean_speedup == pytest.approx(1.3)
+    assert "round 2's candidate failed compute-sanitizer: racecheck: 1 error" in result.message
+    assert "memcheck and racecheck found no errors" in result.message
+    tried = [Path(s["candidate"]).parent.name for s in evaluator.sanitized]
+    assert tried[:2] == ["2", "1"]  # the best first, then the next
+    assert (Path(result.run_dir) / "rounds" / "2" / "sanitizer.json").is_file()
+
+
 def test_timing_rejections_and_crashes_lose_the_round_not_the_run(tmp_path: Path) -> None:
     script = {
         "testing": [structured({"shapes": []})],

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -14,13 +12,11 @@ from astra_graph.commands.check import describe
 from astra_graph.contract import (
     ContractError,
     Implementation,
-    OperationSpec,
     load_implementation,
     resolve,
 )
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness import compare as compare_module
-from astra_graph.harness import worker as worker_module
 from astra_graph.harness.compare import (
     STATS_MIN_ELEMENTS,
     compare_outputs,
@@ -28,12 +24,9 @@ from astra_graph.harness.compare import (
     output_error,
     precision_problem,
 )
-from astra_graph.harness.errors import Rejected
 from astra_graph.harness.evaluator import Evaluator
-from astra_graph.harness.launch import Case, LaunchError, interface_problem, kernel_signature
-from astra_graph.harness.plan import CaseSpec
+from astra_graph.harness.launch import interface_problem, kernel_signature
 from astra_graph.harness.poison import finite_poison, nan_poison, still_holds
-from astra_graph.harness.verify import check_case
 from astra_graph.models import Evidence, Verdict
 
 SILU, _ = resolve("silu_and_mul")

@@ -182,7 +182,7 @@ def test_special_values_and_row_scales_are_applied() -> None:
 def test_parameters_are_drawn_in_their_range_unless_given() -> None:
     rng = np.random.default_rng(2)
     drawn = [draw_params(RMSNORM, {}, rng)["eps"] for _ in range(200)]
-    assert 1e-7 <= min(drawn) and max(drawn) <= 1e-4 and len(set(drawn)) > 100
+    assert min(drawn) >= 1e-7 and max(drawn) <= 1e-4 and len(set(drawn)) > 100
     assert all(float(np.float32(e)) == e for e in drawn)
     assert draw_params(RMSNORM, {"eps": 1e-5}, rng)["eps"] == float(np.float32(1e-5))
     assert draw_params(SILU, {}, rng) == {}
@@ -332,14 +332,9 @@ def test_guards_are_wide_random_and_refilled() -> None:
     assert len(np.unique(first[0])) == 256  # random bytes, not one fill value
     arena.refill()
     assert not np.array_equal(first[0], arena.expected[0])
-    moved = arena.relocated(
-        arrays,
-        list(SILU.contract.args[:1])
-        + [
-            SILU.contract.args[0].model_copy(update={"name": "b"}),
-            SILU.contract.args[0].model_copy(update={"name": "a"}),
-        ],
-    )
+    arg = SILU.contract.args[0]
+    args = [arg.model_copy(update={"name": "a"}), arg.model_copy(update={"name": "b"})]
+    moved = arena.relocated(arrays, args)
     assert all(moved.views[n].ctypes.data % 16 == 0 for n in arrays)
     assert any(moved.views[n].ctypes.data % 256 for n in arrays)
     assert np.array_equal(moved.views["b"], arrays["b"])

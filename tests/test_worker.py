@@ -118,7 +118,7 @@ def unpicklable(_: Any) -> Any:
 
 
 def fake_no_gpu(_: Any) -> None:
-    from astra_graph.harness.verify import NoGpu
+    from astra_graph.harness.errors import NoGpu
 
     raise NoGpu("no CUDA GPU visible to the evaluation worker")
 

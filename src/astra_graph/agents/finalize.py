@@ -1,8 +1,10 @@
 """Finalize: choose the result, checked on the held-out suite, never worse than the baseline.
 
 Contenders are the rounds' candidates and the tuned implementations (with their dispatch
-tables) that beat the baseline on the tuning suite; they are tried fastest first, and the first
-one the harness also accepts on the held-out suite (shapes no agent has seen) wins. Every
+tables) that beat the baseline on the tuning suite. The selection rule (``astra_graph.selection``)
+picks the best of them; it wins if the harness also accepts it on the held-out suite (shapes no
+agent has seen) and compute-sanitizer's memcheck and racecheck find nothing (where the tool is
+installed; the message says when it is not), else the rule picks again among the rest. Every
 setting in a dispatch table already passed the full verification, held-out suite included, in
 the sweep. If none qualifies the result is the baseline itself, with speedup 1.0 (its header's
 default tunables), and the message says so.
@@ -18,23 +20,28 @@ from langgraph.runtime import Runtime
 
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
+from astra_graph.contract import OperationSpec
+from astra_graph.harness.deep import SanitizerReport
 from astra_graph.models import BenchReport, Verdict
 from astra_graph.rundir import (
     BENCH,
     BEST,
     BEST_DISPATCH,
     HELDOUT_VERDICT,
+    SANITIZER,
     round_dir,
     utc_now,
     write_model,
 )
+from astra_graph.selection import final_pick
 from astra_graph.state import Best, OptimizationResult, RoundRecord, RunStatus, State, Tuned
 
 HELDOUT_SUITES = ("heldout",)
 
 
 def contenders(history: list[RoundRecord], tuned: list[Tuned] = ()) -> list[Best]:  # type: ignore[assignment]
-    """Accepted candidates and tuned implementations that beat the baseline, fastest first.
+    """Accepted candidates and tuned implementations that beat the baseline, in the order they
+    arrived (``selection.final_pick`` chooses among them).
 
     A round's candidate with and without its dispatch table are separate contenders.
     """
@@ -61,7 +68,27 @@ def contenders(history: list[RoundRecord], tuned: list[Tuned] = ()) -> list[Best
         for t in tuned
         if t.faster and t.bench is not None
     ]
-    return sorted(found, key=lambda b: (-b.geomean_speedup, b.round, b.dispatch is not None))
+    return sorted(found, key=lambda b: (b.round, b.dispatch is not None))
+
+
+def sanitizer_report(
+    evaluator: Any, spec: OperationSpec, contender: Best
+) -> SanitizerReport | None:
+    """compute-sanitizer over the contender with every tunable setting it runs with (its dispatch
+    table's, else its defaults); None when the evaluator has no ``sanitize``."""
+    sanitize = getattr(evaluator, "sanitize", None)
+    if sanitize is None:
+        return None
+    settings: list[dict[str, int] | None] = [None]
+    if contender.dispatch is not None:
+        settings = []
+        for entry in contender.dispatch.dispatch:
+            if entry.tunables not in settings:
+                settings.append(entry.tunables)
+    results = []
+    for tunables in settings:
+        results += sanitize(spec, Path(contender.path), tunables=tunables).results
+    return SanitizerReport(results=results)
 
 
 def result_from_state(
@@ -127,19 +154,22 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         round=state.round,
         message="checking the best candidates on held-out shapes",
     )
-    final = Best(round=0, path=state.kernel, bench=state.baseline)
+    evaluator = context_of(runtime).get_evaluator()
     heldout: Verdict | None = None
     refused: list[str] = []
     verdicts: dict[str, Verdict] = {}
-    for contender in contenders(state.history, state.tuned):
+    sanitized: list[str] = []
+
+    def passes(contender: Best) -> bool:
+        """The final checks: the held-out suite, then compute-sanitizer where it exists."""
+        nonlocal heldout
+        verdict = None
         if contender.round > 0:
             # the baseline itself needs no held-out check against itself; every setting of a
             # dispatch table passed the held-out suite in the sweep already
             if contender.path not in verdicts:
-                verdicts[contender.path] = (
-                    context_of(runtime)
-                    .get_evaluator()
-                    .check(spec, Path(state.kernel), Path(contender.path), suites=HELDOUT_SUITES)
+                verdicts[contender.path] = evaluator.check(
+                    spec, Path(state.kernel), Path(contender.path), suites=HELDOUT_SUITES
                 )
                 write_model(
                     round_dir(run_dir, contender.round) / HELDOUT_VERDICT,
@@ -150,13 +180,33 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 refused.append(
                     f"{describe(contender)} failed the held-out suite ({verdict.reason})"
                 )
-                continue
-            heldout = verdict
-        if contender.bench is None:
-            bench_file = round_dir(run_dir, contender.round) / BENCH
-            contender.bench = BenchReport.model_validate_json(bench_file.read_text())
-        final = contender
-        break
+                return False
+        report = sanitizer_report(evaluator, spec, contender)
+        if report is None:
+            sanitized.append("compute-sanitizer not run: the evaluator cannot run it")
+        else:
+            folder = (
+                run_dir / "baseline"
+                if contender.round == 0
+                else round_dir(run_dir, contender.round)
+            )
+            write_model(folder / SANITIZER, report)
+            if not report.available:
+                sanitized.append("compute-sanitizer not installed: memcheck and racecheck not run")
+            elif not report.ok:
+                failed = "; ".join(r.summary for r in report.results if not r.ok)
+                refused.append(f"{describe(contender)} failed compute-sanitizer: {failed}")
+                return False
+            else:
+                sanitized.append("compute-sanitizer memcheck and racecheck found no errors")
+        heldout = verdict
+        return True
+
+    chosen = final_pick(contenders(state.history, state.tuned), passes)
+    final = chosen or Best(round=0, path=state.kernel, bench=state.baseline)
+    if final.bench is None:
+        bench_file = round_dir(run_dir, final.round) / BENCH
+        final.bench = BenchReport.model_validate_json(bench_file.read_text())
     shutil.copyfile(final.path, run_dir / BEST)
     if final.dispatch is not None:
         write_model(run_dir / BEST_DISPATCH, final.dispatch)
@@ -167,6 +217,8 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
     else:
         message = "no candidate beat the baseline; the result is the baseline (speedup 1.0)"
+    if chosen is not None and sanitized:
+        message += f"; {sanitized[-1]}"
     if refused:
         message += "; " + "; ".join(refused)
     emit(agent="finalize", round=state.round, message=message, best=final.geomean_speedup)

@@ -60,6 +60,25 @@ class SanitizerResult(BaseModel):
     first_errors: list[str] = []
 
 
+class SanitizerReport(BaseModel):
+    """compute-sanitizer's verdicts on one implementation (one result per tool)."""
+
+    results: list[SanitizerResult]
+
+    @property
+    def available(self) -> bool:
+        return all(r.available for r in self.results)
+
+    @property
+    def ok(self) -> bool:
+        """Every tool ran and found nothing (False also when a tool is missing)."""
+        return bool(self.results) and all(r.ok for r in self.results)
+
+    @property
+    def summary(self) -> str:
+        return "; ".join(r.summary for r in self.results)
+
+
 class Stall(BaseModel):
     reason: str
     """Nsight Compute's stall reason, e.g. ``long_scoreboard`` (waiting on global memory)."""

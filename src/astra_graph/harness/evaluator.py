@@ -36,7 +36,9 @@ from astra_graph.contract import (
     load_contract,
     load_implementation,
 )
+from astra_graph.harness import deep
 from astra_graph.harness.bench import BenchRequest
+from astra_graph.harness.deep import SanitizerReport
 from astra_graph.harness.launch import interface_problem
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
 from astra_graph.harness.worker import (
@@ -252,6 +254,28 @@ class Evaluator:
         if verdict.reason == "crashed" and not verdict.log:
             verdict.log = log_tail
         return verdict
+
+    # --- compute-sanitizer -----------------------------------------------------------------
+
+    def sanitize(
+        self,
+        op: str | Path | OperationSpec,
+        candidate: Path,
+        *,
+        tunables: Mapping[str, int] | None = None,
+    ) -> SanitizerReport:
+        """memcheck and racecheck over small shapes, every dtype (``harness.deep``); each result
+        says so when compute-sanitizer is not installed. Runs while no check or timing does."""
+        spec = operation(op)
+        load_implementation(Path(candidate), spec.contract)  # bad input is a ContractError
+        results = []
+        with self._lock:
+            for dtype in spec.contract.dtypes:
+                for result in deep.sanitize(spec, Path(candidate), dtype, tunables=tunables):
+                    results.append(
+                        result.model_copy(update={"summary": f"{dtype}: {result.summary}"})
+                    )
+        return SanitizerReport(results=results)
 
     # --- timing ----------------------------------------------------------------------------
 

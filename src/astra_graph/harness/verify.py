@@ -32,7 +32,9 @@ rejection message names no shape (see :data:`HIDDEN_SUITES`).
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -66,7 +68,24 @@ STALE_DETAIL = (
     "replayed a cached result or did not recompute when its inputs changed"
 )
 
+PROFILE: dict[str, float] | None = None
+"""Seconds per protocol step, summed over cases, while a benchmark sets this to a dict
+(benchmarks/harness_latency.py reports what each defence costs from it); None: not measured."""
+
 _RNG: Any = None
+
+
+@contextmanager
+def _step(name: str, xp: Any) -> Iterator[None]:
+    """Time one protocol step into :data:`PROFILE` (GPU work included), when it is set."""
+    if PROFILE is None:
+        yield
+        return
+    _synchronize(xp)
+    started = time.perf_counter()
+    yield
+    _synchronize(xp)
+    PROFILE[name] = PROFILE.get(name, 0.0) + time.perf_counter() - started
 
 
 def _rng() -> Any:
@@ -245,15 +264,18 @@ def check_case(
     xp = array_module(rng.random(1))
     contract = spec.contract
     check = _CaseCheck(spec, case, xp)
-    data = make_case(spec, case.dims, case.dtype, rng, case.params)
-    check.labels = scenarios.apply(spec, data.arrays, case.dtype, rng)
-    pristine = {a.name: data.arrays[a.name].copy() for a in check.inputs}
-    reference = check.reference(pristine, data.scalars)
-    base_errors = _baseline_errors(check, baseline, data, pristine, reference)
+    with _step("inputs", xp):
+        data = make_case(spec, case.dims, case.dtype, rng, case.params)
+    with _step("special values and row magnitudes", xp):
+        check.labels = scenarios.apply(spec, data.arrays, case.dtype, rng)
+    with _step("reference and baseline", xp):
+        pristine = {a.name: data.arrays[a.name].copy() for a in check.inputs}
+        reference = check.reference(pristine, data.scalars)
+        base_errors = _baseline_errors(check, baseline, data, pristine, reference)
 
     names = [a.name for a in contract.args]
-    arena = Arena(xp, rng, data.arrays, names)
-    run_case = Case(data.dims, data.dtype, arena.views, data.scalars)
+    with _step("guard bands: arena", xp):
+        arena = Arena(xp, rng, data.arrays, names)
 
     def launch(arena: Arena, inputs: Mapping[str, Any], what: str) -> None:
         for arg in check.inputs:
@@ -262,13 +284,56 @@ def check_case(
         _launch_checked(
             xp, candidate, Case(data.dims, data.dtype, arena.views, data.scalars), case, spec
         )
-        check.after_run(arena, inputs, what)
-        arena.refill()
+        with _step("guard bands: check and refill (inside the runs)", xp):
+            check.after_run(arena, inputs, what)
+            arena.refill()
 
-    for _ in range(case.unchecked):
-        launch(arena, pristine, "(an unchecked launch)")
+    with _step("unchecked launches", xp):
+        for _ in range(case.unchecked):
+            launch(arena, pristine, "(an unchecked launch)")
 
-    # runs 1 and 2: random NaN poison, then random finite poison, the same inputs
+    with _step("runs 1-2: poisons, determinism, comparison", xp):
+        worst = _poisoned_runs(check, arena, launch, pristine, reference, base_errors, rng)
+    with _step("run 3: stale outputs, changed inputs", xp):
+        changed = scenarios.perturbed(pristine, [a.name for a in check.inputs], rng)
+        reference_changed = check.reference(changed, data.scalars)
+        stale = {
+            a.name: check.elements[a.name].from_float64(xp, reference[a.name])
+            for a in check.outputs
+        }
+        for arg in check.inputs:
+            arena.views[arg.name][...] = changed[arg.name]
+        for name, values in stale.items():
+            arena.views[name][...] = values
+        launch(arena, changed, "(the run after the inputs changed)")
+        third = _copy_written(check, arena)
+        worst = max(worst, _compare(check, third, reference_changed, changed, None, stale))
+        del stale, reference
+    with _step("run 4: buffers at other addresses", xp):
+        fresh = {a.name: changed[a.name] for a in check.inputs}
+        for arg in check.outputs:
+            fresh[arg.name] = nan_poison(xp, rng, check.elements[arg.name], third[arg.name].shape)
+        moved = arena.relocated(fresh, list(contract.args))
+        del arena, fresh
+        launch(moved, changed, "(the run on buffers at other addresses)")
+        worst = max(worst, _moved_run(check, moved, third, reference_changed, changed))
+    if data.nbytes > LARGE_CASE_BYTES and xp is not np:
+        del data, pristine, changed, third, moved, reference_changed
+        xp.get_default_memory_pool().free_all_blocks()
+    return worst
+
+
+def _poisoned_runs(
+    check: _CaseCheck,
+    arena: Arena,
+    launch: Callable[[Arena, Mapping[str, Any], str], None],
+    pristine: Mapping[str, Any],
+    reference: Mapping[str, Any],
+    base_errors: Mapping[str, OutputError],
+    rng: Any,
+) -> float:
+    """Runs 1 and 2: random NaN poison, then random finite poison, the same inputs."""
+    xp = check.xp
     runs: list[dict[str, Any]] = []
     poisons: list[dict[str, Any]] = []
     for number, make_poison in ((1, nan_poison), (2, finite_poison)):
@@ -281,7 +346,6 @@ def check_case(
         launch(arena, pristine, f"(checked run {number})")
         runs.append(_copy_written(check, arena))
         poisons.append(poison)
-    del run_case
     for arg in check.outputs:
         kept = (
             still_holds(xp, runs[0][arg.name], poisons[0][arg.name])
@@ -297,8 +361,8 @@ def check_case(
                 expected=value_at(xp, None, reference[arg.name], flat),
                 detail=f"{int(kept.sum())} of {kept.size} elements kept the poison of both runs",
             )
-    del poisons
-    if contract.deterministic:
+    deterministic = check.spec.contract.deterministic
+    if deterministic:
         for arg in check.written:
             flat = first_difference(xp, runs[0][arg.name], runs[1][arg.name])
             if flat is not None:
@@ -312,33 +376,21 @@ def check_case(
                     expected=value_at(xp, element, runs[0][arg.name], flat),
                     detail="second run (got) vs first run (expected), same inputs",
                 )
-    worst = 0.0
-    for run in runs if not contract.deterministic else runs[:1]:
-        worst = max(worst, _compare(check, run, reference, pristine, base_errors))
-    del runs
+    return max(
+        _compare(check, run, reference, pristine, base_errors)
+        for run in (runs[:1] if deterministic else runs)
+    )
 
-    # run 3: the same buffers hold the right result for these inputs; the inputs change
-    changed = scenarios.perturbed(pristine, [a.name for a in check.inputs], rng)
-    reference_changed = check.reference(changed, data.scalars)
-    stale = {
-        a.name: check.elements[a.name].from_float64(xp, reference[a.name]) for a in check.outputs
-    }
-    for arg in check.inputs:
-        arena.views[arg.name][...] = changed[arg.name]
-    for name, values in stale.items():
-        arena.views[name][...] = values
-    launch(arena, changed, "(the run after the inputs changed)")
-    third = _copy_written(check, arena)
-    worst = max(worst, _compare(check, third, reference_changed, changed, None, stale))
-    del stale, reference
 
-    # run 4: freshly allocated buffers at other addresses, the changed inputs again
-    fresh = {a.name: changed[a.name] for a in check.inputs}
-    for arg in check.outputs:
-        fresh[arg.name] = nan_poison(xp, rng, check.elements[arg.name], third[arg.name].shape)
-    moved = arena.relocated(fresh, list(contract.args))
-    del arena, fresh
-    launch(moved, changed, "(the run on buffers at other addresses)")
+def _moved_run(
+    check: _CaseCheck,
+    moved: Arena,
+    third: Mapping[str, Any],
+    reference: Mapping[str, Any],
+    inputs: Mapping[str, Any],
+) -> float:
+    """Run 4's result: bit for bit run 3's (deterministic contracts), and right."""
+    xp = check.xp
     fourth = _copy_written(check, moved)
     differs = next(
         (
@@ -348,20 +400,11 @@ def check_case(
         ),
         None,
     )
-    if differs is not None or not contract.deterministic:
-        worst = max(
-            worst,
-            _compare(
-                check,
-                fourth,
-                reference_changed,
-                changed,
-                None,
-                None,
-                " on buffers at other addresses",
-            ),
-        )
-    if differs is not None and contract.deterministic:
+    deterministic = check.spec.contract.deterministic
+    if differs is None and deterministic:
+        return 0.0
+    worst = _compare(check, fourth, reference, inputs, None, None, " on buffers at other addresses")
+    if differs is not None and deterministic:
         arg, flat = differs
         element = check.elements[arg.name]
         raise check.reject(
@@ -374,9 +417,6 @@ def check_case(
             detail="same inputs in freshly allocated buffers at other addresses (got) vs the "
             "original buffers (expected)",
         )
-    if data.nbytes > LARGE_CASE_BYTES and xp is not np:
-        del data, pristine, changed, third, fourth, moved, reference_changed
-        xp.get_default_memory_pool().free_all_blocks()
     return worst
 
 
@@ -529,15 +569,17 @@ def run_check(
 
     worst = 0.0
     generator = rng if rng is not None else _rng()
+    xp = array_module(generator.random(1))
     for checked, case in enumerate(cases):
         worker.progress(case.progress("case"), watch=False)
         try:
-            worst = max(
-                worst,
-                check_case(
-                    spec, candidates[case.dtype], baselines.get(case.dtype), case, generator
-                ),
-            )
+            with _step(f"cases of suite {case.suite}", xp):
+                worst = max(
+                    worst,
+                    check_case(
+                        spec, candidates[case.dtype], baselines.get(case.dtype), case, generator
+                    ),
+                )
         except Rejected as rejected:
             return rejected.verdict.model_copy(
                 update={"cases_checked": checked, "suites": list(req.suites)}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# One device run for the verification protocol (docs/VERIFICATION.md): the harness's GPU tests
+# (every bad-kernel fixture rejected for its reason, every shipped kernel accepted, the
+# sanitizer-only fixtures), the precision measurements behind the error rule's thresholds, and
+# the latency benchmark with each defence's cost. Details go to $OUT; the summary comes last.
+set -u
+OUT=${OUT:-/tmp/verification-out}
+mkdir -p "$OUT"
+export ASTRA_GPU_SUMMARY="$OUT/gpu-verdicts.txt"
+: > "$ASTRA_GPU_SUMMARY"
+start=$(date +%s)
+python3 -m pytest -q -p no:cacheprovider --timeout 300 tests/test_harness_gpu.py \
+    tests/test_bench_gpu.py ${EXTRA_TESTS:-} > "$OUT/pytest-gpu.txt" 2>&1
+tests_rc=$?
+python3 benchmarks/precision_stats.py > "$OUT/precision.txt" 2>&1
+precision_rc=$?
+python3 benchmarks/harness_latency.py --skip-inline --out "$OUT/harness_latency.json" \
+    > "$OUT/latency.txt" 2>&1
+latency_rc=$?
+cp benchmarks/results/precision_stats-*.json "$OUT/" 2>/dev/null
+echo "=== fixture and kernel verdicts ==="
+cut -c1-230 "$ASTRA_GPU_SUMMARY"
+echo "=== precision (worst over correct kernels last) ==="
+cut -c1-200 "$OUT/precision.txt" | tail -40
+echo "=== latency and defence costs ==="
+cat "$OUT/latency.txt"
+echo "=== GPU tests (rc $tests_rc) ==="
+grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest-gpu.txt" | tail -15
+echo "rc: tests $tests_rc precision $precision_rc latency $latency_rc; $(( $(date +%s) - start )) s"
