@@ -113,7 +113,7 @@ def defence_costs(op: str) -> dict[str, Any]:
         baseline=KernelPayload.of(naive),
         candidate=KernelPayload.of(production),
         suites=list(SUITE_NAMES),
-    ).model_dump(mode="json")
+    ).model_dump()
     verify.run_check(request)  # cold: compiles, first allocations
     verify.PROFILE = {}
     started = time.perf_counter()

@@ -83,7 +83,7 @@ def _request(candidate: Path, baseline: Path | None, **extra: Any) -> dict[str, 
         return KernelPayload.of(load_implementation(path, spec.contract)).model_dump()
 
     return {
-        "op": OperationPayload.of(spec).model_dump(mode="json"),
+        "op": OperationPayload.of(spec).model_dump(),
         "candidate": payload(candidate),
         "baseline": payload(baseline) if baseline else None,
         "seed": 7,

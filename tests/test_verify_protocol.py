@@ -501,7 +501,7 @@ def _request(candidate: str, suites: list[str]) -> dict[str, Any]:
         baseline=KernelPayload.of(impl),
         candidate=KernelPayload.of(cand),
         suites=suites,
-    ).model_dump(mode="json")
+    ).model_dump()
 
 
 def test_run_check_on_the_host_accepts_and_rejects_a_zero_grid_before_any_launch() -> None:
@@ -532,3 +532,17 @@ def test_run_check_on_the_host_accepts_and_rejects_a_zero_grid_before_any_launch
     )
     assert verdict["reason"] == "interface_mismatch" and "below 1" in verdict["message"]
     assert all(kernel.launches == 0 for kernel in made)  # decided before anything ran
+
+
+def test_a_request_keeps_the_infinities_of_special_scenarios() -> None:
+    from astra_graph.harness.payload import operation_spec
+
+    request = CheckRequest(
+        op=OperationPayload.of(MERGE),
+        baseline=KernelPayload.of(MERGE_IMPL),
+        candidate=KernelPayload.of(MERGE_IMPL),
+        suites=["edge"],
+    ).model_dump()
+    spec = operation_spec(CheckRequest.model_validate(request).op)
+    assert spec.contract == MERGE.contract
+    assert spec.contract.specials[0].values["s_a"] == [-np.inf]

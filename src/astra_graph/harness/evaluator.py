@@ -209,7 +209,7 @@ class Evaluator:
             extra_shapes=shapes,
             params=dict(params or {}),
         )
-        return self._run_check(spec, request.model_dump(mode="json"))
+        return self._run_check(spec, request.model_dump())
 
     def _start_worker(self) -> None:
         """Start the worker before a job, so that a worker that cannot start is the harness's
@@ -327,7 +327,7 @@ class Evaluator:
             shapes=_shapes_checked(spec, timed),
             dtypes=list(dtypes) if dtypes else None,
             seed=secrets.randbits(63),
-        ).model_dump(mode="json")
+        ).model_dump()
 
     def _bench(
         self,

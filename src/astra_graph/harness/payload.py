@@ -24,14 +24,15 @@ class OperationPayload(_Payload):
     folder: str
     """The operation's folder (its reference module lives there)."""
     contract: dict[str, object]
-    """The validated contract, as ``Contract.model_dump(mode="json")``."""
+    """The validated contract, as ``Contract.model_dump()`` (Python values: JSON would turn
+    the infinities of special scenarios into nulls; requests travel pickled)."""
 
     @classmethod
     def of(cls, spec: OperationSpec) -> OperationPayload:
-        return cls(folder=str(spec.folder), contract=spec.contract.model_dump(mode="json"))
+        return cls(folder=str(spec.folder), contract=spec.contract.model_dump())
 
     def key(self) -> str:
-        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()
+        return hashlib.sha256(repr(self.model_dump()).encode()).hexdigest()
 
 
 class KernelPayload(_Payload):

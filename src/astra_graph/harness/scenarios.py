@@ -38,7 +38,9 @@ def row_labels(rows: int, scenarios: int, rng: Any) -> np.ndarray:
     """Per row: 0 (plain) or the 1-based index of its scenario (a host array)."""
     if scenarios == 0 or rows == 0:
         return np.zeros(rows, dtype=np.int64)
-    order = np.argsort(np.asarray(rng.random(rows, dtype=np.float32)).astype(np.float64))
+    draws = rng.random(rows, dtype=np.float32)
+    draws = draws.get() if hasattr(draws, "get") else draws  # a CuPy generator draws on the GPU
+    order = np.argsort(np.argsort(draws))  # a random permutation of 0 .. rows - 1
     offset = int(float(rng.random(1, dtype=np.float32)[0]) * 2 * scenarios)
     slot = (order + offset) % (2 * scenarios)
     return np.where(slot < scenarios, slot + 1, 0)
