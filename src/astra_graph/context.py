@@ -67,9 +67,18 @@ class Context:
     timing_mode: TimingMode = "device"
     tune_budget_s: float = 60.0
     """Time budget of each tunable sweep (the baseline's and each accepted candidate's)."""
-    arch: str = DEFAULT_ARCH
-    """Architecture for the local compile check that precedes every GPU check."""
+    arch: str | None = None
+    """Architecture for the local compile check that precedes every GPU check; None: the
+    evaluator's GPU's (so the check compiles the cubin the worker then loads from the cache,
+    once per candidate on any GPU), or sm_90 when the evaluator cannot say."""
     _default_llm: LLM | None = field(default=None, repr=False)
+
+    def compile_arch(self) -> str:
+        """The architecture of the local compile check (see ``arch``)."""
+        if self.arch is not None:
+            return self.arch
+        arch = getattr(self.get_evaluator(), "arch", None)
+        return arch() if callable(arch) else DEFAULT_ARCH
 
     def get_evaluator(self) -> EvaluatorLike:
         return self.evaluator if self.evaluator is not None else _shared_evaluator()

@@ -98,7 +98,7 @@ def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     assert state.candidate is not None and state.suite is not None
     spec, _ = load_baseline(state)
     candidate = Path(state.candidate.path)
-    verdict = compile_problem(spec, candidate, context_of(runtime).arch)
+    verdict = compile_problem(spec, candidate, context_of(runtime).compile_arch())
     if verdict is None:
         verdict = (
             context_of(runtime)

@@ -199,18 +199,36 @@ def output_error(
         part = _elementwise(xp, element, tol, flat_got[start:stop], flat_ref[start:stop])
         ratio = xp.abs(part.signed)
         score = xp.where(part.ok, ratio, xp.inf)
-        at = int(xp.argmax(score))
-        if worst < 0 or float(score[at]) > worst_ratio:
-            worst_ratio, worst = float(score[at]), start + at
-        count += int(xp.count_nonzero(part.measurable))
-        exact += int(xp.count_nonzero(part.exact))
-        ratio_sum += float(ratio.sum())
-        rounding_sum += float(part.rounding.sum())
-        signed_sum += float(part.signed.sum())
-        signed_sq += float((part.signed * part.signed).sum())
-        magnitude_sum += float((part.signed * xp.sign(part.reference)).sum())
+        at = xp.argmax(score)
         bad = ~part.ok
-        bad_here = int(xp.count_nonzero(bad))
+        with np.errstate(invalid="ignore"):
+            sums = xp.stack(
+                [
+                    score[at],
+                    part.measurable.sum(dtype=xp.float64),
+                    part.exact.sum(dtype=xp.float64),
+                    ratio.sum(),
+                    part.rounding.sum(),
+                    part.signed.sum(),
+                    (part.signed * part.signed).sum(),
+                    (part.signed * xp.sign(xp.where(part.measurable, part.reference, 0.0))).sum(),
+                    bad.sum(dtype=xp.float64),
+                ]
+            )
+        # one copy to the host per stretch, not one synchronisation per statistic
+        (top, measured_here, exact_here, ratios, roundings, signed, squares, magnitude, bad_n) = (
+            float(v) for v in (sums.get() if hasattr(sums, "get") else sums)
+        )
+        if worst < 0 or top > worst_ratio:
+            worst_ratio, worst = top, start + int(at)
+        count += int(measured_here)
+        exact += int(exact_here)
+        ratio_sum += ratios
+        rounding_sum += roundings
+        signed_sum += signed
+        signed_sq += squares
+        magnitude_sum += magnitude
+        bad_here = int(bad_n)
         failing += bad_here
         if flat_before is not None and bad_here:
             earlier = flat_before[start:stop]

@@ -38,6 +38,7 @@ from astra_graph.contract import (
 )
 from astra_graph.harness import deep
 from astra_graph.harness.bench import BenchRequest
+from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
 from astra_graph.harness.deep import SanitizerReport
 from astra_graph.harness.launch import interface_problem
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
@@ -53,16 +54,24 @@ from astra_graph.models import BenchReport, Evaluation, Evidence, TimingMode, Ve
 log = structlog.get_logger(__name__)
 
 CHECK_JOB = "astra_graph.harness.verify:run_check"
+ARCH_JOB = "astra_graph.harness.evaluator:worker_arch"
 BENCH_JOB = "astra_graph.harness.bench:run_bench"
 BAD_INPUT_ERRORS = {"BaselineError", "ContractError"}
 """Job failures that are the caller's fault: raised here as ContractError."""
 UNAVAILABLE_ERRORS = {"NoGpu", "NvrtcUnavailable"}
 """Job failures that mean the machine cannot evaluate: raised here as HarnessUnavailable."""
+STARTUP_S = 60.0
+"""Deadline of the one-line jobs that only ask the worker about its GPU."""
 DEFAULT_STALL_S = 20.0
 """A kernel launch (plus its synchronisation) that takes this long is taken to hang.
 
 The check holds only the stretches in which a kernel runs to this limit (compiling and the
 reference do not count), and no launch of a checked shape takes more than milliseconds."""
+
+
+def worker_arch(_: object) -> str:
+    """Worker job: the ``sm_XY`` its GPU compiles for (``compile.gpu_arch``)."""
+    return gpu_arch() or DEFAULT_ARCH
 
 
 class HarnessUnavailable(RuntimeError):
@@ -138,6 +147,7 @@ class Evaluator:
         """The GPU its worker sees (a ``CUDA_VISIBLE_DEVICES`` entry); None: the process's own."""
         self.worker = Worker(env={"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else None)
         self._lock = threading.Lock()  # one job at a time, whichever thread asks
+        self._arch: str | None = None
 
     def __enter__(self) -> Evaluator:
         return self
@@ -148,6 +158,15 @@ class Evaluator:
     def close(self) -> None:
         with self._lock:
             self.worker.close()
+
+    def arch(self) -> str:
+        """The worker's GPU architecture (asked once): a compile check outside the worker for
+        this architecture fills the compile cache with the cubin the worker loads."""
+        if self._arch is None:
+            with self._lock:
+                self._start_worker()
+                self._arch = str(self.worker.call(ARCH_JOB, None, deadline_s=STARTUP_S))
+        return self._arch
 
     # --- checking --------------------------------------------------------------------------
 

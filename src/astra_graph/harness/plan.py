@@ -1,9 +1,9 @@
 """Which cases a check runs, and whether the candidate can run them at all.
 
-A check runs every shape of the suites asked for (and the caller's extra shapes), plus
-:data:`RANDOM_SHAPES_PER_PHASE` shapes per serving phase drawn at random inside the contract's
-constraints, in every element type. The random shapes are drawn afresh for every check from a
-seed no prompt, log or verdict shows, so a kernel cannot be fitted to them; they stay within
+A check runs every shape of the suites asked for (and the caller's extra shapes) in every
+element type, plus, per element type, :data:`RANDOM_SHAPES_PER_PHASE` shapes per serving phase
+drawn at random inside the contract's constraints. The random shapes are drawn afresh for
+every check from a seed no prompt, log or verdict shows, so a kernel cannot be fitted to them; they stay within
 what the baseline supports (its ``requires``) and :data:`RANDOM_SHAPE_MAX_BYTES`. Per case the
 plan also fixes the contract parameters (each one with a ``range`` is drawn log-uniformly in it
 and rounded to its type, unless the caller set it) and how many unchecked launches precede the
@@ -28,8 +28,9 @@ from astra_graph.contract import OperationSpec
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, rows_dim
 
 RANDOM_SUITE = "random"
-RANDOM_SHAPES_PER_PHASE = 2
-"""Random shapes per check in each phase (decode, prefill): four cases per dtype in all."""
+RANDOM_SHAPES_PER_PHASE = 1
+"""Random shapes per check, phase (decode, prefill) and dtype: each dtype gets its own draws,
+so a check with two dtypes meets four random shapes in four cases."""
 RANDOM_SHAPE_MAX_BYTES = 64 << 20
 """A random shape moves at most this many bytes: large enough for prefill rows of every contract
 here, small enough that the random cases cost milliseconds."""
@@ -146,9 +147,11 @@ def plan_cases(
     contract = spec.contract
     shaped = [(suite, dims) for suite in suites for dims in contract.suite(suite)]
     shaped += [("extra", dict(dims)) for dims in extra_shapes]
+    planned = [(suite, dims, dtype) for suite, dims in shaped for dtype in contract.dtypes]
     if random:
-        drawn = random_shapes(spec, rng, supported, contract.dtypes[0])
-        shaped += [(RANDOM_SUITE, dims) for dims in drawn]
+        for dtype in contract.dtypes:
+            drawn = random_shapes(spec, rng, supported, dtype)
+            planned += [(RANDOM_SUITE, dims, dtype) for dims in drawn]
     return [
         CaseSpec(
             suite,
@@ -157,8 +160,7 @@ def plan_cases(
             params=draw_params(spec, params or {}, rng),
             unchecked=int(rng.integers(0, MAX_UNCHECKED_LAUNCHES + 1)),
         )
-        for suite, dims in shaped
-        for dtype in contract.dtypes
+        for suite, dims, dtype in planned
     ]
 
 

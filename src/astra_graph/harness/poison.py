@@ -148,6 +148,7 @@ class Arena:
             self.views[slot.name] = view
         self.guards = self._guards()
         self.expected: list[Any] = []
+        self._all_expected: Any = None
         self.refill()
 
     def _guards(self) -> list[tuple[int, int]]:
@@ -164,21 +165,30 @@ class Arena:
         return sum(b - a for a, b in self.guards)
 
     def refill(self) -> None:
-        """Fresh random bits in every guard band (before each run)."""
+        """Fresh random bits in every guard band (before each run); one draw for all bands."""
+        fill = random_bits(self.xp, self.rng, 2, -(-self.guard_total // 2)).view(self.xp.uint8)
+        self._all_expected = fill[: self.guard_total]
         self.expected = []
+        offset = 0
         for start, stop in self.guards:
-            fill = random_bits(self.xp, self.rng, 1, stop - start)
-            self.memory[start:stop] = fill
-            self.expected.append(fill)
+            part = fill[offset : offset + stop - start]
+            self.memory[start:stop] = part
+            self.expected.append(part)
+            offset += stop - start
+
+    def _observed(self) -> Any:
+        """Every guard band's bytes, concatenated (one comparison checks them all)."""
+        return self.xp.concatenate([self.memory[start:stop] for start, stop in self.guards])
 
     def damage(self) -> tuple[str, str] | None:
         """(argument, where) of the first written guard byte, or None when all are intact."""
-        xp = self.xp
+        if not bool((self._observed() != self._all_expected).any()):
+            return None
         for (start, stop), fill in zip(self.guards, self.expected, strict=True):
             differs = self.memory[start:stop] != fill
             if not bool(differs.any()):
                 continue
-            offsets = xp.nonzero(differs)[0]
+            offsets = self.xp.nonzero(differs)[0]
             first, last = start + int(offsets[0]), start + int(offsets[-1])
             before = [s for s in self.slots if s.start + s.nbytes <= first]
             after = [s for s in self.slots if s.start >= last + 1]
