@@ -5,9 +5,10 @@ element type, plus, per element type, :data:`RANDOM_SHAPES_PER_PHASE` shapes per
 drawn at random inside the contract's constraints. The random shapes are drawn afresh for
 every check from a seed no prompt, log or verdict shows, so a kernel cannot be fitted to them;
 they stay within what the baseline supports (its ``requires``) and
-:data:`RANDOM_SHAPE_MAX_BYTES`. Per case the plan also fixes the contract parameters (each one with a ``range`` is drawn log-uniformly in it
-and rounded to its type, unless the caller set it) and how many unchecked launches precede the
-checked ones (0 to :data:`MAX_UNCHECKED_LAUNCHES`, so no launch count marks the checked runs).
+:data:`RANDOM_SHAPE_MAX_BYTES`. Per case the plan also fixes the contract parameters (each one
+with a ``range`` is drawn log-uniformly in it and rounded to its type, unless the caller set
+it) and how many unchecked launches precede the checked ones (0 to
+:data:`MAX_UNCHECKED_LAUNCHES`, so no launch count marks the checked runs).
 
 :func:`preflight` runs before any kernel does: a shape the candidate's ``requires`` excludes,
 and a launch geometry that cannot be evaluated, is zero, or exceeds the device's limits, is an
