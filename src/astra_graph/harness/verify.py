@@ -436,7 +436,10 @@ def _compare(
     stale: Mapping[str, Any] | None = None,
     where: str = "",
 ) -> float:
-    """Compare one run's written arguments with the reference; the worst ratio, or raises."""
+    """Compare one run's written arguments with the reference; the worst ratio, or raises.
+
+    The precision statistics are computed only where they are compared: with ``base_errors``
+    (run 1, against the baseline's)."""
     worst = 0.0
     for arg in check.written:
         if arg.role == "inout":
@@ -447,6 +450,7 @@ def _compare(
                 run[arg.name],
                 reference[arg.name],
                 inputs[arg.name],
+                statistics=base_errors is not None,
             )
         elif stale is not None:
             result = output_error(
@@ -458,10 +462,16 @@ def _compare(
                 stale[arg.name],
                 stale_reason="mismatch",
                 stale_detail=STALE_DETAIL,
+                statistics=False,
             )
         else:
             result = output_error(
-                check.spec.contract, arg, check.case.dtype, run[arg.name], reference[arg.name]
+                check.spec.contract,
+                arg,
+                check.case.dtype,
+                run[arg.name],
+                reference[arg.name],
+                statistics=base_errors is not None,
             )
         worst = max(worst, result.worst_ratio)
         if result.finding is not None:
