@@ -422,3 +422,22 @@ def test_answering_a_run_that_waits_for_nothing_is_an_error(tmp_path: Path) -> N
     with pytest.raises(ConfigurationError, match="finished"):
         optimize(None, resume=offline.run_dir, evaluator=FakeEvaluator(), answer="x")
     assert not (Path(offline.run_dir) / "external").exists()
+
+
+def test_the_single_agent_can_be_answered_outside(tmp_path: Path) -> None:
+    waiting = optimize(
+        NAIVE,
+        rounds=1,
+        agents="single",
+        runs_dir=tmp_path,
+        evaluator=FakeEvaluator(),
+        llm_settings=LLMSettings(model="external"),
+    )
+    run_dir = Path(waiting.run_dir)
+    request = pending(run_dir).request
+    assert request.agent == "single" and request.reply == "text" and request.round == 1
+    answer = "Vectorize.\n" + fenced(marked(VECTORIZED, speedup=1.2))
+    result = optimize(None, resume=run_dir, evaluator=FakeEvaluator(), answer=answer)
+    assert result.status == "finished" and result.agents == "single"
+    assert result.best_round == 1 and result.geomean_speedup == pytest.approx(1.2)
+    assert [(u.agent, u.model) for u in result.usage] == [("single", "external")]
