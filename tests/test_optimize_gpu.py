@@ -17,6 +17,7 @@ import pytest
 
 from astra_graph.commands.optimize import format_result
 from astra_graph.contract import kernels_root
+from astra_graph.harness import deep
 from astra_graph.llm import LLMSettings
 from astra_graph.optimize import optimize
 from fake_openai import FakeOpenAI, Scripted, structured, text
@@ -67,3 +68,8 @@ def test_optimize_finds_and_proves_the_faster_kernel(
     assert result.heldout is not None and result.heldout.accepted
     assert result.geomean_speedup > 1.0
     assert Path(result.best_path).read_text() == VECTORIZED
+    # finalize ran compute-sanitizer on the pick (or said why not)
+    assert "compute-sanitizer" in result.message
+    sanitizer = Path(result.run_dir) / "rounds" / "2" / "sanitizer.json"
+    if deep.find_tool("compute-sanitizer") is not None:
+        assert "found no errors" in result.message and sanitizer.is_file()
