@@ -100,17 +100,21 @@ def _apply_special(
         arg = next(a for a in contract.args if a.name == name)
         target = arrays[name]
         xp = array_module(target)
-        rows = int(target.shape[0])
-        in_rows = xp.asarray(labels[rows] == index).reshape((rows,) + (1,) * (target.ndim - 1))
-        if special.paired and shared_mask is not None and shared_mask.shape == target.shape:
+        chosen = np.nonzero(labels[int(target.shape[0])] == index)[0]
+        if chosen.size == 0:
+            continue
+        rows = xp.asarray(chosen)
+        block = target[rows]  # only the scenario's rows: random draws in proportion to them
+        if special.paired and shared_mask is not None and shared_mask.shape == block.shape:
             mask = shared_mask
         else:
-            mask = (rng.random(target.shape, dtype=np.float32) < special.fraction) & in_rows
+            mask = rng.random(block.shape, dtype=np.float32) < special.fraction
             shared_mask = mask
         element = contract.dtype_of(arg, dtype)
         picks = element.from_float64(xp, xp.asarray(np.asarray(choices, dtype=np.float64)))
-        which = rng.integers(0, len(choices), size=target.shape)
-        xp.copyto(target, picks[which], where=mask)
+        which = rng.integers(0, len(choices), size=block.shape)
+        xp.copyto(block, picks[which], where=mask)
+        target[rows] = block
 
 
 def scenario_of(labels: Mapping[int, np.ndarray], spec: OperationSpec, index: list[int]) -> str:
