@@ -66,3 +66,17 @@ def test_a_compile_check_for_the_workers_arch_fills_the_cache_the_worker_reads(
         again, DTYPES["float16"], again.header.default_tunables(), arch="sm_80"
     )
     assert not first.cache_hit and second.cache_hit
+
+
+def test_sanitize_says_so_when_compute_sanitizer_is_missing(monkeypatch: Any) -> None:
+    from astra_graph.harness import deep
+
+    monkeypatch.setattr(deep, "find_tool", lambda name: None)
+    spec, impl = resolve("silu_and_mul")
+    with Evaluator() as evaluator:
+        report = evaluator.sanitize(spec, impl.path)
+        assert evaluator.worker.starts == 0  # the tool runs beside the worker, not in it
+    assert not report.available and not report.ok
+    assert {r.tool for r in report.results} == {"memcheck", "racecheck"}
+    assert len(report.results) == 2 * len(spec.contract.dtypes)
+    assert all("compute-sanitizer not found" in r.summary for r in report.results)
