@@ -12,6 +12,18 @@ start=$(date +%s)
 python3 -m pytest -q -p no:cacheprovider --timeout 300 tests/test_harness_gpu.py \
     tests/test_bench_gpu.py ${EXTRA_TESTS:-} > "$OUT/pytest-gpu.txt" 2>&1
 tests_rc=$?
+# every correct-but-different kernel present (tests/fixtures/correct_kernels/<op>/) through a check
+python3 - > "$OUT/correct-kernels.txt" 2>&1 <<'PY'
+from pathlib import Path
+from astra_graph.contract import resolve
+from astra_graph.harness.evaluator import Evaluator
+with Evaluator(deadline_s=240) as evaluator:
+    for path in sorted(Path("tests/fixtures/correct_kernels").glob("*/*.cu")):
+        spec, production = resolve(path.parent.name)
+        verdict = evaluator.check(spec, production.path, path)
+        status = "accepted" if verdict.accepted else f"REJECTED {verdict.reason}"
+        print(f"{path.parent.name}/{path.name}: {status}: {verdict.message[:160]}", flush=True)
+PY
 python3 benchmarks/precision_stats.py > "$OUT/precision.txt" 2>&1
 precision_rc=$?
 python3 benchmarks/harness_latency.py --skip-inline --out "$OUT/harness_latency.json" \
@@ -20,6 +32,8 @@ latency_rc=$?
 cp benchmarks/results/precision_stats-*.json "$OUT/" 2>/dev/null
 echo "=== fixture and kernel verdicts ==="
 cut -c1-230 "$ASTRA_GPU_SUMMARY"
+echo "=== correct-but-different kernels ==="
+cut -c1-230 "$OUT/correct-kernels.txt"
 echo "=== precision (worst over correct kernels last) ==="
 cut -c1-200 "$OUT/precision.txt" | tail -40
 echo "=== latency and defence costs ==="
