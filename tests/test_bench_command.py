@@ -109,3 +109,47 @@ def test_run_bench_refuses_to_run_without_a_gpu() -> None:
 
     with pytest.raises(NoGpu):
         run_bench({"op_folder": "kernels/silu_and_mul", "candidate": "x.cu"})
+
+
+def test_each_shape_says_which_limit_binds() -> None:
+    from astra_graph.agents.profiling import likely_bottlenecks, summarize
+    from astra_graph.harness import roofline
+
+    def shape(label: str, dims: dict[str, int], nbytes: int, time: float, floor: float):  # type: ignore[no-untyped-def]
+        limit = roofline.limit_of(time, nbytes, 3000.0, floor)
+        return ShapeTiming(
+            label=label,
+            dims=dims,
+            dtype="float16",
+            bytes_moved=nbytes,
+            candidate=_measurement(time, 0.004),
+            achieved_gbps=roofline.achieved_gbps(nbytes, time),
+            roofline_pct=roofline.roofline_pct(roofline.achieved_gbps(nbytes, time), 3000.0),
+            roof_gbps=3000.0,
+            latency_floor=_measurement(floor, 0.003),
+            bound=limit.bound,
+            limit=limit.text,
+        )
+
+    report = BenchReport(
+        op="silu_and_mul",
+        mode="device",
+        device="NVIDIA H100",
+        candidate="kernels/silu_and_mul/production.cu",
+        copy_bandwidth_gbps=2990.0,
+        shapes=[
+            shape("16x4096", {"tokens": 16, "d": 4096}, 393216, 2.1, 2.05),
+            shape("8192x12288", {"tokens": 8192, "d": 12288}, 603979776, 204.0, 202.0),
+        ],
+    )
+    text = format_report(report)
+    limit_rows = text.split("limit per shape", 1)[1].splitlines()
+    small = next(line for line in limit_rows if line.strip().startswith("16x4096"))
+    assert "floor 2.05 us" in small
+    assert "at the latency floor (2.05 us, +2%)" in text
+    assert "bandwidth-bound at 99% of the achievable 3000 GB/s" in text
+    profile = summarize(report, "Profile")
+    assert "at the latency floor (2.05 us" in profile
+    assert any(b.startswith("at the latency floor on 16x4096") for b in likely_bottlenecks(report))
+    # the roof percent of the latency-bound shape does not drag the bandwidth median down
+    assert any("median 99% of the roofline" in b for b in likely_bottlenecks(report))

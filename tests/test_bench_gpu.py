@@ -6,6 +6,7 @@ it must: an impossible time, and a kernel that stops writing its output once it 
 
 from __future__ import annotations
 
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from astra_graph.contract import load_contract, load_implementation
+from astra_graph.dtypes import DTYPES
 from astra_graph.harness import deep, roofline
 from astra_graph.harness.bench import run_bench
 from astra_graph.harness.payload import KernelPayload, OperationPayload
@@ -113,7 +115,16 @@ def test_production_beats_naive_on_large_shapes_in_device_mode() -> None:
     assert 10 < large.roofline_pct < 120
     assert small.candidate.method.startswith("graph x")
     assert report.geomean_speedup is not None
-    assert report.resources["candidate"].threads_per_block == 1024
+    production = load_implementation(SILU / "production.cu", load_contract(SILU).contract)
+    _, block, _ = production.header.launch(LARGE, DTYPES["float16"], {})
+    assert report.resources["candidate"].threads_per_block == math.prod(block)
+    # the limits: the roof of the shape's mix, and the latency floor timed beside the kernels
+    assert large.roof_gbps is not None and 300 < large.roof_gbps < 20_000
+    assert large.latency_floor is not None and small.latency_floor is not None
+    assert small.latency_floor.method.startswith("graph x")
+    assert large.latency_floor.method == "events+l2flush"
+    assert large.bound == "bandwidth" and small.bound == "latency"
+    assert small.limit and large.limit.startswith("bandwidth-bound at")
     assert 0 < (report.resources["candidate"].occupancy or 0) <= 1
 
 

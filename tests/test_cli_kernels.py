@@ -37,7 +37,7 @@ def test_kernels_json_lists_the_three_operations(capsys: pytest.CaptureFixture[s
     assert {impl["name"] for impl in merge["implementations"]} == {"naive", "production"}
     production = next(i for i in merge["implementations"] if i["name"] == "production")
     assert production["entry"] == "merge_attn_states_lse_vec<T>"
-    assert "HEADS" in production["tunables"]
+    assert "THREADS" in production["tunables"]
     norm = by_name["fused_add_rmsnorm"]
     assert [a["role"] for a in norm["args"]] == ["inout", "inout", "input"]
     assert {s["name"] for s in norm["scalars"]} == {"hidden", "eps"}

@@ -50,3 +50,92 @@ def test_a_corrupt_cache_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> N
     roofline.cache_path().write_text("{not json")
     assert roofline.copy_bandwidth_gbps() == (3100.0, False)
     assert roofline.copy_bandwidth_gbps() == (3100.0, True)
+
+
+def _spec(op: str):  # type: ignore[no-untyped-def]
+    from astra_graph.contract import kernels_root, load_contract
+
+    return load_contract(kernels_root() / op)
+
+
+def test_traffic_counts_inputs_outputs_and_in_place_arguments_from_the_contract() -> None:
+    silu = roofline.traffic(_spec("silu_and_mul").contract, {"tokens": 16, "d": 4096}, "float16")
+    assert (silu.read_bytes, silu.write_bytes) == (16 * 8192 * 2, 16 * 4096 * 2)
+    assert silu.mix == "2.00"
+    merge = roofline.traffic(
+        _spec("merge_attn_states_lse").contract,
+        {"tokens": 3, "heads": 5, "head_dim": 24},
+        "bfloat16",
+    )
+    assert merge.read_bytes == 2 * 3 * 5 * 24 * 2 + 2 * 3 * 5 * 4
+    assert merge.write_bytes == 3 * 5 * 24 * 2 + 3 * 5 * 4
+    # in place: input and residual read and written, the weight only read
+    norm = roofline.traffic(
+        _spec("fused_add_rmsnorm").contract, {"tokens": 2, "hidden": 64}, "float16"
+    )
+    assert (norm.read_bytes, norm.write_bytes) == (2 * 2 * 64 * 2 + 64 * 2, 2 * 2 * 64 * 2)
+    assert norm.mix == "1.25"
+    assert roofline.Traffic(100, 0).mix == "read-only"
+
+
+def test_the_minimal_kernel_covers_every_byte_with_few_reads_per_thread() -> None:
+    for read, write in [(32, 16), (16, 16), (1000, 7), (0, 48), (48, 0), (17, 1)]:
+        n_read, n_write, threads, reads = roofline.Traffic(read, write).vectors
+        assert n_read * 16 >= read and n_write * 16 >= write
+        assert threads >= n_write and threads * reads >= n_read
+        assert reads <= roofline.MAX_READS_PER_THREAD
+    assert roofline.Traffic(32 * 16, 16 * 16).vectors == (32, 16, 16, 2)
+
+
+def test_scaled_keeps_the_mix() -> None:
+    big = roofline.scaled(roofline.Traffic(2000, 1000), 3 << 20)
+    assert big.read_bytes + big.write_bytes == 3 << 20
+    assert big.mix == "2.00"
+
+
+def test_limit_names_bandwidth_for_large_shapes_and_the_floor_for_small_ones() -> None:
+    roof = 3000.0
+    large = 600_000_000  # 200 us at the roof
+    bw = roofline.limit_of(205.0, large, roof, latency_floor_us=201.0)
+    assert bw.bound == "bandwidth" and bw.pct == pytest.approx(100 * 200 / 205)
+    assert bw.text.startswith("bandwidth-bound at 98% of the achievable 3000 GB/s")
+    small = 400_000  # 0.13 us at the roof, far under a launch
+    at = roofline.limit_of(2.1, small, roof, latency_floor_us=2.0)
+    assert at.bound == "latency" and at.pct == pytest.approx(5.0)
+    assert at.text.startswith("at the latency floor (2.00 us, +5%)")
+    above = roofline.limit_of(3.0, small, roof, latency_floor_us=2.0)
+    assert above.text == "latency-bound: 50% above the latency floor 2.00 us"
+    # no floor (per-call mode): the bandwidth view is all there is
+    assert roofline.limit_of(3.0, small, roof, None).bound == "bandwidth"
+    # the boundary: a floor just under LATENCY_BOUND_FACTOR x the bandwidth time is bandwidth
+    bandwidth_time = roofline.floor_us(large, roof)
+    edge = 0.99 * roofline.LATENCY_BOUND_FACTOR * bandwidth_time
+    assert roofline.limit_of(edge, large, roof, edge).bound == "bandwidth"
+    assert roofline.limit_of(edge, large, roof, 1.02 * edge / 0.99).bound == "latency"
+
+
+def test_achievable_bandwidth_is_cached_per_device_and_mix(monkeypatch: pytest.MonkeyPatch) -> None:
+    measured: list[str] = []
+
+    def fake_measure(mix: roofline.Traffic) -> float:
+        measured.append(mix.mix)
+        return 3000.0 + len(measured)
+
+    monkeypatch.setattr(roofline, "measure_mix_gbps", fake_measure)
+    monkeypatch.setattr(roofline, "measure_copy_gbps", lambda: 2990.0)
+    monkeypatch.setattr(roofline, "device_key", lambda: ("GPU D|4", "GPU D"))
+    two_to_one, one_to_one = roofline.Traffic(200, 100), roofline.Traffic(64, 64)
+    assert roofline.achievable_gbps(two_to_one) == (3001.0, False)
+    assert roofline.achievable_gbps(roofline.Traffic(4000, 2000)) == (3001.0, True)
+    assert roofline.achievable_gbps(one_to_one) == (3002.0, False)
+    # the copy bandwidth shares the device's entry without losing the mixes, and back
+    assert roofline.copy_bandwidth_gbps() == (2990.0, False)
+    assert roofline.achievable_gbps(one_to_one) == (3002.0, True)
+    assert roofline.achievable_gbps(one_to_one, refresh=True) == (3003.0, False)
+    assert roofline.copy_bandwidth_gbps() == (2990.0, True)
+    assert measured == ["2.00", "1.00", "1.00"]
+
+
+def test_shapes_beyond_the_minimal_kernels_indices_are_flagged() -> None:
+    assert roofline.Traffic(2 << 30, 1 << 30).fits_minimal_kernel
+    assert not roofline.Traffic(64 << 30, 32 << 30).fits_minimal_kernel

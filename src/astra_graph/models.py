@@ -109,9 +109,18 @@ class ShapeTiming(BaseModel):
     """``tie`` when the difference is inside the noise."""
     achieved_gbps: float
     roofline_pct: float
-    """Achieved bandwidth over the device's measured copy bandwidth, in percent."""
+    """Achieved bandwidth over the roof (``roof_gbps``), in percent."""
     impossible: bool = False
-    """The candidate's time implies more than the margin over the copy bandwidth (device mode)."""
+    """The candidate's time implies more than the margin over the roof (device mode)."""
+    roof_gbps: float | None = None
+    """The device's achievable bandwidth for this shape's read:write mix (None in reports made
+    before it existed, whose roof was the copy bandwidth)."""
+    latency_floor: Measurement | None = None
+    """A minimal kernel moving this shape's bytes, timed in the same rounds (device mode)."""
+    bound: Literal["bandwidth", "latency"] | None = None
+    """Which limit the shape is up against (``roofline.limit_of``)."""
+    limit: str = ""
+    """That limit in words: "bandwidth-bound at X% of the achievable ..." or "... latency floor"."""
 
 
 class GpuInfo(BaseModel):

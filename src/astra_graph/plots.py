@@ -187,10 +187,12 @@ def roofline(
     title: str = "Achieved bandwidth against the copy-bandwidth roof",
     label: str = "best candidate",
 ) -> bytes:
-    """Achieved GB/s of baseline and candidate per shape, against the measured copy bandwidth.
+    """Achieved GB/s of baseline and candidate per shape, against the roof and the latency floor.
 
-    The kernels are memory-bound, so the device's copy bandwidth is the roof: a kernel cannot
-    move its bytes faster (its time cannot go below bytes moved / copy bandwidth, the floor).
+    The kernels are memory-bound, so the device's achievable bandwidth for the operation's
+    read:write mix is the roof (the copy bandwidth in reports made before it was measured): a
+    kernel cannot move its bytes faster. At small shapes the latency floor (a minimal kernel
+    moving the same bytes, drawn as the bandwidth it reaches) is the lower and real limit.
     Shapes are ordered by the bytes one call moves; ``label`` names the timed kernel (a
     baseline-only table has no separate baseline series).
     """
@@ -222,7 +224,33 @@ def roofline(
     else:
         ax.set_xticks([])
         _no_data(ax, "no timed shapes")
-    if copy_bandwidth_gbps:
+    floors = [
+        (i, s.bytes_moved / s.latency_floor.median_us / 1e3)
+        for i, s in enumerate(ordered)
+        if s.latency_floor is not None and s.latency_floor.median_us > 0
+    ]
+    if floors:
+        # the latency floor as a bandwidth: what a minimal kernel moving the same bytes reaches
+        ax.plot(
+            [i for i, _ in floors],
+            [g for _, g in floors],
+            color=TIE,
+            linestyle=":",
+            marker="_",
+            markersize=14,
+            label="latency floor (minimal kernel, same bytes)",
+        )
+        peak = max(peak, *(g for _, g in floors))
+    roofs = [s.roof_gbps for s in ordered if s.roof_gbps]
+    if roofs:
+        ax.axhline(
+            max(roofs),
+            color=SLOWER,
+            linestyle="--",
+            label=f"achievable {max(roofs):,.0f} GB/s for the read:write mix (roof)",
+        )
+        peak = max(peak, *roofs)
+    elif copy_bandwidth_gbps:
         ax.axhline(
             copy_bandwidth_gbps,
             color=SLOWER,

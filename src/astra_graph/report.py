@@ -437,7 +437,15 @@ def shapes_table(shapes: list[ShapeTiming]) -> Table:
     compared = any(s.baseline is not None for s in shapes)
     headers = ["shape", "dtype"]
     headers += ["baseline µs", "best µs", "speedup", "call"] if compared else ["µs"]
-    headers += ["achieved GB/s", "of copy bandwidth"]
+    # the roof is the achievable bandwidth of the shape's read:write mix where it was measured,
+    # the copy bandwidth in reports made before
+    headers += [
+        "achieved GB/s",
+        "of roof" if any(s.roof_gbps for s in shapes) else "of copy bandwidth",
+    ]
+    limits = any(s.limit for s in shapes)
+    if limits:
+        headers.append("limit (bandwidth roof or latency floor)")
     rows = []
     for s in shapes:
         row = [s.label, s.dtype]
@@ -451,7 +459,8 @@ def shapes_table(shapes: list[ShapeTiming]) -> Table:
             ]
         else:
             row.append(_us(s.candidate.median_us))
-        rows.append([*row, f"{s.achieved_gbps:,.0f}", f"{s.roofline_pct:.0f}%"])
+        row += [f"{s.achieved_gbps:,.0f}", f"{s.roofline_pct:.0f}%"]
+        rows.append([*row, s.limit or "-"] if limits else row)
     return Table(headers, rows)
 
 

@@ -2,7 +2,10 @@
 
 Timing goes through the harness (device mode by default: kernel time without the host's launch
 overhead). The summary is what the planner reads: per-shape time and speedup, percent of the
-memory-bandwidth roofline, the kernel's resources and a likely bottleneck. It also keeps the
+roof (the device's achievable bandwidth for the operation's read:write mix), the limit each shape
+is up against (bandwidth-bound at X% of the achievable, or Y% above the latency floor, where a
+minimal kernel moving the same bytes takes longer than the bytes need), the kernel's resources
+and a likely bottleneck. It also keeps the
 best implementation so far: a candidate replaces it only if it beats the baseline beyond the
 noise and is faster than the current best.
 """
@@ -19,8 +22,9 @@ from astra_graph import selection
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
+from astra_graph.harness.roofline import at_latency_floor
 from astra_graph.harness.worker import WorkerError, WorkerTimeout
-from astra_graph.models import BenchReport, Verdict
+from astra_graph.models import BenchReport, ShapeTiming, Verdict
 from astra_graph.rundir import BASELINE_BENCH, BENCH, round_dir, write_model
 from astra_graph.selection import replaces_best
 from astra_graph.state import Best, RoundRecord, State
@@ -43,26 +47,40 @@ def likely_bottlenecks(bench: BenchReport, which: str = "candidate") -> list[str
     if resources and resources.occupancy is not None and resources.occupancy < 0.5:
         limit = f", limited by {resources.occupancy_limit}" if resources.occupancy_limit else ""
         found.append(f"low occupancy ({resources.occupancy:.0%}{limit})")
-    small = [
+    latency = [s for s in bench.shapes if s.bound == "latency"]
+    at_floor = [s.label for s in latency if _at_floor(s)]
+    above = [s.label for s in latency if not _at_floor(s)]
+    if at_floor:
+        found.append(
+            "at the latency floor on " + ", ".join(at_floor[:4]) + ": a minimal kernel moving "
+            "the same bytes is no faster there; gains must come from the other shapes"
+        )
+    small = above or [
         s.label
         for s in bench.shapes
-        if s.candidate.median_us < SMALL_KERNEL_US and s.roofline_pct < 40
+        if s.bound is None and s.candidate.median_us < SMALL_KERNEL_US and s.roofline_pct < 40
     ]
     if small:
         found.append(
             "latency on small shapes (" + ", ".join(small[:4]) + "): too little work in flight "
             "per launch; more bytes per thread or more blocks"
         )
-    if bench.shapes:
-        typical = median(s.roofline_pct for s in bench.shapes)
+    bandwidth = [s for s in bench.shapes if s.bound != "latency"]
+    if bandwidth:
+        typical = median(s.roofline_pct for s in bandwidth)
         if typical >= NEAR_ROOFLINE_PCT:
             found.append(f"memory bandwidth: median {typical:.0f}% of the roofline already")
-        elif not small:
+        elif not small and not at_floor:
             found.append(
                 f"memory access efficiency: median {typical:.0f}% of the roofline "
                 "(narrow or uncoalesced accesses, too few loads in flight)"
             )
     return found or ["no clear bottleneck"]
+
+
+def _at_floor(shape: ShapeTiming) -> bool:
+    floor = shape.latency_floor
+    return floor is not None and at_latency_floor(shape.candidate.median_us, floor.median_us)
 
 
 def summarize(bench: BenchReport, title: str) -> str:
@@ -73,14 +91,14 @@ def summarize(bench: BenchReport, title: str) -> str:
         lines.append(f"geomean speedup over the starting kernel: {bench.geomean_speedup:.3f}x{err}")
     lines.append(
         f"{'shape':<14}{'dtype':<10}{'time us':>10}{'start us':>10}{'speedup':>9}"
-        f"{'GB/s':>8}{'roofline':>10}"
+        f"{'GB/s':>8}{'roofline':>10}  limit"
     )
     for s in bench.shapes:
         base = f"{s.baseline.median_us:10.2f}" if s.baseline else f"{'-':>10}"
         speedup = f"{s.speedup:8.3f}x" if s.speedup is not None else f"{'-':>9}"
         lines.append(
             f"{s.label:<14}{s.dtype:<10}{s.candidate.median_us:10.2f}{base}{speedup}"
-            f"{s.achieved_gbps:8.0f}{s.roofline_pct:9.1f}%"
+            f"{s.achieved_gbps:8.0f}{s.roofline_pct:9.1f}%  {s.limit or '-'}"
         )
     for name, r in bench.resources.items():
         occupancy = f", occupancy {r.occupancy:.0%}" if r.occupancy is not None else ""

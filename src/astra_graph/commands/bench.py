@@ -1,8 +1,11 @@
 """``astra bench IMPL [--against IMPL]``: time an implementation per shape, in a worker process.
 
-Prints a table per shape (time, achieved GB/s, percent of the copy-bandwidth roofline, and with
-``--against`` the speedup with its standard error and faster/slower/tie) and the geometric-mean
-speedup. ``--sanitize`` and ``--ncu`` add compute-sanitizer and Nsight Compute results.
+Prints a table per shape (time, achieved GB/s, percent of the roof: the device's achievable
+bandwidth for the operation's read:write mix, and with ``--against`` the speedup with its
+standard error and faster/slower/tie), then per shape the limit it is up against: bandwidth-bound
+at X% of the achievable, or how close it is to the latency floor (device mode), and the
+geometric-mean speedup. ``--sanitize`` and ``--ncu`` add compute-sanitizer and Nsight Compute
+results.
 Exit codes: 0 timed, 1 the timed runs rejected the implementation (impossible time, wrong
 output) or it crashed, 2 bad input or no GPU.
 """
@@ -136,6 +139,14 @@ def format_report(report: BenchReport, suite: str = "") -> str:
             row += f"  {'':<22}"
         row += f"  {s.candidate.method}" + ("  IMPOSSIBLE" if s.impossible else "")
         lines.append(row)
+    limits = [s for s in report.shapes if s.limit]
+    if limits:
+        lines.append("limit per shape (roof: achievable bandwidth for the read:write mix; floor:")
+        lines.append("a minimal kernel moving the same bytes, timed in the same rounds):")
+        for s in limits:
+            floor = s.latency_floor
+            floor_text = f"floor {floor.median_us:.2f} us" if floor else "no floor"
+            lines.append(f"  {s.label:<16}{s.dtype:<10}{floor_text:<18}{s.limit}")
     if report.geomean_speedup is not None:
         lines.append(
             f"geomean speedup {report.geomean_speedup:.3f} ±{report.geomean_speedup_err or 0:.3f}"

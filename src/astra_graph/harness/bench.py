@@ -10,8 +10,11 @@ and returns ``BenchReport.model_dump()``. For each shape it
 3. times both sides interleaved, in ``device`` or ``per-call`` mode,
 4. re-checks the candidate's outputs left by the timed calls against the reference, so a kernel
    cannot replay a cached answer or skip work while it is being timed, and
-5. compares the achieved bandwidth with the device's copy bandwidth: in device mode, a time
-   implying more than :data:`roofline.IMPOSSIBLE_MARGIN` x the copy bandwidth is impossible.
+5. compares the achieved bandwidth with the roof, the device's achievable bandwidth for the
+   shape's read:write mix: in device mode, a time implying more than
+   :data:`roofline.IMPOSSIBLE_MARGIN` x the roof is impossible; and, in device mode, times the
+   shape's latency floor (a minimal kernel moving the same bytes) in the same rounds, so each
+   shape says which limit it is up against (:func:`roofline.limit_of`).
 
 Either failure sets ``rejection`` on the report; the evaluator turns it into the verdict.
 Per-call mode is exempt from the impossibility check: its data stays in L2 by design.
@@ -242,7 +245,9 @@ def _time_shape(
     dims: dict[str, int],
     dtype: str,
     rng: Any,
-) -> list[Measurement]:
+    mix: roofline.Traffic,
+) -> tuple[list[Measurement], Measurement | None]:
+    """(one measurement per side, the latency floor's or None in per-call mode)."""
     import cupy
 
     timer = _timer()
@@ -254,12 +259,13 @@ def _time_shape(
         for side in sides:
             side.expect(0)
         cupy.cuda.Device().synchronize()
-        return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)])
+        return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)]), None
     # one estimate per side, used both to size the copies and (in device_mode) to choose graphs
     # over events: two estimates on either side of the threshold once left rotating copies
     # that events never launch, failing the re-check of a correct kernel
     estimates = [timer.estimate_us(s.subject(f"side{i}")) for i, s in enumerate(sides)]
     estimate = min(estimates)
+    floor_copies = 1
     if estimate < timing.GRAPH_THRESHOLD_US:
         for side in sides:
             copies = timing.copies_for_cold_data(side.cases[0].nbytes, timer.l2_bytes)
@@ -267,12 +273,27 @@ def _time_shape(
                 wanted = math.ceil(timing.GRAPH_TARGET_US / max(estimate, 0.05))
                 copies = max(copies, min(timing.MAX_COPIES, wanted))
             side.add_copies(dims, dtype, rng, copies)
+        floor_copies = timing.copies_for_cold_data(mix.read_bytes + mix.write_bytes, timer.l2_bytes)
     for side in sides:
         side.expect(0)
         side.expect(len(side.cases) - 1)
+    if not mix.fits_minimal_kernel:  # beyond 32-bit indices: bandwidth-bound in any case
+        cupy.cuda.Device().synchronize()
+        subjects = [s.subject(f"side{i}") for i, s in enumerate(sides)]
+        return timer.device_mode(subjects, budget_s=request.budget_s, estimates=estimates), None
+    floor = roofline.MinimalCopies(mix, floor_copies).subject()
+    # the references are still being computed on the default stream, and the floor's buffers
+    # may reuse their temporaries' memory: nothing runs on the timer's stream before they are
+    # done (a floor launched before this synchronisation corrupted references on the H100)
     cupy.cuda.Device().synchronize()
+    # the floor's own estimate is shorter; the sides' decide graphs or events for all, so that
+    # the floor is timed the same way as the kernels it bounds
+    floor_estimate = max(timer.estimate_us(floor), estimate)
     subjects = [s.subject(f"side{i}") for i, s in enumerate(sides)]
-    return timer.device_mode(subjects, budget_s=request.budget_s, estimates=estimates)
+    measured = timer.device_mode(
+        [*subjects, floor], budget_s=request.budget_s, estimates=[*estimates, floor_estimate]
+    )
+    return measured[:-1], measured[-1]
 
 
 def run_bench(request: dict[str, Any]) -> dict[str, Any]:
@@ -309,6 +330,11 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         copy_gbps = req.copy_gbps
     else:
         copy_gbps, _ = roofline.copy_bandwidth_gbps()
+
+    def roof_for(mix: roofline.Traffic) -> float:
+        """The override when given (it stands for every roof), else the measured mix."""
+        return copy_gbps if req.copy_gbps is not None else roofline.achievable_gbps(mix)[0]
+
     report = BenchReport(
         op=spec.name,
         mode=req.mode,
@@ -346,8 +372,9 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                 continue
             worker.progress({"step": "timing", "dims": dims, "dtype": dtype})
             sides = [_Side(k, spec) for k in kernels]
+            mix = roofline.traffic(spec.contract, dims, dtype)
             try:
-                measured = _time_shape(req, sides, dims, dtype, rng)
+                measured, floor = _time_shape(req, sides, dims, dtype, rng, mix)
                 synchronize(_timer().stream)
             except LaunchError as exc:
                 report.rejection = _launch_failure(spec, dims, dtype, exc)
@@ -356,10 +383,11 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                     report.seconds = time.perf_counter() - started
                     return report.model_dump()
                 continue
-            shape = _shape_timing(spec, dims, dtype, measured, copy_gbps, req.mode)
+            roof = roof_for(mix)
+            shape = _shape_timing(spec, dims, dtype, measured, roof, floor, req.mode)
             report.shapes.append(shape)
             if report.rejection is None:
-                report.rejection = _rejection(spec, sides[0], shape, copy_gbps)
+                report.rejection = _rejection(spec, sides[0], shape, roof)
             del sides
         cupy.get_default_memory_pool().free_all_blocks()
     pairs = [(s.speedup, s.speedup_err or 0.0) for s in report.shapes if s.speedup]
@@ -390,13 +418,15 @@ def _shape_timing(
     dims: dict[str, int],
     dtype: str,
     measured: list[Measurement],
-    copy_gbps: float,
+    roof_gbps: float,
+    floor: Measurement | None,
     mode: TimingMode,
 ) -> ShapeTiming:
     nbytes = spec.contract.bytes_for(dims, dtype)
     cand = measured[0]
     base = measured[1] if len(measured) > 1 else None
     achieved = roofline.achieved_gbps(nbytes, cand.median_us)
+    limit = roofline.limit_of(cand.median_us, nbytes, roof_gbps, floor.median_us if floor else None)
     shape = ShapeTiming(
         label=spec.contract.label(dims),
         dims=dims,
@@ -405,8 +435,12 @@ def _shape_timing(
         candidate=cand,
         baseline=base,
         achieved_gbps=achieved,
-        roofline_pct=roofline.roofline_pct(achieved, copy_gbps),
-        impossible=mode == "device" and roofline.impossible(achieved, copy_gbps),
+        roofline_pct=roofline.roofline_pct(achieved, roof_gbps),
+        impossible=mode == "device" and roofline.impossible(achieved, roof_gbps),
+        roof_gbps=roof_gbps,
+        latency_floor=floor,
+        bound=limit.bound,
+        limit=limit.text,
     )
     if base is not None:
         shape.speedup, shape.speedup_err = timing.speedup(base, cand)
@@ -426,7 +460,7 @@ def _launch_failure(
 
 
 def _rejection(
-    spec: OperationSpec, candidate: _Side, shape: ShapeTiming, copy_gbps: float
+    spec: OperationSpec, candidate: _Side, shape: ShapeTiming, roof_gbps: float
 ) -> Verdict | None:
     for index in sorted(candidate.references):
         found = candidate.check(index)
@@ -443,11 +477,11 @@ def _rejection(
                 evidence,
             )
     if shape.impossible:
-        floor = roofline.floor_us(shape.bytes_moved, copy_gbps)
+        floor = roofline.floor_us(shape.bytes_moved, roof_gbps)
         detail = (
             f"{shape.candidate.median_us:.3f} us for {shape.bytes_moved} bytes is "
-            f"{shape.achieved_gbps:.0f} GB/s, over {roofline.IMPOSSIBLE_MARGIN} x the copy "
-            f"bandwidth {copy_gbps:.0f} GB/s (floor {floor:.3f} us)"
+            f"{shape.achieved_gbps:.0f} GB/s, over {roofline.IMPOSSIBLE_MARGIN} x the "
+            f"achievable bandwidth {roof_gbps:.0f} GB/s (floor {floor:.3f} us)"
         )
         return Verdict.reject(
             "impossible_time",

@@ -1,30 +1,117 @@
-"""The memory roofline: the fewest bytes a call must move over what the device can copy.
+"""The device's limits for a call: the bandwidth roof and the latency floor.
 
-The ceiling is the device's measured copy bandwidth: a large device-to-device copy, counting
-the bytes read plus the bytes written. It is measured once per device and cached as JSON beside
-the compile cache (``<cache root>/copy_bandwidth.json``). A kernel cannot move its bytes much
-faster than that: a time implying more than :data:`IMPOSSIBLE_MARGIN` times the copy bandwidth
-is not a fast kernel but a broken measurement or a kernel skipping work, and is flagged.
+Two limits bound how fast a memory-bound call can run, and a profile must say which one a shape
+is up against:
+
+* **Bandwidth.** The roof is the *achievable* bandwidth for the operation's own mix of bytes
+  read and bytes written (a 2:1 mix such as silu_and_mul's moves more bytes per second than a
+  1:1 copy: on the H100 silu at 8192x12288 read 100.2% of the device-to-device copy's rate). It
+  is measured once per device and mix with :data:`MIX_COPY_SOURCE`, a minimal kernel that reads
+  and writes exactly in that ratio over :data:`ROOF_BYTES`, and cached as JSON beside the compile
+  cache (``<cache root>/copy_bandwidth.json``, one entry per GPU, the mixes under ``mix``). The
+  plain device-to-device copy (:func:`copy_bandwidth_gbps`) is kept beside it for reference.
+* **Latency.** At decode sizes a call is over before bandwidth matters: launch, one round trip
+  to memory and the drain of the writes set a floor that no kernel can beat. The latency floor
+  of a shape is the time of the same minimal kernel moving that shape's bytes (one 16-byte
+  vector written per thread, its reads issued before any use), timed by the same protocol and
+  in the same rounds as the kernels themselves (see :mod:`astra_graph.harness.bench`).
+
+:func:`limit_of` turns the two into the one sentence a profile shows per shape. A time implying
+more than :data:`IMPOSSIBLE_MARGIN` times the roof is not a fast kernel but a broken
+measurement or a kernel skipping work, and is flagged.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from astra_graph.harness.compile import cache_dir
 from astra_graph.models import GpuInfo
 
+if TYPE_CHECKING:
+    from astra_graph.contract import Contract
+    from astra_graph.harness.timing import Subject
+
 IMPOSSIBLE_MARGIN = 1.2
-"""Achieved bandwidth above this multiple of the copy bandwidth is impossible. The copy itself
-reaches ~90% of the HBM peak, so a well-made kernel may beat it by a few percent, not by 20%."""
+"""Achieved bandwidth above this multiple of the roof is impossible. The roof is itself the best
+of a minimal kernel, so a well-made kernel may beat it by a few percent, not by 20%."""
 COPY_BYTES = 1 << 30
 """Size of each of the copy's two buffers."""
 COPY_REPEATS = 10
 CACHE_FILE = "copy_bandwidth.json"
+
+ROOF_BYTES = 2 << 30
+"""Bytes read plus written by one launch of the roof's mix measurement (far beyond the L2)."""
+ROOF_REPEATS = 10
+VECTOR_BYTES = 16
+"""The minimal kernel moves 16-byte vectors (one ``uint4`` load or store per access)."""
+MAX_READS_PER_THREAD = 8
+"""The minimal kernel's threads read at most this many vectors each (all issued before use)."""
+FLOOR_BLOCK = 128
+"""Threads per block of the minimal kernel."""
+LATENCY_BOUND_FACTOR = 1.5
+"""A shape is latency-bound when its latency floor exceeds this multiple of its bandwidth floor
+(bytes over the roof): the minimal kernel itself then spends most of its time on launch and
+round trips, not on moving bytes. On the H100 the two floors meet near 20 us (2026-11-23)."""
+AT_FLOOR_PCT = 10.0
+"""A time within this many percent of the latency floor is "at the latency floor"."""
+
+Bound = Literal["bandwidth", "latency"]
+
+MIX_COPY_SOURCE = r"""
+__device__ __forceinline__ uint4 load_stream(const uint4* p, bool hint) {
+    if (!hint) {
+        return __ldg(p);
+    }
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+extern "C" __global__ void mix_copy(const uint4* __restrict__ src, uint4* __restrict__ dst,
+                                    unsigned n_read, unsigned n_write, unsigned threads) {
+    const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= threads) {
+        return;
+    }
+    const bool hint = gridDim.x <= STREAM_HINT_MAX_BLOCKS;
+    uint4 v[READS];
+#pragma unroll
+    for (int j = 0; j < READS; ++j) {
+        const unsigned i = t + j * threads;
+        v[j] = i < n_read ? load_stream(src + i, hint) : make_uint4(0, 0, 0, 0);
+    }
+    uint4 acc = v[0];
+#pragma unroll
+    for (int j = 1; j < READS; ++j) {
+        acc.x ^= v[j].x; acc.y ^= v[j].y; acc.z ^= v[j].z; acc.w ^= v[j].w;
+    }
+    if (t < n_write) {
+        dst[t] = acc;
+    } else if (acc.x == 0x9e3779b9u && acc.y == 0x7f4a7c15u) {
+        dst[n_write] = acc;  // a spare slot: a condition the data never meets keeps the loads
+    }
+}
+"""
+"""The minimal kernel: thread ``t`` reads vectors ``t, t + threads, ...`` (``READS`` of them, a
+compile-time constant) and writes vector ``t``; every access coalesced, every read in flight
+before the first use, 32-bit indices. Its loads use the same rule as the production kernels:
+the L1::no_allocate streaming hint up to :data:`STREAM_HINT_MAX_BLOCKS` blocks, the plain
+read-only path beyond (on the H100 the hint made the minimal kernel 2.18 instead of 2.23 us at
+silu 16x4096's bytes, but 205.5 instead of 202.3 us at 8192x12288's)."""
+STREAM_HINT_MAX_BLOCKS = 32768
+MAX_VECTORS = 2**31
+"""32-bit indices: the minimal kernel moves fewer vectors than this (32 GiB) each way."""
 
 
 def achieved_gbps(bytes_moved: int, time_us: float) -> float:
@@ -34,17 +121,106 @@ def achieved_gbps(bytes_moved: int, time_us: float) -> float:
     return bytes_moved / (time_us * 1e-6) / 1e9
 
 
-def roofline_pct(achieved: float, copy_gbps: float) -> float:
-    return 100.0 * achieved / copy_gbps
+def roofline_pct(achieved: float, roof_gbps: float) -> float:
+    return 100.0 * achieved / roof_gbps
 
 
-def floor_us(bytes_moved: int, copy_gbps: float) -> float:
-    """The shortest time the bytes can take at the copy bandwidth."""
-    return bytes_moved / (copy_gbps * 1e9) * 1e6
+def floor_us(bytes_moved: int, roof_gbps: float) -> float:
+    """The shortest time the bytes can take at the roof's bandwidth."""
+    return bytes_moved / (roof_gbps * 1e9) * 1e6
 
 
-def impossible(achieved: float, copy_gbps: float, margin: float = IMPOSSIBLE_MARGIN) -> bool:
-    return achieved > margin * copy_gbps
+def impossible(achieved: float, roof_gbps: float, margin: float = IMPOSSIBLE_MARGIN) -> bool:
+    return achieved > margin * roof_gbps
+
+
+# --- what a call moves ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Bytes one call reads and writes: each input read once, each output written once, each
+    in-place argument both."""
+
+    read_bytes: int
+    write_bytes: int
+
+    @property
+    def mix(self) -> str:
+        """The read:write mix as the cache's key: reads per write to two decimals."""
+        if self.write_bytes == 0:
+            return "read-only"
+        return f"{self.read_bytes / self.write_bytes:.2f}"
+
+    @property
+    def fits_minimal_kernel(self) -> bool:
+        """Small enough for the minimal kernel's 32-bit indices."""
+        n_read, n_write, _, _ = self.vectors
+        return max(n_read, n_write) * MAX_READS_PER_THREAD < MAX_VECTORS
+
+    @property
+    def vectors(self) -> tuple[int, int, int, int]:
+        """(vectors read, vectors written, threads, reads per thread) of the minimal kernel."""
+        n_read = math.ceil(self.read_bytes / VECTOR_BYTES)
+        n_write = math.ceil(self.write_bytes / VECTOR_BYTES)
+        threads = max(n_write, math.ceil(n_read / MAX_READS_PER_THREAD), 1)
+        return n_read, n_write, threads, math.ceil(n_read / threads)
+
+
+def traffic(contract: Contract, dims: Mapping[str, int], dtype: str) -> Traffic:
+    read = write = 0
+    for arg in contract.args:
+        nbytes = math.prod(contract.shape_of(arg, dims)) * contract.dtype_of(arg, dtype).itemsize
+        if arg.role != "output":
+            read += nbytes
+        if arg.role != "input":
+            write += nbytes
+    return Traffic(read, write)
+
+
+def scaled(mix: Traffic, total_bytes: int) -> Traffic:
+    """The same read:write mix over ``total_bytes`` in all."""
+    moved = mix.read_bytes + mix.write_bytes
+    read = round(total_bytes * mix.read_bytes / moved) if moved else total_bytes
+    return Traffic(read, total_bytes - read)
+
+
+# --- which limit a shape is up against -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Limit:
+    bound: Bound
+    pct: float
+    """``bandwidth``: percent of the roof reached; ``latency``: percent above the latency floor."""
+    text: str
+
+
+def at_latency_floor(time_us: float, latency_floor_us: float) -> bool:
+    return time_us <= (1.0 + AT_FLOOR_PCT / 100.0) * latency_floor_us
+
+
+def limit_of(
+    time_us: float, bytes_moved: int, roof_gbps: float, latency_floor_us: float | None
+) -> Limit:
+    """Bandwidth-bound at X% of the achievable, or within Y% of the latency floor."""
+    achieved = roofline_pct(achieved_gbps(bytes_moved, time_us), roof_gbps)
+    bandwidth_floor = floor_us(bytes_moved, roof_gbps)
+    if latency_floor_us is None or latency_floor_us < LATENCY_BOUND_FACTOR * bandwidth_floor:
+        return Limit(
+            "bandwidth",
+            achieved,
+            f"bandwidth-bound at {achieved:.0f}% of the achievable {roof_gbps:.0f} GB/s",
+        )
+    over = 100.0 * (time_us / latency_floor_us - 1.0)
+    if at_latency_floor(time_us, latency_floor_us):
+        text = f"at the latency floor ({latency_floor_us:.2f} us, {over:+.0f}%)"
+    else:
+        text = f"latency-bound: {over:.0f}% above the latency floor {latency_floor_us:.2f} us"
+    return Limit("latency", over, text)
+
+
+# --- the device: cache ---------------------------------------------------------------------------
 
 
 def cache_path() -> Path:
@@ -78,6 +254,67 @@ def gpu_info() -> GpuInfo:
     )
 
 
+def _read_table() -> dict[str, Any]:
+    path = cache_path()
+    if path.is_file():
+        try:
+            table = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return table if isinstance(table, dict) else {}
+    return {}
+
+
+def _write_table(table: dict[str, Any]) -> None:
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(table, indent=2))
+    tmp.replace(path)
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def copy_bandwidth_gbps(*, refresh: bool = False) -> tuple[float, bool]:
+    """(copy bandwidth of the current GPU in GB/s, whether it came from the cache)."""
+    key, name = device_key()
+    table = _read_table()
+    entry = table.get(key)
+    if not refresh and isinstance(entry, dict) and entry.get("copy_gbps", 0) > 0:
+        return float(entry["copy_gbps"]), True
+    gbps = measure_copy_gbps()
+    entry = entry if isinstance(entry, dict) else {}
+    entry.update(device=name, copy_gbps=gbps, bytes=2 * COPY_BYTES, measured_at=_now())
+    table[key] = entry
+    _write_table(table)
+    return gbps, False
+
+
+def achievable_gbps(mix: Traffic, *, refresh: bool = False) -> tuple[float, bool]:
+    """(achievable bandwidth of the current GPU for ``mix``'s read:write ratio, from the cache)."""
+    key, name = device_key()
+    table = _read_table()
+    entry = table.get(key)
+    entry = entry if isinstance(entry, dict) else {"device": name}
+    mixes = entry.get("mix")
+    mixes = mixes if isinstance(mixes, dict) else {}
+    cached = mixes.get(mix.mix)
+    if not refresh and isinstance(cached, dict) and cached.get("gbps", 0) > 0:
+        return float(cached["gbps"]), True
+    gbps = measure_mix_gbps(mix)
+    mixes[mix.mix] = {"gbps": gbps, "bytes": ROOF_BYTES, "measured_at": _now()}
+    entry["mix"] = mixes
+    table = _read_table()  # measuring took a while: keep what others wrote meanwhile
+    table[key] = {**(table.get(key) or {}), **entry}
+    _write_table(table)
+    return gbps, False
+
+
+# --- the device: measurements --------------------------------------------------------------------
+
+
 def measure_copy_gbps(nbytes: int = COPY_BYTES, repeats: int = COPY_REPEATS) -> float:
     """Median bandwidth (read + write) of device-to-device copies of ``nbytes``."""
     import cupy
@@ -101,28 +338,65 @@ def measure_copy_gbps(nbytes: int = COPY_BYTES, repeats: int = COPY_REPEATS) -> 
     return 2 * nbytes / times[len(times) // 2] / 1e9
 
 
-def copy_bandwidth_gbps(*, refresh: bool = False) -> tuple[float, bool]:
-    """(copy bandwidth of the current GPU in GB/s, whether it came from the cache)."""
-    key, name = device_key()
-    path = cache_path()
-    table: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            table = json.loads(path.read_text())
-        except (OSError, ValueError):
-            table = {}
-    entry = table.get(key)
-    if not refresh and isinstance(entry, dict) and entry.get("copy_gbps", 0) > 0:
-        return float(entry["copy_gbps"]), True
-    gbps = measure_copy_gbps()
-    table[key] = {
-        "device": name,
-        "copy_gbps": gbps,
-        "bytes": 2 * COPY_BYTES,
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(table, indent=2))
-    tmp.replace(path)
-    return gbps, False
+@cache
+def _mix_copy(reads: int) -> Any:
+    import cupy
+
+    options = (f"-DREADS={reads}", f"-DSTREAM_HINT_MAX_BLOCKS={STREAM_HINT_MAX_BLOCKS}")
+    module = cupy.RawModule(code=MIX_COPY_SOURCE, options=options)
+    return module.get_function("mix_copy")
+
+
+class MinimalCopies:
+    """``copies`` independent source/destination buffer pairs for the minimal kernel moving
+    ``mix``'s bytes; :meth:`subject` makes it a timing subject like any implementation."""
+
+    def __init__(self, mix: Traffic, copies: int = 1) -> None:
+        import cupy
+
+        self.mix = mix
+        n_read, n_write, threads, reads = mix.vectors
+        if not mix.fits_minimal_kernel:
+            raise ValueError(f"the minimal kernel moves under {MAX_VECTORS} vectors each way")
+        self.function = _mix_copy(max(reads, 1))
+        self.grid = (math.ceil(threads / FLOOR_BLOCK),)
+        self.block = (FLOOR_BLOCK,)
+        rng = cupy.random.default_rng(0x5EED)
+        self.buffers = []
+        for _ in range(copies):
+            # random bytes, never zeros: zeros can run faster than real data
+            src = rng.integers(1, 2**31, size=max(n_read, 1) * 4, dtype=cupy.int32)
+            dst = cupy.empty((n_write + 1) * 4, dtype=cupy.int32)
+            self.buffers.append((src, dst))
+        self.scalars = (cupy.uint32(n_read), cupy.uint32(n_write), cupy.uint32(threads))
+
+    def launch(self, index: int, stream: Any) -> None:
+        src, dst = self.buffers[index]
+        self.function(self.grid, self.block, (src, dst, *self.scalars), stream=stream)
+
+    def subject(self, name: str = "latency floor") -> Subject:
+        from astra_graph.harness.timing import Subject
+
+        return Subject(name=name, launch=self.launch, copies=len(self.buffers))
+
+
+def measure_mix_gbps(mix: Traffic, repeats: int = ROOF_REPEATS) -> float:
+    """Median bandwidth (read + write) of the minimal kernel moving :data:`ROOF_BYTES` in
+    ``mix``'s ratio."""
+    import cupy
+
+    large = scaled(mix, ROOF_BYTES)
+    copies = MinimalCopies(large)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    times = []
+    for i in range(repeats + 1):
+        start, end = cupy.cuda.Event(), cupy.cuda.Event()
+        start.record(stream)
+        copies.launch(0, stream)
+        end.record(stream)
+        end.synchronize()
+        if i:  # the first launch pays for page mapping and module load
+            times.append(cupy.cuda.get_elapsed_time(start, end) * 1e-3)
+    del copies
+    times.sort()
+    return (large.read_bytes + large.write_bytes) / times[len(times) // 2] / 1e9
