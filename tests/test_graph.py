@@ -44,8 +44,9 @@ def record(round_number: int, **fields: object) -> RoundRecord:
 
 def test_graph_has_the_papers_nodes_and_single_mode_swaps_the_authors() -> None:
     nodes = set(graph.get_graph().nodes)
-    assert {"testing", "profile_baseline", "planning", "coding", "verify", "profiling"} <= nodes
-    assert "finalize" in nodes
+    assert {"testing", "profile_baseline", "planning", "candidate", "join", "finalize"} <= nodes
+    inside = set(graph.get_graph(xray=1).nodes)  # the candidate branch, as Studio shows it
+    assert {"candidate:coding", "candidate:verify", "candidate:measure"} <= inside
     single_nodes = set(build_graph("single").compile().get_graph().nodes)
     assert "single" in single_nodes
     assert not {"planning", "coding"} & single_nodes

@@ -12,6 +12,7 @@ import structlog
 
 from astra_graph import cli
 from astra_graph.contract import kernels_root, load_contract
+from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.llm import LLMSettings
 from astra_graph.optimize import ConfigurationError, RunFailed, optimize
 from astra_graph.state import OptimizationResult
@@ -43,6 +44,11 @@ def candidate(**marks: object) -> Scripted:
 def _no_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("ASTRA_API_KEY", raising=False)
+
+
+def fake_pool(backend: str | None, gpus: str | None) -> GpuPool:
+    """What ``astra optimize`` evaluates with in these tests: one slot, a scripted evaluator."""
+    return GpuPool([Slot(gpu="0", evaluator=FakeEvaluator())])
 
 
 def run(
@@ -317,7 +323,6 @@ def test_cli_without_an_endpoint_runs_offline_and_tunes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import astra_graph.commands.optimize as command
-    import astra_graph.harness.evaluator as harness_evaluator
 
     # a baseline whose tunables (BLOCK) make it 1.3x faster, in the fake evaluator's script
     folder = tmp_path / "op"
@@ -326,7 +331,7 @@ def test_cli_without_an_endpoint_runs_offline_and_tunes(
         (folder / name).write_text((OP / name).read_text())
     (folder / "naive.cu").write_text("// fake: tuned = 1.3\n" + (OP / "naive.cu").read_text())
     monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
-    monkeypatch.setattr(harness_evaluator, "Evaluator", FakeEvaluator)
+    monkeypatch.setattr(command, "open_pool", fake_pool)
     argv = ["optimize", str(folder / "naive.cu"), "--json", "--runs-dir", str(tmp_path / "runs")]
     assert cli.main(argv) == 0
     out, err = capsys.readouterr()
@@ -362,10 +367,9 @@ def test_cli_run_prints_progress_and_the_result_as_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     import astra_graph.commands.optimize as command
-    import astra_graph.harness.evaluator as harness_evaluator
 
     monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
-    monkeypatch.setattr(harness_evaluator, "Evaluator", FakeEvaluator)
+    monkeypatch.setattr(command, "open_pool", fake_pool)
     script = {
         "testing": [structured({"shapes": []})],
         "planning": [plan()],
@@ -381,10 +385,13 @@ def test_cli_run_prints_progress_and_the_result_as_json(
     events = [json.loads(line) for line in err.splitlines()]
     finished = [e for e in events if e["event"] == "node_finished"]
     assert [e["node"] for e in finished] == [
-        "testing", "profile_baseline", "tuning", "planning", "coding", "verify", "profiling",
-        "tuning", "finalize",
+        "testing", "profile_baseline", "tuning", "planning", "candidate", "join", "tuning",
+        "finalize",
     ]  # fmt: skip
-    assert finished[5]["verdict"] == "accepted" and finished[6]["speedup"] == pytest.approx(1.25)
+    assert finished[4]["verdict"] == "accepted" and finished[4]["branch"] == 1
+    assert finished[5]["speedup"] == pytest.approx(1.25)
+    agents = {e.get("agent") for e in events if e["event"] != "node_finished"}
+    assert {"coding", "testing", "profiling"} <= agents  # messages from inside the branch
 
 
 def test_a_runs_dir_that_is_a_file_is_bad_input(tmp_path: Path) -> None:

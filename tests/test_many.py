@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from astra_graph import cli
 from astra_graph.contract import ContractError, kernels_root
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.llm import LLMSettings
@@ -94,3 +95,47 @@ def test_the_summary_is_kept_as_json_and_a_table(tmp_path: Path) -> None:
     )
     assert Summary.model_validate(json.loads(path.read_text())).runs == runs
     assert path.with_suffix(".md").read_text().count("\n| ") == 3
+
+
+def test_cli_optimizes_a_folder_of_operations_and_prints_the_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import astra_graph.commands.optimize as command
+
+    monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
+    monkeypatch.setattr(command, "open_pool", lambda backend, gpus: pool())
+    runs_dir = tmp_path / "runs"
+    code = cli.main(["optimize", str(kernels_root()), "--runs-dir", str(runs_dir)])
+    out = capsys.readouterr().out
+    assert code == 0
+    ops = [p for p in kernels_root().iterdir() if (p / "contract.toml").is_file()]
+    for op in ops:
+        assert f"| {op} | offline |" in out
+    assert len(list(runs_dir.glob("*-*_*"))) >= len(ops)
+    (summary,) = runs_dir.glob("summary-*.json")
+    assert len(Summary.model_validate_json(summary.read_text()).runs) == len(ops)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["silu_and_mul", "no_such_op"], "no_such_op: no such kernel file or operation"),
+        (["silu_and_mul", "--resume", "runs/x"], "--resume: continues one run"),
+        (["silu_and_mul", "--candidates", "0"], "--candidates must be 1 or more"),
+        (["silu_and_mul", "--gpus", "3"], "--gpus: GPU 3 is not visible"),
+        (["silu_and_mul", "--backend", "ray", "--gpus", "0"], "--gpus: chooses GPUs of this"),
+    ],
+)
+def test_cli_bad_input_is_one_line_and_exit_2(
+    argv: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import astra_graph.commands.optimize as command
+
+    monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert cli.main(["optimize", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err

@@ -16,7 +16,6 @@ from langgraph_dev import request as _request
 from langgraph_dev import serve
 
 REPO = Path(__file__).resolve().parents[1]
-AGENTS = ("testing", "planning", "coding", "profiling")
 
 
 @pytest.fixture(scope="module")
@@ -36,16 +35,15 @@ def test_studio_serves_the_astra_graph(studio: str) -> None:
     graph = _request(f"{studio}/assistants/{assistants[0]['assistant_id']}/graph")
 
     nodes = {node["id"] for node in graph["nodes"]}
-    for name in (
-        *AGENTS,
-        "profile_baseline",
-        "verify",
-        "tuning",
-        "finalize",
-        "__start__",
-        "__end__",
-    ):
+    for name in ("testing", "planning", "profile_baseline", "candidate", "join", "tuning"):
         assert name in nodes
+    for name in ("finalize", "__start__", "__end__"):
+        assert name in nodes
+    # the candidate branches (best-of-K), opened as Studio opens subgraphs
+    inside = _request(f"{studio}/assistants/{assistants[0]['assistant_id']}/graph?xray=true")
+    inside_nodes = {node["id"] for node in inside["nodes"]}
+    for name in ("coding", "verify", "measure"):
+        assert f"candidate:{name}" in inside_nodes, inside_nodes
 
     edges = graph["edges"]
     assert {"source": "finalize", "target": "__end__"} in [

@@ -1,16 +1,24 @@
 """The Astra loop as a LangGraph graph, built in one place.
 
     START -> testing -> profile_baseline -> tuning
-          -> [planning -> coding -> verify -> profiling -> tuning] x R -> finalize -> END
+          -> [planning -> candidate x K -> join -> tuning] x R -> finalize -> END
+
+    candidate (one branch per plan, run at once, a subgraph):
+          coding -> verify -> measure      (+ repair edges back to coding)
 
 ``tuning`` sweeps the tunables of the baseline and of each accepted candidate per shape bucket
 (no LLM); the round cap is the conditional edge after it.
 
+``planning`` fans out with LangGraph's ``Send``: one ``candidate`` branch per plan (K plans with
+``--candidates K``, one by default); ``join`` records every candidate in the round and carries
+the fastest accepted one forward (``agents/candidates.py``).
+
 ``coding`` and ``verify`` have a repair edge back to ``coding`` for failures that say nothing
 about speed (no usable code, an interface that differs from the contract, compile and launch
 errors), at most ``max_repairs`` times per round. A correctness failure ends the round (it is
-logged, and the planner sees it next round). ``--agents single`` swaps ``planning`` and
-``coding`` for one ``single`` node that also proposes test shapes; the edges are the same.
+logged, and the planner sees it next round). ``--agents single`` (one candidate per round)
+replaces planning and the branches by the chain single -> verify -> profiling -> tuning, with the
+same repair edges.
 ``offline`` (no model endpoint) has no LLM node at all: the contract's suites, the baseline's
 profile, tuning and finalize.
 
@@ -24,7 +32,15 @@ from typing import Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from astra_graph.agents import coding, finalize, planning, profiling, single, testing, tuning
+from astra_graph.agents import (
+    candidates,
+    finalize,
+    planning,
+    profiling,
+    single,
+    testing,
+    tuning,
+)
 from astra_graph.context import Context
 from astra_graph.state import AgentMode, State
 
@@ -73,25 +89,32 @@ def build_graph(agents: AgentMode = "multi") -> StateGraph:
 
     if agents == "multi":
         builder.add_node("planning", planning.planning)
-        builder.add_node("coding", coding.coding)
-        author, fixer = "planning", "coding"
-    else:
-        builder.add_node("single", single.single)
-        author, fixer = "single", "single"
+        builder.add_node(
+            candidates.BRANCH_NODE,
+            candidates.branch_graph(route_after_coding, route_after_verify),
+        )
+        builder.add_node("join", candidates.join)
+        builder.add_conditional_edges(
+            "tuning", route_after_tuning, {"planning": "planning", "finalize": "finalize"}
+        )
+        builder.add_conditional_edges("planning", candidates.fan_out, [candidates.BRANCH_NODE])
+        builder.add_edge(candidates.BRANCH_NODE, "join")
+        builder.add_edge("join", "tuning")
+        return builder
+
+    builder.add_node("single", single.single)
     builder.add_node("verify", testing.verify)
     builder.add_node("profiling", profiling.profiling)
     builder.add_conditional_edges(
-        "tuning", route_after_tuning, {"planning": author, "finalize": "finalize"}
+        "tuning", route_after_tuning, {"planning": "single", "finalize": "finalize"}
     )
-    if agents == "multi":
-        builder.add_edge("planning", "coding")
     builder.add_conditional_edges(
-        fixer,
+        "single",
         route_after_coding,
-        {"verify": "verify", "coding": fixer, "profiling": "profiling"},
+        {"verify": "verify", "coding": "single", "profiling": "profiling"},
     )
     builder.add_conditional_edges(
-        "verify", route_after_verify, {"coding": fixer, "profiling": "profiling"}
+        "verify", route_after_verify, {"coding": "single", "profiling": "profiling"}
     )
     builder.add_edge("profiling", "tuning")
     return builder

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 from astra_graph import external
 from astra_graph import models as models_module
 from astra_graph import state as state_module
+from astra_graph.agents.candidates import BRANCH_NODE
 from astra_graph.agents.finalize import result_from_state
 from astra_graph.context import Context, EvaluatorLike
 from astra_graph.contract import resolve
@@ -111,15 +112,26 @@ def _write_report(run_dir: Path) -> None:
         log.warning("report_failed", run_dir=str(run_dir), error=_one_line(exc))
 
 
-def progress_event(node: str, state: State) -> dict[str, Any]:
-    """What the CLI shows when a node finishes: round, agent, verdict, best speedup so far."""
+def progress_event(node: str, state: State, update: Any = None) -> dict[str, Any]:
+    """What the CLI shows when a node finishes: round, agent, verdict, best speedup so far.
+
+    ``update`` is what the node returned: a candidate branch's record is in there (the K
+    branches of a round finish one by one, and the state holds them all)."""
     event: dict[str, Any] = {"event": "node_finished", "node": node, "round": state.round}
     if node in ("verify", "coding", "single") and state.verdict is not None:
         event["verdict"] = "accepted" if state.verdict.accepted else state.verdict.reason
-    if node == "profiling" and state.history:
-        event["speedup"] = state.history[-1].geomean_speedup
-    if state.best is not None:
-        event["best_speedup"] = state.best.geomean_speedup
+    if node == BRANCH_NODE and isinstance(update, dict) and update.get("branches"):
+        record = update["branches"][0]
+        event["branch"] = record.branch
+        if record.verdict is not None:
+            event["verdict"] = "accepted" if record.verdict.accepted else record.verdict.reason
+        event["speedup"] = record.geomean_speedup
+    if node in ("profiling", "join") and isinstance(update, dict) and update.get("history"):
+        event["speedup"] = update["history"][-1].geomean_speedup
+    best = update.get("best") if isinstance(update, dict) else None
+    best = best if best is not None else state.best
+    if best is not None:
+        event["best_speedup"] = best.geomean_speedup
     if node == "finalize" and state.result is not None:
         event["message"] = state.result.message
     return event
@@ -134,6 +146,8 @@ def optimize(
     agents: AgentMode = "multi",
     agent_models: Mapping[str, str] | None = None,
     max_repairs: int = 2,
+    candidates: int = 1,
+    tune_budget_s: float | None = None,
     runs_dir: str | Path | None = None,
     resume: str | Path | None = None,
     timing_mode: TimingMode = "device",
@@ -148,6 +162,9 @@ def optimize(
     ``base_url`` choose the chat model (any OpenAI-compatible server); ``agent_models`` gives
     some agents another model; ``llm_settings`` replaces all three (timeouts, retries). The
     evaluator defaults to the harness's ``Evaluator`` (a worker process with the GPU).
+    ``candidates`` is K, candidates per round (K plans, verified and timed at once: a
+    ``harness.pool.GpuPool`` evaluator spreads them over GPUs); ``tune_budget_s`` bounds each
+    tunable sweep (default: the Context's).
     ``resume`` continues the run in that directory; ``kernel_path`` may then be None.
     With no model endpoint (no API key, no ``base_url``) the run is ``offline``: the contract's
     suites, the baseline's profile, per-bucket tuning and finalize, with no agent rounds.
@@ -175,6 +192,12 @@ def optimize(
         agents, rounds = "offline", 0
     if rounds < 0 or max_repairs < 0:
         raise ConfigurationError("rounds and max_repairs must be 0 or more")
+    if candidates < 1:
+        raise ConfigurationError("candidates: expected 1 or more candidates per round")
+    if candidates > 1 and agents == "single":
+        raise ConfigurationError(
+            "candidates: best-of-K rounds need the multi-agent graph (K plans from the planner)"
+        )
     mode = previous.agents if previous is not None else agents
     if mode != "offline" and not no_endpoint:  # the endpoint must answer before the run starts
         try:
@@ -186,6 +209,7 @@ def optimize(
         if no_endpoint and previous.agents != "offline":
             raise ConfigurationError(f"resuming a {previous.agents!r} run: {no_endpoint}")
         agents, kernel, rounds = previous.agents, previous.kernel, previous.rounds_requested
+        candidates = previous.candidates_per_round
         started_at = previous.started_at
     else:
         if kernel_path is None:
@@ -204,6 +228,7 @@ def optimize(
         run_dir=str(run_dir),
         rounds=rounds,
         max_repairs=max_repairs,
+        candidates=candidates,
         agents=agents,
         models={agent: settings.model_for(agent) for agent in AGENTS_BY_MODE[agents]},
         started_at=started_at,
@@ -235,6 +260,8 @@ def optimize(
         llm = LLM(settings)
         stack.callback(llm.close)
         context = Context(evaluator=evaluator, llm=llm, timing_mode=timing_mode)
+        if tune_budget_s is not None:
+            context.tune_budget_s = tune_budget_s
 
         def current() -> State:
             values = compiled.get_state(config).values
@@ -285,21 +312,24 @@ def optimize(
         state = current() if snapshot.values else initial
         waiting = None
         try:
-            for mode, chunk in compiled.stream(
+            for namespace, mode, chunk in compiled.stream(
                 inputs,
                 config,
                 context=context,
                 stream_mode=["updates", "custom"],
+                subgraphs=True,  # the agents' messages from inside the candidate branches
                 durability="sync",  # progress and run.json read the checkpoint just written
             ):
                 if mode == "custom":
                     notify(chunk)
                     continue
+                if namespace:  # a step inside a branch: its record arrives with the branch
+                    continue
                 state = current()
                 save(state)
-                for node in chunk:
+                for node, update in chunk.items():
                     if node != "__interrupt__":
-                        notify(progress_event(node, state))
+                        notify(progress_event(node, state, update))
             waiting = ask_outside()
         except BaseException as exc:
             error = _one_line(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted"

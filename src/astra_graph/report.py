@@ -521,6 +521,31 @@ def round_points(run: Run) -> list[plots.RoundPoint]:
     ]
 
 
+def candidates_table(run: Run) -> Table | None:
+    """Every candidate of the best-of-K rounds (None when every round had one candidate)."""
+    records = [r.record for r in run.rounds if r.record is not None]
+    if not any(len(record.candidates) > 1 for record in records):
+        return None
+    rows = []
+    for record in records:
+        for c in record.candidates:
+            if c.verdict is None:
+                outcome = "no verdict"
+            else:
+                outcome = "accepted" if c.verdict.accepted else (c.verdict.reason or "rejected")
+            rows.append(
+                [
+                    str(record.round),
+                    str(c.branch) + (" (carried)" if c.branch == record.chosen else ""),
+                    c.plan.summary if c.plan is not None else "-",
+                    str(c.attempts),
+                    outcome,
+                    _speedup(c.geomean_speedup, c.geomean_speedup_err),
+                ]
+            )
+    return Table(["round", "candidate", "plan", "attempts", "verdict", "geomean speedup"], rows)
+
+
 def build_blocks(run: Run) -> list[Block]:
     """The report of one run, in order."""
     title = f"Optimisation run {run.name}"
@@ -530,6 +555,9 @@ def build_blocks(run: Run) -> list[Block]:
     blocks.append(Heading("Rounds"))
     if run.rounds:
         blocks.append(rounds_table(run))
+        candidates = candidates_table(run)
+        if candidates is not None:
+            blocks += [Heading("Candidates of each round"), candidates]
         points = round_points(run)
         blocks.append(
             Figure("speedup_by_round", "Speedup by round", plots.speedup_by_round(points))

@@ -20,6 +20,8 @@ SANITIZER = "sanitizer.json"
 BENCH = "bench.json"
 EXTERNAL_DIR = "external"
 """Requests to external agents and their answers (astra_graph.external)."""
+CANDIDATES = "candidates"
+"""In a best-of-K round, each candidate's folder is ``rounds/<k>/candidates/<branch>``."""
 
 
 def utc_now() -> str:
@@ -46,8 +48,18 @@ def round_dir(run_dir: str | Path, round_number: int) -> Path:
     return path
 
 
-def attempt_file(run_dir: str | Path, round_number: int, attempt: int) -> Path:
-    return round_dir(run_dir, round_number) / f"attempt-{attempt}.cu"
+def branch_dir(run_dir: str | Path, round_number: int, branch: int = 0) -> Path:
+    """Where one candidate of a round writes its files: ``rounds/<k>/candidates/<branch>`` in a
+    best-of-K round, the round's own folder for branch 0 (a round of one candidate)."""
+    folder = round_dir(run_dir, round_number)
+    if branch:
+        folder = folder / CANDIDATES / str(branch)
+        folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def attempt_file(run_dir: str | Path, round_number: int, attempt: int, branch: int = 0) -> Path:
+    return branch_dir(run_dir, round_number, branch) / f"attempt-{attempt}.cu"
 
 
 def write_text(path: Path, text: str) -> None:

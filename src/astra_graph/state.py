@@ -59,6 +59,12 @@ class Plan(BaseModel):
     changes: list[PlannedChange]
 
 
+class PlanSet(BaseModel):
+    """The planning agent's reply in a best-of-K round: K distinct plans, one per candidate."""
+
+    plans: list[Plan] = Field(description="distinct plans, each a different idea")
+
+
 # --- artifacts the graph keeps ------------------------------------------------------------------
 
 
@@ -109,8 +115,28 @@ class Usage(BaseModel):
     """How the call went: methods the server refused, re-asks."""
 
 
+class CandidateRecord(BaseModel):
+    """One of a round's K candidates: its plan, attempts, verdict and timing."""
+
+    round: int
+    branch: int
+    """1..K: which of the round's plans it implements."""
+    plan: Plan | None = None
+    attempts: int = 0
+    candidate_path: str | None = None
+    verdict: Verdict | None = None
+    geomean_speedup: float | None = None
+    geomean_speedup_err: float | None = None
+    faster: bool = False
+    profile: str = ""
+    notes: list[str] = []
+
+
 class RoundRecord(BaseModel):
-    """What one round did: the plan, the candidate, its verdict and timing."""
+    """What one round did: the plan, the candidate, its verdict and timing.
+
+    In a best-of-K round the top-level fields describe the candidate carried forward (the
+    fastest accepted one, else the first) and ``candidates`` holds all K."""
 
     round: int
     plan: Plan | None = None
@@ -127,6 +153,10 @@ class RoundRecord(BaseModel):
     profile: str = ""
     """The profiling summary of this round's candidate (accepted candidates only)."""
     notes: list[str] = []
+    candidates: list[CandidateRecord] = []
+    """Every candidate of the round, in plan order (one in a round of one candidate)."""
+    chosen: int | None = None
+    """The branch whose candidate the top-level fields describe; None: no candidate."""
 
 
 class Tuned(BaseModel):
@@ -169,6 +199,7 @@ class OptimizationResult(BaseModel):
     agents: AgentMode = "multi"
     models: dict[str, str] = {}
     rounds_requested: int
+    candidates_per_round: int = 1
     rounds_completed: int = 0
     test_suite: TestSuite | None = None
     baseline: BenchReport | None = None
@@ -210,6 +241,8 @@ class State(BaseModel):
     run_dir: str
     rounds: int = Field(5, ge=0)
     max_repairs: int = Field(2, ge=0)
+    candidates: int = Field(1, ge=1)
+    """K: candidates per round, each from its own plan, verified and timed concurrently."""
     agents: AgentMode = "multi"
     models: dict[str, str] = {}
     """Model name per agent, for the record."""
@@ -222,6 +255,10 @@ class State(BaseModel):
     round: int = 0
     """The current round, 1-based; 0 before the first plan."""
     plan: Plan | None = None
+    plans: list[Plan] = []
+    """The round's K plans (best-of-K); ``plan`` is the one a branch implements."""
+    branch: int = 0
+    """Inside a candidate branch: which plan (1..K); 0 outside one."""
     candidate: Candidate | None = None
     attempt: int = 0
     """Coding attempts in the current round."""
@@ -232,7 +269,15 @@ class State(BaseModel):
     round_notes: list[str] = []
     """Notes gathered during the current round; cleared by planning."""
 
+    branches: Annotated[list[CandidateRecord], operator.add] = []
+    """Every candidate branch's record, as the branches finish; the join reads its round's."""
     history: Annotated[list[RoundRecord], operator.add] = []
     tuned: Annotated[list[Tuned], operator.add] = []
     usage: Annotated[list[Usage], operator.add] = []
     result: OptimizationResult | None = None
+
+    @property
+    def branch_folder(self) -> int:
+        """The folder number of this branch's files (``rundir.branch_dir``): 0, the round's own
+        folder, unless the round has more than one candidate."""
+        return self.branch if self.candidates > 1 else 0

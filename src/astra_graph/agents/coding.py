@@ -35,7 +35,7 @@ from astra_graph.dtypes import DTYPES
 from astra_graph.harness.launch import interface_problem as parameters_problem
 from astra_graph.models import Verdict
 from astra_graph.replies import RawReply, ReplyProblem, read_code
-from astra_graph.rundir import CANDIDATE, attempt_file, round_dir, write_text
+from astra_graph.rundir import CANDIDATE, attempt_file, branch_dir, write_text
 from astra_graph.state import Candidate, Plan, State
 
 MAX_THREADS_PER_BLOCK = 1024
@@ -133,7 +133,7 @@ def take_candidate(
     failed request (the same request is made again).
     """
     k, n = state.round, state.attempt + 1
-    path = round_dir(state.run_dir, k) / CANDIDATE
+    path = branch_dir(state.run_dir, k, state.branch_folder) / CANDIDATE
     source: str | None = None
     problem, feedback = call_problem, ""  # a failed request is simply made again
     if reply is not None:
@@ -144,7 +144,7 @@ def take_candidate(
             source = code.source
     verdict = None
     if source is not None:
-        write_text(attempt_file(state.run_dir, k, n), source)
+        write_text(attempt_file(state.run_dir, k, n, state.branch_folder), source)
         problem = interface_problem(spec, path, source, visible_shapes(spec, state))
         feedback = problem or ""
         if problem:

@@ -118,6 +118,7 @@ def result_from_state(
         agents=state.agents,
         models=state.models,
         rounds_requested=state.rounds,
+        candidates_per_round=state.candidates,
         rounds_completed=len(state.history),
         test_suite=state.suite,
         baseline=state.baseline,

@@ -4,6 +4,8 @@ It reads the current best implementation and the kernel brief (reference, GPU, v
 profile, dispatch table, earlier rounds with their evidence). A reply that cannot be used even
 after the re-ask is recorded, with the reason, in the round's notes, the usage record, and the
 progress stream, and the round goes on with an empty plan (the coder works from the brief).
+In a best-of-K round (K > 1) it gives K distinct plans in one reply, one per candidate branch
+(``agents/candidates.py`` says why).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from astra_graph.agents.common import (
     system_prompt,
 )
 from astra_graph.context import Context
-from astra_graph.state import Plan, State
+from astra_graph.state import Plan, PlanSet, State
 
 
 def new_round_fields(round_number: int) -> dict[str, Any]:
@@ -54,17 +56,41 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         brief=kernel_brief(spec, state),
         source=prompts.quote("The current best implementation", best_source, "cuda"),
     )
-    reply = (
-        context_of(runtime)
-        .get_llm()
-        .ask_structured("planning", Plan, system_prompt("planning"), user)
-    )
+    llm = context_of(runtime).get_llm()
     update = new_round_fields(k)
-    if reply.value is None:
-        plan = Plan(summary="(no plan: the planner's reply was unusable)", changes=[])
-        update["round_notes"] = [f"planning: {reply.problem}"]
-        emit(agent="planning", round=k, message=f"no plan: {reply.problem}", failure=reply.problem)
+    if state.candidates > 1:
+        user += "\n\n" + prompts.render("alternatives", k=state.candidates)
+        several = llm.ask_structured("planning", PlanSet, system_prompt("planning"), user)
+        plans, problem = plans_for_round(several.value, several.problem, state.candidates)
+        usage, method = several.usage("planning", k), several.method
     else:
-        plan = reply.value
-        emit(agent="planning", round=k, message=plan.summary, method=reply.method)
-    return {**update, "plan": plan, "usage": [reply.usage("planning", k)]}
+        reply = llm.ask_structured("planning", Plan, system_prompt("planning"), user)
+        plans = [reply.value] if reply.value is not None else [unusable_plan()]
+        problem = f"planning: {reply.problem}" if reply.value is None else None
+        usage, method = reply.usage("planning", k), reply.method
+    if problem:
+        update["round_notes"] = [problem]
+        emit(agent="planning", round=k, message=f"no plan: {problem}", failure=problem)
+    else:
+        emit(agent="planning", round=k, message=" | ".join(p.summary for p in plans), method=method)
+    return {**update, "plan": plans[0], "plans": plans, "usage": [usage]}
+
+
+def unusable_plan() -> Plan:
+    return Plan(summary="(no plan: the planner's reply was unusable)", changes=[])
+
+
+def plans_for_round(
+    reply: PlanSet | None, problem: str | None, k: int
+) -> tuple[list[Plan], str | None]:
+    """Exactly K plans for a best-of-K round, and a note when the reply did not give K.
+
+    Missing plans become empty ones (their coding branches work from the brief alone, as a
+    round with an unusable plan does); extra plans are dropped."""
+    given = list(reply.plans[:k]) if reply is not None else []
+    note = None
+    if reply is None:
+        note = f"planning: {problem}"
+    elif len(reply.plans) != k:
+        note = f"planning: {len(reply.plans)} plans given, {k} asked for"
+    return given + [unusable_plan() for _ in range(k - len(given))], note

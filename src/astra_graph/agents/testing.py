@@ -32,7 +32,7 @@ from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import CompileFailed, compile_implementation
 from astra_graph.harness.nvrtc import NvrtcUnavailable
 from astra_graph.models import Verdict
-from astra_graph.rundir import VERDICT, round_dir, write_model
+from astra_graph.rundir import VERDICT, branch_dir, write_model
 from astra_graph.state import ShapeProposals, State, TestSuite
 
 VISIBLE_SUITES = ("tuning", "edge")
@@ -111,7 +111,7 @@ def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 extra_shapes=state.suite.extra,
             )
         )
-    write_model(round_dir(state.run_dir, state.round) / VERDICT, verdict)
+    write_model(branch_dir(state.run_dir, state.round, state.branch_folder) / VERDICT, verdict)
     outcome = "accepted" if verdict.accepted else f"rejected: {verdict.reason}"
     emit(agent="testing", round=state.round, message=f"verify: {outcome}", verdict=outcome)
     if verdict.accepted:

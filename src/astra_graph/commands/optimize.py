@@ -1,4 +1,9 @@
-"""``astra optimize KERNEL``: run the agent loop on a kernel, with live progress.
+"""``astra optimize KERNEL...``: run the agent loop on one kernel or several, with live progress.
+
+Evaluations go to a pool with one worker per GPU (``--gpus``; ``--backend ray`` or
+``ASTRA_BACKEND=ray`` for a Ray cluster). ``--candidates K`` makes every round best-of-K.
+Several kernels (or a folder of operations) run at once over the pool, one run directory each,
+and end with a summary table (also kept as ``runs/summary-<stamp>.json`` and ``.md``).
 
 Progress (each agent's step and each finished node: round, agent, verdict, best speedup so
 far) goes through structlog: a console rendering on a terminal, JSON lines otherwise. With
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,14 +32,30 @@ from astra_graph.cli import UsageError
 from astra_graph.contract import resolve
 from astra_graph.external import EXTERNAL, waiting_for, waiting_line
 from astra_graph.harness.compile import gpu_arch
+from astra_graph.harness.pool import (
+    BACKEND_ENV,
+    BACKENDS,
+    GpuPool,
+    PoolConfigError,
+    backend_choice,
+    open_pool,
+)
 from astra_graph.llm import DEFAULT_MODEL, LLMSettings, endpoint_problem
+from astra_graph.many import Summary, expand_kernels, optimize_many, summary_table, write_summary
 from astra_graph.optimize import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
+from astra_graph.rundir import utc_now
 from astra_graph.state import OptimizationResult
 
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("optimize", help="make a kernel faster with the agents, and prove it")
-    p.add_argument("kernel", nargs="?", help="a .cu file or op/impl (omit with --resume)")
+    p.add_argument(
+        "kernels",
+        nargs="*",
+        metavar="KERNEL",
+        help="a .cu file, op/impl or a folder of operations; several run at once over the GPUs "
+        "(omit with --resume)",
+    )
     p.add_argument("--rounds", type=int, default=5, help="optimization rounds R (default 5)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"chat model (default {DEFAULT_MODEL})")
     p.add_argument(
@@ -54,6 +76,24 @@ def add_parser(sub: Any) -> None:
         f"{EXTERNAL}: the multi agents' requests are answered outside (astra reply)",
     )
     p.add_argument("--max-repairs", type=int, default=2, help="repairs per round (default 2)")
+    p.add_argument(
+        "--candidates",
+        type=int,
+        default=1,
+        metavar="K",
+        help="best-of-K: K plans per round, their candidates verified and timed at once, the "
+        "fastest accepted one carried forward (default 1)",
+    )
+    p.add_argument(
+        "--gpus",
+        help="GPUs of this host to evaluate on: 'all' (default) or indices such as 0,1; one "
+        "worker per GPU",
+    )
+    p.add_argument(
+        "--backend",
+        choices=list(BACKENDS),
+        help=f"where evaluations run: local GPUs (default) or a Ray cluster; or {BACKEND_ENV}",
+    )
     p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
     p.add_argument("--mode", choices=["device", "per-call"], default="device", help="timing mode")
     p.add_argument(
@@ -149,10 +189,14 @@ def format_result(result: OptimizationResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.kernel is None and args.resume is None:
+    if not args.kernels and args.resume is None:
         raise UsageError("KERNEL: required unless --resume RUN_DIR is given")
+    if args.kernels and args.resume is not None:
+        raise UsageError("--resume: continues one run; give no KERNEL with it")
     if args.rounds < 0 or args.max_repairs < 0 or args.retries < 0:
         raise UsageError("--rounds, --max-repairs and --retries must be 0 or more")
+    if args.candidates < 1:
+        raise UsageError("--candidates must be 1 or more")
     if args.llm_timeout <= 0:
         raise UsageError("--llm-timeout must be more than 0 seconds")
     if args.max_output_tokens is not None and args.max_output_tokens < 1:
@@ -168,10 +212,20 @@ def run(args: argparse.Namespace) -> int:
         reasoning_effort=args.reasoning_effort,
     )
     offline = endpoint_problem(settings, AGENTS_BY_MODE[agents])
-    if args.kernel is not None and args.resume is None:
-        resolve(args.kernel)  # a bad kernel is bad input (exit 2) before anything starts
-    if gpu_arch() is None:
-        raise UsageError("no CUDA GPU found: the harness needs one to verify and time candidates")
+    kernels = expand_kernels(args.kernels)
+    for kernel in kernels:
+        resolve(kernel)  # a bad kernel is bad input (exit 2) before anything starts
+    if len(kernels) > 1 and args.agents == EXTERNAL:
+        raise UsageError(f"--agents {EXTERNAL}: answers one run at a time; give one KERNEL")
+    try:
+        backend = backend_choice(args.backend)
+        if backend == "local" and gpu_arch() is None:
+            raise UsageError(
+                "no CUDA GPU found: the harness needs one to verify and time candidates"
+            )
+        pool = open_pool(backend, args.gpus)
+    except PoolConfigError as exc:
+        raise UsageError(str(exc)) from None
     if offline and args.resume is None:
         print(
             f"astra optimize: {offline}; agent rounds need one. Running the offline steps: "
@@ -181,28 +235,64 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(sys.stderr if args.json else sys.stdout)
     log = structlog.get_logger("astra.optimize")
 
-    def show(event: dict[str, Any]) -> None:
-        fields = dict(event)
-        log.info(fields.pop("event", "progress"), **fields)
+    options: dict[str, Any] = {
+        "rounds": args.rounds,
+        "agents": agents,
+        "max_repairs": args.max_repairs,
+        "candidates": args.candidates,
+        "runs_dir": args.runs_dir,
+        "timing_mode": args.mode,
+        "llm_settings": settings,
+    }
+    with pool:
+        log.info("evaluation_pool", pool=pool.describe())
+        if len(kernels) > 1:
+            return _run_many(args, kernels, pool, options, log)
 
+        def show(event: dict[str, Any]) -> None:
+            fields = dict(event)
+            log.info(fields.pop("event", "progress"), **fields)
+
+        try:
+            result = optimize(
+                kernels[0] if kernels else None,
+                resume=args.resume,
+                evaluator=pool,
+                on_progress=show,
+                **options,
+            )
+        except ConfigurationError as exc:
+            raise UsageError(str(exc)) from None
+        except RunFailed as exc:
+            print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
+            return 1
+    return show_outcome(result, args.json)
+
+
+def _run_many(
+    args: argparse.Namespace, kernels: list[str], pool: GpuPool, options: dict[str, Any], log: Any
+) -> int:
+    """Several kernels at once over the pool; the summary table last (exit 0 only if every
+    run found a faster kernel or was offline)."""
+
+    def show(kernel: str, event: dict[str, Any]) -> None:
+        fields = dict(event)
+        log.info(fields.pop("event", "progress"), kernel=kernel, **fields)
+
+    started, clock = utc_now(), time.monotonic()
     try:
-        result = optimize(
-            args.kernel,
-            rounds=args.rounds,
-            agents=agents,
-            max_repairs=args.max_repairs,
-            runs_dir=args.runs_dir,
-            resume=args.resume,
-            timing_mode=args.mode,
-            llm_settings=settings,
-            on_progress=show,
-        )
+        runs = optimize_many(kernels, evaluator=pool, on_progress=show, **options)
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
-    except RunFailed as exc:
-        print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
-        return 1
-    return show_outcome(result, args.json)
+    summary = Summary(
+        started_at=started, seconds=time.monotonic() - clock, pool=pool.describe(), runs=runs
+    )
+    saved = write_summary(summary, Path(args.runs_dir))
+    if args.json:
+        print(summary.model_dump_json(indent=2))
+    else:
+        print(f"{summary_table(runs)}\n\nsummary: {saved}")
+    return 0 if all(r.outcome in ("improved", "offline") for r in runs) else 1
 
 
 def show_outcome(result: OptimizationResult, as_json: bool) -> int:

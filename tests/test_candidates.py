@@ -1,0 +1,168 @@
+"""Best-of-K rounds on the CPU: K plans, K branches evaluated at once, every candidate recorded,
+the fastest accepted one carried forward.
+
+The K coding branches ask the scripted server at once, so which branch gets which scripted
+reply is not fixed: the assertions hold whatever the order.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from astra_graph.agents.candidates import carried
+from astra_graph.agents.planning import plans_for_round
+from astra_graph.contract import kernels_root
+from astra_graph.harness.pool import GpuPool, Slot
+from astra_graph.llm import LLMSettings
+from astra_graph.models import Verdict
+from astra_graph.optimize import ConfigurationError, optimize
+from astra_graph.state import CandidateRecord, OptimizationResult, Plan, PlanSet
+from fake_evaluator import FakeEvaluator
+from fake_openai import FakeOpenAI, Scripted, structured, text
+from kernel_sources import BROKEN, VECTORIZED, fenced, marked
+
+NAIVE = kernels_root() / "silu_and_mul" / "naive.cu"
+WAIT_S = 10.0
+
+
+@pytest.fixture(autouse=True)
+def _no_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ASTRA_API_KEY", raising=False)
+
+
+def plans(*summaries: str) -> Scripted:
+    change = {"change": "c", "why": "w", "expected_effect": "e"}
+    return structured({"plans": [{"summary": s, "changes": [change]} for s in summaries]})
+
+
+def candidate(**marks: object) -> Scripted:
+    return text(fenced(marked(VECTORIZED, **marks)))
+
+
+def run(server: FakeOpenAI, tmp_path: Path, evaluator: Any, **kw: Any) -> OptimizationResult:
+    settings = LLMSettings(base_url=server.base_url, max_retries=0, backoff_s=0.0)
+    return optimize(NAIVE, runs_dir=tmp_path, evaluator=evaluator, llm_settings=settings, **kw)
+
+
+def test_three_candidates_are_recorded_and_the_fastest_accepted_is_carried(
+    tmp_path: Path,
+) -> None:
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plans("vectorize", "more rows per block", "unroll")],
+        "coding": [candidate(speedup=1.3), candidate(reject="mismatch"), candidate(speedup=1.6)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, FakeEvaluator(), rounds=1, candidates=3)
+    assert not server.unscripted
+    (round_one,) = result.rounds
+    assert [c.branch for c in round_one.candidates] == [1, 2, 3]
+    assert [c.plan.summary for c in round_one.candidates if c.plan] == [
+        "vectorize",
+        "more rows per block",
+        "unroll",
+    ]
+    outcomes = sorted(
+        (c.verdict.reason or "" if c.verdict else "-", c.geomean_speedup or 0.0)
+        for c in round_one.candidates
+    )
+    assert outcomes == [("", pytest.approx(1.3)), ("", pytest.approx(1.6)), ("mismatch", 0.0)]
+    winner = next(c for c in round_one.candidates if c.branch == round_one.chosen)
+    assert winner.geomean_speedup == pytest.approx(1.6) and round_one.plan == winner.plan
+    assert result.best_round == 1 and result.geomean_speedup == pytest.approx(1.6)
+    assert result.candidates_per_round == 3
+
+    # each candidate has its own folder; the round's folder holds the one carried forward
+    run_dir = Path(result.run_dir)
+    for c in round_one.candidates:
+        folder = run_dir / "rounds/1/candidates" / str(c.branch)
+        assert c.candidate_path == str(folder / "candidate.cu")
+        assert (folder / "verdict.json").is_file()
+        assert (folder / "bench.json").is_file() == (c.geomean_speedup is not None)
+    carried_file = run_dir / "rounds/1/candidate.cu"
+    assert round_one.candidate_path == str(carried_file)
+    assert carried_file.read_text() == Path(winner.candidate_path or "").read_text()
+    assert (run_dir / "best.cu").read_text() == carried_file.read_text()
+
+    # the report lists every candidate
+    report = (run_dir / "report.md").read_text()
+    assert "Candidates of each round" in report
+    assert f"| 1 | {winner.branch} (carried) |" in report and "mismatch" in report
+
+    # the K plans were asked for in one planning call, the K candidates in K coding calls
+    assert len(server.for_agent("planning")) == 1 and len(server.for_agent("coding")) == 3
+    assert "Give exactly 3 plans" in server.for_agent("planning")[0].text
+
+
+def test_each_branch_repairs_on_its_own(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plans("a", "b")],
+        "coding": [text(fenced(BROKEN)), candidate(speedup=1.2), candidate(speedup=1.2)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, FakeEvaluator(), rounds=1, candidates=2)
+    attempts = sorted(c.attempts for c in result.rounds[0].candidates)
+    assert attempts == [1, 2]
+    assert all(c.verdict is not None and c.verdict.accepted for c in result.rounds[0].candidates)
+
+
+class MeetingEvaluator(FakeEvaluator):
+    """A fake whose visible-suite checks wait until ``party`` of them run at the same time."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self.barrier = barrier
+
+    def check(self, op: Any, baseline: Path, candidate: Path, **kwargs: Any) -> Verdict:
+        if "heldout" not in kwargs.get("suites", ()) and "/candidates/" in str(candidate):
+            self.barrier.wait(WAIT_S)  # raises BrokenBarrierError if the branches ran one by one
+        return super().check(op, baseline, candidate, **kwargs)
+
+
+def test_the_branches_are_evaluated_at_once_on_the_pool(tmp_path: Path) -> None:
+    barrier = threading.Barrier(2)
+    pool = GpuPool([Slot(gpu=str(i), evaluator=MeetingEvaluator(barrier)) for i in range(2)])
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plans("a", "b"), plans("c", "d")],
+        "coding": [candidate(speedup=1.2), candidate(speedup=1.4)] * 2,
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, pool, rounds=2, candidates=2)
+    assert not barrier.broken
+    assert [len(r.candidates) for r in result.rounds] == [2, 2]
+    assert all(s.calls > 0 for s in pool.slots)
+
+
+def test_a_planner_that_gives_too_few_plans_is_noted_and_the_round_goes_on() -> None:
+    got = PlanSet(plans=[Plan(summary="only one", changes=[])])
+    filled, note = plans_for_round(got, None, 3)
+    assert filled[0].summary == "only one" and len(filled) == 3
+    assert note == "planning: 1 plans given, 3 asked for"
+    filled, note = plans_for_round(None, "unusable structured reply: x", 2)
+    assert len(filled) == 2 and note == "planning: unusable structured reply: x"
+
+
+def test_the_carried_candidate_is_the_fastest_accepted_else_the_first() -> None:
+    def rec(branch: int, speedup: float | None, accepted: bool = True) -> CandidateRecord:
+        verdict = Verdict(accepted=True) if accepted else Verdict.reject("mismatch", "m")
+        return CandidateRecord(round=1, branch=branch, verdict=verdict, geomean_speedup=speedup)
+
+    chosen = carried([rec(1, 1.1), rec(2, 1.5), rec(3, 2.0, accepted=False)])
+    assert chosen is not None and chosen.branch == 2
+    rejected = carried([rec(1, None, accepted=False), rec(2, None, accepted=False)])
+    assert rejected is not None and rejected.branch == 1
+    assert carried([]) is None
+
+
+def test_best_of_k_needs_the_multi_agent_graph(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="candidates"):
+        optimize(NAIVE, candidates=0, runs_dir=tmp_path, evaluator=FakeEvaluator())
+    with FakeOpenAI({}) as server, pytest.raises(ConfigurationError, match="multi-agent"):
+        run(server, tmp_path, FakeEvaluator(), agents="single", candidates=2)
