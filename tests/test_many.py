@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 
 from astra_graph import cli
 from astra_graph.contract import ContractError, kernels_root
@@ -97,6 +99,14 @@ def test_the_summary_is_kept_as_json_and_a_table(tmp_path: Path) -> None:
     assert path.with_suffix(".md").read_text().count("\n| ") == 3
 
 
+@pytest.fixture
+def _restore_structlog() -> Iterator[None]:
+    """The CLI configures structlog globally, onto a stream capsys closes afterwards."""
+    yield
+    structlog.reset_defaults()
+
+
+@pytest.mark.usefixtures("_restore_structlog")
 def test_cli_optimizes_a_folder_of_operations_and_prints_the_summary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -126,6 +136,7 @@ def test_cli_optimizes_a_folder_of_operations_and_prints_the_summary(
         (["silu_and_mul", "--backend", "ray", "--gpus", "0"], "--gpus: chooses GPUs of this"),
     ],
 )
+@pytest.mark.usefixtures("_restore_structlog")
 def test_cli_bad_input_is_one_line_and_exit_2(
     argv: list[str],
     message: str,

@@ -62,5 +62,7 @@ def test_notebook_executes_against_recorded_runs(monkeypatch: pytest.MonkeyPatch
     assert len(images) == 4
     # the graph, drawn as Mermaid text without any network
     assert "graph TD;" in text
-    for node in ("testing", "planning", "coding", "profiling", "finalize"):
+    for node in ("testing", "planning", "join", "tuning", "finalize"):
         assert f"\t{node}({node})" in text
+    for node in ("coding", "verify", "measure"):  # one candidate branch of a round
+        assert f"\tcandidate\\3a{node}({node})" in text
