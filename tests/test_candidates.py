@@ -166,3 +166,8 @@ def test_best_of_k_needs_the_multi_agent_graph(tmp_path: Path) -> None:
         optimize(NAIVE, candidates=0, runs_dir=tmp_path, evaluator=FakeEvaluator())
     with FakeOpenAI({}) as server, pytest.raises(ConfigurationError, match="multi-agent"):
         run(server, tmp_path, FakeEvaluator(), agents="single", candidates=2)
+    with pytest.raises(ConfigurationError, match="external agents answer one request"):
+        settings = LLMSettings(model="external")
+        optimize(
+            NAIVE, candidates=2, runs_dir=tmp_path, evaluator=FakeEvaluator(), llm_settings=settings
+        )

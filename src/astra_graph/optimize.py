@@ -198,6 +198,14 @@ def optimize(
         raise ConfigurationError(
             "candidates: best-of-K rounds need the multi-agent graph (K plans from the planner)"
         )
+    if candidates > 1 and external.EXTERNAL in (
+        settings.model_for("planning"),
+        settings.model_for("coding"),
+    ):
+        raise ConfigurationError(
+            "candidates: best-of-K rounds need model endpoints for planning and coding "
+            "(external agents answer one request at a time)"
+        )
     mode = previous.agents if previous is not None else agents
     if mode != "offline" and not no_endpoint:  # the endpoint must answer before the run starts
         try:
@@ -323,10 +331,10 @@ def optimize(
                 if mode == "custom":
                     notify(chunk)
                     continue
+                state = current()
+                save(state)  # after every step, a branch's too (external answers are kept)
                 if namespace:  # a step inside a branch: its record arrives with the branch
                     continue
-                state = current()
-                save(state)
                 for node, update in chunk.items():
                     if node != "__interrupt__":
                         notify(progress_event(node, state, update))
