@@ -110,7 +110,7 @@ def one_run(pool: GpuPool, k: int, rounds: int, tag: str, budget_s: float) -> di
             marks.append((time.monotonic(), event))
 
     with FakeOpenAI(replies) as server, tempfile.TemporaryDirectory() as runs:
-        settings = LLMSettings(base_url=server.base_url, max_retries=0, backoff_s=0.0)
+        settings = LLMSettings(base_url=server.base_url, max_retries=0)
         started = time.monotonic()
         result = optimize(
             OP / "naive.cu",

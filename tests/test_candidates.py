@@ -45,7 +45,7 @@ def candidate(**marks: object) -> Scripted:
 
 
 def run(server: FakeOpenAI, tmp_path: Path, evaluator: Any, **kw: Any) -> OptimizationResult:
-    settings = LLMSettings(base_url=server.base_url, max_retries=0, backoff_s=0.0)
+    settings = LLMSettings(base_url=server.base_url, max_retries=0)
     return optimize(NAIVE, runs_dir=tmp_path, evaluator=evaluator, llm_settings=settings, **kw)
 
 
