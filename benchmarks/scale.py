@@ -14,7 +14,8 @@ returns K plans and the coder one real kernel per branch, from this fixed set:
 
 (the first K of them). Each gets a line naming the run and round appended, so every candidate
 is new to the compile cache, as a model's would be. The pool of each GPU count is warmed first
-(CUDA context, CuPy's kernels), so start-up is not counted.
+(CUDA context, CuPy's own kernels for every verdict's path), so one-time start-up is not
+counted.
 
 Per round it reports ``evaluate_s``, the wall time from the end of planning to the end of the
 join (the K coding branches: code extraction, local compile check, verification, timing: the
@@ -40,8 +41,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from astra_graph.agents.testing import VISIBLE_SUITES
 from astra_graph.contract import kernels_root, load_contract
-from astra_graph.harness.pool import GpuPool, local_pool, visible_gpus
+from astra_graph.harness.pool import GpuPool, Slot, local_pool, visible_gpus
 from astra_graph.llm import LLMSettings
 from astra_graph.optimize import optimize
 from astra_graph.provenance import git_commit
@@ -63,17 +65,21 @@ CANDIDATES = {
 
 
 def warm(pool: GpuPool) -> float:
-    """Start every slot's worker and run one check on each at once; seconds taken."""
+    """Start every slot's worker and take each scripted candidate through a check and a timing
+    on every slot at once (CUDA context, CuPy's own kernels for each verdict's path); seconds.
+
+    The runs then time candidates that are new to the compile cache, as a model's would be,
+    on workers that are past their one-time start-up."""
     spec = load_contract(OP)
+
+    def exercise(slot: Slot) -> None:
+        for path in CANDIDATES.values():
+            verdict = slot.evaluator.check(spec, OP / "naive.cu", path, suites=VISIBLE_SUITES)
+            if verdict.accepted:
+                slot.evaluator.bench(spec, path, against=OP / "naive.cu")
+
     started = time.monotonic()
-    threads = [
-        threading.Thread(
-            target=slot.evaluator.check,
-            args=(spec, OP / "naive.cu", OP / "production.cu"),
-            kwargs={"suites": ("edge",)},
-        )
-        for slot in pool.slots
-    ]
+    threads = [threading.Thread(target=exercise, args=(slot,)) for slot in pool.slots]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -177,7 +183,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ks", default="1,2,4", help="candidates per round to measure")
     parser.add_argument("--gpu-counts", default="1,2", help="pool sizes to measure")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds per run")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per run")
     parser.add_argument("--tune-budget-s", type=float, default=1.0, help="each tunable sweep")
     parser.add_argument("--out", type=Path, help="result file (default under benchmarks/results)")
     args = parser.parse_args()

@@ -74,8 +74,10 @@ def expand_kernels(targets: Sequence[str]) -> list[str]:
 
 
 def _row(kernel: str, result: OptimizationResult, seconds: float) -> KernelRun:
-    if result.agents == "offline":
-        outcome: Outcome = "offline"
+    if result.status == "failed":
+        outcome: Outcome = "failed"
+    elif result.agents == "offline":
+        outcome = "offline"
     else:
         outcome = "improved" if result.improved else "no gain"
     return KernelRun(
@@ -87,6 +89,7 @@ def _row(kernel: str, result: OptimizationResult, seconds: float) -> KernelRun:
         best_round=result.best_round,
         rounds_completed=result.rounds_completed,
         seconds=seconds,
+        error=result.error,
     )
 
 

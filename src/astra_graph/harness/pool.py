@@ -36,7 +36,8 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import structlog
 
-from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
+from astra_graph.harness import evaluator as evaluator_module
+from astra_graph.harness.evaluator import HarnessUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -226,11 +227,17 @@ def local_pool(
 ) -> GpuPool:
     """One slot per GPU on this host, its evaluator's worker pinned to that GPU.
 
-    ``make(gpu)`` builds a slot's evaluator (default: ``Evaluator(gpu=gpu)``); an empty entry is
-    an unpinned worker.
+    ``make(gpu)`` builds a slot's evaluator (default: :func:`harness_evaluator`); an empty entry
+    is an unpinned worker.
     """
-    build = make or (lambda gpu: Evaluator(gpu=gpu))
+    build = make or harness_evaluator
     return GpuPool([Slot(gpu=gpu, evaluator=build(gpu or None)) for gpu in gpus])
+
+
+def harness_evaluator(gpu: str | None) -> SlotEvaluator:
+    """The harness's Evaluator pinned to ``gpu``; unpinned (exactly a lone ``Evaluator()``, as
+    on a machine without ``nvidia-smi``) for None."""
+    return evaluator_module.Evaluator(gpu=gpu) if gpu is not None else evaluator_module.Evaluator()
 
 
 def open_pool(backend: str | None = None, gpus: str | None = None) -> GpuPool:
