@@ -31,8 +31,8 @@ def device_seen(_: Any) -> dict[str, Any]:
     """A job for the worker: how many devices it sees and which one it uses."""
     import cupy
 
-    props = cupy.cuda.runtime.getDeviceProperties(0)
-    return {"count": cupy.cuda.runtime.getDeviceCount(), "bus": props["pciBusID"]}
+    # the full PCI address: on some hosts every GPU has bus number 0 (seen on an H200 x2)
+    return {"count": cupy.cuda.runtime.getDeviceCount(), "bus": cupy.cuda.Device(0).pci_bus_id}
 
 
 def pid(_: Any) -> int:
