@@ -3,8 +3,8 @@
 The evaluator (a worker process with the GPU), the chat models (holding the API key) and the
 timing mode are supplied per run (``graph.invoke(..., context=Context(...))``); none of them
 enters the state, so none is written to the checkpoint or ``run.json``. Left unset (as in
-LangGraph Studio), they default to a shared harness ``Evaluator`` started on first use and to
-models configured from the environment.
+LangGraph Studio), they default to a shared GPU pool (one harness ``Evaluator`` per visible
+GPU, ``harness.pool``) started on first use and to models configured from the environment.
 """
 
 from __future__ import annotations
@@ -50,15 +50,18 @@ class EvaluatorLike(Protocol):
 
 @cache
 def _shared_evaluator() -> EvaluatorLike:
-    from astra_graph.harness.evaluator import Evaluator
+    """One pool for every run of this process (Studio's): a worker per visible GPU, or Ray
+    actors with ``ASTRA_BACKEND=ray``, so best-of-K branches use every GPU there too."""
+    from astra_graph.harness.pool import open_pool
 
-    return Evaluator()
+    return open_pool()
 
 
 @dataclass(kw_only=True)
 class Context:
     evaluator: EvaluatorLike | None = None
-    """Verifies and times candidates; None: a shared harness Evaluator, started on first use."""
+    """Verifies and times candidates; None: a shared GPU pool (``harness.pool.open_pool``),
+    started on first use."""
     llm: LLM | None = None
     """The agents' chat models; None: ``LLMSettings(model=model)`` (key from the environment)."""
     model: str = DEFAULT_MODEL
