@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
-from astra_graph.contract import load_contract, load_implementation
+from astra_graph.contract import load_contract
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness import deep, roofline
 from astra_graph.harness.bench import run_bench
 from astra_graph.harness.payload import KernelPayload, OperationPayload
+from astra_graph.header import load_implementation
 from astra_graph.models import BenchReport
 
 pytestmark = pytest.mark.gpu

@@ -15,7 +15,7 @@ import pytest
 
 from astra_graph.agents.candidates import carried
 from astra_graph.agents.planning import plans_for_round
-from astra_graph.contract import kernels_root
+from astra_graph.catalog import kernels_root
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.llm import LLMSettings
 from astra_graph.models import Verdict

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from astra_graph.catalog import kernels_root
 from astra_graph.cli import main
-from astra_graph.contract import kernels_root
 from astra_graph.harness import nvrtc
 
 OPS = ["fused_add_rmsnorm", "merge_attn_states_lse", "silu_and_mul"]

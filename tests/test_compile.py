@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.contract import Implementation, load_implementation, operations
+from astra_graph.catalog import operations
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness import nvrtc
 from astra_graph.harness.compile import CompileFailed, compile_implementation
+from astra_graph.header import Implementation, load_implementation
 
 
 @pytest.fixture(autouse=True)
@@ -53,7 +54,9 @@ def test_a_broken_source_names_the_file_and_line(tmp_path: Path) -> None:
     body = next(i for i, line in enumerate(lines) if "__global__" in line)
     lines.insert(body + 1, "    this_is_not_declared += 1;")
     broken_path = tmp_path / "broken.cu"
-    broken = Implementation(path=broken_path, source="\n".join(lines), header=good.header)
+    broken = Implementation(
+        path=broken_path, source="\n".join(lines), header=good.header, bindings=good.bindings
+    )
     with pytest.raises(CompileFailed) as info:
         compile_implementation(broken, DTYPES["float16"], arch="sm_90")
     message = str(info.value)
@@ -77,7 +80,12 @@ def test_second_compile_is_a_cache_hit_and_settings_are_keyed() -> None:
     other_arch = compile_implementation(impl, DTYPES["bfloat16"], arch="sm_80")
     for kernel in (other_dtype, other_arch):
         assert kernel.cubin_file != first.cubin_file
-    edited = Implementation(path=impl.path, source=impl.source + "\n// edit\n", header=impl.header)
+    edited = Implementation(
+        path=impl.path,
+        source=impl.source + "\n// edit\n",
+        header=impl.header,
+        bindings=impl.bindings,
+    )
     recompiled = compile_implementation(edited, DTYPES["bfloat16"], arch="sm_90")
     assert not recompiled.cache_hit and recompiled.cubin_file != first.cubin_file
 

@@ -7,18 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.contract import (
-    CONTRACT_FILE,
-    ContractError,
-    Implementation,
-    OperationSpec,
-    kernels_root,
-    load_contract,
-    load_implementation,
-    operations,
-    resolve,
-)
+from astra_graph.catalog import kernels_root, operations, resolve
+from astra_graph.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
 from astra_graph.dtypes import DTYPES
+from astra_graph.header import Implementation, load_implementation
 
 OPS = ("fused_add_rmsnorm", "merge_attn_states_lse", "silu_and_mul")
 FIXTURES = Path(__file__).parent / "data" / "contracts"
@@ -518,9 +510,9 @@ def test_resolve_a_file_outside_kernels_uses_the_contract_beside_it(tmp_path: Pa
 def test_resolve_unknown_operation_lists_the_known_ones() -> None:
     with pytest.raises(ContractError) as info:
         resolve("silu_and_mull")
-    assert str(info.value) == (
+    assert str(info.value).startswith(
         "silu_and_mull: no such kernel file or operation "
-        "(operations: fused_add_rmsnorm, merge_attn_states_lse, silu_and_mul)"
+        "(operations: fused_add_rmsnorm, merge_attn_states_lse, silu_and_mul; searched "
     )
 
 

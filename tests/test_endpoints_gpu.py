@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.contract import kernels_root
+from astra_graph.catalog import kernels_root
 from astra_graph.state import OptimizationResult
 from fake_openai import IMITATIONS, FakeOpenAI, structured, text
 

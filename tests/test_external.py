@@ -21,7 +21,7 @@ import pytest
 import structlog
 
 from astra_graph import cli, external
-from astra_graph.contract import kernels_root
+from astra_graph.catalog import kernels_root
 from astra_graph.llm import LLMSettings
 from astra_graph.optimize import ConfigurationError, optimize, read_result
 from astra_graph.state import OptimizationResult

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.contract import kernels_root
+from astra_graph.catalog import kernels_root
 from astra_graph.optimize import read_result
 
 pytestmark = pytest.mark.gpu

@@ -13,7 +13,7 @@ from astra_graph.agents.common import check_shapes, load_kernel
 from astra_graph.agents.finalize import contenders
 from astra_graph.agents.profiling import beats_baseline
 from astra_graph.agents.single import plan_from_prose, proposed_shapes
-from astra_graph.contract import kernels_root
+from astra_graph.catalog import kernels_root
 from astra_graph.graph import (
     build_graph,
     graph,

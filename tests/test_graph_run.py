@@ -11,7 +11,8 @@ import pytest
 import structlog
 
 from astra_graph import cli
-from astra_graph.contract import kernels_root, load_contract
+from astra_graph.catalog import kernels_root
+from astra_graph.contract import load_contract
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.llm import LLMSettings
 from astra_graph.optimize import ConfigurationError, RunFailed, optimize

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from astra_graph.catalog import operations, resolve
 from astra_graph.cli import main
-from astra_graph.contract import operations, resolve
 from astra_graph.harness import deep
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.models import Verdict

@@ -18,7 +18,7 @@ import pytest
 import structlog
 
 from astra_graph import cli
-from astra_graph.contract import kernels_root
+from astra_graph.catalog import kernels_root
 from astra_graph.llm import LLM, METHODS, EndpointError, LLMSettings, preflight
 from astra_graph.optimize import ConfigurationError, optimize
 from astra_graph.state import OptimizationResult, Plan

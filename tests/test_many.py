@@ -12,7 +12,8 @@ import pytest
 import structlog
 
 from astra_graph import cli
-from astra_graph.contract import ContractError, kernels_root
+from astra_graph.catalog import kernels_root
+from astra_graph.contract import ContractError
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.llm import LLMSettings
 from astra_graph.many import Summary, expand_kernels, optimize_many, summary_table, write_summary

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from astra_graph.contract import kernels_root, load_contract
+from astra_graph.catalog import kernels_root
+from astra_graph.contract import load_contract
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
 from astra_graph.harness.pool import (
     GpuPool,

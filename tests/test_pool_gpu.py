@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from astra_graph.contract import resolve
+from astra_graph.catalog import resolve
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.harness.pool import GpuPool, local_pool, visible_gpus
 from astra_graph.models import Verdict

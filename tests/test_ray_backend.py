@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import ray
 
-from astra_graph.contract import kernels_root, load_contract
+from astra_graph.catalog import kernels_root
+from astra_graph.contract import load_contract
 from astra_graph.harness.pool import GpuPool, PoolConfigError
 from astra_graph.harness.ray_backend import (
     ActorEvaluator,

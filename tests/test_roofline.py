@@ -53,7 +53,8 @@ def test_a_corrupt_cache_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def _spec(op: str):  # type: ignore[no-untyped-def]
-    from astra_graph.contract import kernels_root, load_contract
+    from astra_graph.catalog import kernels_root
+    from astra_graph.contract import load_contract
 
     return load_contract(kernels_root() / op)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from astra_graph.contract import kernels_root
+from astra_graph.catalog import kernels_root
 from astra_graph.external import QUESTION_KIND
 from kernel_sources import VECTORIZED, fenced, marked
 from langgraph_dev import request, serve

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.contract import resolve
+from astra_graph.catalog import resolve
 from astra_graph.models import BenchReport, Verdict
 from astra_graph.tuning import bucket_of, config_label, group_by_bucket, tunables_for, tune
 

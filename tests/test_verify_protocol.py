@@ -12,13 +12,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from astra_graph.contract import OperationSpec, load_implementation, resolve
+from astra_graph.catalog import resolve
+from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness import scenarios
 from astra_graph.harness import worker as worker_module
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, bucket_of
+from astra_graph.harness.cases import Case
 from astra_graph.harness.errors import Rejected
-from astra_graph.harness.launch import Case, LaunchError
+from astra_graph.harness.launch import LaunchError
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
 from astra_graph.harness.plan import (
     RANDOM_SHAPE_MAX_BYTES,
@@ -32,6 +34,7 @@ from astra_graph.harness.plan import (
 )
 from astra_graph.harness.poison import MIN_GUARD_BYTES, Arena, guard_bytes
 from astra_graph.harness.verify import check_case, run_check
+from astra_graph.header import load_implementation
 
 SILU, SILU_IMPL = resolve("silu_and_mul")
 RMSNORM, RMSNORM_IMPL = resolve("fused_add_rmsnorm")
@@ -166,7 +169,7 @@ def test_every_scenario_appears_in_rows_and_half_the_rows_stay_plain() -> None:
 
 
 def test_special_values_and_row_scales_are_applied() -> None:
-    from astra_graph.harness.launch import make_case
+    from astra_graph.harness.cases import make_case
 
     rng = np.random.default_rng(4)
     data = make_case(RMSNORM, {"tokens": 64, "hidden": 1024}, "float16", rng)

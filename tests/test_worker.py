@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from astra_graph.contract import resolve
+from astra_graph.catalog import resolve
 from astra_graph.harness import evaluator as evaluator_module
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
 from astra_graph.harness.worker import (

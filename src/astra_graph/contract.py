@@ -1,13 +1,17 @@
-"""The kernel contract: what an operation computes, and what an implementation of it declares.
+"""The kernel contract: what an operation computes (``contract.toml``), validated.
 
-An operation lives in ``kernels/<op>/``: ``contract.toml`` (dims, arguments, suites, tolerances,
-bytes moved, the float64 reference) and any number of implementation files ``<name>.cu`` whose
-header comment declares the entry point, the launch geometry and optional tunables. Both are
-validated by the Pydantic models here; anything malformed raises :class:`ContractError` whose
-message is one line naming the file, the field and what was expected.
+An operation lives in a folder: ``contract.toml`` (dims, arguments, suites, tolerances, bytes
+moved, the float64 reference) and any number of implementation files ``<name>.cu``, whose
+headers :mod:`astra_graph.header` reads; :mod:`astra_graph.catalog` finds the folders. Anything
+malformed raises :class:`ContractError` whose message is one line naming the file, the field and
+what was expected.
 
-Kernel parameters, in order: every tensor of ``args`` (a pointer each), then every entry of
-``scalars`` (passed by value).
+Kernel parameters: by default every tensor of ``args`` (a pointer each), then every entry of
+``scalars`` (by value). ``params`` (here, or in an implementation's header, which wins) lists
+them in the kernel's own order instead, and may add by-value integers computed from the dims
+(strides, counts): ``input_stride = hidden`` or ``num_tokens: int64 = tokens``
+(:func:`parse_bindings`). ``include_dirs`` names folders that ``#include`` searches besides the
+contract's own.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import tomllib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
@@ -43,11 +47,11 @@ class ContractError(ValueError):
     """Malformed contract or implementation; ``str()`` is one line: ``file: field: problem``."""
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class DimSpec(_Strict):
+class DimSpec(Strict):
     min: int = Field(1, ge=0)
     max: int | None = None
     multiple_of: int = Field(1, ge=1)
@@ -64,7 +68,7 @@ class DimSpec(_Strict):
         return None
 
 
-class InitSpec(_Strict):
+class InitSpec(Strict):
     """How random test inputs are drawn: ``normal`` (mean, scale) or ``uniform`` [low, high)."""
 
     dist: Literal["normal", "uniform"] = "normal"
@@ -93,11 +97,13 @@ def _check_dtype_name(value: str, allow_type_parameter: bool) -> str:
     raise ValueError(f"unknown dtype {value!r}, expected one of {allowed}")
 
 
-def _known_dims(info: ValidationInfo) -> set[str] | None:
+def known_names(info: ValidationInfo) -> set[str] | None:
+    """The names an expression may use, from the validation context (None: unchecked)."""
     return None if info.context is None else info.context.get("dims")
 
 
-def _check_names(text: str | int, known: set[str] | None, what: str) -> None:
+def check_names(text: str | int, known: set[str] | None, what: str) -> None:
+    """Parse an expression and refuse names outside ``known`` (when known is given)."""
     if isinstance(text, int) or known is None:
         if isinstance(text, str):
             expr.parse(text)
@@ -107,7 +113,7 @@ def _check_names(text: str | int, known: set[str] | None, what: str) -> None:
             raise ValueError(f"unknown {what} {name!r}")
 
 
-class TensorArg(_Strict):
+class TensorArg(Strict):
     name: str = Field(pattern=r"^[A-Za-z_]\w*$")
     dtype: str
     shape: list[str | int] = Field(min_length=1)
@@ -126,7 +132,7 @@ class TensorArg(_Strict):
     def _shape(cls, value: list[str | int], info: ValidationInfo) -> list[str | int]:
         for item in value:
             try:
-                _check_names(item, _known_dims(info), "dim")
+                check_names(item, known_names(info), "dim")
             except expr.ExprError as exc:
                 raise ValueError(str(exc)) from None
         return value
@@ -136,7 +142,7 @@ class TensorArg(_Strict):
         return self.role != "input"
 
 
-class ScalarArg(_Strict):
+class ScalarArg(Strict):
     """A by-value kernel parameter: from the dims (``value``) or a parameter (``default``)."""
 
     name: str = Field(pattern=r"^[A-Za-z_]\w*$")
@@ -155,7 +161,7 @@ class ScalarArg(_Strict):
     def _value(cls, value: str | int | None, info: ValidationInfo) -> str | int | None:
         if value is not None:
             try:
-                _check_names(value, _known_dims(info), "dim")
+                check_names(value, known_names(info), "dim")
             except expr.ExprError as exc:
                 raise ValueError(str(exc)) from None
         return value
@@ -173,12 +179,12 @@ class ScalarArg(_Strict):
         return self
 
 
-class Tolerance(_Strict):
+class Tolerance(Strict):
     atol: float = Field(ge=0)
     rtol: float = Field(ge=0)
 
 
-class Special(_Strict):
+class Special(Strict):
     """A named input scenario: a fraction of the elements of some inputs set to given values."""
 
     name: str
@@ -188,13 +194,13 @@ class Special(_Strict):
     paired: bool = Field(False, description="set the same positions in every named input")
 
 
-class Suites(_Strict):
+class Suites(Strict):
     tuning: list[dict[str, int]] = Field(min_length=1)
     heldout: list[dict[str, int]] = Field(min_length=1)
     edge: list[dict[str, int]] = []
 
 
-class Contract(_Strict):
+class Contract(Strict):
     name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
     summary: str
     dtypes: list[str] = Field(min_length=1)
@@ -211,6 +217,10 @@ class Contract(_Strict):
     suites: Suites
     specials: list[Special] = []
     notes: str = ""
+    params: list[str] | None = None
+    """The kernel's parameters in its own order (:func:`parse_bindings`); default args, scalars."""
+    include_dirs: list[str] = []
+    """Folders searched by ``#include``, relative to the contract's folder (or absolute)."""
 
     @field_validator("dtypes")
     @classmethod
@@ -222,9 +232,9 @@ class Contract(_Strict):
     @field_validator("bytes_moved")
     @classmethod
     def _bytes(cls, value: str | int, info: ValidationInfo) -> str | int:
-        dims = _known_dims(info)
+        dims = known_names(info)
         try:
-            _check_names(value, None if dims is None else dims | {ELEM_BYTES}, "name")
+            check_names(value, None if dims is None else dims | {ELEM_BYTES}, "name")
         except expr.ExprError as exc:
             raise ValueError(str(exc)) from None
         return value
@@ -250,6 +260,8 @@ class Contract(_Strict):
             for arg_name in special.values:
                 if arg_name not in inputs:
                     raise ValueError(f"specials[{i}].values: {arg_name!r} is not an input argument")
+        if self.params is not None:
+            parse_bindings(self.params, self, "params")
         for suite in SUITE_NAMES:
             for i, shape in enumerate(getattr(self.suites, suite)):
                 problem = self.shape_problem(shape)
@@ -332,7 +344,12 @@ class OperationSpec(BaseModel):
         spec = importlib.util.spec_from_file_location(f"astra_reference_{self.name}", path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # any error in user code: one line, never a traceback
+            raise ContractError(
+                f"{where}: {file_name} cannot be imported: {type(exc).__name__}: {exc}"
+            ) from None
         func = getattr(module, func_name, None)
         if not callable(func):
             raise ContractError(f"{where}: {file_name} defines no function {func_name!r}")
@@ -341,190 +358,106 @@ class OperationSpec(BaseModel):
     def implementations(self) -> list[Path]:
         return sorted(self.folder.glob("*.cu"))
 
-
-# --- implementation headers -------------------------------------------------------------------
-
-MAX_TUNABLE_COMBINATIONS = 4096
-"""A header may declare at most this many tunable settings (their product), so that listing
-them is always cheap; a sweep times far fewer (``tuning.DEFAULT_MAX_CONFIGS``)."""
-HEADER_KEYS = ("entry", "grid", "block", "smem", "tunable", "requires", "description")
-_HEADER_LINE = re.compile(r"^\s*//\s*astra:\s*(?P<key>\w+)\s*(?P<rest>.*)$")
-_TUNABLE = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)\s*=\s*(?P<values>.+)$")
-_ENTRY = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*(<(?P<targs>[^<>]*)>)?$")
+    @property
+    def include_paths(self) -> list[Path]:
+        """Where ``#include "x.cuh"`` is searched: the contract's folder, then ``include_dirs``."""
+        return [self.folder, *((self.folder / d).resolve() for d in self.contract.include_dirs)]
 
 
-class ImplementationHeader(_Strict):
-    """What an implementation file declares in its ``// astra: key = value`` header lines.
+# --- the kernel's parameter list --------------------------------------------------------------
 
-    ``entry`` is a kernel name, optionally a template instantiation whose arguments may be ``T``
-    (the element type under test), tunable names or literals. ``grid``, ``block`` and ``smem``
-    are expressions over the contract's dims, the tunables and ``elem_bytes``. Each tunable is
-    also defined as a macro (``-D NAME=value``) when compiling.
+BINDING_INT_TYPES = ("int32", "int64")
+_BINDING = re.compile(
+    r"^(?P<name>[A-Za-z_]\w*)\s*(?::\s*(?P<dtype>\w+)\s*)?(?:=\s*(?P<value>.+))?$"
+)
+
+
+class Binding(Strict):
+    """What one kernel parameter receives, in the kernel's order.
+
+    ``tensor``: the device pointer of the contract argument ``name``; ``scalar``: the contract
+    scalar ``name`` by value; ``expr``: a whole number computed from the dims (``value``), of
+    width ``dtype`` (a stride, a row count).
     """
 
-    entry: str
-    grid: str
-    block: str
-    smem: str = "0"
-    tunables: dict[str, list[int]] = {}
-    requires: list[str] = []
-    description: str = ""
-
-    @field_validator("entry")
-    @classmethod
-    def _entry(cls, value: str) -> str:
-        if not _ENTRY.match(value.strip()):
-            raise ValueError(f"expected a kernel name or name<args>, got {value!r}")
-        return value.strip()
-
-    @field_validator("grid", "block", "smem")
-    @classmethod
-    def _geometry(cls, value: str, info: ValidationInfo) -> str:
-        known = _known_dims(info)
-        try:
-            _check_names(value, None if known is None else known | {ELEM_BYTES}, "name")
-        except expr.ExprError as exc:
-            raise ValueError(str(exc)) from None
-        return value
-
-    @field_validator("tunables")
-    @classmethod
-    def _tunables(cls, value: dict[str, list[int]]) -> dict[str, list[int]]:
-        combinations = 1
-        for values in value.values():
-            combinations *= len(values)
-        if combinations > MAX_TUNABLE_COMBINATIONS:
-            raise ValueError(
-                f"{combinations} combinations of tunable values, at most {MAX_TUNABLE_COMBINATIONS}"
-            )
-        return value
-
-    @field_validator("requires")
-    @classmethod
-    def _requires(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        known = _known_dims(info)
-        for item in value:
-            try:
-                _check_names(item, None if known is None else known | {ELEM_BYTES}, "name")
-            except expr.ExprError as exc:
-                raise ValueError(str(exc)) from None
-        return value
-
-    @property
-    def kernel_name(self) -> str:
-        match = _ENTRY.match(self.entry)
-        assert match is not None
-        return match["name"]
-
-    def entry_for(self, dtype: DType, tunables: Mapping[str, int]) -> str:
-        """The name expression to instantiate: ``T`` and tunables replaced by their values."""
-        match = _ENTRY.match(self.entry)
-        assert match is not None
-        if match["targs"] is None:
-            return self.entry
-        args = []
-        for raw in match["targs"].split(","):
-            token = raw.strip()
-            if token == TYPE_PARAMETER:
-                args.append(dtype.ctype)
-            elif token in tunables:
-                args.append(str(tunables[token]))
-            else:
-                args.append(token)
-        return f"{match['name']}<{', '.join(args)}>"
-
-    def configurations(self) -> Iterator[dict[str, int]]:
-        """Every combination of tunable values (one empty one when there are none)."""
-        configs: list[dict[str, int]] = [{}]
-        for name, values in self.tunables.items():
-            configs = [{**c, name: v} for c in configs for v in values]
-        yield from configs
-
-    def default_tunables(self) -> dict[str, int]:
-        return {name: values[0] for name, values in self.tunables.items()}
-
-    def env(
-        self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
-    ) -> dict[str, int]:
-        return {**dims, **self.default_tunables(), **tunables, ELEM_BYTES: dtype.itemsize}
-
-    def unmet_requirement(
-        self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
-    ) -> str | None:
-        env = self.env(dims, dtype, tunables)
-        for item in self.requires:
-            if not expr.evaluate(item, env):
-                return item
-        return None
-
-    def launch(
-        self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
-    ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-        """(grid, block, dynamic shared memory bytes) for one shape."""
-        env = self.env(dims, dtype, tunables)
-        return (
-            expr.evaluate_dims3(self.grid, env),
-            expr.evaluate_dims3(self.block, env),
-            expr.evaluate_int(self.smem, env),
-        )
+    name: str
+    kind: Literal["tensor", "scalar", "expr"]
+    dtype: str | None = None
+    value: str | None = None
 
 
-class Implementation(BaseModel):
-    """One ``.cu`` file: its source and validated header."""
-
-    model_config = ConfigDict(frozen=True)
-
-    path: Path
-    source: str
-    header: ImplementationHeader
-
-    @property
-    def name(self) -> str:
-        return self.path.stem
+def default_bindings(contract: Contract) -> list[Binding]:
+    """The parameter order without ``params``: every tensor, then every scalar."""
+    return [Binding(name=a.name, kind="tensor") for a in contract.args] + [
+        Binding(name=s.name, kind="scalar", dtype=s.dtype) for s in contract.scalars
+    ]
 
 
-def parse_header_lines(source: str, where: str) -> dict[str, Any]:
-    """Collect the ``// astra: key ...`` lines of the file's leading comment block."""
-    fields: dict[str, Any] = {"tunables": {}, "requires": []}
-    for lineno, line in enumerate(source.splitlines(), start=1):
-        stripped = line.strip()
-        if stripped and not stripped.startswith(("//", "/*", "*", "#pragma once")):
-            break
-        match = _HEADER_LINE.match(line)
+def parse_bindings(items: list[str], contract: Contract, where: str) -> list[Binding]:
+    """Bindings for a ``params`` list; raises ValueError naming the item (``where[i]: ...``).
+
+    Each item is a contract tensor or scalar by name, or ``name[: int32|int64] = expression``
+    over the dims (int32 unless said). Every tensor must appear exactly once; contract scalars
+    the kernel does not take may be left out.
+    """
+    tensors = {a.name for a in contract.args}
+    scalars = {s.name: s for s in contract.scalars}
+    out: list[Binding] = []
+    for i, raw in enumerate(items):
+        text = raw.strip()
+        match = _BINDING.match(text)
         if not match:
-            continue
-        key, rest = match["key"], match["rest"].strip()
-        if key not in HEADER_KEYS:
-            raise ContractError(
-                f"{where}:{lineno}: header: unknown key {key!r}, "
-                f"expected one of {list(HEADER_KEYS)}"
+            raise ValueError(
+                f"{where}[{i}]: expected 'name' or 'name[: int32|int64] = expr', got {raw!r}"
             )
-        if key == "tunable":
-            tunable = _TUNABLE.match(rest)
-            values = []
-            if tunable:
-                try:
-                    values = [int(v) for v in tunable["values"].split(",") if v.strip()]
-                except ValueError:
-                    values = []
-            if not tunable or not values:
-                raise ContractError(
-                    f"{where}:{lineno}: header.tunable: expected 'NAME = v1, v2, ...' "
-                    f"with whole-number values, got {rest!r}"
+        name, dtype, value = match["name"], match["dtype"], match["value"]
+        if any(b.name == name for b in out):
+            raise ValueError(f"{where}[{i}]: {name!r} is listed twice")
+        if value is None:
+            if dtype is not None:
+                raise ValueError(f"{where}[{i}]: {name!r} has a type but no '= expression'")
+            if name in tensors:
+                out.append(Binding(name=name, kind="tensor"))
+            elif name in scalars:
+                out.append(Binding(name=name, kind="scalar", dtype=scalars[name].dtype))
+            else:
+                raise ValueError(
+                    f"{where}[{i}]: {name!r} is no tensor or scalar of the contract; "
+                    f"write '{name} = <expression over {sorted(contract.dims)}>'"
                 )
-            fields["tunables"][tunable["name"]] = values
-        elif not rest.startswith("="):
-            raise ContractError(f"{where}:{lineno}: header.{key}: expected '{key} = ...'")
-        elif key == "requires":
-            fields["requires"].append(rest[1:].strip())
-        else:
-            if key in fields:
-                raise ContractError(f"{where}:{lineno}: header.{key}: given twice")
-            fields[key] = rest[1:].strip()
-    return fields
+            continue
+        if name in tensors or name in scalars:
+            raise ValueError(f"{where}[{i}]: {name!r} is a contract argument; give it without '='")
+        if dtype is not None and dtype not in BINDING_INT_TYPES:
+            raise ValueError(
+                f"{where}[{i}]: type {dtype!r}, expected one of {list(BINDING_INT_TYPES)}"
+            )
+        try:
+            check_names(value.strip(), set(contract.dims), "dim")
+        except (expr.ExprError, ValueError) as exc:
+            raise ValueError(f"{where}[{i}]: {exc}") from None
+        out.append(Binding(name=name, kind="expr", dtype=dtype or "int32", value=value.strip()))
+    missing = sorted(tensors - {b.name for b in out})
+    if missing:
+        raise ValueError(f"{where}: tensor {missing[0]!r} is not passed to the kernel")
+    return out
 
 
-def _one_line(where: str, exc: ValidationError, field_prefix: str = "") -> ContractError:
+def read_text(path: Path, what: str = "file") -> str:
+    """A text file's contents; a missing, binary or non-UTF-8 file is one ContractError line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ContractError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if b"\0" in data:
+        raise ContractError(f"{path}: {what} is binary, expected UTF-8 text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def one_line(where: str, exc: ValidationError, field_prefix: str = "") -> ContractError:
     """``where: field: problem`` for the first error; ``field_prefix`` names the section."""
     errors = exc.errors()
     first = errors[0]
@@ -541,11 +474,12 @@ def _one_line(where: str, exc: ValidationError, field_prefix: str = "") -> Contr
 
 
 def load_contract(folder: Path) -> OperationSpec:
+    """Read and validate ``folder/contract.toml``; raises ContractError (one line)."""
     path = folder / CONTRACT_FILE
     if not path.is_file():
         raise ContractError(f"{path}: not found (an operation folder needs {CONTRACT_FILE})")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(read_text(path, CONTRACT_FILE))
     except tomllib.TOMLDecodeError as exc:
         raise ContractError(f"{path}: invalid TOML: {exc}") from None
     dims = raw.get("dims")
@@ -553,75 +487,5 @@ def load_contract(folder: Path) -> OperationSpec:
     try:
         contract = Contract.model_validate(raw, context=context)
     except ValidationError as exc:
-        raise _one_line(str(path), exc) from None
+        raise one_line(str(path), exc) from None
     return OperationSpec(contract=contract, folder=folder)
-
-
-def load_implementation(
-    path: Path, contract: Contract, source: str | None = None
-) -> Implementation:
-    """Parse and validate an implementation's header against its contract."""
-    where = str(path)
-    if source is None:
-        if not path.is_file():
-            raise ContractError(f"{where}: not found")
-        source = path.read_text()
-    fields = parse_header_lines(source, where)
-    known = set(contract.dims) | set(fields["tunables"])
-    try:
-        header = ImplementationHeader.model_validate(fields, context={"dims": known})
-    except ValidationError as exc:
-        raise _one_line(where, exc, field_prefix="header") from None
-    match = _ENTRY.match(header.entry)
-    assert match is not None
-    for token in (match["targs"] or "").split(","):
-        token = token.strip()
-        literal = re.fullmatch(r"-?\d+|true|false|[A-Za-z_:][\w:]*", token)
-        if token and token != TYPE_PARAMETER and token not in header.tunables and not literal:
-            raise ContractError(f"{where}: header.entry: bad template argument {token!r}")
-    return Implementation(path=path, source=source, header=header)
-
-
-# --- locating kernels -------------------------------------------------------------------------
-
-
-def kernels_root() -> Path:
-    """``kernels/`` as shipped in the wheel, or the source checkout's top-level folder."""
-    packaged = Path(__file__).parent / "kernels"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[2] / "kernels"
-
-
-def operations(root: Path | None = None) -> list[OperationSpec]:
-    root = root or kernels_root()
-    return [load_contract(p.parent) for p in sorted(root.glob(f"*/{CONTRACT_FILE}"))]
-
-
-DEFAULT_IMPLEMENTATION = "production"
-
-
-def resolve(target: str | Path) -> tuple[OperationSpec, Implementation]:
-    """A kernel named by path (``kernels/op/x.cu``), by ``op/impl``, or by operation name.
-
-    A bare operation name means its ``production.cu``. A ``.cu`` path outside ``kernels/`` finds
-    its contract in its own folder.
-    """
-    text = str(target)
-    path = Path(text)
-    if path.suffix == ".cu":
-        if not path.is_file():
-            raise ContractError(f"{path}: implementation file not found")
-        spec = load_contract(path.resolve().parent)
-        return spec, load_implementation(path, spec.contract)
-    if path.is_dir():
-        spec = load_contract(path)
-        return spec, load_implementation(path / f"{DEFAULT_IMPLEMENTATION}.cu", spec.contract)
-    op, _, impl = text.partition("/")
-    folder = kernels_root() / op
-    if not (folder / CONTRACT_FILE).is_file():
-        known = ", ".join(p.name for p in sorted(kernels_root().iterdir()) if p.is_dir())
-        raise ContractError(f"{text}: no such kernel file or operation (operations: {known})")
-    spec = load_contract(folder)
-    impl_path = folder / f"{impl or DEFAULT_IMPLEMENTATION}.cu"
-    return spec, load_implementation(impl_path, spec.contract)

@@ -32,8 +32,8 @@ from astra_graph import models as models_module
 from astra_graph import state as state_module
 from astra_graph.agents.candidates import BRANCH_NODE
 from astra_graph.agents.finalize import result_from_state
+from astra_graph.catalog import resolve
 from astra_graph.context import Context, EvaluatorLike
-from astra_graph.contract import resolve
 from astra_graph.graph import build_graph, recursion_limit
 from astra_graph.llm import (
     DEFAULT_MODEL,

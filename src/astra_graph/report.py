@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from astra_graph import plots
-from astra_graph.contract import kernels_root
+from astra_graph.catalog import kernels_root
 from astra_graph.external import EXTERNAL
 from astra_graph.models import BenchReport, ShapeTiming, Verdict
 from astra_graph.rundir import BASELINE_BENCH, BENCH, BEST, HELDOUT_VERDICT, RUN_JSON, VERDICT

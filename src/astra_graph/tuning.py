@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from astra_graph.contract import OperationSpec, load_implementation
+from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.buckets import bucket_of, group_by_bucket
+from astra_graph.header import load_implementation
 from astra_graph.models import BenchReport, DispatchEntry, TimingMode, TuningReport, Verdict
 from astra_graph.selection import final_pick
 

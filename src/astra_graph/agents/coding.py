@@ -30,12 +30,13 @@ from astra_graph.agents.common import (
     visible_shapes,
 )
 from astra_graph.context import Context
-from astra_graph.contract import ContractError, OperationSpec, load_implementation
+from astra_graph.contract import ContractError, OperationSpec
 from astra_graph.dtypes import DTYPES
-from astra_graph.harness.launch import interface_problem as parameters_problem
+from astra_graph.header import load_implementation
 from astra_graph.models import Verdict
 from astra_graph.replies import RawReply, ReplyProblem, read_code
 from astra_graph.rundir import CANDIDATE, attempt_file, branch_dir, write_text
+from astra_graph.signature import interface_problem as parameters_problem
 from astra_graph.state import Candidate, Plan, State
 
 MAX_THREADS_PER_BLOCK = 1024

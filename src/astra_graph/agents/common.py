@@ -13,8 +13,9 @@ from langgraph.runtime import Runtime
 
 from astra_graph import prompts
 from astra_graph.context import Context
-from astra_graph.contract import Implementation, OperationSpec, load_contract, load_implementation
+from astra_graph.contract import OperationSpec, load_contract
 from astra_graph.dtypes import DTYPES
+from astra_graph.header import Implementation, load_implementation
 from astra_graph.models import BenchReport, TuningReport, Verdict
 from astra_graph.state import RoundRecord, State
 

@@ -27,10 +27,11 @@ from astra_graph.agents.common import (
     system_prompt,
 )
 from astra_graph.context import Context
-from astra_graph.contract import OperationSpec, load_implementation
+from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import CompileFailed, compile_implementation
 from astra_graph.harness.nvrtc import NvrtcUnavailable
+from astra_graph.header import load_implementation
 from astra_graph.models import Verdict
 from astra_graph.rundir import VERDICT, branch_dir, write_model
 from astra_graph.state import ShapeProposals, State, TestSuite
@@ -85,7 +86,7 @@ def compile_problem(spec: OperationSpec, path: Path, arch: str) -> Verdict | Non
     impl = load_implementation(path, spec.contract)
     for name in spec.contract.dtypes:
         try:
-            compile_implementation(impl, DTYPES[name], arch=arch)
+            compile_implementation(impl, DTYPES[name], arch=arch, include_dirs=spec.include_paths)
         except CompileFailed as exc:
             return Verdict.reject("compile_error", f"{exc} ({name})", log=exc.log)
         except NvrtcUnavailable:

@@ -17,9 +17,10 @@ from langgraph.runtime import Runtime
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.agents.profiling import beats_baseline, summarize
 from astra_graph.context import Context, EvaluatorLike
-from astra_graph.contract import OperationSpec, load_implementation
+from astra_graph.contract import OperationSpec
 from astra_graph.harness.timing import geomean_speedup
 from astra_graph.harness.worker import WorkerError
+from astra_graph.header import load_implementation
 from astra_graph.models import BenchReport, TimingMode, TuningReport
 from astra_graph.rundir import round_dir, write_model
 from astra_graph.selection import replaces_best

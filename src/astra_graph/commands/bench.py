@@ -17,8 +17,9 @@ import json
 import time
 from typing import Any
 
+from astra_graph.catalog import resolve
 from astra_graph.cli import UsageError
-from astra_graph.contract import SUITE_NAMES, OperationSpec, resolve
+from astra_graph.contract import SUITE_NAMES, OperationSpec
 from astra_graph.harness import deep, timing
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.models import BenchReport, Measurement

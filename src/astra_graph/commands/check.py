@@ -13,16 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from astra_graph.catalog import resolve
 from astra_graph.cli import UsageError
-from astra_graph.contract import (
-    CONTRACT_FILE,
-    SUITE_NAMES,
-    Implementation,
-    OperationSpec,
-    resolve,
-)
+from astra_graph.contract import CONTRACT_FILE, SUITE_NAMES, OperationSpec
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
 from astra_graph.harness.nvrtc import NvrtcUnavailable
+from astra_graph.header import Implementation
 from astra_graph.models import Verdict
 
 

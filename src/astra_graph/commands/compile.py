@@ -8,8 +8,8 @@ import re
 from dataclasses import asdict
 from typing import Any
 
+from astra_graph.catalog import resolve
 from astra_graph.cli import UsageError
-from astra_graph.contract import resolve
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import (
     DEFAULT_ARCH,

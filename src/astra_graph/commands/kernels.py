@@ -6,7 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from astra_graph.contract import SUITE_NAMES, OperationSpec, load_implementation, operations
+from astra_graph.catalog import operations
+from astra_graph.contract import SUITE_NAMES, OperationSpec
+from astra_graph.header import load_implementation
 
 
 def add_parser(sub: Any) -> None:

@@ -28,8 +28,8 @@ from typing import Any, TextIO
 
 import structlog
 
+from astra_graph.catalog import resolve
 from astra_graph.cli import UsageError
-from astra_graph.contract import resolve
 from astra_graph.external import EXTERNAL, waiting_for, waiting_line
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.harness.pool import (

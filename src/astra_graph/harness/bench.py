@@ -32,10 +32,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from astra_graph import selection
-from astra_graph.contract import (
-    ContractError,
-    OperationSpec,
-)
+from astra_graph.contract import ContractError, OperationSpec
 from astra_graph.harness import occupancy, roofline, timing
 from astra_graph.harness.payload import JobPayload, operation_spec
 from astra_graph.models import (
@@ -98,7 +95,7 @@ class _Side:
     def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
         """Grow to ``total`` input copies. The first and the last (the ones re-checked after
         timing) hold their own random contents; those between are clones of the first."""
-        from astra_graph.harness.launch import make_case
+        from astra_graph.harness.cases import make_case
 
         while len(self.cases) < total:
             index = len(self.cases)
@@ -112,7 +109,7 @@ class _Side:
     def _clone_first(self) -> Any:
         import cupy
 
-        from astra_graph.harness.launch import Case
+        from astra_graph.harness.cases import Case
 
         first = self.cases[0]
         arrays = {}

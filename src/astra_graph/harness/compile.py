@@ -1,8 +1,9 @@
 """Compile an implementation for one element type and tunable setting, with an on-disk cache.
 
-The cache key is the source, the name expression, the options, the architecture and NVRTC's
-version; a hit skips NVRTC entirely. The cache lives in ``$ASTRA_CACHE_DIR`` or
-``~/.cache/astra-graph``.
+The cache key is the source, the contents of every local header it includes (found in the
+include folders, recursively), the name expression, the options (include folders among them),
+the architecture and NVRTC's version; a hit skips NVRTC entirely. The cache lives in
+``$ASTRA_CACHE_DIR`` or ``~/.cache/astra-graph``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from astra_graph.contract import Implementation
 from astra_graph.dtypes import DType
 from astra_graph.harness import nvrtc
+from astra_graph.header import Implementation
 
 DEFAULT_ARCH = "sm_90"
 
@@ -69,20 +72,56 @@ def compile_options(tunables: dict[str, int], fast_math: bool = False) -> list[s
     return options
 
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.MULTILINE)
+
+
+def local_headers(source: str, folders: Sequence[Path]) -> dict[str, str]:
+    """{path: text} of every header ``source`` includes from ``folders``, recursively."""
+    found: dict[str, str] = {}
+    pending = [source]
+    while pending:
+        for match in _INCLUDE.finditer(pending.pop()):
+            for folder in folders:
+                path = folder / match["name"]
+                if path.is_file():
+                    key = str(path.resolve())
+                    if key not in found:
+                        found[key] = path.read_text(errors="replace")
+                        pending.append(found[key])
+                    break
+    return found
+
+
 def compile_implementation(
     impl: Implementation,
     dtype: DType,
     tunables: dict[str, int] | None = None,
     *,
     arch: str = DEFAULT_ARCH,
+    include_dirs: Sequence[Path] = (),
 ) -> CompiledKernel:
-    """Compile (or fetch from the cache) one instantiation of ``impl``; raises CompileFailed."""
+    """Compile (or fetch from the cache) one instantiation of ``impl``; raises CompileFailed.
+
+    ``#include "x.cuh"`` is searched in the file's own folder, then ``include_dirs`` (the
+    operation's :attr:`~astra_graph.contract.OperationSpec.include_paths`), then CUDA and CCCL.
+    """
     settings = {**impl.header.default_tunables(), **(tunables or {})}
     fast_math = bool(settings.get("FAST_MATH", 0))
     entry = impl.header.entry_for(dtype, settings)
-    options = compile_options(settings, fast_math)
+    folders = list(dict.fromkeys([impl.path.resolve().parent, *include_dirs]))
+    options = [*compile_options(settings, fast_math), *(f"-I{f}" for f in folders)]
     key_text = json.dumps(
-        [impl.source, entry, options, arch, nvrtc.version(), dtype.name], sort_keys=True
+        [
+            impl.source,
+            local_headers(impl.source, folders),
+            entry,
+            options,
+            arch,
+            nvrtc.version(),
+            nvrtc.system_include_dirs(),
+            dtype.name,
+        ],
+        sort_keys=True,
     )
     key = hashlib.sha256(key_text.encode()).hexdigest()[:32]
     folder = cache_dir()

@@ -26,21 +26,18 @@ from typing import Any
 
 import structlog
 
+from astra_graph.catalog import kernels_root
 from astra_graph.contract import (
     CONTRACT_FILE,
     SUITE_NAMES,
     ContractError,
-    Implementation,
     OperationSpec,
-    kernels_root,
     load_contract,
-    load_implementation,
 )
 from astra_graph.harness import deep
 from astra_graph.harness.bench import BenchRequest
 from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
 from astra_graph.harness.deep import SanitizerReport
-from astra_graph.harness.launch import interface_problem
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
 from astra_graph.harness.worker import (
     JobFailed,
@@ -49,7 +46,9 @@ from astra_graph.harness.worker import (
     WorkerError,
     WorkerTimeout,
 )
+from astra_graph.header import Implementation, load_implementation
 from astra_graph.models import BenchReport, Evaluation, Evidence, TimingMode, Verdict
+from astra_graph.signature import interface_problem
 
 log = structlog.get_logger(__name__)
 

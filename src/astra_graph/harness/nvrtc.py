@@ -4,14 +4,22 @@ Calling NVRTC directly (rather than through CuPy's compile helper) works on a ma
 GPU, names the architecture explicitly, and gives ptxas's resource report (registers, shared
 memory, stack and spills) from ``-Xptxas=-v``. The library and the CUDA headers are found with
 ``cuda.pathfinder`` (NVIDIA's wheels, ``CUDA_PATH`` or the system toolkit).
+
+CCCL (cub, thrust, ``cuda::std``) is found the same way (the ``nvidia-cuda-cccl`` wheel or the
+toolkit's ``include/cccl``), else in the copy CuPy ships. NVRTC has no C++ standard library:
+``include/`` beside this module holds small ``<cstdint>``, ``<type_traits>``, ... headers that
+include libcu++'s and make its names visible as ``std::``, so kernels written for nvcc compile
+as they are. Without CCCL those headers are not offered and such includes fail as usual.
 """
 
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from functools import cache
+from pathlib import Path
 
 PRE_INCLUDES = ("cuda_fp16.h", "cuda_bf16.h")
 """Headers every implementation gets without writing the include (line numbers stay the file's)."""
@@ -62,6 +70,37 @@ def _library() -> tuple[ctypes.CDLL, str]:
     return ctypes.CDLL(lib.abs_path), include
 
 
+STD_SHIM_DIR = Path(__file__).parent / "include"
+_CUPY_CCCL = ("_core/include/cupy/_cccl", ("libcudacxx", "cub", "thrust"))
+
+
+@cache
+def cccl_include_dirs() -> tuple[str, ...]:
+    """Include folders for CCCL (cub, thrust, libcu++), or () where none is installed."""
+    try:
+        import cuda.pathfinder as pathfinder
+
+        found = pathfinder.find_nvidia_header_directory("cccl")
+    except Exception:  # not installed or not found: try CuPy's copy
+        found = None
+    if found:
+        return (found,)
+    spec = importlib.util.find_spec("cupy")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        base = Path(location) / _CUPY_CCCL[0]
+        folders = [base / name for name in _CUPY_CCCL[1]]
+        if all(f.is_dir() for f in folders):
+            return tuple(str(f) for f in folders)
+    return ()
+
+
+def system_include_dirs() -> list[str]:
+    """What every compile searches after the implementation's own folders."""
+    _, include = _library()
+    cccl = cccl_include_dirs()
+    return [include, *cccl, *([str(STD_SHIM_DIR)] if cccl else [])]
+
+
 def version() -> tuple[int, int]:
     lib, _ = _library()
     major, minor = ctypes.c_int(), ctypes.c_int()
@@ -85,10 +124,11 @@ def compile_source(
 ) -> CompileOutput:
     """Compile ``source`` to a cubin for ``arch`` (e.g. ``sm_90``) and report per-kernel resources.
 
+    ``options`` come before the system include folders, so an ``-I`` there is searched first.
     A compile error is not raised: ``ok`` is False and ``log`` holds NVRTC's messages, whose line
     numbers are the file's own.
     """
-    lib, include = _library()
+    lib, _ = _library()
     prog = ctypes.c_void_p()
     _check(
         lib,
@@ -103,11 +143,11 @@ def compile_source(
         opts = [
             f"-arch={arch}",
             "-std=c++17",
-            f"-I{include}",
+            *(options or []),
+            *(f"-I{folder}" for folder in system_include_dirs()),
             "-Xptxas=-v",
             "-lineinfo",
             *(f"--pre-include={h}" for h in PRE_INCLUDES),
-            *(options or []),
         ]
         encoded = [o.encode() for o in opts]
         status = lib.nvrtcCompileProgram(

@@ -230,7 +230,8 @@ def _baseline_errors(
     check: _CaseCheck, baseline: Any, data: Any, pristine: Mapping[str, Any], reference: Any
 ) -> dict[str, OutputError]:
     from astra_graph.harness import worker
-    from astra_graph.harness.launch import Case, LaunchError
+    from astra_graph.harness.cases import Case
+    from astra_graph.harness.launch import LaunchError
 
     xp, spec, case = check.xp, check.spec, check.case
     if baseline is None or baseline.unsupported(case.dims) is not None:
@@ -265,7 +266,7 @@ def check_case(
     ``launch(case)`` and ``unsupported(dims)``; with a NumPy ``rng`` the whole case runs on the
     host (the CPU tests use kernels written in NumPy).
     """
-    from astra_graph.harness.launch import Case, make_case
+    from astra_graph.harness.cases import Case, make_case
 
     xp = array_module(rng.random(1))
     contract = spec.contract

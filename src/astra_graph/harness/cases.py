@@ -1,0 +1,114 @@
+"""Test cases from the contract: random inputs (never all zero), outputs, scalars per shape.
+
+A case is one shape and element type. Inputs are drawn in float32 from each argument's ``init``
+distribution (plus an optional ``[[specials]]`` scenario) and stored in the storage dtype. A
+CuPy generator gives device arrays; a NumPy generator gives host arrays, so the verification
+logic and ``astra validate``'s reference run are tested without a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from astra_graph.contract import OperationSpec, Special, TensorArg
+
+if TYPE_CHECKING:
+    import cupy
+
+
+@dataclass
+class Case:
+    """One shape and element type: device buffers in storage dtype (bf16 as uint16), scalars."""
+
+    dims: dict[str, int]
+    dtype: str
+    arrays: dict[str, cupy.ndarray]
+    scalars: dict[str, float | int]
+    special: str | None = None
+    """Name of the ``[[specials]]`` scenario the inputs were drawn for, if any."""
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(a.nbytes) for a in self.arrays.values())
+
+
+def _array_module(rng: Any) -> Any:
+    """The array module a generator draws into: ``cupy`` on the GPU, ``numpy`` in CPU tests."""
+    if type(rng).__module__.startswith("cupy"):
+        import cupy
+
+        return cupy
+    return np
+
+
+def _random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any) -> Any:
+    """Float32 draws from the argument's ``init`` distribution (float32 keeps memory low)."""
+    init = arg.init
+    if init.dist == "normal":
+        values = rng.standard_normal(shape, dtype=np.float32)
+        if init.scale != 1.0:
+            values *= np.float32(init.scale)
+        if init.mean != 0.0:
+            values += np.float32(init.mean)
+        return values
+    values = rng.random(shape, dtype=np.float32)
+    values *= np.float32(init.high - init.low)
+    values += np.float32(init.low)
+    return values
+
+
+def _apply_special(values: dict[str, Any], special: Special, rng: Any) -> None:
+    """Set a random fraction of the named inputs' elements to the scenario's values."""
+    xp = _array_module(rng)
+    shared_mask = None
+    for name, choices in special.values.items():
+        target = values[name]
+        if special.paired and shared_mask is not None and shared_mask.shape == target.shape:
+            mask = shared_mask
+        else:
+            mask = rng.random(target.shape, dtype=np.float32) < special.fraction
+            shared_mask = mask
+        picks = xp.asarray(np.asarray(choices, dtype=np.float64)).astype(target.dtype)
+        which = rng.integers(0, len(choices), size=target.shape)
+        xp.copyto(target, picks[which], where=mask)
+
+
+def make_case(
+    spec: OperationSpec,
+    dims: Mapping[str, int],
+    dtype: str,
+    rng: cupy.random.Generator,
+    params: Mapping[str, float] | None = None,
+    special: Special | None = None,
+) -> Case:
+    """Fresh random inputs (never all zero) and uninitialised outputs for one shape and type.
+
+    A NumPy generator gives NumPy arrays (for CPU tests of the verification logic).
+    """
+    xp = _array_module(rng)
+    contract = spec.contract
+    raw: dict[str, Any] = {}
+    for arg in contract.args:
+        if arg.role != "output":
+            raw[arg.name] = _random_values(arg, contract.shape_of(arg, dims), rng)
+    if special is not None:
+        _apply_special(raw, special, rng)
+    arrays: dict[str, Any] = {}
+    for arg in contract.args:
+        element = contract.dtype_of(arg, dtype)
+        shape = contract.shape_of(arg, dims)
+        if arg.name in raw:
+            arrays[arg.name] = element.from_float64(xp, raw.pop(arg.name))
+        else:
+            arrays[arg.name] = xp.empty(shape, dtype=element.storage)
+    return Case(
+        dims=dict(dims),
+        dtype=dtype,
+        arrays=arrays,
+        scalars=contract.scalar_values(dims, params),
+        special=special.name if special else None,
+    )

@@ -1,0 +1,3 @@
+// astra-graph: <stdint.h> for NVRTC (see cstdint).
+#pragma once
+#include <cstdint>
