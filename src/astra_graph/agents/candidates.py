@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from astra_graph.agents import coding, testing
 from astra_graph.agents.common import context_of, emit, load_baseline
-from astra_graph.agents.profiling import _outcome, beats_baseline, summarize, time_candidate
+from astra_graph.agents.profiling import beats_baseline, round_outcome, summarize, time_candidate
 from astra_graph.context import Context
 from astra_graph.models import BenchReport
 from astra_graph.rundir import BENCH, CANDIDATE, VERDICT, branch_dir, round_dir, write_model
@@ -167,10 +167,11 @@ def join(state: State) -> dict[str, Any]:
         )
     record.best_speedup = best.geomean_speedup
     accepted = sum(1 for r in records if r.verdict is not None and r.verdict.accepted)
+    carried_text = round_outcome(record)
     emit(
         agent="profiling",
         round=k,
-        message=f"{len(records)} candidate(s), {accepted} accepted; carried: {_outcome(record)}",
+        message=f"{len(records)} candidate(s), {accepted} accepted; carried: {carried_text}",
         speedup=record.geomean_speedup,
         best=best.geomean_speedup,
     )

@@ -181,7 +181,7 @@ def profiling(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     emit(
         agent="profiling",
         round=k,
-        message=_outcome(record),
+        message=round_outcome(record),
         speedup=record.geomean_speedup,
         best=best.geomean_speedup,
     )
@@ -212,7 +212,7 @@ def time_candidate(
     return bench, bench.rejection
 
 
-def _outcome(record: RoundRecord) -> str:
+def round_outcome(record: RoundRecord) -> str:
     if record.verdict is None:
         return "no candidate this round"
     if not record.verdict.accepted:
