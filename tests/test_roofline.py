@@ -118,23 +118,31 @@ def test_limit_names_bandwidth_for_large_shapes_and_the_floor_for_small_ones() -
 def test_achievable_bandwidth_is_cached_per_device_and_mix(monkeypatch: pytest.MonkeyPatch) -> None:
     measured: list[str] = []
 
-    def fake_measure(mix: roofline.Traffic) -> float:
+    def fake_measure(mix: roofline.Traffic, total_bytes: int) -> float:
         measured.append(mix.mix)
-        return 3000.0 + len(measured)
+        # the best size wins: the larger one reads higher here
+        return 3000.0 + len(measured) + total_bytes // (512 << 20)
 
     monkeypatch.setattr(roofline, "measure_mix_gbps", fake_measure)
     monkeypatch.setattr(roofline, "measure_copy_gbps", lambda: 2990.0)
     monkeypatch.setattr(roofline, "device_key", lambda: ("GPU D|4", "GPU D"))
     two_to_one, one_to_one = roofline.Traffic(200, 100), roofline.Traffic(64, 64)
-    assert roofline.achievable_gbps(two_to_one) == (3001.0, False)
-    assert roofline.achievable_gbps(roofline.Traffic(4000, 2000)) == (3001.0, True)
-    assert roofline.achievable_gbps(one_to_one) == (3002.0, False)
+    assert roofline.achievable_gbps(two_to_one) == (3004.0, False)
+    assert roofline.achievable_gbps(roofline.Traffic(4000, 2000)) == (3004.0, True)
+    assert roofline.achievable_gbps(one_to_one) == (3006.0, False)
     # the copy bandwidth shares the device's entry without losing the mixes, and back
     assert roofline.copy_bandwidth_gbps() == (2990.0, False)
-    assert roofline.achievable_gbps(one_to_one) == (3002.0, True)
-    assert roofline.achievable_gbps(one_to_one, refresh=True) == (3003.0, False)
+    assert roofline.achievable_gbps(one_to_one) == (3006.0, True)
+    assert roofline.achievable_gbps(one_to_one, refresh=True) == (3008.0, False)
     assert roofline.copy_bandwidth_gbps() == (2990.0, True)
-    assert measured == ["2.00", "1.00", "1.00"]
+    assert measured == ["2.00", "2.00", "1.00", "1.00", "1.00", "1.00"]
+    # a roof cached by another method is measured again
+    table = json.loads(roofline.cache_path().read_text())
+    for entry in table.values():
+        for cached in entry.get("mix", {}).values():
+            cached["method"] = "2 GiB only"
+    roofline.cache_path().write_text(json.dumps(table))
+    assert roofline.achievable_gbps(one_to_one) == (3010.0, False)
 
 
 def test_shapes_beyond_the_minimal_kernels_indices_are_flagged() -> None:
