@@ -4,7 +4,8 @@ Replies are scripted per agent: a request goes to the queue of the agent named i
 prompt ("You are the planning agent ..."). Each scripted reply is text, a structured value, an
 HTTP error (optionally with ``Retry-After``), and may be cut off (``finish_reason="length"``)
 or delayed. Every chat request body and its Authorization header are recorded. A request
-whose queue is empty gets a 500 and is recorded as unscripted.
+whose queue is empty gets a 500 and is recorded as unscripted; a request from no agent (a
+one-token probe) is answered "OK".
 
 An :class:`Imitation` makes the server behave like a family of real servers, as their
 documentation describes them: which request features it refuses with HTTP 400 (json_schema,
@@ -189,7 +190,9 @@ class FakeOpenAI:
             self.requests.append(request)
             if request.refused:
                 return None
-            queue = self._queues.get(request.agent or "")
+            if request.agent is None:  # no agent's system prompt: a probe such as preflight's
+                return Scripted("OK", input_tokens=3, output_tokens=1)
+            queue = self._queues.get(request.agent)
             if not queue:
                 self.unscripted.append(request)
                 return None
@@ -223,7 +226,7 @@ class FakeOpenAI:
             def do_GET(self) -> None:
                 if not self._authorised():
                     return
-                if self.path.endswith("/models") and imitation.has_models_endpoint:
+                if self.path == "/v1/models" and imitation.has_models_endpoint:
                     fake.model_lookups += 1
                     data = [
                         {"id": m, "object": "model", "owned_by": "me"} for m in imitation.models
@@ -237,7 +240,7 @@ class FakeOpenAI:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 if not self._authorised():
                     return
-                if not self.path.endswith("/chat/completions"):
+                if self.path != "/v1/chat/completions":
                     self._send(404, {"error": {"message": f"unknown path {self.path}"}})
                     return
                 model = body.get("model", "")

@@ -280,6 +280,28 @@ def test_preflight_names_the_key_and_the_model(monkeypatch: pytest.MonkeyPatch) 
             preflight(
                 LLMSettings(base_url=server.base_url, agent_models={"coding": "o3"}), ["coding"]
             )
+    # a URL without the API's /v1: the URL is named, not the model
+    with FakeOpenAI() as server:
+        wrong = server.base_url.removesuffix("/v1")
+        with pytest.raises(EndpointError, match=r"--base-url .*: no OpenAI-compatible API.*/v1"):
+            preflight(LLMSettings(base_url=wrong), ["planning"])
+    # a web server that is not an API: 404 pages, and 501 for POST
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+    web = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
+    threading.Thread(target=web.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{web.server_address[1]}/v1"
+        with pytest.raises(EndpointError, match=r"--base-url .*: HTTP 501"):
+            preflight(LLMSettings(base_url=url), ["planning"])
+    finally:
+        web.shutdown()
+        web.server_close()
     # a server that answers to any model name (llama.cpp) passes with the one-token request
     with FakeOpenAI(imitation=IMITATIONS["llama_cpp"]) as server:
         preflight(LLMSettings(base_url=server.base_url, model="anything"), ["planning"])

@@ -544,8 +544,10 @@ def preflight(settings: LLMSettings, agents: Iterable[AgentName]) -> None:
             ) from None
         except openai.APIStatusError:
             served = None  # no /models on this server: the one-token request decides
-        except openai.APIError as exc:
+        except openai.APIConnectionError as exc:
             raise EndpointError(f"{flag}: {describe_error(exc, endpoint)}") from None
+        except Exception:  # an answer that is not an OpenAI model list (an HTML page, ...)
+            served = None
         for model in models:
             if served is not None and model in served:
                 continue
@@ -568,11 +570,17 @@ def _probe(
         ) from None
     except openai.APIStatusError as exc:
         message = server_message(exc).lower()
+        if exc.status_code == 404 and "model" not in message and served is None:
+            raise EndpointError(  # neither /models nor /chat/completions exist there
+                f"{flag}: no OpenAI-compatible API at this URL (POST /chat/completions: "
+                f"{describe_error(exc, endpoint)}); most servers serve it under /v1"
+            ) from None
         if exc.status_code == 404 or (exc.status_code in REFUSAL_STATUSES and "model" in message):
             listed = f" (it serves: {', '.join(served[:8])})" if served else ""
             raise EndpointError(
                 f"{option}: not served by {endpoint}{listed}: {describe_error(exc, endpoint)}"
             ) from None
-        # any other refusal (a parameter it dislikes) still shows the model exists
-    except openai.APIError as exc:
+        if exc.status_code not in (400, 422):  # 400/422: a parameter it dislikes, model known
+            raise EndpointError(f"{flag}: {describe_error(exc, endpoint)}") from None
+    except Exception as exc:  # no connection, or an answer that is not a chat completion
         raise EndpointError(f"{flag}: {describe_error(exc, endpoint)}") from None
