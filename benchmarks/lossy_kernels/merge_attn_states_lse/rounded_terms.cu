@@ -1,0 +1,43 @@
+// LOSSY merge_attn_states_lse variant (measurement only): each side's weighted term rounded to
+// T, then the two added and rounded again (a merge done in T arithmetic): double rounding.
+// astra: description = lossy: weighted terms rounded to T, then summed and rounded again
+// astra: entry = merge_rounded_terms<T>
+// astra: grid = min(ceil_div(tokens * heads * head_dim, 256), 65536)
+// astra: block = 256
+
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+__device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+template <typename T>
+__global__ void merge_rounded_terms(const T* v_a, const float* s_a, const T* v_b,
+                                    const float* s_b, T* v_merged, float* s_merged, int tokens,
+                                    int heads, int head_dim) {
+    const size_t total = (size_t)tokens * heads * head_dim;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const size_t row = i / head_dim;
+        const float sa = s_a[row];
+        const float sb = s_b[row];
+        const float m = fmaxf(sa, sb);
+        float v = 0.0f;
+        float s = m;
+        if (m != neg_inf()) {
+            const float wa = exp2f(sa - m);
+            const float wb = exp2f(sb - m);
+            const float ta = to_f32(from_f32<T>(wa * to_f32(v_a[i]) / (wa + wb)));
+            const float tb = to_f32(from_f32<T>(wb * to_f32(v_b[i]) / (wa + wb)));
+            v = ta + tb;
+            s = log2f(wa + wb) + m;
+        }
+        v_merged[i] = from_f32<T>(v);
+        if (i % head_dim == 0) {
+            s_merged[row] = s;
+        }
+    }
+}
