@@ -130,16 +130,19 @@ def measure(op: str, seed: int) -> dict[str, Any]:
     import cupy
     import numpy as np
 
-    from astra_graph.contract import SUITE_NAMES, load_implementation, resolve
+    from astra_graph.catalog import resolve
+    from astra_graph.contract import SUITE_NAMES
     from astra_graph.harness import scenarios
+    from astra_graph.harness.cases import Case, make_case
     from astra_graph.harness.compare import (
         RATIO_FLOOR,
         STATS_MIN_ELEMENTS,
         output_error,
         precision_problem,
     )
-    from astra_graph.harness.launch import Case, LaunchError, load_kernel, make_case, synchronize
+    from astra_graph.harness.launch import LaunchError, load_kernel, synchronize
     from astra_graph.harness.plan import plan_cases
+    from astra_graph.header import load_implementation
 
     spec, _ = resolve(op)
     contract = spec.contract
