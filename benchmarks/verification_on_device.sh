@@ -9,11 +9,11 @@ mkdir -p "$OUT"
 export ASTRA_GPU_SUMMARY="$OUT/gpu-verdicts.txt"
 : > "$ASTRA_GPU_SUMMARY"
 start=$(date +%s)
-python3 -m pytest -q -p no:cacheprovider --timeout 300 tests/test_harness_gpu.py \
+timeout 220 python3 -m pytest -q -p no:cacheprovider --timeout 200 tests/test_harness_gpu.py \
     tests/test_bench_gpu.py ${EXTRA_TESTS:-} > "$OUT/pytest-gpu.txt" 2>&1
 tests_rc=$?
 # every correct-but-different kernel present (tests/fixtures/correct_kernels/<op>/) through a check
-python3 - > "$OUT/correct-kernels.txt" 2>&1 <<'PY'
+timeout 100 python3 - > "$OUT/correct-kernels.txt" 2>&1 <<'PY'
 from pathlib import Path
 from astra_graph.contract import resolve
 from astra_graph.harness.evaluator import Evaluator
@@ -24,9 +24,9 @@ with Evaluator(deadline_s=240) as evaluator:
         status = "accepted" if verdict.accepted else f"REJECTED {verdict.reason}"
         print(f"{path.parent.name}/{path.name}: {status}: {verdict.message[:160]}", flush=True)
 PY
-python3 benchmarks/precision_stats.py > "$OUT/precision.txt" 2>&1
+timeout 90 python3 benchmarks/precision_stats.py > "$OUT/precision.txt" 2>&1
 precision_rc=$?
-python3 benchmarks/harness_latency.py --skip-inline --out "$OUT/harness_latency.json" \
+timeout 120 python3 benchmarks/harness_latency.py --skip-inline --out "$OUT/harness_latency.json" \
     > "$OUT/latency.txt" 2>&1
 latency_rc=$?
 cp benchmarks/results/precision_stats-*.json "$OUT/" 2>/dev/null

@@ -183,3 +183,9 @@ def test_sanitizer_only_kernels_pass_the_check_and_fail_their_tool(
     by_tool = {r.tool: r for r in results.results}
     _record(f"sanitize {path.name}: {results.summary}")
     assert not by_tool[_expected(path)].ok and by_tool[_expected(path)].errors > 0
+
+
+def test_the_worker_reports_its_gpu_architecture(evaluator: Evaluator) -> None:
+    from astra_graph.harness.compile import gpu_arch
+
+    assert evaluator.arch() == gpu_arch()  # the compile check outside the worker uses it

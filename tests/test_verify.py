@@ -406,3 +406,15 @@ def test_chunked_comparison_gives_the_same_answer(monkeypatch: pytest.MonkeyPatc
     stale = output_error(SILU.contract, OUT, "float16", got, reference, original)
     assert stale.finding is not None and stale.finding.reason == "unwritten_output"
     assert stale.finding.index == [3, 1000]
+
+
+def test_fp32_outputs_answer_only_to_the_mean_error_rule() -> None:
+    s_out = MERGE.contract.args[5]
+    reference = RNG.normal(0.0, 10.0, size=(8, 512))
+    rounded = reference.astype(np.float32)
+    base = output_error(MERGE.contract, s_out, "float16", rounded, reference)
+    last_bit = rounded.copy()
+    last_bit.view(np.uint32)[...] ^= 1  # every element one fp32 ulp off: another correct order
+    cand = output_error(MERGE.contract, s_out, "float16", last_bit, reference)
+    assert cand.finding is None and cand.exact_fraction < 0.1
+    assert precision_problem(MERGE.contract, cand, base) is None

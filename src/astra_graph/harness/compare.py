@@ -12,14 +12,15 @@ baseline kernel's statistics on the same inputs (docs/VERIFICATION.md gives the 
 * **mean error**: the mean of ``error / allowed`` may be at most ``contract.error_ratio`` times
   the baseline's (floored at the error of the correctly rounded reference and at
   :data:`RATIO_FLOOR`);
-* **correctly rounded fraction**: the fraction of elements whose bits equal the reference
+* **correctly rounded fraction** (fp16 and bf16 outputs, see
+  :data:`ROUNDED_RULES_MAX_ITEMSIZE`): the fraction of elements whose bits equal the reference
   rounded once to the output type may fall at most :data:`EXACT_DROP_LIMIT` below the
   baseline's. A kernel that computes in fp32 and rounds once gets nearly every element exactly
   right; double rounding, rounding toward zero or a low-precision reduction loses a large share
   while its mean error stays inside a loose ratio;
-* **bias**: the mean *signed* ``error / allowed``, and the mean error signed toward the
-  reference's magnitude (positive = away from zero), may differ from the baseline's by at most
-  :data:`BIAS_LIMIT` plus :data:`BIAS_SIGMAS` standard errors. Correct rounding errors cancel;
+* **bias** (fp16 and bf16 outputs): the mean *signed* ``error / allowed``, and the mean error
+  signed by the reference (positive = away from zero), may differ from the baseline's by at
+  most :data:`BIAS_LIMIT` plus :data:`BIAS_SIGMAS` standard errors. Correct rounding errors cancel;
   a systematic loss does not.
 
 For an ``inout`` argument the elements can hold their input value only where the kernel did not
@@ -58,6 +59,12 @@ BIAS_LIMIT = 0.01
 beyond the statistical term. Correct kernels measured within 0.002 (docs/VERIFICATION.md)."""
 BIAS_SIGMAS = 5.0
 """Standard errors of the two means allowed on top of :data:`BIAS_LIMIT`."""
+ROUNDED_RULES_MAX_ITEMSIZE = 2
+"""The correctly-rounded-fraction and bias rules apply to outputs of at most this many bytes
+(fp16, bf16): computed in fp32 and stored narrower, every correct kernel rounds nearly the same
+value once, so its result is almost always the correctly rounded one. An fp32 output computed
+in fp32 legitimately differs in its last bits between correct kernels (operation order,
+intrinsics), so for it only the mean-error rule applies."""
 CHUNK_ELEMENTS = 1 << 24
 """Outputs are compared in stretches of this many elements (~10 float64 temporaries each)."""
 
@@ -124,6 +131,8 @@ class OutputError:
     """Mean ``(got - ref) / allowed`` signed by the reference (negative = toward zero)."""
     bias_std_err: float = 0.0
     """Standard error of either bias (from the spread of the signed ratio)."""
+    itemsize: int = 2
+    """Bytes per element of the output's type (which precision rules apply)."""
 
 
 @dataclass
@@ -292,6 +301,7 @@ def output_error(
         bias=mean_signed,
         magnitude_bias=magnitude_sum / count if count else 0.0,
         bias_std_err=math.sqrt(variance / count) if count else 0.0,
+        itemsize=element.itemsize,
     )
 
 
@@ -343,6 +353,8 @@ def precision_problem(
             f"baseline {baseline.mean_ratio:.3g}, limit {contract.error_ratio:g} x {floor:.3g} "
             f"= {limit:.3g}"
         )
+    if candidate.itemsize > ROUNDED_RULES_MAX_ITEMSIZE:
+        return None
     if candidate.exact_fraction < baseline.exact_fraction - EXACT_DROP_LIMIT:
         return (
             f"precision loss: {candidate.exact_fraction:.1%} of {name} equal the correctly "
