@@ -9,8 +9,8 @@ mkdir -p "$OUT"
 export ASTRA_GPU_SUMMARY="$OUT/gpu-verdicts.txt"
 : > "$ASTRA_GPU_SUMMARY"
 start=$(date +%s)
-timeout 220 python3 -m pytest -q -p no:cacheprovider --timeout 200 tests/test_harness_gpu.py \
-    tests/test_bench_gpu.py ${EXTRA_TESTS:-} > "$OUT/pytest-gpu.txt" 2>&1
+timeout 220 python3 -m pytest -q -p no:cacheprovider --timeout 200 \
+    ${TESTS:-tests/test_harness_gpu.py tests/test_bench_gpu.py} > "$OUT/pytest-gpu.txt" 2>&1
 tests_rc=$?
 # every correct-but-different kernel present (tests/fixtures/correct_kernels/<op>/) through a check
 timeout 100 python3 - > "$OUT/correct-kernels.txt" 2>&1 <<'PY'
