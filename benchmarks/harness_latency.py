@@ -99,8 +99,8 @@ def defence_costs(op: str) -> dict[str, Any]:
     warm full check of production against naive, run in this process (``verify.PROFILE``).
 
     Each defence's cost is its step: special values and row magnitudes, the guard bands (arena,
-    then check and refill inside the runs), the unchecked launches, run 3 (stale outputs,
-    changed inputs), run 4 (buffers at other addresses), and the random shapes (their cases).
+    then check and refill inside the runs), the unchecked launches, run 2 (stale outputs,
+    changed inputs), run 3 (buffers at other addresses), and the random shapes (their cases).
     """
     from astra_graph.contract import SUITE_NAMES, load_implementation, resolve
     from astra_graph.harness import verify

@@ -21,7 +21,7 @@ from astra_graph.harness.compare import (
     precision_problem,
 )
 from astra_graph.harness.evaluator import Evaluator
-from astra_graph.harness.poison import finite_poison, nan_poison, still_holds
+from astra_graph.harness.poison import nan_poison, still_holds
 from astra_graph.header import Implementation, load_implementation
 from astra_graph.models import Evidence, Verdict
 from astra_graph.signature import interface_problem, kernel_signature
@@ -158,7 +158,7 @@ def test_inout_element_still_equal_to_its_input_is_unwritten() -> None:
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
-def test_poison_is_random_nans_then_random_finite_values(dtype: str) -> None:
+def test_poison_is_nans_with_random_never_canonical_payloads(dtype: str) -> None:
     element = DTYPES[dtype]
     rng = np.random.default_rng(5)
     first = nan_poison(np, rng, element, (4, 256))
@@ -171,10 +171,8 @@ def test_poison_is_random_nans_then_random_finite_values(dtype: str) -> None:
     gpu_nan = np.full(first.shape, 0xFFFF >> 1, dtype=f"uint{element.itemsize * 8}")
     gpu_nan |= gpu_nan >> 1  # all-ones payload (CUDA's canonical NaN)
     assert not still_holds(np, gpu_nan.view(first.dtype), first).any()
-    second = finite_poison(np, rng, element, (4, 256))
-    assert np.isfinite(element.to_float64(np, second)).all()
-    assert np.unique(second).size > 100
-    assert not still_holds(np, second, first).any()
+    again = nan_poison(np, rng, element, (4, 256))
+    assert still_holds(np, again, first).mean() < 0.2  # a fresh draw for every check
 
 
 # --- bitwise comparisons ---------------------------------------------------------------------

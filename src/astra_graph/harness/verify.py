@@ -12,16 +12,17 @@ shape or extra shape, x dtype; see :mod:`harness.plan`), :func:`check_case`:
    runs the baseline on separate copies (its error statistics are the precision yardstick);
 2. places every argument in an :class:`~astra_graph.harness.poison.Arena` between guard bands of
    fresh random bits, and launches the candidate a random number of unchecked times;
-3. run 1 and run 2: outputs poisoned with random-payload NaNs, then random finite values;
-   ``unwritten_output`` for an element holding both poisons, ``nondeterministic`` when the two
-   runs differ in any bit (skipped when the contract allows atomics), ``mismatch`` outside the
-   tolerance or on a loss of precision (:func:`harness.compare.precision_problem`);
-4. run 3, same buffers: the outputs hold the correct result for the inputs just checked and the
+3. run 1: outputs poisoned with quiet NaNs of random, never canonical payloads;
+   ``unwritten_output`` for an element still holding its poison's bits (arithmetic only makes
+   canonical NaNs), ``mismatch`` outside the tolerance or on a loss of precision
+   (:func:`harness.compare.precision_problem`);
+4. run 2, same buffers: the outputs hold the correct result for the inputs just checked and the
    inputs change in a random 1/16 of their elements; a replayed or skipped result is a
    ``mismatch`` ("still holds the result for the previous inputs");
-5. run 4, freshly allocated buffers at other addresses (other order, offsets at the contract's
-   alignment only): the result must match run 3 bit for bit (``nondeterministic`` if it differs
-   but passes, ``mismatch`` if it fails).
+5. run 3, freshly allocated buffers at other addresses (other order, offsets at the contract's
+   alignment only), the same inputs as run 2: the result must match run 2's bit for bit
+   (``nondeterministic`` if it differs but passes, ``mismatch`` if it fails; skipped for
+   contracts that allow atomics).
 
 After every launch, unchecked ones included: ``crashed``/``launch_error`` (a fault, a refused
 launch), ``out_of_bounds`` (a guard band changed: which argument, how far past its end or
@@ -56,7 +57,7 @@ from astra_graph.harness.compare import (
 from astra_graph.harness.errors import BaselineError, NoGpu, Rejected
 from astra_graph.harness.payload import CheckRequest, operation_spec
 from astra_graph.harness.plan import CaseSpec, LaunchLimits, plan_cases, preflight
-from astra_graph.harness.poison import Arena, finite_poison, nan_poison, still_holds
+from astra_graph.harness.poison import Arena, nan_poison, still_holds
 from astra_graph.models import Evidence, RejectReason, Verdict
 
 LARGE_CASE_BYTES = 256 * 1024 * 1024
@@ -300,9 +301,10 @@ def check_case(
         for _ in range(case.unchecked):
             launch(arena, pristine, "(an unchecked launch)", checked=False)
 
-    with _step("runs 1-2: poisons, determinism, comparison", xp):
-        worst = _poisoned_runs(check, arena, launch, pristine, reference, base_errors, rng)
-    with _step("run 3: stale outputs, changed inputs", xp):
+    with _step("run 1: poisoned outputs, comparison, precision", xp):
+        worst, first = _poisoned_run(check, arena, launch, pristine, reference, base_errors, rng)
+        del first
+    with _step("run 2: stale outputs, changed inputs", xp):
         changed = scenarios.perturbed(pristine, [a.name for a in check.inputs], rng)
         reference_changed = check.reference(changed, data.scalars)
         stale = {
@@ -314,24 +316,26 @@ def check_case(
         for name, values in stale.items():
             arena.views[name][...] = values
         launch(arena, changed, "(the run after the inputs changed)")
-        third = _copy_written(check, arena)
-        worst = max(worst, _compare(check, third, reference_changed, changed, None, stale))
+        second_run = _copy_written(check, arena)
+        worst = max(worst, _compare(check, second_run, reference_changed, changed, None, stale))
         del stale, reference
-    with _step("run 4: buffers at other addresses", xp):
+    with _step("run 3: buffers at other addresses", xp):
         fresh = {a.name: changed[a.name] for a in check.inputs}
         for arg in check.outputs:
-            fresh[arg.name] = nan_poison(xp, rng, check.elements[arg.name], third[arg.name].shape)
+            fresh[arg.name] = nan_poison(
+                xp, rng, check.elements[arg.name], second_run[arg.name].shape
+            )
         moved = arena.relocated(fresh, list(contract.args))
         del arena, fresh
         launch(moved, changed, "(the run on buffers at other addresses)")
-        worst = max(worst, _moved_run(check, moved, third, reference_changed, changed))
+        worst = max(worst, _moved_run(check, moved, second_run, reference_changed, changed))
     if data.nbytes > LARGE_CASE_BYTES and xp is not np:
-        del data, pristine, changed, third, moved, reference_changed
+        del data, pristine, changed, second_run, moved, reference_changed
         xp.get_default_memory_pool().free_all_blocks()
     return worst
 
 
-def _poisoned_runs(
+def _poisoned_run(
     check: _CaseCheck,
     arena: Arena,
     launch: Callable[[Arena, Mapping[str, Any], str], None],
@@ -339,91 +343,73 @@ def _poisoned_runs(
     reference: Mapping[str, Any],
     base_errors: Mapping[str, OutputError],
     rng: Any,
-) -> float:
-    """Runs 1 and 2: random NaN poison, then random finite poison, the same inputs."""
+) -> tuple[float, dict[str, Any]]:
+    """Run 1: outputs poisoned with random-payload NaNs; (worst ratio, the written arguments).
+
+    Arithmetic only produces canonical NaNs, so an element that still holds its poison's bits
+    was not written (``unwritten_output``).
+    """
     xp = check.xp
-    runs: list[dict[str, Any]] = []
-    poisons: list[dict[str, Any]] = []
-    for number, make_poison in ((1, nan_poison), (2, finite_poison)):
-        poison = {
-            a.name: make_poison(xp, rng, check.elements[a.name], arena.views[a.name].shape)
-            for a in check.outputs
-        }
-        for name, values in poison.items():
-            arena.views[name][...] = values
-        launch(arena, pristine, f"(checked run {number})")
-        runs.append(_copy_written(check, arena))
-        poisons.append(poison)
+    poison = {
+        a.name: nan_poison(xp, rng, check.elements[a.name], arena.views[a.name].shape)
+        for a in check.outputs
+    }
+    for name, values in poison.items():
+        arena.views[name][...] = values
+    launch(arena, pristine, "(checked run 1)")
+    run = _copy_written(check, arena)
     for arg in check.outputs:
-        kept = (
-            still_holds(xp, runs[0][arg.name], poisons[0][arg.name])
-            & still_holds(xp, runs[1][arg.name], poisons[1][arg.name])
-        ).reshape(-1)
+        kept = still_holds(xp, run[arg.name], poison[arg.name]).reshape(-1)
         if bool(kept.any()):
             flat = int(xp.argmax(kept))
             raise check.reject(
                 "unwritten_output",
                 f"output {arg.name!r} has elements the kernel never wrote",
                 arg=arg.name,
-                index=index_of(runs[0][arg.name].shape, flat),
+                index=index_of(run[arg.name].shape, flat),
                 expected=value_at(xp, None, reference[arg.name], flat),
-                detail=f"{int(kept.sum())} of {kept.size} elements kept the poison of both runs",
+                detail=f"{int(kept.sum())} of {kept.size} elements kept their poison",
             )
-    deterministic = check.spec.contract.deterministic
-    if deterministic:
-        for arg in check.written:
-            flat = first_difference(xp, runs[0][arg.name], runs[1][arg.name])
-            if flat is not None:
-                element = check.elements[arg.name]
-                raise check.reject(
-                    "nondeterministic",
-                    f"two runs on the same inputs differ in {arg.name!r}",
-                    arg=arg.name,
-                    index=index_of(runs[0][arg.name].shape, flat),
-                    got=value_at(xp, element, runs[1][arg.name], flat),
-                    expected=value_at(xp, element, runs[0][arg.name], flat),
-                    detail="second run (got) vs first run (expected), same inputs",
-                )
-    return max(
-        _compare(check, run, reference, pristine, base_errors)
-        for run in (runs[:1] if deterministic else runs)
-    )
+    return _compare(check, run, reference, pristine, base_errors), run
 
 
 def _moved_run(
     check: _CaseCheck,
     moved: Arena,
-    third: Mapping[str, Any],
+    second_run: Mapping[str, Any],
     reference: Mapping[str, Any],
     inputs: Mapping[str, Any],
 ) -> float:
-    """Run 4's result: bit for bit run 3's (deterministic contracts), and right."""
+    """Run 3's result: bit for bit run 2's (same inputs; deterministic contracts), and right."""
     xp = check.xp
-    fourth = _copy_written(check, moved)
+    third_run = _copy_written(check, moved)
     differs = next(
         (
             (arg, flat)
             for arg in check.written
-            if (flat := first_difference(xp, fourth[arg.name], third[arg.name])) is not None
+            if (flat := first_difference(xp, third_run[arg.name], second_run[arg.name])) is not None
         ),
         None,
     )
     deterministic = check.spec.contract.deterministic
     if differs is None and deterministic:
         return 0.0
-    worst = _compare(check, fourth, reference, inputs, None, None, " on buffers at other addresses")
+    worst = _compare(
+        check, third_run, reference, inputs, None, None, " on buffers at other addresses"
+    )
     if differs is not None and deterministic:
         arg, flat = differs
         element = check.elements[arg.name]
         raise check.reject(
             "nondeterministic",
-            f"the result in {arg.name!r} depends on the buffers' addresses",
+            f"two runs on the same inputs differ in {arg.name!r}",
             arg=arg.name,
-            index=index_of(fourth[arg.name].shape, flat),
-            got=value_at(xp, element, fourth[arg.name], flat),
-            expected=value_at(xp, element, third[arg.name], flat),
-            detail="same inputs in freshly allocated buffers at other addresses (got) vs the "
-            "original buffers (expected)",
+            index=index_of(third_run[arg.name].shape, flat),
+            got=value_at(xp, element, third_run[arg.name], flat),
+            expected=value_at(xp, element, second_run[arg.name], flat),
+            detail="the second run, in freshly allocated buffers at other addresses (got), vs "
+            "the first (expected): a race, state kept between launches, or a result that "
+            "depends on addresses",
         )
     return worst
 
