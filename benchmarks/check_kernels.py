@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from astra_graph.contract import resolve
+from astra_graph.catalog import resolve
 from astra_graph.harness.evaluator import Evaluator
 
 

@@ -102,9 +102,11 @@ def defence_costs(op: str) -> dict[str, Any]:
     then check and refill inside the runs), the unchecked launches, run 2 (stale outputs,
     changed inputs), run 3 (buffers at other addresses), and the random shapes (their cases).
     """
-    from astra_graph.contract import SUITE_NAMES, load_implementation, resolve
+    from astra_graph.catalog import resolve
+    from astra_graph.contract import SUITE_NAMES
     from astra_graph.harness import verify
     from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
+    from astra_graph.header import load_implementation
 
     spec, production = resolve(op)
     naive = load_implementation(spec.folder / "naive.cu", spec.contract)

@@ -35,7 +35,7 @@ PRECISION_FIXTURES = (
 
 def _variants(spec: Any) -> list[tuple[str, Path, dict[str, int], bool]]:
     """(label, file, tunables, correct) for every kernel to measure."""
-    from astra_graph.contract import load_implementation
+    from astra_graph.header import load_implementation
 
     found = []
     for path in spec.implementations():
@@ -62,11 +62,13 @@ def measure(op: str) -> list[dict[str, Any]]:
     import cupy
     import numpy as np
 
-    from astra_graph.contract import load_implementation, resolve
+    from astra_graph.catalog import resolve
     from astra_graph.harness import scenarios
+    from astra_graph.harness.cases import Case, make_case
     from astra_graph.harness.compare import output_error
-    from astra_graph.harness.launch import Case, load_kernel, make_case, synchronize
+    from astra_graph.harness.launch import load_kernel, synchronize
     from astra_graph.harness.plan import draw_params
+    from astra_graph.header import load_implementation
 
     spec, baseline_impl = resolve(op)
     contract = spec.contract

@@ -11,7 +11,8 @@ it) and how many unchecked launches precede the checked ones (0 to
 :data:`MAX_UNCHECKED_LAUNCHES`, so no launch count marks the checked runs).
 
 :func:`preflight` runs before any kernel does: a shape the candidate's ``requires`` excludes,
-and a launch geometry that cannot be evaluated, is zero, or exceeds the device's limits, is an
+and a launch geometry that cannot be evaluated, is zero, or exceeds the GPU architecture's
+limits (``harness.geometry``, the one geometry rule), is an
 ``interface_mismatch`` for the whole candidate.
 """
 
@@ -27,6 +28,7 @@ import numpy as np
 from astra_graph import expr
 from astra_graph.contract import OperationSpec
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, rows_dim
+from astra_graph.harness.geometry import geometry_problem
 
 RANDOM_SUITE = "random"
 RANDOM_SHAPES_PER_PHASE = 1
@@ -168,50 +170,13 @@ def plan_cases(
 # --- preflight ---------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LaunchLimits:
-    """The device's launch limits (defaults: sm_90, the H100 and H200)."""
-
-    threads_per_block: int = 1024
-    block: tuple[int, int, int] = (1024, 1024, 64)
-    grid: tuple[int, int, int] = (2**31 - 1, 65535, 65535)
-    shared_bytes: int = 232448
-    """Shared memory per block with the opt-in attribute raised (227 KiB on sm_90)."""
-
-
-def geometry_problem(
-    grid: tuple[int, int, int],
-    block: tuple[int, int, int],
-    dynamic_smem: int,
-    limits: LaunchLimits,
-    static_smem: int = 0,
-) -> str | None:
-    """Why a launch geometry cannot run on the device, or None."""
-    for what, dims, most in (("grid", grid, limits.grid), ("block", block, limits.block)):
-        if any(d < 1 for d in dims):
-            return f"{what} {tuple(dims)} has a dimension below 1"
-        for axis, (d, limit) in enumerate(zip(dims, most, strict=True)):
-            if d > limit:
-                return f"{what} {tuple(dims)}: dimension {'xyz'[axis]} is over the limit {limit}"
-    threads = math.prod(block)
-    if threads > limits.threads_per_block:
-        return f"block {tuple(block)} has {threads} threads, over {limits.threads_per_block}"
-    if dynamic_smem < 0:
-        return f"dynamic shared memory {dynamic_smem} bytes is negative"
-    if dynamic_smem + static_smem > limits.shared_bytes:
-        return (
-            f"{dynamic_smem + static_smem} bytes of shared memory per block, over the device's "
-            f"{limits.shared_bytes}"
-        )
-    return None
-
-
 def preflight(
-    kernel: Any, cases: Sequence[CaseSpec], limits: LaunchLimits, static_smem: int = 0
+    kernel: Any, cases: Sequence[CaseSpec], arch: str, static_smem: int = 0
 ) -> tuple[CaseSpec, str] | None:
-    """(first case, problem) the candidate cannot run, or None.
+    """(first case, problem) the candidate cannot run on ``arch``, or None.
 
-    ``kernel`` has ``unsupported(dims)`` and ``geometry(dims)`` (a LoadedKernel).
+    ``kernel`` has ``unsupported(dims)`` and ``geometry(dims)`` (a LoadedKernel); the limits
+    are ``harness.geometry``'s, the one rule every checker uses.
     """
     for case in cases:
         unmet = kernel.unsupported(case.dims)
@@ -221,7 +186,7 @@ def preflight(
             grid, block, smem = kernel.geometry(case.dims)
         except (expr.ExprError, ArithmeticError, ValueError) as exc:
             return case, f"the launch geometry cannot be evaluated: {exc}"
-        problem = geometry_problem(grid, block, smem, limits, static_smem)
+        problem = geometry_problem(grid, block, smem, arch, static_smem)
         if problem:
             return case, f"launch geometry: {problem}"
     return None

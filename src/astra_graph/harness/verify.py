@@ -56,7 +56,7 @@ from astra_graph.harness.compare import (
 )
 from astra_graph.harness.errors import BaselineError, NoGpu, Rejected
 from astra_graph.harness.payload import CheckRequest, operation_spec
-from astra_graph.harness.plan import CaseSpec, LaunchLimits, plan_cases, preflight
+from astra_graph.harness.plan import CaseSpec, plan_cases, preflight
 from astra_graph.harness.poison import Arena, nan_poison, still_holds
 from astra_graph.models import Evidence, RejectReason, Verdict
 
@@ -477,27 +477,6 @@ def _compare(
     return worst
 
 
-def device_limits() -> LaunchLimits:
-    """The launch limits of the worker's GPU, from the driver."""
-    import cupy
-
-    attributes = cupy.cuda.Device().attributes
-    return LaunchLimits(
-        threads_per_block=int(attributes["MaxThreadsPerBlock"]),
-        block=(
-            int(attributes["MaxBlockDimX"]),
-            int(attributes["MaxBlockDimY"]),
-            int(attributes["MaxBlockDimZ"]),
-        ),
-        grid=(
-            int(attributes["MaxGridDimX"]),
-            int(attributes["MaxGridDimY"]),
-            int(attributes["MaxGridDimZ"]),
-        ),
-        shared_bytes=int(attributes["MaxSharedMemoryPerBlockOptin"]),
-    )
-
-
 def _static_smem(kernel: Any) -> int:
     try:
         return int(kernel.function.shared_size_bytes)
@@ -510,16 +489,16 @@ def run_check(
     *,
     rng: Any = None,
     loader: Callable[..., Any] | None = None,
-    limits: LaunchLimits | None = None,
+    arch: str | None = None,
 ) -> dict[str, Any]:
     """Worker job: verify a candidate on every planned case; returns a Verdict as a dict.
 
     ``request`` is a :class:`~astra_graph.harness.payload.CheckRequest` (as a dict). Raises
-    BaselineError when the baseline fails, and NoGpu. ``rng``, ``loader`` and ``limits`` replace
-    the GPU's generator, ``launch.load_kernel`` and the device's limits (CPU tests).
+    BaselineError when the baseline fails, and NoGpu. ``rng``, ``loader`` and ``arch`` replace
+    the GPU's generator, ``launch.load_kernel`` and the GPU's architecture (CPU tests).
     """
     from astra_graph.harness import worker
-    from astra_graph.harness.compile import gpu_arch
+    from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
     from astra_graph.harness.launch import CompileFailed, InterfaceMismatch, load_kernel
 
     if loader is None and gpu_arch() is None:
@@ -561,10 +540,10 @@ def run_check(
         supported=supported,
         random=req.random_shapes,
     )
-    limits = limits or device_limits()
+    target = arch or gpu_arch() or DEFAULT_ARCH
     for dtype, candidate in candidates.items():
         found = preflight(
-            candidate, [c for c in cases if c.dtype == dtype], limits, _static_smem(candidate)
+            candidate, [c for c in cases if c.dtype == dtype], target, _static_smem(candidate)
         )
         if found is not None:
             case, problem = found
