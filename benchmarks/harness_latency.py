@@ -238,9 +238,10 @@ def inline_evaluation(op: str, build_dir: Path, name: str) -> dict[str, Any]:
     import torch
     from torch.utils.cpp_extension import load_inline
 
-    from astra_graph.contract import load_contract, load_implementation
+    from astra_graph.contract import load_contract
     from astra_graph.dtypes import DTYPES
     from astra_graph.harness.compile import compile_options
+    from astra_graph.header import load_implementation
 
     spec = load_contract(ROOT / "kernels" / op)
     impl = load_implementation(ROOT / "kernels" / op / "production.cu", spec.contract)

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from astra_graph.agents.testing import VISIBLE_SUITES
-from astra_graph.contract import kernels_root, load_contract
+from astra_graph.catalog import kernels_root
+from astra_graph.contract import load_contract
 from astra_graph.harness.pool import GpuPool, Slot, local_pool, visible_gpus
 from astra_graph.llm import LLMSettings
 from astra_graph.optimize import optimize

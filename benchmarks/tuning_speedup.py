@@ -17,7 +17,7 @@ import json
 import math
 from pathlib import Path
 
-from astra_graph.contract import operations
+from astra_graph.catalog import operations
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.provenance import git_commit
 from astra_graph.tuning import group_by_bucket, tune
