@@ -12,8 +12,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from astra_graph.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
-from astra_graph.header import Implementation, load_implementation
+from astra_graph.contract import (
+    CONTRACT_FILE,
+    ContractError,
+    OperationSpec,
+    load_contract,
+    read_text,
+)
+from astra_graph.header import Implementation, load_implementation, parse_header_lines
 
 PATH_VARIABLE = "ASTRA_KERNEL_PATH"
 DEFAULT_IMPLEMENTATION = "production"
@@ -85,18 +91,39 @@ def find_operation(name: str) -> Path | None:
     return None
 
 
+def contract_folder_of(path: Path) -> Path:
+    """The operation folder of a ``.cu`` file: its own, or the one its header names.
+
+    A file outside any operation folder says which operation it implements with
+    ``// astra: operation = NAME`` (looked up on the search path).
+    """
+    folder = path.resolve().parent
+    if (folder / CONTRACT_FILE).is_file():
+        return folder
+    named = parse_header_lines(read_text(path, "implementation"), str(path)).get("operation")
+    if not named:
+        raise ContractError(
+            f"{path}: no {CONTRACT_FILE} beside it and no '// astra: operation = NAME' line"
+        )
+    found = find_operation(named)
+    if found is None:
+        raise ContractError(f"{path}: header.operation: no operation {named!r} on the search path")
+    return found
+
+
 def resolve(target: str | Path) -> tuple[OperationSpec, Implementation]:
     """A kernel named by path (``kernels/op/x.cu``), by ``op/impl``, or by operation name.
 
     A bare operation name means its ``production.cu``. A ``.cu`` path finds its contract in its
-    own folder. Names are looked up on the search path (:func:`search_dirs`).
+    own folder or names its operation (:func:`contract_folder_of`). Names are looked up on the
+    search path (:func:`search_dirs`).
     """
     text = str(target)
     path = Path(text)
     if path.suffix == ".cu":
         if not path.is_file():
             raise ContractError(f"{path}: implementation file not found")
-        spec = load_contract(path.resolve().parent)
+        spec = load_contract(contract_folder_of(path))
         return spec, load_implementation(path, spec.contract)
     if path.is_dir():
         spec = load_contract(path)

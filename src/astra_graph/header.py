@@ -35,7 +35,17 @@ from astra_graph.dtypes import TYPE_PARAMETER, DType
 MAX_TUNABLE_COMBINATIONS = 4096
 """A header may declare at most this many tunable settings (their product), so that listing
 them is always cheap; a sweep times far fewer (``tuning.DEFAULT_MAX_CONFIGS``)."""
-HEADER_KEYS = ("entry", "grid", "block", "smem", "tunable", "requires", "params", "description")
+HEADER_KEYS = (
+    "operation",
+    "entry",
+    "grid",
+    "block",
+    "smem",
+    "tunable",
+    "requires",
+    "params",
+    "description",
+)
 _HEADER_LINE = re.compile(r"^\s*//\s*astra:\s*(?P<key>\w+)\s*(?P<rest>.*)$")
 _TUNABLE = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)\s*=\s*(?P<values>.+)$")
 _QUALIFIED_NAME = re.compile(r"^(::)?[A-Za-z_]\w*(::[A-Za-z_]\w*)*$")
@@ -114,6 +124,8 @@ class ImplementationHeader(BaseModel):
     requires: list[str] = []
     params: list[str] | None = None
     """The kernel's parameter order (:func:`astra_graph.contract.parse_bindings`), if given."""
+    operation: str | None = None
+    """The operation this file implements, for a file with no ``contract.toml`` beside it."""
     description: str = ""
 
     @field_validator("entry")

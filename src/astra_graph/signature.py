@@ -11,8 +11,9 @@ validate`` and the evaluator run it before anything is compiled.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from astra_graph.contract import Binding, OperationSpec
 from astra_graph.dtypes import DTYPES
@@ -134,6 +135,43 @@ def kernel_signature(source: str, kernel_name: str) -> tuple[list[str], list[Ker
     return None
 
 
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.MULTILINE)
+
+
+def include_folders(impl: Implementation, include_dirs: Sequence[Path] = ()) -> list[Path]:
+    """Where the file's ``#include`` is searched: its own folder, then ``include_dirs``."""
+    return list(dict.fromkeys([impl.path.resolve().parent, *include_dirs]))
+
+
+def local_headers(source: str, folders: Sequence[Path]) -> dict[str, str]:
+    """{path: text} of every header ``source`` includes from ``folders``, recursively."""
+    found: dict[str, str] = {}
+    pending = [source]
+    while pending:
+        for match in _INCLUDE.finditer(pending.pop()):
+            for folder in folders:
+                path = folder / match["name"]
+                if path.is_file():
+                    key = str(path.resolve())
+                    if key not in found:
+                        found[key] = path.read_text(errors="replace")
+                        pending.append(found[key])
+                    break
+    return found
+
+
+def find_signature(
+    impl: Implementation, include_dirs: Sequence[Path] = ()
+) -> tuple[list[str], list[KernelParam]] | None:
+    """The entry kernel's signature in the file or in a local header it includes, or None."""
+    texts = [impl.source, *local_headers(impl.source, include_folders(impl, include_dirs)).values()]
+    for text in texts:
+        found = kernel_signature(text, impl.header.kernel_name)
+        if found is not None:
+            return found
+    return None
+
+
 def _expected(spec: OperationSpec, binding: Binding, dtype: str) -> tuple[bool, str]:
     """(passed as a pointer, contract type name) for one binding and element type."""
     if binding.kind == "tensor":
@@ -150,10 +188,11 @@ def interface_problem(
 
     Checked: the number of parameters, pointer vs. by-value in each position, and, where the
     source spells a known type, the element type of each tensor and the width of each scalar.
-    Unknown spellings (``uint4*``, typedefs) are accepted. The message is one line naming the
-    parameter by position and by its name in the kernel.
+    Unknown spellings (``uint4*``, typedefs) are accepted; a kernel whose definition cannot be
+    found (in the file or the local headers it includes) is not checked. The message is one line
+    naming the parameter by position and as the kernel spells it.
     """
-    found = kernel_signature(impl.source, impl.header.kernel_name)
+    found = find_signature(impl, spec.include_paths)
     if found is None:
         return None
     template_names, params = found

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 from astra_graph.dtypes import DType
 from astra_graph.harness import nvrtc
 from astra_graph.header import Implementation
+from astra_graph.signature import include_folders, local_headers
 
 DEFAULT_ARCH = "sm_90"
 
@@ -72,26 +72,6 @@ def compile_options(tunables: dict[str, int], fast_math: bool = False) -> list[s
     return options
 
 
-_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.MULTILINE)
-
-
-def local_headers(source: str, folders: Sequence[Path]) -> dict[str, str]:
-    """{path: text} of every header ``source`` includes from ``folders``, recursively."""
-    found: dict[str, str] = {}
-    pending = [source]
-    while pending:
-        for match in _INCLUDE.finditer(pending.pop()):
-            for folder in folders:
-                path = folder / match["name"]
-                if path.is_file():
-                    key = str(path.resolve())
-                    if key not in found:
-                        found[key] = path.read_text(errors="replace")
-                        pending.append(found[key])
-                    break
-    return found
-
-
 def compile_implementation(
     impl: Implementation,
     dtype: DType,
@@ -108,7 +88,7 @@ def compile_implementation(
     settings = {**impl.header.default_tunables(), **(tunables or {})}
     fast_math = bool(settings.get("FAST_MATH", 0))
     entry = impl.header.entry_for(dtype, settings)
-    folders = list(dict.fromkeys([impl.path.resolve().parent, *include_dirs]))
+    folders = include_folders(impl, include_dirs)
     options = [*compile_options(settings, fast_math), *(f"-I{f}" for f in folders)]
     key_text = json.dumps(
         [

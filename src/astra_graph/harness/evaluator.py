@@ -26,7 +26,7 @@ from typing import Any
 
 import structlog
 
-from astra_graph.catalog import kernels_root
+from astra_graph.catalog import find_operation
 from astra_graph.contract import (
     CONTRACT_FILE,
     SUITE_NAMES,
@@ -92,8 +92,8 @@ def operation(op: str | Path | OperationSpec) -> OperationSpec:
     path = Path(op)
     if (path / CONTRACT_FILE).is_file():
         return load_contract(path)
-    folder = kernels_root() / str(op)
-    if (folder / CONTRACT_FILE).is_file():
+    folder = find_operation(str(op))
+    if folder is not None:
         return load_contract(folder)
     raise ContractError(f"{op}: not an operation name or a folder with {CONTRACT_FILE}")
 

@@ -15,5 +15,3 @@ using cuda::std::uint32_t;
 using cuda::std::uint64_t;
 using cuda::std::intptr_t;
 using cuda::std::uintptr_t;
-using cuda::std::size_t;
-using cuda::std::ptrdiff_t;
