@@ -11,9 +11,20 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from astra_graph.catalog import PATH_VARIABLE, add_search_dirs
 from astra_graph.contract import ContractError
 
-COMMANDS = ("kernels", "compile", "report", "check", "bench", "optimize", "reply")
+COMMANDS = (
+    "kernels",
+    "new",
+    "validate",
+    "compile",
+    "report",
+    "check",
+    "bench",
+    "optimize",
+    "reply",
+)
 
 
 class UsageError(Exception):
@@ -31,12 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         module = importlib.import_module(f"astra_graph.commands.{name}")
         module.add_parser(sub)
+    for command in sub.choices.values():  # every command finds operations on the same path
+        command.add_argument(
+            "--path",
+            action="append",
+            metavar="DIR",
+            help=f"also look for operations in DIR (repeatable; also ${PATH_VARIABLE})",
+        )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        add_search_dirs(args.path)
         return int(args.run(args))
     except (ContractError, UsageError) as exc:
         print(f"astra {args.command}: {exc}", file=sys.stderr)

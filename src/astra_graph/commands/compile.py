@@ -1,4 +1,8 @@
-"""``astra compile IMPL``: compile with NVRTC for sm_90 (and the local GPU) and show resources."""
+"""``astra compile IMPL``: compile with NVRTC for sm_90 (and the local GPU) and show resources.
+
+Before compiling, the signature and the launch geometry on every suite shape are checked as
+``astra validate`` checks them (exit 1 with one line per problem).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ from astra_graph.harness.compile import (
     gpu_arch,
 )
 from astra_graph.harness.nvrtc import NvrtcUnavailable
+from astra_graph.validation import interface_problems
 
 
 def add_parser(sub: Any) -> None:
@@ -34,11 +39,20 @@ def run(args: argparse.Namespace) -> int:
         if not re.fullmatch(r"sm_\d+a?", arch):
             raise UsageError(f"--arch: expected a target such as sm_90 or sm_90a, got {arch!r}")
     arches = args.arch or list(dict.fromkeys([DEFAULT_ARCH, gpu_arch() or DEFAULT_ARCH]))
+    problems = [line for arch in arches for line in interface_problems(spec, impl, arch)]
+    if problems:  # the same signature and geometry rules as astra validate and the checks
+        for line in dict.fromkeys(problems):
+            print(
+                f"{impl.path}: interface: {line}" if not line.startswith(str(impl.path)) else line
+            )
+        return 1
     results = []
     for arch in arches:
         for dtype_name in spec.contract.dtypes:
             try:
-                kernel = compile_implementation(impl, DTYPES[dtype_name], arch=arch)
+                kernel = compile_implementation(
+                    impl, DTYPES[dtype_name], arch=arch, include_dirs=spec.include_paths
+                )
             except NvrtcUnavailable as exc:
                 raise UsageError(str(exc)) from None
             except CompileFailed as exc:

@@ -1,4 +1,9 @@
-"""``astra kernels [--json]``: the operations, their dims, dtypes, suites and implementations."""
+"""``astra kernels [--json]``: the operations, their dims, dtypes, suites and implementations.
+
+Operations come from the search path (``--path``, ``$ASTRA_KERNEL_PATH``, ``kernels/``). A broken
+contract or implementation file is one line (``BROKEN: file: field: problem``) and never hides
+the others; the exit code is then 1.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +11,8 @@ import argparse
 import json
 from typing import Any
 
-from astra_graph.catalog import operations
-from astra_graph.contract import SUITE_NAMES, OperationSpec
+from astra_graph.catalog import scan
+from astra_graph.contract import SUITE_NAMES, ContractError, OperationSpec
 from astra_graph.header import load_implementation
 
 
@@ -21,7 +26,11 @@ def describe(spec: OperationSpec) -> dict[str, Any]:
     c = spec.contract
     impls = []
     for path in spec.implementations():
-        header = load_implementation(path, c).header
+        try:
+            header = load_implementation(path, c).header
+        except ContractError as exc:  # one broken file is one line, the others still listed
+            impls.append({"name": path.stem, "path": str(path), "error": str(exc)})
+            continue
         impls.append(
             {
                 "name": path.stem,
@@ -47,10 +56,12 @@ def describe(spec: OperationSpec) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    described = [describe(spec) for spec in operations()]
+    specs, broken = scan()
+    described = [describe(spec) for spec in specs]
+    broken += [i["error"] for op in described for i in op["implementations"] if "error" in i]
     if args.json:
-        print(json.dumps({"operations": described}, indent=2))
-        return 0
+        print(json.dumps({"operations": described, "broken": broken}, indent=2))
+        return 1 if broken else 0
     for op in described:
         dims = ", ".join(op["dims"])
         sizes = ", ".join(f"{k} {len(v)}" for k, v in op["suites"].items())
@@ -58,5 +69,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  {op['summary']}")
         print(f"  suites: {sizes} shapes")
         for impl in op["implementations"]:
-            print(f"  - {impl['name']:<12} {impl['entry']:<36} {impl['description']}")
-    return 0
+            if "error" in impl:
+                print(f"  - {impl['name']:<12} BROKEN: {impl['error']}")
+            else:
+                print(f"  - {impl['name']:<12} {impl['entry']:<36} {impl['description']}")
+    for line in broken:
+        if not any(line == i.get("error") for op in described for i in op["implementations"]):
+            print(f"BROKEN: {line}")
+    return 1 if broken else 0
