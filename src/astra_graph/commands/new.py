@@ -43,7 +43,7 @@ def _destination(args: argparse.Namespace) -> Path:
 
 
 def _template_kinds(source: str, kernel: str) -> list[tuple[str, str]]:
-    """(name, 'type' | 'value' | 'function') for each template parameter of the kernel."""
+    """(name, 'type' | 'value' | 'flag' | 'function') for each template parameter."""
     text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
     match = re.search(
         rf"template\s*<(?P<params>[^{{;]*?)>\s*(?:__global__|[^;{{]*__global__)[^;{{]*\b{re.escape(kernel)}\s*\(",
@@ -55,6 +55,8 @@ def _template_kinds(source: str, kernel: str) -> list[tuple[str, str]]:
         pointer = re.search(r"\(\s*\*\s*(\w+)\s*\)", item)
         if pointer:
             kinds.append((pointer[1], "function"))
+        elif item.startswith("bool"):
+            kinds.append((re.findall(r"\w+", item.split("=")[0])[-1], "flag"))
         elif item.startswith(("typename", "class")):
             kinds.append((item.split()[-1].split("=")[0], "type"))
         elif item:
