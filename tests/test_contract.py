@@ -366,7 +366,7 @@ def test_header_stops_at_the_first_code_line(tmp_path: Path) -> None:
         (
             "// astra: description",
             "// astra: colour = red\n// astra: description",
-            ":2: header: unknown key 'colour', expected one of ['entry', ",
+            ":2: header: unknown key 'colour', expected one of ['operation', 'entry', ",
         ),
         (
             "// astra: tunable BLOCK = 128, 256",

@@ -1,7 +1,7 @@
 """Finding operations: the search path, listing every operation, resolving a kernel name.
 
 Operations are folders holding ``contract.toml``. They are looked for, in order, in the folders
-given with ``--path`` (:func:`add_search_dirs`), in :data:`PATH_VARIABLE` (``os.pathsep``
+given with ``--path`` (:func:`set_search_dirs`), in :data:`PATH_VARIABLE` (``os.pathsep``
 separated), then in the shipped ``kernels/``. The first folder holding an operation's name wins.
 Listing never stops at a broken operation: :func:`scan` gives every loadable one and one line
 per broken one.
@@ -36,14 +36,13 @@ def kernels_root() -> Path:
     return Path(__file__).resolve().parents[2] / "kernels"
 
 
-def add_search_dirs(dirs: list[str] | None) -> None:
-    """Put ``--path`` folders first on the search path; a folder that does not exist is an error."""
-    for raw in dirs or []:
-        folder = Path(raw).expanduser()
+def set_search_dirs(dirs: list[str] | None) -> None:
+    """The ``--path`` folders, searched first; a folder that does not exist is an error."""
+    folders = [Path(raw).expanduser() for raw in dirs or []]
+    for raw, folder in zip(dirs or [], folders, strict=True):
         if not folder.is_dir():
             raise ContractError(f"--path: {raw!r} is not a folder")
-        if folder not in _extra_dirs:
-            _extra_dirs.append(folder)
+    _extra_dirs[:] = folders
 
 
 def search_dirs() -> list[Path]:

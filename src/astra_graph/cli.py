@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from astra_graph.catalog import PATH_VARIABLE, add_search_dirs
+from astra_graph.catalog import PATH_VARIABLE, set_search_dirs
 from astra_graph.contract import ContractError
 
 COMMANDS = (
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        add_search_dirs(args.path)
+        set_search_dirs(args.path)
         return int(args.run(args))
     except (ContractError, UsageError) as exc:
         print(f"astra {args.command}: {exc}", file=sys.stderr)
