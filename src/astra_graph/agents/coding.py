@@ -32,14 +32,14 @@ from astra_graph.agents.common import (
 from astra_graph.context import Context
 from astra_graph.contract import ContractError, OperationSpec
 from astra_graph.dtypes import DTYPES
+from astra_graph.harness.compile import DEFAULT_ARCH
+from astra_graph.harness.geometry import launch_problem
 from astra_graph.header import load_implementation
 from astra_graph.models import Verdict
 from astra_graph.replies import RawReply, ReplyProblem, read_code
 from astra_graph.rundir import CANDIDATE, attempt_file, branch_dir, write_text
 from astra_graph.signature import interface_problem as parameters_problem
 from astra_graph.state import Candidate, Plan, State
-
-MAX_THREADS_PER_BLOCK = 1024
 
 
 def interface_problem(
@@ -60,22 +60,16 @@ def interface_problem(
                 label = spec.contract.label(dims)
                 try:
                     unmet = impl.header.unmet_requirement(dims, dtype, tunables)
-                    if unmet:
-                        return (
-                            f"header.requires: {unmet!r} excludes shape {label} ({dtype_name}); "
-                            "every tuning and edge shape must be supported"
-                        )
-                    _, block, smem = impl.header.launch(dims, dtype, tunables)
-                except (expr.ExprError, ArithmeticError, ValueError) as exc:
-                    return f"header: launch geometry fails for shape {label} {tunables}: {exc}"
-                threads = block[0] * block[1] * block[2]
-                if not 0 < threads <= MAX_THREADS_PER_BLOCK:
+                except (expr.ExprError, ArithmeticError) as exc:
+                    return f"header.requires: {exc} (shape {label})"
+                if unmet:
                     return (
-                        f"header.block: {threads} threads per block for shape {label} "
-                        f"{tunables}; expected 1 to {MAX_THREADS_PER_BLOCK}"
+                        f"header.requires: {unmet!r} excludes shape {label} ({dtype_name}); "
+                        "every tuning and edge shape must be supported"
                     )
-                if smem < 0:
-                    return f"header.smem: negative ({smem}) for shape {label}"
+                problem = launch_problem(impl.header, dims, dtype, tunables, DEFAULT_ARCH, label)
+                if problem:
+                    return problem
     return None
 
 
