@@ -8,6 +8,7 @@ input_stride parameter and the kernel's own parameter order) are brought in with
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,8 +37,10 @@ def needs_nvrtc() -> None:
 
 
 @pytest.fixture(autouse=True)
-def _default_search_path() -> None:
+def _default_search_path() -> Iterator[None]:
     set_search_dirs(None)
+    yield
+    set_search_dirs(None)  # --path given to main() must not leak into later tests
 
 
 def test_entry_grammar() -> None:
