@@ -287,3 +287,19 @@ def test_broken_operations_never_hide_the_others(
         assert f"\n{name}  [" in f"\n{out}"
     lines = [line for line in out.splitlines() if "BROKEN" in line]
     assert len(lines) == 3
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+@pytest.mark.parametrize("path", [ACT, NORM])
+def test_offline_optimize_runs_on_an_example_outside_its_operation_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: Path
+) -> None:
+    """The graph reloads the kernel by path: a file naming its operation must work there too."""
+    from astra_graph.optimize import optimize
+    from fake_evaluator import FakeEvaluator
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("ASTRA_API_KEY", raising=False)
+    result = optimize(path, runs_dir=tmp_path, evaluator=FakeEvaluator())
+    assert result.status == "finished", result.message
+    assert Path(result.best_path).read_text() == path.read_text()

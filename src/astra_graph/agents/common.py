@@ -12,6 +12,7 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from astra_graph import prompts
+from astra_graph.catalog import contract_folder_of
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec, load_contract
 from astra_graph.dtypes import DTYPES
@@ -41,9 +42,9 @@ def context_of(runtime: Runtime[Context]) -> Context:
 
 
 def load_kernel(path: str | Path) -> tuple[OperationSpec, Implementation]:
-    """The contract beside an implementation file, and the implementation itself."""
+    """The implementation file's contract (beside it, or named by its header) and the file."""
     path = Path(path)
-    spec = load_contract(path.resolve().parent)
+    spec = load_contract(contract_folder_of(path))
     return spec, load_implementation(path, spec.contract)
 
 
