@@ -532,3 +532,14 @@ def test_a_request_keeps_the_infinities_of_special_scenarios() -> None:
     spec = operation_spec(CheckRequest.model_validate(request).op)
     assert spec.contract == MERGE.contract
     assert spec.contract.specials[0].values["s_a"] == [-np.inf]
+
+
+@pytest.mark.parametrize("unchecked", [0, 1])
+def test_a_kernel_whose_launches_alternate_is_nondeterministic_whichever_launch_is_run_1(
+    unchecked: int,
+) -> None:
+    def alternates(case: Case, launch: int) -> None:
+        _store(case, "out", _silu32(case) * np.float32(1.0 + (launch % 2) * 2.0**-10))
+
+    verdict = _rejected(SILU, alternates, {"tokens": 16, "d": 1024}, unchecked=unchecked)
+    assert verdict.reason == "nondeterministic"  # not the precision loss run 1 may show
