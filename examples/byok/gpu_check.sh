@@ -5,9 +5,16 @@ set -u
 A="python3 -m astra_graph.cli"
 OUTDIR=${OUT:-/tmp/byok_out}
 mkdir -p "$OUTDIR"
-now() { date +%s.%N; }
-step() { local t0; t0=$(now); "$@" > "$OUTDIR/step.log" 2>&1; local rc=$?; local dt; dt=$(echo "$(now) - $t0" | bc);
-         tail -4 "$OUTDIR/step.log"; echo "STEP rc=$rc ${dt}s: $*" | tee -a "$OUTDIR/summary.txt"; cat "$OUTDIR/step.log" >> "$OUTDIR/all.log"; }
+step() {
+  local t0=$EPOCHREALTIME
+  "$@" > "$OUTDIR/step.log" 2>&1
+  local rc=$?
+  local dt
+  dt=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+  tail -4 "$OUTDIR/step.log"
+  echo "STEP rc=$rc ${dt}s: $*" | tee -a "$OUTDIR/summary.txt"
+  cat "$OUTDIR/step.log" >> "$OUTDIR/all.log"
+}
 ACT=examples/byok/act_and_mul/act_and_mul.cu
 NORM=examples/byok/fused_add_rmsnorm/fused_add_rmsnorm.cu
 step $A validate $ACT
