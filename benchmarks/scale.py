@@ -46,8 +46,8 @@ from astra_graph.catalog import kernels_root
 from astra_graph.contract import load_contract
 from astra_graph.harness.pool import GpuPool, Slot, local_pool, visible_gpus
 from astra_graph.llm import LLMSettings
-from astra_graph.optimize import optimize
 from astra_graph.provenance import git_commit
+from astra_graph.runner import optimize
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the scripted server is the tests' own imitation

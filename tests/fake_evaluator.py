@@ -48,6 +48,9 @@ class FakeEvaluator:
     def close(self) -> None:
         """Nothing to stop: there is no worker process."""
 
+    def require_gpu(self) -> None:
+        """As ``Evaluator.require_gpu``: the fake GPU is always there."""
+
     def _maybe_fail(self, method: str, candidate: Path) -> None:
         if self.fail is not None and self.fail(method, candidate):
             raise RuntimeError(f"injected harness failure in {method}")
@@ -75,7 +78,7 @@ class FakeEvaluator:
         if "heldout" in suites and found.get("heldout") == "reject":
             return Verdict.reject("mismatch", "fake held-out mismatch")
         if "heldout" not in suites and "reject" in found:
-            return Verdict.reject(found["reject"], f"fake {found['reject']}")  # type: ignore[arg-type]
+            return Verdict.reject(found["reject"], f"fake {found['reject']}")  # type: ignore[arg-type]  # a test marks any reason; pydantic validates it
         return Verdict(accepted=True, suites=list(suites), cases_checked=3)
 
     def sanitize(
@@ -156,10 +159,14 @@ class FakeEvaluator:
                     roofline_pct=100 * moved / time_us / 1e3 / 3000,
                 )
             )
-        geomean = math.prod(r.speedup for r in rows) ** (1 / len(rows)) if against else None
+        geomean = (
+            math.prod(r.speedup for r in rows if r.speedup is not None) ** (1 / len(rows))
+            if against
+            else None
+        )
         return BenchReport(
             op=op.name,
-            mode=mode,  # type: ignore[arg-type]
+            mode=mode,
             device="fake GPU",
             candidate=str(candidate),
             baseline=str(against) if against else None,

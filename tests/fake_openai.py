@@ -140,7 +140,7 @@ class Request:
         """The structured-output method the request used."""
         if self.body.get("tools"):
             return "function_calling"
-        kind = (self.body.get("response_format") or {}).get("type")
+        kind = str((self.body.get("response_format") or {}).get("type"))
         return {"json_schema": "json_schema", "json_object": "json_mode"}.get(kind, "text")
 
 
@@ -309,7 +309,7 @@ class FakeOpenAI:
             tools = body.get("tools") or []
             if tools and finish == "stop":
                 name = tools[0]["function"]["name"]
-                call = {"id": "call_1", "type": "function"}
+                call: dict[str, Any] = {"id": "call_1", "type": "function"}
                 call["function"] = {"name": name, "arguments": reply.content}
                 message = {"role": "assistant", "content": None, "tool_calls": [call]}
                 finish = "tool_calls"

@@ -115,7 +115,9 @@ def test_each_shape_says_which_limit_binds() -> None:
     from astra_graph.agents.profiling import likely_bottlenecks, summarize
     from astra_graph.harness import roofline
 
-    def shape(label: str, dims: dict[str, int], nbytes: int, time: float, floor: float):  # type: ignore[no-untyped-def]
+    def shape(
+        label: str, dims: dict[str, int], nbytes: int, time: float, floor: float
+    ) -> ShapeTiming:
         limit = roofline.limit_of(time, nbytes, 3000.0, floor)
         return ShapeTiming(
             label=label,

@@ -135,6 +135,7 @@ def test_per_call_mode_takes_the_papers_hundred_samples() -> None:
     )
     report = BenchReport.model_validate(out)
     (shape,) = report.shapes
+    assert shape.baseline is not None
     assert shape.candidate.samples == shape.baseline.samples == 100
     assert shape.candidate.method.startswith("per-call")
     assert report.rejection is None

@@ -298,7 +298,7 @@ def test_offline_optimize_runs_on_an_example_outside_its_operation_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: Path
 ) -> None:
     """The graph reloads the kernel by path: a file naming its operation must work there too."""
-    from astra_graph.optimize import optimize
+    from astra_graph.runner import optimize
     from fake_evaluator import FakeEvaluator
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

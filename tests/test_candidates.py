@@ -19,7 +19,7 @@ from astra_graph.catalog import kernels_root
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.llm import LLMSettings
 from astra_graph.models import Verdict
-from astra_graph.optimize import ConfigurationError, optimize
+from astra_graph.runner import ConfigurationError, optimize
 from astra_graph.state import CandidateRecord, OptimizationResult, Plan, PlanSet
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -218,7 +219,8 @@ def test_base_contract_loads_and_answers_queries(tmp_path: Path) -> None:
     assert c.shape_problem({"tokens": 1, "hidden": 8192}) == "hidden=8192 is above its maximum 4096"
     assert c.shape_problem({"tokens": 1}) == "missing dim 'hidden'"
     assert c.shape_problem({"tokens": 1, "hidden": 8, "heads": 2}) == "unknown dim 'heads'"
-    assert c.shape_problem({"tokens": 1.5, "hidden": 8}) == "tokens must be a whole number, got 1.5"
+    fractional: dict[str, Any] = {"tokens": 1.5, "hidden": 8}  # not a shape, on purpose
+    assert c.shape_problem(fractional) == "tokens must be a whole number, got 1.5"
     with pytest.raises(ContractError, match="scale_rows: unknown parameter 'eps'"):
         c.scalar_values(dims, {"eps": 1e-6})
 

@@ -23,7 +23,7 @@ import structlog
 from astra_graph import cli, external
 from astra_graph.catalog import kernels_root
 from astra_graph.llm import LLMSettings
-from astra_graph.optimize import ConfigurationError, optimize, read_result
+from astra_graph.runner import ConfigurationError, optimize, read_result
 from astra_graph.state import OptimizationResult
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text
@@ -252,7 +252,7 @@ KILLED_RUN = """
 import sys, time
 sys.path.insert(0, {tests!r})
 from fake_evaluator import FakeEvaluator
-from astra_graph.optimize import optimize
+from astra_graph.runner import optimize
 
 class Stalling(FakeEvaluator):
     def check(self, op, baseline, candidate, **kw):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from astra_graph.catalog import kernels_root
-from astra_graph.optimize import read_result
+from astra_graph.runner import read_result
 
 pytestmark = pytest.mark.gpu
 

@@ -14,6 +14,7 @@ from astra_graph.agents.finalize import contenders
 from astra_graph.agents.profiling import beats_baseline
 from astra_graph.agents.single import plan_from_prose, proposed_shapes
 from astra_graph.catalog import kernels_root
+from astra_graph.contract import OperationSpec
 from astra_graph.graph import (
     build_graph,
     graph,
@@ -22,7 +23,7 @@ from astra_graph.graph import (
     route_after_verify,
 )
 from astra_graph.llm import estimate_cost, is_reasoning_model
-from astra_graph.models import BenchReport, Verdict
+from astra_graph.models import BenchReport, RejectReason, Verdict
 from astra_graph.replies import extract_source
 from astra_graph.selection import final_pick
 from astra_graph.state import Candidate, RoundRecord, State
@@ -88,7 +89,7 @@ def test_repair_cap_after_coding() -> None:
         ("nondeterministic", 1, "profiling"),
     ],
 )
-def test_repair_edge_after_verify(reason: str, attempt: int, expected: str) -> None:
+def test_repair_edge_after_verify(reason: RejectReason, attempt: int, expected: str) -> None:
     state = make_state(attempt=attempt, max_repairs=2, verdict=Verdict.reject(reason, "x"))
     assert route_after_verify(state) == expected
 
@@ -130,8 +131,9 @@ def test_contenders_exclude_rejected_and_slower_and_the_rule_picks_the_fastest()
     ]
     found = contenders(history)
     assert [r.round for r in found] == [1, 4]  # in the order they arrived
-    assert final_pick(found, lambda best: True).round == 4  # 1.5 is faster than 1.2
-    assert final_pick(found, lambda best: best.round != 4).round == 1
+    first, second = final_pick(found, lambda best: True), final_pick(found, lambda b: b.round != 4)
+    assert first is not None and first.round == 4  # 1.5 is faster than 1.2
+    assert second is not None and second.round == 1
 
 
 # --- extracting the code from a reply ------------------------------------------------------------
@@ -166,7 +168,7 @@ def test_extract_finds_nothing_in_prose() -> None:
 # --- interface checks before compiling -----------------------------------------------------------
 
 
-def _spec_and_shapes() -> tuple[object, list[dict[str, int]]]:
+def _spec_and_shapes() -> tuple[OperationSpec, list[dict[str, int]]]:
     spec, _ = load_kernel(OP / "naive.cu")
     return spec, [*spec.contract.suite("tuning"), *spec.contract.suite("edge")]
 

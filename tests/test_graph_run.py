@@ -15,7 +15,7 @@ from astra_graph.catalog import kernels_root
 from astra_graph.contract import load_contract
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.llm import LLMSettings
-from astra_graph.optimize import ConfigurationError, RunFailed, optimize
+from astra_graph.runner import ConfigurationError, RunFailed, optimize
 from astra_graph.state import OptimizationResult
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, empty, error, structured, text

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -20,7 +22,7 @@ import structlog
 from astra_graph import cli
 from astra_graph.catalog import kernels_root
 from astra_graph.llm import LLM, METHODS, EndpointError, LLMSettings, preflight
-from astra_graph.optimize import ConfigurationError, optimize
+from astra_graph.runner import ConfigurationError, optimize
 from astra_graph.state import OptimizationResult, Plan
 from fake_evaluator import FakeEvaluator
 from fake_openai import (
@@ -39,7 +41,7 @@ from kernel_sources import VECTORIZED, fenced, marked
 
 NAIVE = kernels_root() / "silu_and_mul" / "naive.cu"
 PLAN = {"summary": "vectorize", "changes": [{"change": "a", "why": "b", "expected_effect": "c"}]}
-NO_SHAPES = {"shapes": []}
+NO_SHAPES: dict[str, list[object]] = {"shapes": []}
 
 
 def plan(summary: str) -> dict[str, object]:
@@ -56,7 +58,7 @@ def _no_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ASTRA_API_KEY", raising=False)
 
 
-def settings(server: FakeOpenAI, **options: object) -> LLMSettings:
+def settings(server: FakeOpenAI, **options: Any) -> LLMSettings:
     model = server.imitation.models[0]
     return LLMSettings(base_url=server.base_url, model=model, **{"max_retries": 0, **options})
 
@@ -309,7 +311,7 @@ def test_preflight_names_the_key_and_the_model(monkeypatch: pytest.MonkeyPatch) 
 
 
 @pytest.fixture
-def _restore_structlog():  # type: ignore[no-untyped-def]
+def _restore_structlog() -> Iterator[None]:
     yield
     structlog.reset_defaults()
 

@@ -7,6 +7,7 @@ not named ``synthetic-*``), else the synthetic fixture; it compares against a sy
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ RUN_DIR = RECORDED[-1] if RECORDED else SYNTHETIC
 COMPARE_DIR = SYNTHETIC if RECORDED else SYNTHETIC_OTHER
 
 
-def _outputs(notebook: nbformat.NotebookNode) -> list[dict]:
+def _outputs(notebook: Any) -> list[dict]:  # an nbformat NotebookNode (nbformat is untyped)
     code_cells = [cell for cell in notebook.cells if cell.cell_type == "code"]
     return [output for cell in code_cells for output in cell.outputs]
 

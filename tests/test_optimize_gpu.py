@@ -19,7 +19,7 @@ from astra_graph.catalog import kernels_root
 from astra_graph.commands.optimize import format_result
 from astra_graph.harness import deep
 from astra_graph.llm import LLMSettings
-from astra_graph.optimize import optimize
+from astra_graph.runner import optimize
 from fake_openai import FakeOpenAI, Scripted, structured, text
 from kernel_sources import BROKEN, VECTORIZED, fenced
 

@@ -47,7 +47,7 @@ def test_the_compile_check_uses_the_evaluators_architecture() -> None:
     assert Context(evaluator=evaluator).compile_arch() == "sm_80"
     assert Context(evaluator=evaluator, arch="sm_90").compile_arch() == "sm_90"
     assert evaluator.asked == 1
-    assert Context(evaluator=object()).compile_arch() == DEFAULT_ARCH  # type: ignore[arg-type]
+    assert Context(evaluator=object()).compile_arch() == DEFAULT_ARCH  # type: ignore[arg-type]  # an evaluator with no arch attribute
 
 
 def test_a_compile_check_for_the_workers_arch_fills_the_cache_the_worker_reads(

@@ -6,6 +6,7 @@ import base64
 import json
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -160,10 +161,10 @@ def test_baseline_found_in_this_checkout_for_a_run_from_elsewhere(tmp_path: Path
     ],
 )
 def test_malformed_parts_are_one_line_errors(
-    tmp_path: Path, breakage: object, expected: str
+    tmp_path: Path, breakage: Callable[[Path], object], expected: str
 ) -> None:
     run_dir = write_synthetic_run(tmp_path / "run")
-    breakage(run_dir)  # type: ignore[operator]
+    breakage(run_dir)
     with pytest.raises(RunLoadError, match=expected) as info:
         load_run(run_dir)
     assert "\n" not in str(info.value)

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from astra_graph.contract import OperationSpec
 from astra_graph.harness import roofline
 
 
@@ -52,7 +53,7 @@ def test_a_corrupt_cache_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> N
     assert roofline.copy_bandwidth_gbps() == (3100.0, True)
 
 
-def _spec(op: str):  # type: ignore[no-untyped-def]
+def _spec(op: str) -> OperationSpec:
     from astra_graph.catalog import kernels_root
     from astra_graph.contract import load_contract
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +23,8 @@ class ScriptedEvaluator:
     def __init__(
         self,
         speedups: dict[str, tuple[float, float]],
-        rejected: set[str] = frozenset(),  # type: ignore[assignment]
-        timing_rejected: set[str] = frozenset(),  # type: ignore[assignment]
+        rejected: AbstractSet[str] = frozenset(),
+        timing_rejected: AbstractSet[str] = frozenset(),
     ) -> None:
         self.speedups = speedups
         self.rejected = rejected
@@ -156,7 +158,7 @@ def test_timing_rejection_and_budget_are_reported_as_skipped() -> None:
 
 def test_a_slow_first_timing_does_not_use_up_the_budget() -> None:
     class ColdStart(ScriptedEvaluator):
-        def bench(self, *args, **kwargs) -> BenchReport:  # type: ignore[no-untyped-def]
+        def bench(self, *args: Any, **kwargs: Any) -> BenchReport:
             if not self.bench_calls:
                 time.sleep(0.3)  # the worker's one-time start-up
             return super().bench(*args, **kwargs)

@@ -15,6 +15,7 @@ from astra_graph.dtypes import DTYPES
 from astra_graph.harness import compare as compare_module
 from astra_graph.harness.compare import (
     STATS_MIN_ELEMENTS,
+    OutputError,
     compare_outputs,
     first_difference,
     output_error,
@@ -150,11 +151,11 @@ def test_inout_element_still_equal_to_its_input_is_unwritten() -> None:
     got["residual"] = before["residual"].copy()  # the bug the paper's extracted kernel had
     evidence, _ = compare_outputs(RMSNORM, before, got, reference, dtype)
     assert evidence is not None
-    assert evidence.reason == "unwritten_output"  # type: ignore[attr-defined]
+    assert evidence.reason == "unwritten_output"
     assert evidence.arg == "residual"
     # the same inputs given as float64 give the same answer
     evidence, _ = compare_outputs(RMSNORM, f64, got, reference, dtype)
-    assert evidence is not None and evidence.reason == "unwritten_output"  # type: ignore[attr-defined]
+    assert evidence is not None and evidence.reason == "unwritten_output"
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
@@ -192,7 +193,7 @@ def test_first_difference_is_bitwise() -> None:
 # --- error-ratio rule ------------------------------------------------------------------------
 
 
-def _errors(dtype: str, relative_bias: float, n: int = 8192) -> tuple[object, object]:
+def _errors(dtype: str, relative_bias: float, n: int = 8192) -> tuple[OutputError, OutputError]:
     reference, rounded = _rounded_case(dtype, n)
     biased = _storage(dtype, reference * (1 + relative_bias))
     base = output_error(SILU.contract, OUT, dtype, rounded, reference)
@@ -202,18 +203,18 @@ def _errors(dtype: str, relative_bias: float, n: int = 8192) -> tuple[object, ob
 
 def test_precision_downgrade_within_tolerance_fails_the_error_ratio() -> None:
     base, cand = _errors("float16", 1.2e-3)  # well inside rtol 2e-3 with the rounding
-    assert cand.finding is None  # type: ignore[attr-defined]
-    problem = precision_problem(SILU.contract, cand, base)  # type: ignore[arg-type]
+    assert cand.finding is None
+    problem = precision_problem(SILU.contract, cand, base)
     assert problem is not None and "precision loss" in problem
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_fp32_level_differences_pass_and_a_fraction_of_an_ulp_of_bias_fails(dtype: str) -> None:
     base, cand = _errors(dtype, 1e-6)  # another fp32 operation order: rare rounding flips
-    assert precision_problem(SILU.contract, cand, base) is None  # type: ignore[arg-type]
+    assert precision_problem(SILU.contract, cand, base) is None
     base, cand = _errors(dtype, 2e-4 if dtype == "float16" else 2e-3)  # ~0.4 ulp, systematic
-    assert cand.finding is None  # type: ignore[attr-defined]  # inside the tolerance
-    problem = precision_problem(SILU.contract, cand, base)  # type: ignore[arg-type]
+    assert cand.finding is None  # inside the tolerance
+    problem = precision_problem(SILU.contract, cand, base)
     assert problem is not None and "correctly rounded" in problem
 
 
@@ -261,8 +262,8 @@ def test_perfect_baseline_does_not_make_rounding_fail() -> None:
 
 def test_small_outputs_skip_the_error_ratio() -> None:
     base, cand = _errors("float16", 1.2e-3, n=STATS_MIN_ELEMENTS // 2)
-    assert precision_problem(SILU.contract, cand, base) is None  # type: ignore[arg-type]
-    assert precision_problem(SILU.contract, cand, None) is None  # type: ignore[arg-type]
+    assert precision_problem(SILU.contract, cand, base) is None
+    assert precision_problem(SILU.contract, cand, None) is None
 
 
 # --- the plan --------------------------------------------------------------------------------
@@ -312,7 +313,9 @@ def test_template_parameter_names_are_bound_from_the_entry(tmp_path: Path) -> No
     path = tmp_path / "cand.cu"
     path.write_text(_SILU_HEADER.replace("k<T>", "k<256, T>") + body)
     impl = load_implementation(path, SILU.contract)
-    names, params = kernel_signature(impl.source, "k")  # type: ignore[misc]
+    signature = kernel_signature(impl.source, "k")
+    assert signature is not None
+    names, params = signature
     assert names == ["BLOCK", "scalar_t"] and [p.pointer for p in params] == [True, True, False]
     assert interface_problem(SILU, impl, "bfloat16") is None
     fixed = impl.model_copy(update={"source": impl.source.replace("scalar_t* out", "__half* out")})

@@ -327,7 +327,7 @@ def test_guards_are_wide_random_and_refilled() -> None:
     assert guard_bytes(10) == MIN_GUARD_BYTES
     assert guard_bytes(5 << 20) == 5 << 20
     rng = np.random.default_rng(0)
-    arrays = {"a": np.zeros(100, np.float16), "b": np.ones(10, np.float32)}
+    arrays: dict[str, np.ndarray] = {"a": np.zeros(100, np.float16), "b": np.ones(10, np.float32)}
     arena = Arena(np, rng, arrays, ["a", "b"])
     assert arena.views["a"].ctypes.data % 256 == 0 and arena.damage() is None
     first = [e.copy() for e in arena.expected]
@@ -494,7 +494,7 @@ def test_run_check_on_the_host_accepts_and_rejects_a_zero_grid_before_any_launch
     made: list[NumpyKernel] = []
 
     def loader(spec: Any, impl: Any, dtype: str, tunables: Any = None) -> NumpyKernel:
-        geometry = ((1, 1, 1), (256, 1, 1), 0)
+        geometry: Any = ((1, 1, 1), (256, 1, 1), 0)  # a fixed geometry or one computed from dims
         if "ZERO_GRID" in impl.source:
             geometry = lambda dims: ((dims["tokens"] // 64, 1, 1), (256, 1, 1), 0)  # noqa: E731
         made.append(NumpyKernel(silu_good, geometry))

@@ -1,3 +1,35 @@
-"""astra-graph: LLM agents that make existing CUDA kernels faster, with every speedup proven."""
+"""astra-graph: LLM agents that make existing CUDA kernels faster, with every speedup proven.
+
+``from astra_graph import optimize`` (or ``astra_graph.optimize(kernel, ...)``) runs the agent
+loop on one kernel (``astra_graph.runner``). The names below load on first use, so that
+``import astra_graph`` (and the ``astra`` command line) does not pay for LangGraph's import.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from astra_graph.runner import ConfigurationError, RunFailed, optimize
+    from astra_graph.state import OptimizationResult
+
+_LAZY = {
+    "optimize": "astra_graph.runner",
+    "ConfigurationError": "astra_graph.runner",
+    "RunFailed": "astra_graph.runner",
+    "OptimizationResult": "astra_graph.state",
+}
+
+__all__ = ["ConfigurationError", "OptimizationResult", "RunFailed", "__version__", "optimize"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'astra_graph' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value

@@ -2,6 +2,11 @@
 
 Exit codes: 0 success, 1 a negative result (e.g. a rejected candidate), 2 bad input, a missing
 GPU or tool, said in one line on stderr. No traceback reaches the user for expected failures.
+``python -m astra_graph.cli`` and ``python -m astra_graph`` behave exactly as ``astra``.
+
+Only the chosen subcommand's module is imported (``astra --help`` lists the summaries below
+without importing any): the agent commands pull in LangGraph and LangChain, which take seconds
+to import, and ``kernels``, ``compile`` or ``check`` should not pay for them.
 """
 
 from __future__ import annotations
@@ -10,50 +15,68 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from astra_graph.catalog import PATH_VARIABLE, set_search_dirs
-from astra_graph.contract import ContractError
+from astra_graph.commands import UsageError
 
-COMMANDS = (
-    "kernels",
-    "new",
-    "validate",
-    "compile",
-    "report",
-    "check",
-    "bench",
-    "optimize",
-    "reply",
-)
-
-
-class UsageError(Exception):
-    """Bad input that the user must fix: printed as one line, exit code 2."""
+COMMANDS: dict[str, str] = {
+    "kernels": "list the operations and their implementations",
+    "new": "draft contract.toml and reference.py from a kernel file",
+    "validate": "check an operation or a kernel file without a GPU",
+    "compile": "compile an implementation and report its resources",
+    "report": "write report.md and report.html for a run directory",
+    "check": "verify a candidate kernel against a baseline",
+    "bench": "time an implementation per shape (and against another)",
+    "optimize": "make a kernel faster with the agents, and prove it",
+    "reply": "answer the request a waiting run (external agents) stopped at, continue",
+}
+"""Each subcommand and its one-line summary (``astra --help`` shows these)."""
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line and exit 2, like every other bad input
+    def error(self, message: str) -> NoReturn:  # one line and exit 2, like every other bad input
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (its first word that is not an option)."""
+    word = next((arg for arg in argv if not arg.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv``, only the subcommand it names gets its arguments (and its
+    module imported); without, every subcommand does."""
+    chosen = _chosen(argv) if argv is not None else None
     parser = _Parser(prog="astra", description="Make CUDA kernels faster, and prove it.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name in COMMANDS:
-        module = importlib.import_module(f"astra_graph.commands.{name}")
-        module.add_parser(sub)
-    for command in sub.choices.values():  # every command finds operations on the same path
-        command.add_argument(
-            "--path",
-            action="append",
-            metavar="DIR",
-            help=f"also look for operations in DIR (repeatable; also ${PATH_VARIABLE})",
-        )
+    for name, summary in COMMANDS.items():
+        command = sub.add_parser(name, help=summary, description=summary)
+        if argv is None or name == chosen:
+            importlib.import_module(f"astra_graph.commands.{name}").add_arguments(command)
+            _add_path_option(command)
     return parser
 
 
+def _add_path_option(command: argparse.ArgumentParser) -> None:
+    """Every command finds operations on the same path."""
+    from astra_graph.catalog import PATH_VARIABLE
+
+    command.add_argument(
+        "--path",
+        action="append",
+        metavar="DIR",
+        help=f"also look for operations in DIR (repeatable; also ${PATH_VARIABLE})",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(arguments).parse_args(arguments)
+    # imported after parsing: the contract module loads pydantic and NumPy
+    from astra_graph.catalog import set_search_dirs
+    from astra_graph.contract import ContractError
+
     try:
         set_search_dirs(args.path)
         return int(args.run(args))

@@ -310,7 +310,9 @@ class Contract(Strict):
             if s.value is not None:
                 out[s.name] = expr.evaluate_int(s.value, dims)
             else:
-                out[s.name] = params.get(s.name, s.default)  # type: ignore[assignment]
+                default = s.default
+                assert default is not None  # validated: a scalar has a value or a default
+                out[s.name] = params.get(s.name, default)
         return out
 
     def suite(self, name: str) -> list[dict[str, int]]:

@@ -109,7 +109,8 @@ def parse(text: str) -> ast.Expression:
 def names(text: str) -> set[str]:
     """The free names an expression uses (function names excluded)."""
     tree = parse(text)
-    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)}  # type: ignore[attr-defined]
+    calls = (n for n in ast.walk(tree) if isinstance(n, ast.Call))
+    called = {call.func.id for call in calls if isinstance(call.func, ast.Name)}
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
 
 
@@ -145,32 +146,33 @@ def evaluate_dims3(text: str | int, env: Mapping[str, Number]) -> tuple[int, int
         if not isinstance(item, int) or isinstance(item, bool) or item < 1:
             raise ExprError(f"expression {text!r} gives {value!r}, expected positive whole numbers")
         out.append(item)
-    return (*out, *(1,) * (3 - len(out)))  # type: ignore[return-value]
+    x, y, z = [*out, 1, 1, 1][:3]
+    return (x, y, z)
 
 
 def _eval(node: ast.AST, env: Mapping[str, Number], text: str) -> Value:
     match node:
-        case ast.Constant(value=value):
+        case ast.Constant(value=int() | float() as value):  # parse() admits numbers only
             return value
         case ast.Name(id=name):
             if name not in env:
                 raise ExprError(f"unknown name {name!r} in expression {text!r}")
             return env[name]
         case ast.UnaryOp(op=ast.USub(), operand=operand):
-            return -_eval(operand, env, text)  # type: ignore[operator]
+            return -_eval(operand, env, text)  # type: ignore[operator]  # a tuple operand: TypeError
         case ast.UnaryOp(op=ast.UAdd(), operand=operand):
             return _eval(operand, env, text)
         case ast.BinOp(left=left, op=op, right=right):
             a, b = _eval(left, env, text), _eval(right, env, text)
             try:
-                return _BINARY[type(op)](a, b)  # type: ignore[arg-type]
+                return _BINARY[type(op)](a, b)  # type: ignore[arg-type]  # tuple operands: TypeError below
             except (ZeroDivisionError, OverflowError, TypeError) as exc:
                 raise ExprError(f"cannot evaluate {text!r}: {exc}") from None
         case ast.Compare(left=left, ops=ops, comparators=comparators):
             current = _eval(left, env, text)
-            for op, right in zip(ops, comparators, strict=True):
+            for cmp, right in zip(ops, comparators, strict=True):
                 nxt = _eval(right, env, text)
-                if not _COMPARE[type(op)](current, nxt):  # type: ignore[arg-type]
+                if not _COMPARE[type(cmp)](current, nxt):  # type: ignore[arg-type]  # tuples: TypeError
                     return False
                 current = nxt
             return True
@@ -183,5 +185,5 @@ def _eval(node: ast.AST, env: Mapping[str, Number], text: str) -> Value:
             except (TypeError, ValueError, ZeroDivisionError) as exc:
                 raise ExprError(f"cannot evaluate {text!r}: {exc}") from None
         case ast.Tuple(elts=elts):
-            return tuple(_eval(e, env, text) for e in elts)  # type: ignore[misc]
+            return tuple(_eval(e, env, text) for e in elts)  # type: ignore[misc]  # a nested tuple fails its caller's item check
     raise ExprError(f"cannot evaluate {text!r}")  # unreachable after parse()

@@ -122,7 +122,7 @@ class ExternalChat(ChatOpenAI):
         return cls(
             model=EXTERNAL,
             agent=agent,
-            api_key="not-needed",  # type: ignore[arg-type]
+            api_key="not-needed",
             base_url=SERVED_URL,
             max_retries=0,
             disable_streaming=True,  # the answer comes whole; _generate is the one path

@@ -71,7 +71,7 @@ def route_after_tuning(state: State) -> Literal["planning", "finalize"]:
     return "planning" if len(state.history) < state.rounds else "finalize"
 
 
-def build_graph(agents: AgentMode = "multi") -> StateGraph:
+def build_graph(agents: AgentMode = "multi") -> StateGraph[State, Context, State, State]:
     """The uncompiled graph; ``agents="single"`` is the paper's single-agent baseline and
     ``agents="offline"`` the loop without any LLM (zero rounds)."""
     builder = StateGraph(State, context_schema=Context)

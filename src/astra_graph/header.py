@@ -56,7 +56,9 @@ _TOKEN = re.compile(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
 
 def split_top_level(text: str) -> list[str]:
     """Split at commas outside ``<>``, ``()`` and ``[]`` (template and parameter lists)."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char in "<([":
             depth += 1

@@ -37,6 +37,12 @@ class RoundPoint:
     """Why the round's candidate was rejected (short), when it was."""
 
 
+def _speedup(timed: RoundPoint | ShapeTiming) -> float:
+    """The speedup of a point or shape already filtered to those that have one."""
+    assert timed.speedup is not None
+    return timed.speedup
+
+
 def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
@@ -77,7 +83,7 @@ def speedup_by_round(points: Sequence[RoundPoint], title: str = "Speedup by roun
     if timed:
         ax.errorbar(
             [p.round for p in timed],
-            [p.speedup for p in timed],
+            [_speedup(p) for p in timed],
             yerr=[p.speedup_err or 0.0 for p in timed],
             fmt="o",
             color=CANDIDATE,
@@ -140,7 +146,7 @@ def shape_speedups(shapes: Sequence[ShapeTiming], title: str = "Speedup per shap
         positions = range(len(timed))
         ax.bar(
             positions,
-            [s.speedup for s in timed],
+            [_speedup(s) for s in timed],
             yerr=[s.speedup_err or 0.0 for s in timed],
             capsize=4,
             color=[_call_colour(s) for s in timed],
@@ -151,13 +157,13 @@ def shape_speedups(shapes: Sequence[ShapeTiming], title: str = "Speedup per shap
         for position, s in zip(positions, timed, strict=True):
             ax.annotate(
                 f"{s.speedup:.2f}",
-                (position, s.speedup + (s.speedup_err or 0.0)),
+                (position, _speedup(s) + (s.speedup_err or 0.0)),
                 textcoords="offset points",
                 xytext=(0, 3),
                 ha="center",
                 fontsize=7,
             )
-        top = max(s.speedup + (s.speedup_err or 0.0) for s in timed)
+        top = max(_speedup(s) + (s.speedup_err or 0.0) for s in timed)
         ax.set_ylim(0, max(1.1, top * 1.12))
         calls = [c for c in CALL_COLOURS if any(s.call == c for s in timed)]
         handles = [
@@ -290,7 +296,7 @@ def compare_speedups(
         present = [(i, table[n]) for i, n in enumerate(names) if n in table]
         ax.bar(
             [i + offset for i, _ in present],
-            [s.speedup for _, s in present],
+            [_speedup(s) for _, s in present],
             width=width,
             yerr=[s.speedup_err or 0.0 for _, s in present],
             capsize=3,

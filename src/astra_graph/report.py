@@ -209,13 +209,13 @@ def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[Roun
             row.speedup = row.bench.geomean_speedup
             row.speedup_err = row.bench.geomean_speedup_err
     for usage in result.usage if result else []:
-        row = rows.get(usage.round)
-        if row is not None:
-            row.tokens += usage.input_tokens + usage.output_tokens
-            if usage.model == EXTERNAL and usage.agent not in row.answered_externally:
-                row.answered_externally.append(usage.agent)
+        used_in = rows.get(usage.round)
+        if used_in is not None:
+            used_in.tokens += usage.input_tokens + usage.output_tokens
+            if usage.model == EXTERNAL and usage.agent not in used_in.answered_externally:
+                used_in.answered_externally.append(usage.agent)
             if usage.cost_usd is not None:
-                row.cost_usd = (row.cost_usd or 0.0) + usage.cost_usd
+                used_in.cost_usd = (used_in.cost_usd or 0.0) + usage.cost_usd
     return [rows[k] for k in sorted(rows)]
 
 

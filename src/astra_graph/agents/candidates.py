@@ -40,7 +40,7 @@ from astra_graph.agents.profiling import beats_baseline, round_outcome, summariz
 from astra_graph.context import Context
 from astra_graph.models import BenchReport
 from astra_graph.rundir import BENCH, CANDIDATE, VERDICT, branch_dir, round_dir, write_model
-from astra_graph.state import Best, CandidateRecord, RoundRecord, State, Usage
+from astra_graph.state import Best, CandidateRecord, Plan, RoundRecord, State, Usage
 
 BRANCH_NODE = "candidate"
 
@@ -55,7 +55,7 @@ class BranchOutput(BaseModel):
 
 def fan_out(state: State) -> list[Send]:
     """One branch per plan of the round (one branch when K is 1)."""
-    plans = state.plans or [state.plan]
+    plans: list[Plan | None] = [*state.plans] or [state.plan]  # K = 1: the one plan, or None
     return [
         Send(
             BRANCH_NODE,

@@ -13,6 +13,7 @@ default tunables), and the message says so.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ from astra_graph.state import Best, OptimizationResult, RoundRecord, RunStatus, 
 HELDOUT_SUITES = ("heldout",)
 
 
-def contenders(history: list[RoundRecord], tuned: list[Tuned] = ()) -> list[Best]:  # type: ignore[assignment]
+def contenders(history: Sequence[RoundRecord], tuned: Sequence[Tuned] = ()) -> list[Best]:
     """Accepted candidates and tuned implementations that beat the baseline, in the order they
     arrived (``selection.final_pick`` chooses among them).
 

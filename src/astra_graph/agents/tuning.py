@@ -100,7 +100,7 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     emit(agent="tuning", round=k, message=f"sweeping the tunables of {who} per shape bucket")
     try:
         report = tune(
-            evaluator,  # type: ignore[arg-type]  # EvaluatorLike has the two methods tune uses
+            evaluator,
             spec,
             Path(path),
             baseline=Path(state.kernel),

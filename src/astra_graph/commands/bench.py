@@ -15,10 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from typing import Any
 
 from astra_graph.catalog import resolve
-from astra_graph.cli import UsageError
+from astra_graph.commands import UsageError
 from astra_graph.contract import SUITE_NAMES, OperationSpec
 from astra_graph.harness import deep, timing
 from astra_graph.harness.compile import gpu_arch
@@ -26,8 +25,7 @@ from astra_graph.models import BenchReport, Measurement
 from astra_graph.provenance import git_commit
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("bench", help="time an implementation per shape (and against another)")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kernel", help="a .cu file, an operation name, or op/impl")
     p.add_argument("--against", help="the baseline to compare with (same operation)")
     p.add_argument(

@@ -11,10 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from astra_graph.catalog import resolve
-from astra_graph.cli import UsageError
+from astra_graph.commands import UsageError
 from astra_graph.contract import CONTRACT_FILE, SUITE_NAMES, OperationSpec
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
 from astra_graph.harness.nvrtc import NvrtcUnavailable
@@ -22,8 +21,7 @@ from astra_graph.header import Implementation
 from astra_graph.models import Verdict
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("check", help="verify a candidate kernel against a baseline")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("baseline", help="a .cu file, an operation name, or op/impl")
     p.add_argument("candidate", help="a .cu file (anywhere), or op/impl")
     p.add_argument(

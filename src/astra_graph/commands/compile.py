@@ -10,10 +10,9 @@ import argparse
 import json
 import re
 from dataclasses import asdict
-from typing import Any
 
 from astra_graph.catalog import resolve
-from astra_graph.cli import UsageError
+from astra_graph.commands import UsageError
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import (
     DEFAULT_ARCH,
@@ -25,8 +24,7 @@ from astra_graph.harness.nvrtc import NvrtcUnavailable
 from astra_graph.validation import interface_problems
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("compile", help="compile an implementation and report its resources")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("kernel", help="a .cu file, an operation name, or op/impl")
     p.add_argument("--arch", action="append", help=f"target (default {DEFAULT_ARCH} and local GPU)")
     p.add_argument("--json", action="store_true", help="machine-readable output")

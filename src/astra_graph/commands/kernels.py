@@ -16,15 +16,14 @@ from astra_graph.contract import SUITE_NAMES, ContractError, OperationSpec
 from astra_graph.header import load_implementation
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("kernels", help="list the operations and their implementations")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(run=run)
 
 
 def describe(spec: OperationSpec) -> dict[str, Any]:
     c = spec.contract
-    impls = []
+    impls: list[dict[str, Any]] = []
     for path in spec.implementations():
         try:
             header = load_implementation(path, c).header

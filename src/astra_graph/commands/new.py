@@ -16,10 +16,9 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from astra_graph.catalog import PATH_VARIABLE
-from astra_graph.cli import UsageError
+from astra_graph.commands import UsageError
 from astra_graph.contract import CONTRACT_FILE, read_text
 from astra_graph.header import split_entry
 from astra_graph.signature import TYPE_ALIASES, KernelParam, kernel_signature
@@ -28,8 +27,7 @@ DRAFT_DIM_VALUE = 1024
 """Every dim of the drafted suites (to be replaced by the real shapes)."""
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("new", help="draft contract.toml and reference.py from a kernel file")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("op", help="name of the new operation (lower case, digits, underscores)")
     p.add_argument("--from", dest="source", required=True, help="the .cu/.cuh file, unchanged")
     p.add_argument("--entry", required=True, help="the __global__ kernel, e.g. ns::kernel")

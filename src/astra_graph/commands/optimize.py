@@ -29,7 +29,7 @@ from typing import Any, TextIO
 import structlog
 
 from astra_graph.catalog import resolve
-from astra_graph.cli import UsageError
+from astra_graph.commands import UsageError
 from astra_graph.external import EXTERNAL, waiting_for, waiting_line
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.harness.pool import (
@@ -42,13 +42,12 @@ from astra_graph.harness.pool import (
 )
 from astra_graph.llm import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.many import Summary, expand_kernels, optimize_many, summary_table, write_summary
-from astra_graph.optimize import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
 from astra_graph.rundir import utc_now
-from astra_graph.state import OptimizationResult
+from astra_graph.runner import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
+from astra_graph.state import AgentMode, OptimizationResult
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("optimize", help="make a kernel faster with the agents, and prove it")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "kernels",
         nargs="*",
@@ -201,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--llm-timeout must be more than 0 seconds")
     if args.max_output_tokens is not None and args.max_output_tokens < 1:
         raise UsageError("--max-output-tokens must be 1 or more")
-    agents = "multi" if args.agents == EXTERNAL else args.agents
+    agents: AgentMode = "multi" if args.agents == EXTERNAL else args.agents
     settings = LLMSettings(
         model=EXTERNAL if args.agents == EXTERNAL else args.model,
         base_url=args.base_url,

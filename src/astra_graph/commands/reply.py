@@ -20,20 +20,17 @@ from typing import Any
 
 import structlog
 
-from astra_graph.cli import UsageError
+from astra_graph.commands import UsageError
 from astra_graph.commands.optimize import configure_logging, show_outcome
 from astra_graph.external import waiting_for
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.llm import LLMSettings
-from astra_graph.optimize import ConfigurationError, RunFailed, optimize, read_result
+from astra_graph.runner import ConfigurationError, RunFailed, optimize, read_result
 
 STDIN = "-"
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "reply", help="answer the request a waiting run (external agents) stopped at, continue"
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", metavar="RUN_DIR", help="the waiting run's directory")
     p.add_argument("stdin", nargs="?", choices=[STDIN], help="read the answer from stdin")
     p.add_argument("--file", "-f", metavar="F", help=f"the answer's file ({STDIN}: stdin)")

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
-from astra_graph.cli import UsageError
+from astra_graph.commands import UsageError
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("report", help="write report.md and report.html for a run directory")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a directory under runs/")
     p.set_defaults(run=run)
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Any
 
 from astra_graph.catalog import contract_folder_of, find_operation
-from astra_graph.cli import UsageError
+from astra_graph.commands import UsageError
 from astra_graph.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import DEFAULT_ARCH, CompileFailed, compile_implementation
@@ -24,8 +23,7 @@ from astra_graph.header import load_implementation
 from astra_graph.validation import interface_problems, reference_problem, smallest_shape
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser("validate", help="check an operation or a kernel file without a GPU")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", help="an operation name, its folder, or a .cu file")
     p.add_argument("--arch", default=DEFAULT_ARCH, help=f"target (default {DEFAULT_ARCH})")
     p.add_argument("--no-compile", action="store_true", help="skip the NVRTC compile")

@@ -207,7 +207,8 @@ def output_error(
     flat_got, flat_ref = got.reshape(-1), ref.reshape(-1)
     flat_before = None if before is None else xp.asarray(before).reshape(-1)
     worst_ratio, worst = 0.0, -1
-    count, exact, ratio_sum, rounding_sum, signed_sum, signed_sq, magnitude_sum = (0,) * 7
+    count, exact = 0, 0
+    ratio_sum = rounding_sum = signed_sum = signed_sq = magnitude_sum = 0.0
     failing, stale, stale_at = 0, 0, -1
     for start in range(0, flat_got.size, CHUNK_ELEMENTS):
         stop = min(start + CHUNK_ELEMENTS, flat_got.size)

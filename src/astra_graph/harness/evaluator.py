@@ -47,13 +47,21 @@ from astra_graph.harness.worker import (
     WorkerTimeout,
 )
 from astra_graph.header import Implementation, load_implementation
-from astra_graph.models import BenchReport, Evaluation, Evidence, TimingMode, Verdict
+from astra_graph.models import (
+    BenchReport,
+    Evaluation,
+    Evidence,
+    RejectReason,
+    TimingMode,
+    Verdict,
+)
 from astra_graph.signature import interface_problem
 
 log = structlog.get_logger(__name__)
 
 CHECK_JOB = "astra_graph.harness.verify:run_check"
 ARCH_JOB = "astra_graph.harness.evaluator:worker_arch"
+GPU_JOB = "astra_graph.harness.evaluator:worker_gpu"
 BENCH_JOB = "astra_graph.harness.bench:run_bench"
 BAD_INPUT_ERRORS = {"BaselineError", "ContractError"}
 """Job failures that are the caller's fault: raised here as ContractError."""
@@ -66,6 +74,11 @@ DEFAULT_STALL_S = 20.0
 
 The check holds only the stretches in which a kernel runs to this limit (compiling and the
 reference do not count), and no launch of a checked shape takes more than milliseconds."""
+
+
+def worker_gpu(_: object) -> str | None:
+    """Worker job: the ``sm_XY`` of the GPU the worker sees, None when it sees none."""
+    return gpu_arch()
 
 
 def worker_arch(_: object) -> str:
@@ -166,6 +179,16 @@ class Evaluator:
                 self._start_worker()
                 self._arch = str(self.worker.call(ARCH_JOB, None, deadline_s=STARTUP_S))
         return self._arch
+
+    def require_gpu(self) -> None:
+        """Raise HarnessUnavailable unless the worker sees a GPU: a precondition a caller checks
+        before it writes anything (``optimize()`` creates no run directory without one)."""
+        with self._lock:
+            self._start_worker()
+            found = self.worker.call(GPU_JOB, None, deadline_s=STARTUP_S)
+        if found is None:
+            raise HarnessUnavailable("no CUDA GPU visible to the evaluation worker")
+        self._arch = str(found)
 
     # --- checking --------------------------------------------------------------------------
 
@@ -419,7 +442,8 @@ class Evaluator:
             except JobFailed as exc:
                 _raise_for_caller(exc)
                 log.error("bench job failed", error=str(exc), trace=exc.trace)
-                reason = "launch_error" if exc.type_name == "LaunchError" else "crashed"
+                launch = exc.type_name == "LaunchError"
+                reason: RejectReason = "launch_error" if launch else "crashed"
                 rejection = Verdict.reject(
                     reason,
                     f"timing failed: {exc}",

@@ -16,6 +16,7 @@ with the opt-in attribute).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from astra_graph import expr
 from astra_graph.dtypes import DType
@@ -93,7 +94,7 @@ def launch_problem(
     except (expr.ExprError, ArithmeticError) as exc:
         return f"header.requires: {exc} ({where})"
     env = header.env(dims, dtype, tunables)
-    values = {}
+    values: dict[str, Any] = {}  # grid and block: 3-tuples; smem: an int
     for field, evaluate in (
         ("grid", expr.evaluate_dims3),
         ("block", expr.evaluate_dims3),

@@ -164,7 +164,7 @@ def compile_source(
         for name in name_expressions:
             out = ctypes.c_char_p()
             _check(lib, lib.nvrtcGetLoweredName(prog, name.encode(), ctypes.byref(out)), "lower")
-            lowered[name] = out.value.decode()  # type: ignore[union-attr]
+            lowered[name] = (out.value or b"").decode()  # nvrtcGetLoweredName succeeded: never NULL
         lib.nvrtcGetCUBINSize(prog, ctypes.byref(size))
         cubin = ctypes.create_string_buffer(size.value)
         _check(lib, lib.nvrtcGetCUBIN(prog, cubin), "get cubin")

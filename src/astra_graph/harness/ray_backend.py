@@ -136,7 +136,7 @@ def restore_paths(result: BaseModel, local: Mapping[str, str]) -> dict[str, Any]
 
 def _factory(target: str) -> Callable[[], Any]:
     module, _, name = target.partition(":")
-    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    return getattr(importlib.import_module(module), name)
 
 
 def _error_envelope(exc: Exception) -> dict[str, Any]:

@@ -308,7 +308,7 @@ def achievable_gbps(mix: Traffic, *, refresh: bool = False) -> tuple[float, bool
     mixes = mixes if isinstance(mixes, dict) else {}
     cached = mixes.get(mix.mix)
     fresh = isinstance(cached, dict) and cached.get("method") == ROOF_METHOD
-    if not refresh and fresh and cached.get("gbps", 0) > 0:
+    if not refresh and fresh and isinstance(cached, dict) and cached.get("gbps", 0) > 0:
         return float(cached["gbps"]), True
     gbps = max(measure_mix_gbps(mix, size) for size in ROOF_SIZES)
     mixes[mix.mix] = {"gbps": gbps, "method": ROOF_METHOD, "measured_at": _now()}

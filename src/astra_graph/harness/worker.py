@@ -1,7 +1,10 @@
 """A supervised worker process that runs one job at a time, so that no candidate can hurt us.
 
 The parent (:class:`Worker`) starts a child with multiprocessing's *spawn* method (a fresh
-interpreter, never a fork of a process that may hold a CUDA context) and sends it jobs named
+interpreter, never a fork of a process that may hold a CUDA context) whose entry point is this
+module alone: the caller's ``__main__`` is hidden from spawn while the child starts, so a
+script that calls ``optimize()`` without an ``if __name__ == "__main__":`` guard is not run a
+second time inside the worker. The parent then sends it jobs named
 ``"module:function"``; the function takes one picklable request and returns a picklable result.
 The child reuses its imports, its CUDA context and its caches across jobs.
 
@@ -35,11 +38,13 @@ import multiprocessing
 import os
 import resource
 import signal
+import sys
 import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -196,6 +201,19 @@ def _signal_name(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
+@contextlib.contextmanager
+def _caller_main_hidden() -> Iterator[None]:
+    """While a child is spawned, ``__main__`` is an empty module: spawn then has neither a path
+    nor a module name to re-run in the child (it would re-import the caller's script, running
+    any unguarded top-level code, such as an ``optimize()`` call, once more)."""
+    caller_main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = caller_main
+
+
 class Worker:
     """One supervised child process; started on first use and restarted after any failure."""
 
@@ -240,7 +258,8 @@ class Worker:
             daemon=True,
             name="astra-worker",
         )
-        process.start()
+        with _caller_main_hidden():
+            process.start()
         child_end.close()
         self._process, self._conn = process, parent_end
         self.starts += 1

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast, get_args
 
 import structlog
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -52,6 +52,8 @@ log = structlog.get_logger(__name__)
 
 ProgressCallback = Callable[[dict[str, Any]], None]
 
+AGENT_MODES: tuple[AgentMode, ...] = get_args(AgentMode)
+TIMING_MODES: tuple[TimingMode, ...] = get_args(TimingMode)
 AGENTS_BY_MODE: dict[str, tuple[AgentName, ...]] = {
     "multi": ("testing", "planning", "coding"),
     "single": ("single",),
@@ -173,9 +175,24 @@ def optimize(
     The model endpoint is checked first (:func:`astra_graph.llm.preflight`), before any run
     directory exists. A run in which no LLM call gave a usable reply ends ``failed`` with the
     last failure as its error.
-    Raises ConfigurationError (bad arguments, an endpoint that cannot serve the run),
-    ContractError (bad kernel) or RunFailed.
+    Every precondition (arguments, kernel, endpoint, a GPU for the default evaluator) is
+    checked before anything is written. Raises ConfigurationError (bad arguments, an endpoint
+    that cannot serve the run), ContractError (bad kernel), HarnessUnavailable (no GPU) or
+    RunFailed.
     """
+    # Preconditions first, in this order, and nothing is written before all of them hold:
+    # arguments, the kernel (or the run to resume), the model endpoint, the GPU.
+    if rounds < 0 or max_repairs < 0:
+        raise ConfigurationError("rounds and max_repairs must be 0 or more")
+    if agents not in AGENT_MODES:
+        raise ConfigurationError(f"agents: expected one of {list(AGENT_MODES)}, got {agents!r}")
+    if timing_mode not in TIMING_MODES:
+        raise ConfigurationError(
+            f"timing_mode: expected one of {list(TIMING_MODES)}, got {timing_mode!r}"
+        )
+    if resume is None and kernel_path is None:
+        raise ConfigurationError("kernel_path: required unless resume is given")
+    target = resolve(kernel_path) if resume is None and kernel_path is not None else None
     settings = llm_settings or LLMSettings(
         model=model, base_url=base_url, agent_models=dict(agent_models or {})
     )
@@ -188,10 +205,10 @@ def optimize(
     no_endpoint = endpoint_problem(
         settings, AGENTS_BY_MODE[previous.agents if previous is not None else agents]
     )
+    if previous is not None and no_endpoint and previous.agents != "offline":
+        raise ConfigurationError(f"resuming a {previous.agents!r} run: {no_endpoint}")
     if agents == "offline" or no_endpoint:
         agents, rounds = "offline", 0
-    if rounds < 0 or max_repairs < 0:
-        raise ConfigurationError("rounds and max_repairs must be 0 or more")
     if candidates < 1:
         raise ConfigurationError("candidates: expected 1 or more candidates per round")
     if candidates > 1 and agents == "single":
@@ -212,25 +229,34 @@ def optimize(
             preflight(settings, AGENTS_BY_MODE[mode])
         except EndpointError as exc:
             raise ConfigurationError(str(exc)) from None
-    if resume is not None and previous is not None:
-        run_dir = Path(resume).resolve()
-        if no_endpoint and previous.agents != "offline":
-            raise ConfigurationError(f"resuming a {previous.agents!r} run: {no_endpoint}")
-        agents, kernel, rounds = previous.agents, previous.kernel, previous.rounds_requested
-        candidates = previous.candidates_per_round
-        started_at = previous.started_at
-    else:
-        if kernel_path is None:
-            raise ConfigurationError("kernel_path: required unless resume is given")
-        spec, impl = resolve(kernel_path)
-        root = Path(runs_dir or "runs").resolve()
-        try:
-            run_dir = new_run_dir(root, spec.name).resolve()
-        except OSError as exc:
-            raise ConfigurationError(
-                f"runs_dir: cannot create a run directory in {root}: {exc}"
-            ) from None
-        kernel, started_at = str(impl.path.resolve()), utc_now()
+    owned = None  # the harness Evaluator this call starts (and closes), if none was given
+    if evaluator is None:
+        from astra_graph.harness.evaluator import Evaluator
+
+        owned = evaluator = Evaluator()
+    try:
+        if owned is not None:
+            owned.require_gpu()  # HarnessUnavailable: no run directory without a GPU
+        if resume is not None and previous is not None:
+            run_dir = Path(resume).resolve()
+            agents, kernel, rounds = previous.agents, previous.kernel, previous.rounds_requested
+            candidates = previous.candidates_per_round
+            started_at = previous.started_at
+        else:
+            assert target is not None
+            spec, impl = target
+            root = Path(runs_dir or "runs").resolve()
+            try:
+                run_dir = new_run_dir(root, spec.name).resolve()
+            except OSError as exc:
+                raise ConfigurationError(
+                    f"runs_dir: cannot create a run directory in {root}: {exc}"
+                ) from None
+            kernel, started_at = str(impl.path.resolve()), utc_now()
+    except BaseException:
+        if owned is not None:
+            owned.close()
+        raise
     initial = State(
         kernel=kernel,
         run_dir=str(run_dir),
@@ -253,10 +279,8 @@ def optimize(
             on_progress(event)
 
     with ExitStack() as stack:
-        if evaluator is None:
-            from astra_graph.harness.evaluator import Evaluator
-
-            evaluator = stack.enter_context(Evaluator())
+        if owned is not None:
+            stack.callback(owned.close)
         connection = sqlite3.connect(run_dir / CHECKPOINT, check_same_thread=False)
         stack.callback(connection.close)
         saver = SqliteSaver(connection, serde=checkpoint_serializer())
@@ -320,7 +344,7 @@ def optimize(
         state = current() if snapshot.values else initial
         waiting = None
         try:
-            for namespace, mode, chunk in compiled.stream(
+            for part in compiled.stream(
                 inputs,
                 config,
                 context=context,
@@ -328,7 +352,9 @@ def optimize(
                 subgraphs=True,  # the agents' messages from inside the candidate branches
                 durability="sync",  # progress and run.json read the checkpoint just written
             ):
-                if mode == "custom":
+                # several modes with subgraphs: (namespace, mode, chunk) triples
+                namespace, stream, chunk = cast(tuple[tuple[str, ...], str, Any], part)
+                if stream == "custom":
                     notify(chunk)
                     continue
                 state = current()
