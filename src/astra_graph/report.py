@@ -200,12 +200,17 @@ def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[Roun
             speedup=record.geomean_speedup,
             speedup_err=record.geomean_speedup_err,
         )
+    # A finished round's record (run.json) is its outcome; a round's files only fill in a round
+    # that has no record yet (a run stopped inside it), and a speedup counts only when accepted.
     for number, folder in sorted(_round_dirs(run_dir).items()):
         row = rows.setdefault(number, RoundRow(round=number))
-        row.verdict = _load_json_model(Verdict, folder / VERDICT) or row.verdict
+        file_verdict = _load_json_model(Verdict, folder / VERDICT)
+        if row.record is None:
+            row.verdict = file_verdict
         row.heldout = _load_json_model(Verdict, folder / HELDOUT_VERDICT)
         row.bench = _load_json_model(BenchReport, folder / BENCH)
-        if row.bench is not None and row.speedup is None:
+        accepted = row.verdict is not None and row.verdict.accepted
+        if row.record is None and row.bench is not None and accepted:
             row.speedup = row.bench.geomean_speedup
             row.speedup_err = row.bench.geomean_speedup_err
     for usage in result.usage if result else []:

@@ -92,12 +92,15 @@ def measure(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     "suites": state.verdict.suites,
                 }
             )
-        if bench is not None:
+            # the candidate's verdict file says what its record says: rejected by timing
+            write_model(branch_dir(state.run_dir, k, state.branch_folder) / VERDICT, record.verdict)
+        if bench is not None:  # kept as evidence, even when timing rejected the candidate
             write_model(branch_dir(state.run_dir, k, state.branch_folder) / BENCH, bench)
+        if bench is not None and rejection is None:
             record.geomean_speedup = bench.geomean_speedup
             record.geomean_speedup_err = bench.geomean_speedup_err
             record.profile = summarize(bench, f"Profile of round {k}'s candidate {i}")
-            record.faster = rejection is None and beats_baseline(bench)
+            record.faster = beats_baseline(bench)
     return {"branches": [record]}
 
 

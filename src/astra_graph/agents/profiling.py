@@ -25,7 +25,7 @@ from astra_graph.contract import OperationSpec
 from astra_graph.harness.roofline import at_latency_floor
 from astra_graph.harness.worker import WorkerError, WorkerTimeout
 from astra_graph.models import BenchReport, ShapeTiming, Verdict
-from astra_graph.rundir import BASELINE_BENCH, BENCH, round_dir, write_model
+from astra_graph.rundir import BASELINE_BENCH, BENCH, VERDICT, round_dir, write_model
 from astra_graph.selection import replaces_best
 from astra_graph.state import Best, RoundRecord, State
 
@@ -160,12 +160,14 @@ def profiling(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                     "suites": state.verdict.suites,
                 }
             )
+            # the round's verdict file says what the record says: rejected by timing
+            write_model(round_dir(state.run_dir, k) / VERDICT, record.verdict)
         if bench is not None:
-            write_model(round_dir(state.run_dir, k) / BENCH, bench)
+            write_model(round_dir(state.run_dir, k) / BENCH, bench)  # evidence, even if rejected
+        if bench is not None and rejection is None:
             record.geomean_speedup = bench.geomean_speedup
             record.geomean_speedup_err = bench.geomean_speedup_err
             record.profile = summarize(bench, f"Profile of round {k}'s candidate")
-        if bench is not None and rejection is None:
             record.faster = beats_baseline(bench)
             contender = Best(
                 round=k,
