@@ -7,10 +7,10 @@ EXTRAS ?= cuda13,dev
 
 .PHONY: demo test lint venv studio
 
-# uv resolves and installs in parallel (the environment takes about a quarter of pip's time on a
-# 2-core machine); it is bootstrapped with pip into the venv itself, so nothing outside .venv is
-# needed or changed. --compile-bytecode: uv, unlike pip, writes no .pyc files by default, and
-# without them every start of a tool or test subprocess compiles its imports again.
+# uv resolves and downloads in parallel (pip does one package at a time); it is bootstrapped
+# with pip into the venv itself, so nothing outside .venv is needed or changed.
+# --compile-bytecode: uv, unlike pip, writes no .pyc files by default, and without them every
+# start of a tool or test subprocess compiles its imports again.
 $(BIN)/astra: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv

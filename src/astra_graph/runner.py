@@ -295,9 +295,11 @@ def optimize(
         if tune_budget_s is not None:
             context.tune_budget_s = tune_budget_s
 
-        def current() -> State:
-            values = compiled.get_state(config).values
+        def as_state(values: Any) -> State:
             return values if isinstance(values, State) else State.model_validate(values)
+
+        def current() -> State:
+            return as_state(compiled.get_state(config).values)
 
         def ask_outside() -> OptimizationResult | None:
             """At an external agent's request: write its files, save the run as waiting."""
@@ -343,27 +345,33 @@ def optimize(
             raise ConfigurationError(f"{run_dir}: not waiting for an answer")
         state = current() if snapshot.values else initial
         waiting = None
+        finished: list[tuple[str, Any]] = []  # nodes of the current step, told once it is saved
         try:
+            # "values" hands over the whole state after each step (no checkpoint re-read);
+            # "updates" names the nodes that ran and what they returned; "custom" is progress.
             for part in compiled.stream(
                 inputs,
                 config,
                 context=context,
-                stream_mode=["updates", "custom"],
+                stream_mode=["values", "updates", "custom"],
                 subgraphs=True,  # the agents' messages from inside the candidate branches
-                durability="sync",  # progress and run.json read the checkpoint just written
+                durability="sync",  # a resume starts from the step run.json last showed
             ):
                 # several modes with subgraphs: (namespace, mode, chunk) triples
                 namespace, stream, chunk = cast(tuple[tuple[str, ...], str, Any], part)
                 if stream == "custom":
                     notify(chunk)
-                    continue
-                state = current()
-                save(state)  # after every step, a branch's too (external answers are kept)
-                if namespace:  # a step inside a branch: its record arrives with the branch
-                    continue
-                for node, update in chunk.items():
-                    if node != "__interrupt__":
+                elif namespace:  # a step inside a branch: its record arrives with the branch
+                    if stream == "updates":
+                        save(state)  # keeps the branch's external answers in run.json
+                elif stream == "updates":
+                    finished += [(n, u) for n, u in chunk.items() if n != "__interrupt__"]
+                else:  # the state after a step of the graph itself
+                    state = as_state(chunk)
+                    save(state)
+                    for node, update in finished:
                         notify(progress_event(node, state, update))
+                    finished.clear()
             waiting = ask_outside()
         except BaseException as exc:
             error = _one_line(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted"
@@ -376,7 +384,7 @@ def optimize(
             if isinstance(exc, Exception):
                 raise RunFailed(run_dir, error) from exc
             raise
-        result = waiting if waiting is not None else save(current())
+        result = waiting if waiting is not None else save(state)
         all_failed = every_call_failed(result.usage) if result.status == "finished" else None
         if all_failed is not None:  # a run whose agents never got an answer has failed
             result = result.model_copy(update={"status": "failed", "error": all_failed})
