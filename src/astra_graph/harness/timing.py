@@ -31,6 +31,7 @@ interrupted sample does not inflate it, and the standard error of the median is
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -67,25 +68,19 @@ MAX_COPIES = 256
 # --- statistics ---------------------------------------------------------------------------------
 
 
-def quantile(samples: Sequence[float], q: float) -> float:
-    """The ``q`` quantile by linear interpolation between order statistics."""
-    if not samples:
-        raise ValueError("quantile of no samples")
-    if not 0.0 <= q <= 1.0:
-        raise ValueError(f"quantile {q} is outside [0, 1]")
-    ordered = sorted(samples)
-    position = q * (len(ordered) - 1)
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def median(samples: Sequence[float]) -> float:
-    return quantile(samples, 0.5)
+    """The median (``statistics.StatisticsError``, a ValueError, for no samples)."""
+    return statistics.median(samples)
 
 
 def iqr(samples: Sequence[float]) -> float:
-    return quantile(samples, 0.75) - quantile(samples, 0.25)
+    """Interquartile range, quartiles interpolated between order statistics ("inclusive");
+    0 for a single sample."""
+    if len(samples) < 2:
+        median(samples)  # no samples: the same error as the median's
+        return 0.0
+    q1, _, q3 = statistics.quantiles(samples, n=4, method="inclusive")
+    return q3 - q1
 
 
 def rel_std_err_median(samples: Sequence[float]) -> float:
