@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from astra_graph.report import best_diff, load_run
+from astra_graph.report.content import best_diff
+from astra_graph.report.reading import load_run
 
 nbformat = pytest.importorskip("nbformat", reason="the dev extra (nbformat, nbclient) is needed")
 NotebookClient = pytest.importorskip("nbclient", reason="the dev extra is needed").NotebookClient

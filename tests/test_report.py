@@ -13,14 +13,10 @@ import pytest
 
 from astra_graph import plots
 from astra_graph.cli import main
-from astra_graph.report import (
-    RunLoadError,
-    comparison_tables,
-    load_run,
-    render_markdown,
-    shapes_table,
-    write_report,
-)
+from astra_graph.report import write_report
+from astra_graph.report.content import comparison_tables, shapes_table
+from astra_graph.report.reading import RunLoadError, load_run
+from astra_graph.report.render import render_markdown
 from synthetic_run import BASELINE_SOURCE, write_synthetic_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -13,7 +13,9 @@ from astra_graph.catalog import kernels_root
 from astra_graph.commands.optimize import format_result
 from astra_graph.llm import LLMSettings
 from astra_graph.models import Verdict
-from astra_graph.report import load_run, round_points, write_report
+from astra_graph.report import write_report
+from astra_graph.report.content import round_points
+from astra_graph.report.reading import load_run
 from astra_graph.runner import optimize
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, structured, text

@@ -15,7 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here: matplotlib would slow down every other subcommand's start
-    from astra_graph.report import RunLoadError, write_report
+    from astra_graph.report import write_report
+    from astra_graph.report.reading import RunLoadError
 
     try:
         md_path, html_path = write_report(args.run_dir)
