@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from astra_graph import loaded
 from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.buckets import bucket_of, group_by_bucket
-from astra_graph.header import load_implementation
 from astra_graph.models import BenchReport, DispatchEntry, TimingMode, TuningReport, Verdict
 from astra_graph.selection import final_pick
 
@@ -107,7 +107,7 @@ def tune(
     started = time.monotonic()
     budget_from: float | None = None
     dtype = dtype or spec.contract.dtypes[0]
-    impl = load_implementation(implementation, spec.contract)
+    impl = loaded.implementation(spec, implementation)  # once per version of the file
     default = impl.header.default_tunables()
     report = TuningReport(implementation=str(implementation), default_tunables=default)
     configs = [c for c in impl.header.configurations() if c != default]

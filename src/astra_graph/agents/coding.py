@@ -18,7 +18,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from astra_graph import expr, prompts
+from astra_graph import expr, loaded, prompts
 from astra_graph.agents.common import (
     context_of,
     contract_text,
@@ -34,7 +34,7 @@ from astra_graph.contract import ContractError, OperationSpec
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.geometry import launch_problem
-from astra_graph.header import load_implementation
+from astra_graph.header import Implementation, load_implementation
 from astra_graph.models import Verdict
 from astra_graph.replies import RawReply, ReplyProblem, read_code
 from astra_graph.rundir import CANDIDATE, attempt_file, branch_dir, write_text
@@ -46,10 +46,24 @@ def interface_problem(
     spec: OperationSpec, path: Path, source: str, shapes: list[dict[str, int]]
 ) -> str | None:
     """Why this file cannot implement the contract on the visible shapes, or None."""
+    return read_candidate(spec, path, source, shapes)[1]
+
+
+def read_candidate(
+    spec: OperationSpec, path: Path, source: str, shapes: list[dict[str, int]]
+) -> tuple[Implementation | None, str | None]:
+    """The file parsed, and why it cannot implement the contract on the visible shapes (or
+    None)."""
     try:
         impl = load_implementation(path, spec.contract, source)
     except ContractError as exc:
-        return str(exc)
+        return None, str(exc)
+    return impl, _interface_problem(spec, impl, shapes)
+
+
+def _interface_problem(
+    spec: OperationSpec, impl: Implementation, shapes: list[dict[str, int]]
+) -> str | None:
     for dtype_name in spec.contract.dtypes:
         problem = parameters_problem(spec, impl, dtype_name)
         if problem:
@@ -140,12 +154,14 @@ def take_candidate(
     verdict = None
     if source is not None:
         write_text(attempt_file(state.run_dir, k, n, state.branch_folder), source)
-        problem = interface_problem(spec, path, source, visible_shapes(spec, state))
+        impl, problem = read_candidate(spec, path, source, visible_shapes(spec, state))
         feedback = problem or ""
         if problem:
             verdict = Verdict.reject("interface_mismatch", problem)
         else:
             write_text(path, source)
+            assert impl is not None
+            loaded.remember(spec, impl)  # verify and tuning read this parse, not the file again
     candidate = Candidate(round=k, attempt=n, path=str(path), source=source or "", problem=problem)
     notes = [*state.round_notes]
     if problem:

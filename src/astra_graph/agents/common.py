@@ -11,12 +11,11 @@ from typing import Any
 from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
-from astra_graph import prompts
-from astra_graph.catalog import contract_folder_of
+from astra_graph import loaded, prompts
 from astra_graph.context import Context
-from astra_graph.contract import OperationSpec, load_contract
+from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
-from astra_graph.header import Implementation, load_implementation
+from astra_graph.header import Implementation
 from astra_graph.models import BenchReport, TuningReport, Verdict
 from astra_graph.state import RoundRecord, State
 
@@ -42,14 +41,14 @@ def context_of(runtime: Runtime[Context]) -> Context:
 
 
 def load_kernel(path: str | Path) -> tuple[OperationSpec, Implementation]:
-    """The implementation file's contract (beside it, or named by its header) and the file."""
-    path = Path(path)
-    spec = load_contract(contract_folder_of(path))
-    return spec, load_implementation(path, spec.contract)
+    """The implementation file's contract (beside it, or named by its header) and the file,
+    read once per version of the files (:mod:`astra_graph.loaded`)."""
+    return loaded.kernel(path)
 
 
 def load_baseline(state: State) -> tuple[OperationSpec, Implementation]:
-    return load_kernel(state.kernel)
+    """The run's contract and starting kernel; ``state.kernel`` is the loader's key."""
+    return loaded.kernel(state.kernel)
 
 
 def system_prompt(agent: str) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from astra_graph import loaded
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
@@ -112,7 +113,7 @@ def result_from_state(
     return OptimizationResult(
         run_id=run_dir.name,
         run_dir=str(run_dir),
-        op=load_baseline(state)[0].name,
+        op=loaded.spec_of(state.kernel).name,
         kernel=state.kernel,
         status=status,
         error=error,

@@ -14,7 +14,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from astra_graph import prompts
+from astra_graph import loaded, prompts
 from astra_graph.agents.common import (
     MAX_EXTRA_SHAPES,
     check_shapes,
@@ -31,7 +31,6 @@ from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import CompileFailed, compile_implementation
 from astra_graph.harness.nvrtc import NvrtcUnavailable
-from astra_graph.header import load_implementation
 from astra_graph.models import Verdict
 from astra_graph.rundir import VERDICT, branch_dir, write_model
 from astra_graph.state import ShapeProposals, State, TestSuite
@@ -83,7 +82,7 @@ def contract_suite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 def compile_problem(spec: OperationSpec, path: Path, arch: str) -> Verdict | None:
     """A compile_error verdict with the log if some dtype's instantiation fails, else None."""
-    impl = load_implementation(path, spec.contract)
+    impl = loaded.implementation(spec, path)  # parsed by the coding step already
     for name in spec.contract.dtypes:
         try:
             compile_implementation(impl, DTYPES[name], arch=arch, include_dirs=spec.include_paths)

@@ -14,13 +14,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
+from astra_graph import loaded
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.agents.profiling import beats_baseline, summarize
 from astra_graph.context import Context, EvaluatorLike
 from astra_graph.contract import OperationSpec
 from astra_graph.harness.timing import geomean_speedup
 from astra_graph.harness.worker import WorkerError
-from astra_graph.header import load_implementation
 from astra_graph.models import BenchReport, TimingMode, TuningReport
 from astra_graph.rundir import round_dir, write_model
 from astra_graph.selection import replaces_best
@@ -89,7 +89,7 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {}
     k, path = target
     spec, _ = load_baseline(state)
-    impl = load_implementation(Path(path), spec.contract)
+    impl = loaded.implementation(spec, path)
     if not impl.header.tunables:
         return {}
     context = context_of(runtime)
