@@ -20,8 +20,9 @@ from typing import Any
 
 from astra_graph.contract import OperationSpec
 from astra_graph.harness.deep import SanitizerReport, SanitizerResult
+from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.worker import WorkerCrashed
-from astra_graph.models import BenchReport, Measurement, ShapeTiming, Verdict
+from astra_graph.models import BenchReport, Measurement, ShapeTiming, TimingMode, Verdict
 
 MARK = re.compile(r"//\s*fake:\s*(\w+)\s*=\s*([\w.\-]+)")
 BASE_US = 20.0
@@ -32,7 +33,7 @@ def marks(path: Path) -> dict[str, str]:
 
 
 @dataclass
-class FakeEvaluator:
+class FakeEvaluator(EvaluatorLike):
     fail: Callable[[str, Path], bool] | None = None
     """``fail(method, candidate)`` true: raise instead of answering."""
     checks: list[dict[str, Any]] = field(default_factory=list)
@@ -105,18 +106,18 @@ class FakeEvaluator:
         candidate: Path,
         *,
         against: Path | None = None,
-        mode: str = "device",
-        shapes: list[dict[str, int]] | None = None,
-        dtypes: list[str] | None = None,
+        mode: TimingMode = "device",
+        shapes: Sequence[Mapping[str, int]] | None = None,
+        dtypes: Sequence[str] | None = None,
         tunables: Mapping[str, int] | None = None,
     ) -> BenchReport:
         self._maybe_fail("bench", candidate)
-        shapes = shapes if shapes is not None else op.contract.suite("tuning")
+        timed = [dict(d) for d in shapes] if shapes is not None else op.contract.suite("tuning")
         self.benches.append(
             {
                 "candidate": str(candidate),
                 "against": against,
-                "shapes": shapes,
+                "shapes": timed,
                 "tunables": dict(tunables or {}),
             }
         )
@@ -127,7 +128,7 @@ class FakeEvaluator:
         if speedup is not None and tunables:
             speedup *= float(found.get("tuned", "1.0"))
         rows = []
-        for dims in shapes:
+        for dims in timed:
             moved = op.contract.bytes_for(dims, "float16")
             time_us = BASE_US / (speedup or 1.0)
             rows.append(

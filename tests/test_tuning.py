@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -10,14 +11,16 @@ from typing import Any
 import pytest
 
 from astra_graph.catalog import resolve
-from astra_graph.models import BenchReport, Verdict
+from astra_graph.contract import OperationSpec
+from astra_graph.harness.protocol import EvaluatorLike
+from astra_graph.models import BenchReport, TimingMode, Verdict
 from astra_graph.tuning import bucket_of, config_label, group_by_bucket, tunables_for, tune
 
 SPEC, NAIVE = resolve("silu_and_mul/naive")
 NAIVE_PATH = NAIVE.path
 
 
-class ScriptedEvaluator:
+class ScriptedEvaluator(EvaluatorLike):
     """Speedups and verdicts by configuration label; records every call."""
 
     def __init__(
@@ -34,10 +37,18 @@ class ScriptedEvaluator:
         self.extra_seen: list[list[dict[str, int]]] = []
 
     def bench(
-        self, op, candidate, *, against=None, mode="device", shapes=None, dtypes=None, tunables=None
+        self,
+        op: OperationSpec,
+        candidate: Path,
+        *,
+        against: Path | None = None,
+        mode: TimingMode = "device",
+        shapes: Sequence[Mapping[str, int]] | None = None,
+        dtypes: Sequence[str] | None = None,
+        tunables: Mapping[str, int] | None = None,
     ) -> BenchReport:
         label = config_label(tunables or {})
-        self.bench_calls.append((label, shapes or []))
+        self.bench_calls.append((label, [dict(d) for d in shapes or []]))
         speedup, err = self.speedups.get(label, (1.0, 0.01))
         rejection = (
             Verdict.reject("impossible_time", "faster than memory allows")
@@ -56,13 +67,25 @@ class ScriptedEvaluator:
             rejection=rejection,
         )
 
-    def check(self, op, baseline, candidate, *, extra_shapes=(), tunables=None) -> Verdict:
+    def check(
+        self,
+        op: OperationSpec,
+        baseline: Path,
+        candidate: Path,
+        *,
+        suites: Sequence[str] = (),
+        extra_shapes: Iterable[Mapping[str, int]] = (),
+        tunables: Mapping[str, int] | None = None,
+    ) -> Verdict:
         label = config_label(tunables or {})
         self.check_calls.append(label)
-        self.extra_seen.append(list(extra_shapes))
+        self.extra_seen.append([dict(d) for d in extra_shapes])
         if label in self.rejected:
             return Verdict.reject("mismatch", "wrong at 16x4096")
         return Verdict(accepted=True)
+
+    def close(self) -> None:
+        """Nothing to stop."""
 
 
 def test_buckets_split_decode_prefill_and_row_size() -> None:

@@ -9,43 +9,13 @@ GPU, ``harness.pool``) started on first use and to models configured from the en
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
-from typing import Protocol
 
-from astra_graph.contract import OperationSpec
 from astra_graph.harness.compile import DEFAULT_ARCH
+from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.llm import DEFAULT_MODEL, LLM, LLMSettings
-from astra_graph.models import BenchReport, TimingMode, Verdict
-
-
-class EvaluatorLike(Protocol):
-    """What the graph needs of ``astra_graph.harness.evaluator.Evaluator`` (tests fake it)."""
-
-    def check(
-        self,
-        op: OperationSpec,
-        baseline: Path,
-        candidate: Path,
-        *,
-        suites: Sequence[str] = ...,
-        extra_shapes: Iterable[Mapping[str, int]] = ...,
-        tunables: Mapping[str, int] | None = ...,
-    ) -> Verdict: ...
-
-    def bench(
-        self,
-        op: OperationSpec,
-        candidate: Path,
-        *,
-        against: Path | None = ...,
-        mode: TimingMode = ...,
-        shapes: list[dict[str, int]] | None = ...,
-        dtypes: list[str] | None = ...,
-        tunables: Mapping[str, int] | None = ...,
-    ) -> BenchReport: ...
+from astra_graph.models import TimingMode
 
 
 @cache

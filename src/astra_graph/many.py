@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from astra_graph.context import EvaluatorLike
 from astra_graph.contract import CONTRACT_FILE, ContractError
+from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.rundir import write_text
 from astra_graph.runner import ConfigurationError, RunFailed, optimize
 from astra_graph.state import OptimizationResult

@@ -33,8 +33,9 @@ from astra_graph import state as state_module
 from astra_graph.agents.candidates import BRANCH_NODE
 from astra_graph.agents.finalize import result_from_state
 from astra_graph.catalog import resolve
-from astra_graph.context import Context, EvaluatorLike
+from astra_graph.context import Context
 from astra_graph.graph import build_graph, recursion_limit
+from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.llm import (
     DEFAULT_MODEL,
     LLM,

@@ -20,43 +20,17 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from astra_graph import loaded
 from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
 from astra_graph.harness.buckets import bucket_of, group_by_bucket
-from astra_graph.models import BenchReport, DispatchEntry, TimingMode, TuningReport, Verdict
+from astra_graph.harness.protocol import EvaluatorLike
+from astra_graph.models import DispatchEntry, TuningReport, Verdict
 from astra_graph.selection import final_pick
 
 DEFAULT_BUDGET_S = 120.0
 DEFAULT_MAX_CONFIGS = 24
-
-
-class TuningEvaluator(Protocol):
-    """The part of ``harness.evaluator.Evaluator`` the sweep uses."""
-
-    def bench(
-        self,
-        op: OperationSpec,
-        candidate: Path,
-        *,
-        against: Path | None = None,
-        mode: TimingMode = "device",
-        shapes: list[dict[str, int]] | None = None,
-        dtypes: list[str] | None = None,
-        tunables: dict[str, int] | None = None,
-    ) -> BenchReport: ...
-
-    def check(
-        self,
-        op: OperationSpec,
-        baseline: Path,
-        candidate: Path,
-        *,
-        extra_shapes: Sequence[Mapping[str, int]] = (),
-        tunables: dict[str, int] | None = None,
-    ) -> Verdict: ...
 
 
 @dataclass(frozen=True)
@@ -84,7 +58,7 @@ def tunables_for(
 
 
 def tune(
-    evaluator: TuningEvaluator,
+    evaluator: EvaluatorLike,
     spec: OperationSpec,
     implementation: Path,
     *,

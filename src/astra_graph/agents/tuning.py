@@ -17,8 +17,9 @@ from langgraph.runtime import Runtime
 from astra_graph import loaded
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.agents.profiling import beats_baseline, summarize
-from astra_graph.context import Context, EvaluatorLike
+from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
+from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.timing import geomean_speedup
 from astra_graph.harness.worker import WorkerError
 from astra_graph.models import BenchReport, TimingMode, TuningReport

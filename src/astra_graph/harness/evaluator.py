@@ -39,6 +39,7 @@ from astra_graph.harness.bench import BenchRequest
 from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
 from astra_graph.harness.deep import SanitizerReport
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
+from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.worker import (
     JobFailed,
     Worker,
@@ -134,7 +135,7 @@ def _evidence_from_progress(spec: OperationSpec, info: Any, detail: str) -> Evid
     )
 
 
-class Evaluator:
+class Evaluator(EvaluatorLike):
     """Checks and times candidates in one reusable worker; use as a context manager.
 
     Safe to share between threads: calls are served one at a time (the GPU is one resource,

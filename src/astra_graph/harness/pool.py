@@ -32,12 +32,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 import structlog
 
+from astra_graph.contract import OperationSpec
 from astra_graph.harness import evaluator as evaluator_module
 from astra_graph.harness.evaluator import HarnessUnavailable
+from astra_graph.harness.protocol import EvaluatorLike
+from astra_graph.models import BenchReport, Verdict
 
 log = structlog.get_logger(__name__)
 
@@ -53,24 +56,13 @@ class PoolConfigError(ValueError):
     """A bad ``--gpus`` or ``--backend`` (or ``ASTRA_BACKEND``): the message names which."""
 
 
-class SlotEvaluator(Protocol):
-    """What a slot holds: the evaluator protocol (``context.EvaluatorLike``) plus ``close``."""
-
-    # (*args, **kwargs): any evaluator's own signature conforms; the pool passes calls through
-    def check(self, *args: Any, **kwargs: Any) -> Any: ...
-
-    def bench(self, *args: Any, **kwargs: Any) -> Any: ...
-
-    def close(self) -> None: ...
-
-
 @dataclass
 class Slot:
     """One GPU of the pool and the evaluator that owns it."""
 
     gpu: str
     """How the GPU is named to its worker (a ``CUDA_VISIBLE_DEVICES`` entry, or a Ray actor)."""
-    evaluator: SlotEvaluator
+    evaluator: EvaluatorLike
     calls: int = 0
     busy_s: float = 0.0
     retired: str | None = None
@@ -144,7 +136,7 @@ def backend_choice(flag: str | None) -> Backend:
 # --- the pool --------------------------------------------------------------------------------
 
 
-class GpuPool:
+class GpuPool(EvaluatorLike):
     """Evaluations over several slots, each used by one call at a time; a context manager."""
 
     def __init__(self, slots: Sequence[Slot], *, backend: Backend = "local") -> None:
@@ -202,7 +194,7 @@ class GpuPool:
         log.warning("gpu_retired", gpu=slot.gpu, reason=reason)
         slot.evaluator.close()
 
-    def _dispatch(self, call: Callable[[SlotEvaluator], T]) -> T:
+    def _dispatch(self, call: Callable[[EvaluatorLike], T]) -> T:
         """Run ``call`` on an idle slot; move on to another when the slot cannot evaluate."""
         while True:
             with self._slot() as slot:
@@ -213,18 +205,20 @@ class GpuPool:
                         raise  # nothing to move to: the caller hears the reason as it is
                     self._retire(slot, str(exc))
 
-    def check(self, op: Any, baseline: Path, candidate: Path, **kwargs: Any) -> Any:
+    # The keywords pass through unchanged (``**kwargs``), so the defaults stay the slot
+    # evaluator's own and are not restated here.
+    def check(self, op: OperationSpec, baseline: Path, candidate: Path, **kwargs: Any) -> Verdict:
         """``Evaluator.check`` on an idle slot."""
         return self._dispatch(lambda e: e.check(op, baseline, candidate, **kwargs))
 
-    def bench(self, op: Any, candidate: Path, **kwargs: Any) -> Any:
+    def bench(self, op: OperationSpec, candidate: Path, **kwargs: Any) -> BenchReport:
         """``Evaluator.bench`` on an idle slot: ``candidate`` and ``against`` are timed together
         there, interleaved, in one worker on one GPU."""
         return self._dispatch(lambda e: e.bench(op, candidate, **kwargs))
 
 
 def local_pool(
-    gpus: Sequence[str], make: Callable[[str | None], SlotEvaluator] | None = None
+    gpus: Sequence[str], make: Callable[[str | None], EvaluatorLike] | None = None
 ) -> GpuPool:
     """One slot per GPU on this host, its evaluator's worker pinned to that GPU.
 
@@ -235,7 +229,7 @@ def local_pool(
     return GpuPool([Slot(gpu=gpu, evaluator=build(gpu or None)) for gpu in gpus])
 
 
-def harness_evaluator(gpu: str | None) -> SlotEvaluator:
+def harness_evaluator(gpu: str | None) -> EvaluatorLike:
     """The harness's Evaluator pinned to ``gpu``; unpinned (exactly a lone ``Evaluator()``, as
     on a machine without ``nvidia-smi``) for None."""
     return evaluator_module.Evaluator(gpu=gpu) if gpu is not None else evaluator_module.Evaluator()

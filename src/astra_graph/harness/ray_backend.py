@@ -39,6 +39,7 @@ from pydantic import BaseModel
 from astra_graph.contract import ContractError, OperationSpec, load_contract
 from astra_graph.harness.evaluator import HarnessUnavailable, operation
 from astra_graph.harness.pool import GpuPool, PoolConfigError, Slot
+from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.worker import JobFailed, WorkerCrashed, WorkerTimeout
 from astra_graph.models import BenchReport, Verdict
 
@@ -218,7 +219,7 @@ class EvaluationActor:
 # --- the driver's side -----------------------------------------------------------------------
 
 
-class ActorEvaluator:
+class ActorEvaluator(EvaluatorLike):
     """The evaluator protocol for one actor: ships the files, waits for the answer.
 
     The harness's exceptions (bad input, a crash or hang while timing) are raised here as they
