@@ -2,8 +2,8 @@
 reply`` for every request, as a person or a coding assistant would type them.
 
 Starting from ``silu_and_mul/naive.cu``, the answers are: no extra shapes, a plan, and as the
-code the body of ``kernels/silu_and_mul/production.cu`` (16-byte vector loads) under a header
-written for it; round 2 answers the same kernel capped at 256 threads per block. The result
+code ``kernels/silu_and_mul/production.cu`` (16-byte vector loads) with its description
+rewritten; round 2 answers the same kernel with its BLOCK tunable capped at 256 threads. The result
 must be one of the answered kernels, accepted on the held-out suite, faster than the naive
 kernel as the harness measured it. Set ``ASTRA_KEEP_RUN=DIR`` to keep a copy of the run.
 """
@@ -25,20 +25,23 @@ from astra_graph.runner import read_result
 pytestmark = pytest.mark.gpu
 
 OP = kernels_root() / "silu_and_mul"
-HEADER = """\
-// silu_and_mul: one block per token, 16-byte vector loads and stores, fp32 math rounded once.
-// astra: description = answered by hand: production.cu's body, threads capped at {cap}
-// astra: entry = silu_and_mul_vec<T>
-// astra: grid = tokens
-// astra: block = min(d // 8, {cap})
-"""
 
 
 def vectorized(cap: int) -> str:
-    """production.cu's code (everything after its header comments) under HEADER."""
-    lines = (OP / "production.cu").read_text().splitlines(keepends=True)
-    body = "".join(lines[next(i for i, line in enumerate(lines) if not line.startswith("//")) :])
-    return HEADER.format(cap=cap) + body
+    """production.cu (16-byte vector loads) as a person would answer with it: its description
+    says so, and its BLOCK tunable keeps only the values up to ``cap`` threads. Derived from the
+    file so the answer follows the shipped kernel."""
+    lines = []
+    for line in (OP / "production.cu").read_text().splitlines(keepends=True):
+        if line.startswith("// astra: description = "):
+            line = f"// astra: description = by hand: production.cu, at most {cap} threads\n"
+        elif line.startswith("// astra: tunable BLOCK = "):
+            values = [v.strip() for v in line.split("=", 1)[1].split(",")]
+            kept = [v for v in values if int(v) <= cap]
+            assert kept, f"production.cu has no BLOCK value <= {cap}: {line!r}"
+            line = f"// astra: tunable BLOCK = {', '.join(kept)}\n"
+        lines.append(line)
+    return "".join(lines)
 
 
 def plan(summary: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from astra_graph.agents.finalize import sanitizer_report
 from astra_graph.catalog import kernels_root
 from astra_graph.contract import load_contract
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
@@ -29,6 +30,7 @@ from astra_graph.harness.pool import (
     visible_gpus,
 )
 from astra_graph.harness.worker import WorkerCrashed
+from astra_graph.state import Best
 from fake_evaluator import FakeEvaluator
 from kernel_sources import VECTORIZED, marked
 
@@ -295,3 +297,15 @@ def test_close_closes_every_slot() -> None:
     with pool_of(*slots):
         pass
     assert all(s.closed for s in slots)
+
+
+def test_final_pick_of_a_pooled_run_is_sanitized_on_a_slot(tmp_path: Path) -> None:
+    """finalize runs compute-sanitizer through the evaluator it is given: through a pool (every
+    CLI run's evaluator) the tools must run on a slot, not be reported as unavailable."""
+    slots = [FakeEvaluator(), FakeEvaluator()]
+    candidate = write(tmp_path, "c", sanitize="racecheck")
+    with pool_of(*slots) as pool:
+        report = sanitizer_report(pool, SPEC, Best(round=1, path=str(candidate)))
+    assert report is not None
+    assert {(r.tool, r.ok) for r in report.results} == {("memcheck", True), ("racecheck", False)}
+    assert sum(len(s.sanitized) for s in slots) == 1

@@ -81,6 +81,9 @@ def test_answers_match_the_in_process_evaluator(pool: GpuPool, tmp_path: Path) -
         local_bench = local.bench(SPEC, candidate, against=BASELINE, dtypes=["float16"])
         assert remote_bench == local_bench
         assert remote_bench.candidate == str(candidate)  # the driver's path, not the actor's
+    flagged = write(tmp_path, "racy", sanitize="racecheck")
+    assert pool.sanitize(SPEC, flagged) == local.sanitize(SPEC, flagged)
+    assert not all(r.ok for r in pool.sanitize(SPEC, flagged).results)
 
 
 def test_concurrent_calls_use_both_actors(pool: GpuPool, tmp_path: Path) -> None:

@@ -216,6 +216,12 @@ class GpuPool(EvaluatorLike):
         there, interleaved, in one worker on one GPU."""
         return self._dispatch(lambda e: e.bench(op, candidate, **kwargs))
 
+    def sanitize(self, op: Any, candidate: Path, **kwargs: Any) -> Any:
+        """``Evaluator.sanitize`` (compute-sanitizer's memcheck and racecheck) on an idle slot,
+        so the final pick of a pooled run is sanitized like a lone evaluator's."""
+        # not in the protocol (see harness/protocol.py); every slot evaluator we build has it
+        return self._dispatch(lambda e: getattr(e, "sanitize")(op, candidate, **kwargs))  # noqa: B009
+
 
 def local_pool(
     gpus: Sequence[str], make: Callable[[str | None], EvaluatorLike] | None = None

@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from astra_graph.contract import ContractError, OperationSpec, load_contract
+from astra_graph.harness.deep import SanitizerReport
 from astra_graph.harness.evaluator import HarnessUnavailable, operation
 from astra_graph.harness.pool import GpuPool, PoolConfigError, Slot
 from astra_graph.harness.protocol import EvaluatorLike
@@ -211,6 +212,18 @@ class EvaluationActor:
             return _error_envelope(exc)
         return restore_paths(report, local)
 
+    def sanitize(
+        self, shipment: Shipment, candidate: str, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        op_dir, local = unpack(shipment, self.root)
+        try:
+            report = self.evaluator.sanitize(
+                load_contract(op_dir), Path(local[candidate]), **kwargs
+            )
+        except Exception as exc:  # sent back and raised in the driver
+            return _error_envelope(exc)
+        return restore_paths(report, local)
+
     def close(self) -> None:
         self.evaluator.close()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -257,6 +270,11 @@ class ActorEvaluator(EvaluatorLike):
             "bench", shipment, str(candidate), str(against) if against else None, kwargs
         )
         return BenchReport.model_validate(data)
+
+    def sanitize(self, op: Any, candidate: Path, **kwargs: Any) -> SanitizerReport:
+        spec = operation(op)
+        data = self._call("sanitize", ship(spec, Path(candidate)), str(candidate), kwargs)
+        return SanitizerReport.model_validate(data)
 
     def close(self) -> None:
         ray = _ray()
