@@ -15,7 +15,14 @@ import sys
 from pathlib import Path
 
 from astra_graph.models import BenchReport, Measurement, ShapeTiming, Verdict
-from astra_graph.state import OptimizationResult, Plan, RoundRecord, Usage
+from astra_graph.state import (
+    Attempt,
+    CandidateRecord,
+    OptimizationResult,
+    Plan,
+    RoundRecord,
+    Usage,
+)
 
 COPY_BANDWIDTH_GBPS = 3026.0
 SHAPES = [(16, 4096), (32, 5120), (32, 8192), (16, 12288), (64, 8192)]
@@ -124,30 +131,23 @@ def write_synthetic_run(path: Path, factors: tuple[float | None, ...] = (1.18, N
         folder = path / "rounds" / str(number)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "candidate.cu").write_text(BEST_SOURCE)
-        speedup = None
+        file = f"rounds/{number}/candidate.cu"
+        tries, report = [], None
         if factor is None:
             verdict = Verdict.reject("mismatch", "out[3, 17]: got 0.5, expected 0.25")
+            tries.append(Attempt(number=1, problem="no code in the reply", repair="send code"))
         else:
             verdict = Verdict(accepted=True, message="all cases passed", cases_checked=30)
-            report = bench(shape_timings(factor), f"rounds/{number}/candidate.cu")
+            report = bench(shape_timings(factor), file)
             (folder / "bench.json").write_text(report.model_dump_json(indent=1))
-            speedup = report.geomean_speedup
             if best_factor is None or factor > best_factor:
-                best_factor, best_round, best_speedup = factor, number, speedup or 1.0
+                best_factor, best_round = factor, number
+                best_speedup = report.geomean_speedup or 1.0
+        tries.append(Attempt(number=len(tries) + 1, file=file, verdict=verdict))
         (folder / "verdict.json").write_text(verdict.model_dump_json(indent=1))
-        records.append(
-            RoundRecord(
-                round=number,
-                plan=Plan(summary=f"round {number}: vectorise the loads", changes=[]),
-                attempts=1 if factor else 2,
-                candidate_path=f"rounds/{number}/candidate.cu",
-                verdict=verdict,
-                geomean_speedup=speedup,
-                geomean_speedup_err=0.005 if speedup else None,
-                faster=speedup is not None and speedup > 1.01,
-                best_speedup=best_speedup,
-            )
-        )
+        plan = Plan(summary=f"round {number}: vectorise the loads", changes=[])
+        candidate = CandidateRecord(plan=plan, path=file, tries=tries, timing=report, finished=True)
+        records.append(RoundRecord(round=number, candidates=[candidate]))
         for agent in ("planning", "coding"):
             usage.append(
                 Usage(

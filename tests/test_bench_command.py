@@ -112,7 +112,7 @@ def test_run_bench_refuses_to_run_without_a_gpu() -> None:
 
 
 def test_each_shape_says_which_limit_binds() -> None:
-    from astra_graph.agents.profiling import likely_bottlenecks, summarize
+    from astra_graph.agents.summary import likely_bottlenecks, summarize
     from astra_graph.harness import roofline
 
     def shape(

@@ -13,14 +13,20 @@ from typing import Any
 
 import pytest
 
-from astra_graph.agents.candidates import carried
 from astra_graph.agents.planning import plans_for_round
 from astra_graph.catalog import kernels_root
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.llm import LLMSettings
-from astra_graph.models import Verdict
+from astra_graph.models import BenchReport, Verdict
 from astra_graph.runner import ConfigurationError, optimize
-from astra_graph.state import CandidateRecord, OptimizationResult, Plan, PlanSet
+from astra_graph.state import (
+    Attempt,
+    CandidateRecord,
+    OptimizationResult,
+    Plan,
+    PlanSet,
+    RoundRecord,
+)
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text
 from kernel_sources import BROKEN, VECTORIZED, fenced, marked
@@ -149,10 +155,28 @@ def test_a_planner_that_gives_too_few_plans_is_noted_and_the_round_goes_on() -> 
     assert len(filled) == 2 and note == "planning: unusable structured reply: x"
 
 
+def timing_report(speedup: float) -> BenchReport:
+    return BenchReport(
+        op="silu_and_mul",
+        mode="device",
+        device="x",
+        candidate="c",
+        copy_bandwidth_gbps=3000.0,
+        shapes=[],
+        geomean_speedup=speedup,
+        geomean_speedup_err=0.001,
+    )
+
+
 def test_the_carried_candidate_is_the_fastest_accepted_else_the_first() -> None:
     def rec(branch: int, speedup: float | None, accepted: bool = True) -> CandidateRecord:
         verdict = Verdict(accepted=True) if accepted else Verdict.reject("mismatch", "m")
-        return CandidateRecord(round=1, branch=branch, verdict=verdict, geomean_speedup=speedup)
+        checked = Attempt(number=1, file=f"{branch}.cu", verdict=verdict)
+        timing = timing_report(speedup) if speedup is not None else None
+        return CandidateRecord(branch=branch, path=f"{branch}.cu", tries=[checked], timing=timing)
+
+    def carried(candidates: list[CandidateRecord]) -> CandidateRecord | None:
+        return RoundRecord(round=1, candidates=candidates).carried
 
     chosen = carried([rec(1, 1.1), rec(2, 1.5), rec(3, 2.0, accepted=False)])
     assert chosen is not None and chosen.branch == 2

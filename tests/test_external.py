@@ -104,10 +104,10 @@ def comparable(result: OptimizationResult) -> dict[str, object]:
                 r.attempts,
                 r.verdict.reason if r.verdict else None,
                 r.geomean_speedup,
-                r.best_speedup,
+                best,
                 [note.split(":")[0] for note in r.notes],
             )
-            for r in result.rounds
+            for r, best in zip(result.rounds, result.best_speedups, strict=True)
         ],
         "calls": [(u.agent, u.round, u.calls) for u in result.usage],
     }

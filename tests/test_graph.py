@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph import prompts
+from astra_graph import prompts, selection
 from astra_graph.agents.coding import interface_problem
 from astra_graph.agents.common import check_shapes, load_kernel
-from astra_graph.agents.finalize import contenders
-from astra_graph.agents.profiling import beats_baseline
 from astra_graph.agents.single import plan_from_prose, proposed_shapes
 from astra_graph.catalog import kernels_root
 from astra_graph.contract import OperationSpec
@@ -26,7 +24,7 @@ from astra_graph.llm import estimate_cost, is_reasoning_model
 from astra_graph.models import BenchReport, RejectReason, Verdict
 from astra_graph.replies import extract_source
 from astra_graph.selection import final_pick
-from astra_graph.state import Candidate, RoundRecord, State
+from astra_graph.state import Attempt, CandidateRecord, RoundRecord, State, contenders
 from kernel_sources import VECTORIZED
 
 OP = kernels_root() / "silu_and_mul"
@@ -38,6 +36,18 @@ def make_state(**fields: object) -> State:
 
 def record(round_number: int, **fields: object) -> RoundRecord:
     return RoundRecord(round=round_number, **fields)
+
+
+def in_round(*tries: Attempt, **fields: object) -> State:
+    """A state inside round 1, its candidate with these coding attempts."""
+    candidate = CandidateRecord(path="x.cu", tries=list(tries))
+    return make_state(history=[record(1, candidates=[candidate])], **fields)
+
+
+def attempts(count: int, last: Attempt) -> list[Attempt]:
+    """``count`` attempts, the earlier ones failed requests, the last one ``last``."""
+    failed = [Attempt(number=n, problem="request failed") for n in range(1, count)]
+    return [*failed, last.model_copy(update={"number": count})]
 
 
 # --- the graph's shape and routing --------------------------------------------------------------
@@ -56,6 +66,16 @@ def test_graph_has_the_papers_nodes_and_single_mode_swaps_the_authors() -> None:
     assert not {"planning", "coding", "single", "verify", "profiling"} & offline_nodes
 
 
+def test_the_graph_takes_what_a_caller_sets_and_hands_back_the_result() -> None:
+    user_set = {
+        "kernel", "run_dir", "rounds", "max_repairs", "candidates", "agents", "models", "started_at"
+    }  # fmt: skip
+    for agents in ("multi", "single", "offline"):
+        compiled = build_graph(agents).compile()
+        assert set(compiled.get_input_jsonschema()["properties"]) == user_set, agents
+        assert set(compiled.get_output_jsonschema()["properties"]) == {"result"}, agents
+
+
 def test_round_cap() -> None:
     state = make_state(rounds=3, history=[record(1), record(2)])
     assert route_after_tuning(state) == "planning"
@@ -66,17 +86,15 @@ def test_round_cap() -> None:
     assert route_after_tuning(make_state(rounds=1)) == "planning"
 
 
-def _candidate(problem: str | None) -> Candidate:
-    return Candidate(round=1, attempt=1, path="x.cu", source="", problem=problem)
-
-
 def test_repair_cap_after_coding() -> None:
-    good = make_state(attempt=1, candidate=_candidate(None))
+    good = in_round(Attempt(number=1, file="attempt-1.cu"))
     assert route_after_coding(good) == "verify"
     for attempt, expected in ((1, "coding"), (2, "coding"), (3, "profiling")):
-        bad = make_state(attempt=attempt, max_repairs=2, candidate=_candidate("no code"))
+        no_code = Attempt(number=attempt, problem="no code")
+        bad = in_round(*attempts(attempt, no_code), max_repairs=2)
         assert route_after_coding(bad) == expected, attempt
-    assert route_after_coding(make_state(attempt=1, max_repairs=0, candidate=None)) == "profiling"
+    no_reply = Attempt(number=1, problem="request failed")
+    assert route_after_coding(in_round(no_reply, max_repairs=0)) == "profiling"
 
 
 @pytest.mark.parametrize(
@@ -90,12 +108,13 @@ def test_repair_cap_after_coding() -> None:
     ],
 )
 def test_repair_edge_after_verify(reason: RejectReason, attempt: int, expected: str) -> None:
-    state = make_state(attempt=attempt, max_repairs=2, verdict=Verdict.reject(reason, "x"))
+    checked = Attempt(number=attempt, file="a.cu", verdict=Verdict.reject(reason, "x"))
+    state = in_round(*attempts(attempt, checked), max_repairs=2)
     assert route_after_verify(state) == expected
 
 
 def test_accepted_candidate_goes_to_profiling() -> None:
-    state = make_state(attempt=1, verdict=Verdict(accepted=True))
+    state = in_round(Attempt(number=1, file="a.cu", verdict=Verdict(accepted=True)))
     assert route_after_verify(state) == "profiling"
 
 
@@ -112,23 +131,37 @@ def _bench(speedup: float | None, err: float | None = 0.001) -> BenchReport:
     )
 
 
+def _beats(bench: BenchReport) -> bool:
+    return selection.beats_baseline(bench.geomean_speedup, bench.geomean_speedup_err)
+
+
 def test_a_tie_is_not_a_win() -> None:
-    assert beats_baseline(_bench(1.2))
-    assert not beats_baseline(_bench(1.019))  # under 2%
-    assert not beats_baseline(_bench(1.05, err=0.03))  # inside twice the error
-    assert not beats_baseline(_bench(0.8))
-    assert not beats_baseline(_bench(None))
+    assert _beats(_bench(1.2))
+    assert not _beats(_bench(1.019))  # under 2%
+    assert not _beats(_bench(1.05, err=0.03))  # inside twice the error
+    assert not _beats(_bench(0.8))
+    assert not _beats(_bench(None))
+
+
+def timed_round(number: int, path: str, verdict: Verdict, speedup: float | None) -> RoundRecord:
+    """Round ``number`` whose one candidate got ``verdict`` and was timed at ``speedup``."""
+    checked = Attempt(number=1, file=path, verdict=verdict)
+    timing = _bench(speedup) if speedup is not None else None
+    candidate = CandidateRecord(path=path, tries=[checked], timing=timing, finished=True)
+    return record(number, candidates=[candidate])
 
 
 def test_contenders_exclude_rejected_and_slower_and_the_rule_picks_the_fastest() -> None:
     accepted = Verdict(accepted=True)
+    no_code = CandidateRecord(path="e", tries=[Attempt(number=1, problem="no code")])
     history = [
-        record(1, verdict=accepted, faster=True, geomean_speedup=1.2, candidate_path="a"),
-        record(2, verdict=Verdict.reject("mismatch", "x"), candidate_path="b"),
-        record(3, verdict=accepted, faster=False, geomean_speedup=0.9, candidate_path="c"),
-        record(4, verdict=accepted, faster=True, geomean_speedup=1.5, candidate_path="d"),
-        record(5, verdict=None, notes=["no code"]),
+        timed_round(1, "a", accepted, 1.2),
+        timed_round(2, "b", Verdict.reject("mismatch", "x"), None),
+        timed_round(3, "c", accepted, 0.9),
+        timed_round(4, "d", accepted, 1.5),
+        record(5, candidates=[no_code]),
     ]
+    assert [r.faster for r in history] == [True, False, False, True, False]
     found = contenders(history)
     assert [r.round for r in found] == [1, 4]  # in the order they arrived
     first, second = final_pick(found, lambda best: True), final_pick(found, lambda b: b.round != 4)

@@ -87,7 +87,7 @@ def test_three_rounds_with_a_repair_a_rejection_and_a_winner(tmp_path: Path) -> 
     assert [r.attempts for r in result.rounds] == [2, 1, 1]
     assert any("compile_error" in note for note in result.rounds[0].notes)
     assert result.rounds[1].verdict is not None and result.rounds[1].verdict.reason == "mismatch"
-    assert [r.best_speedup for r in result.rounds] == pytest.approx([1.3, 1.3, 1.6])
+    assert result.best_speedups == pytest.approx([1.3, 1.3, 1.6])
     assert result.heldout is not None and result.heldout.accepted
     assert result.test_suite is not None and result.test_suite.extra == [EXTRA_SHAPE]
     assert len(result.test_suite.rejected) == 1

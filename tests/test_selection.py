@@ -82,12 +82,14 @@ def test_final_pick_asks_only_about_the_pick_and_falls_back_in_rule_order() -> N
 
 
 def test_the_profiler_tuner_and_finalize_use_this_module() -> None:
-    from astra_graph import tuning
+    from astra_graph import state, tuning
     from astra_graph.agents import finalize, profiling
     from astra_graph.agents import tuning as tuning_agent
     from astra_graph.harness import bench
 
     assert finalize.final_pick is selection.final_pick
     assert tuning.final_pick is selection.final_pick
-    assert profiling.replaces_best is tuning_agent.replaces_best is selection.replaces_best
+    # the best so far is the rule over the records, computed in one place
+    assert profiling.best_so_far is tuning_agent.best_so_far is state.best_so_far
+    assert state.selection is selection
     assert bench.selection is selection

@@ -16,6 +16,10 @@ from langgraph_dev import request as _request
 from langgraph_dev import serve
 
 REPO = Path(__file__).resolve().parents[1]
+USER_SET = {
+    "kernel", "run_dir", "rounds", "max_repairs", "candidates", "agents", "models", "started_at"
+}  # fmt: skip
+"""What optimize() passes in (runner.optimize builds its initial state from exactly these)."""
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +59,16 @@ def test_studio_serves_the_astra_graph(studio: str) -> None:
         if edge.get("conditional"):
             conditional.setdefault(edge["source"], set()).add(edge["target"])
     assert {"planning", "finalize"} <= conditional.get("tuning", set()), edges
+
+
+def test_studio_input_form_shows_only_what_a_caller_sets(studio: str) -> None:
+    """Studio builds its input form from the graph's input schema: the fields optimize() passes
+    in, none of the state the nodes keep; the output is the run's result."""
+    (assistant,) = _request(f"{studio}/assistants/search", {"graph_id": "astra"})
+    schemas = _request(f"{studio}/assistants/{assistant['assistant_id']}/schemas")
+    assert set(schemas["input_schema"]["properties"]) == USER_SET
+    assert schemas["input_schema"]["required"] == ["kernel", "run_dir"]
+    assert set(schemas["output_schema"]["properties"]) == {"result"}
+    # the state the nodes share is larger, and none of its own fields is in the form
+    internal = set(schemas["state_schema"]["properties"]) - USER_SET - {"result"}
+    assert {"history", "usage", "suite", "baseline"} <= internal

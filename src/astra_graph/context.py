@@ -11,6 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
+from typing import ClassVar
+
+from pydantic import ConfigDict
+from pydantic.json_schema import SkipJsonSchema
 
 from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.protocol import EvaluatorLike
@@ -29,10 +33,15 @@ def _shared_evaluator() -> EvaluatorLike:
 
 @dataclass(kw_only=True)
 class Context:
-    evaluator: EvaluatorLike | None = None
+    """What a run supplies; Studio's context form shows the plain settings (model, timing
+    mode, tuning budget, arch), not the objects, which only a Python caller can give."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(arbitrary_types_allowed=True)
+
+    evaluator: SkipJsonSchema[EvaluatorLike | None] = None
     """Verifies and times candidates; None: a shared GPU pool (``harness.pool.open_pool``),
     started on first use."""
-    llm: LLM | None = None
+    llm: SkipJsonSchema[LLM | None] = None
     """The agents' chat models; None: ``LLMSettings(model=model)`` (key from the environment)."""
     model: str = DEFAULT_MODEL
     """Every agent's model when ``llm`` is None; ``external`` answers the agents' requests
@@ -44,7 +53,7 @@ class Context:
     """Architecture for the local compile check that precedes every GPU check; None: the
     evaluator's GPU's (so the check compiles the cubin the worker then loads from the cache,
     once per candidate on any GPU), or sm_90 when the evaluator cannot say."""
-    _default_llm: LLM | None = field(default=None, repr=False)
+    _default_llm: SkipJsonSchema[LLM | None] = field(default=None, repr=False)
 
     def compile_arch(self) -> str:
         """The architecture of the local compile check (see ``arch``)."""

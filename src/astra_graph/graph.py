@@ -42,7 +42,7 @@ from astra_graph.agents import (
     tuning,
 )
 from astra_graph.context import Context
-from astra_graph.state import AgentMode, State
+from astra_graph.state import AgentMode, RunInput, RunOutput, State
 
 REPAIRABLE = frozenset({"compile_error", "launch_error", "interface_mismatch"})
 """Rejections that go back to the coding agent with the log instead of ending the round."""
@@ -55,7 +55,7 @@ def can_repair(state: State) -> bool:
 
 def route_after_coding(state: State) -> Literal["verify", "coding", "profiling"]:
     """Verify a usable candidate; otherwise repair while allowed, else log the round."""
-    if state.candidate is not None and state.candidate.problem is None:
+    if state.last_attempt is not None and state.last_attempt.usable:
         return "verify"
     return "coding" if can_repair(state) else "profiling"
 
@@ -67,14 +67,18 @@ def route_after_verify(state: State) -> Literal["coding", "profiling"]:
 
 
 def route_after_tuning(state: State) -> Literal["planning", "finalize"]:
-    """The round cap: another round until R rounds have been logged."""
+    """The round cap: another round until R rounds have been opened (a round is tuned after
+    its candidates have ended, so every opened round is complete here)."""
     return "planning" if len(state.history) < state.rounds else "finalize"
 
 
-def build_graph(agents: AgentMode = "multi") -> StateGraph[State, Context, State, State]:
+def build_graph(agents: AgentMode = "multi") -> StateGraph[State, Context, RunInput, RunOutput]:
     """The uncompiled graph; ``agents="single"`` is the paper's single-agent baseline and
-    ``agents="offline"`` the loop without any LLM (zero rounds)."""
-    builder = StateGraph(State, context_schema=Context)
+    ``agents="offline"`` the loop without any LLM (zero rounds). It takes what a caller sets
+    (:class:`RunInput`) and hands back the run's result (:class:`RunOutput`)."""
+    builder = StateGraph(
+        State, context_schema=Context, input_schema=RunInput, output_schema=RunOutput
+    )
     builder.add_node("testing", testing.testing if agents == "multi" else testing.contract_suite)
     builder.add_node("profile_baseline", profiling.profile_baseline)
     builder.add_node("tuning", tuning.tuning)
@@ -104,7 +108,7 @@ def build_graph(agents: AgentMode = "multi") -> StateGraph[State, Context, State
 
     builder.add_node("single", single.single)
     builder.add_node("verify", testing.verify)
-    builder.add_node("profiling", profiling.profiling)
+    builder.add_node("profiling", profiling.measure)
     builder.add_conditional_edges(
         "tuning", route_after_tuning, {"planning": "single", "finalize": "finalize"}
     )

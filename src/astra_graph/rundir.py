@@ -58,6 +58,13 @@ def branch_dir(run_dir: str | Path, round_number: int, branch: int = 0) -> Path:
     return folder
 
 
+def carried_copy(branch_file: str | Path) -> Path:
+    """Where a best-of-K round keeps a copy of a branch's file once that candidate is carried
+    forward: the round's own folder (``rounds/<k>/candidates/<branch>/x`` -> ``rounds/<k>/x``)."""
+    path = Path(branch_file)
+    return path.parents[2] / path.name
+
+
 def attempt_file(run_dir: str | Path, round_number: int, attempt: int, branch: int = 0) -> Path:
     return branch_dir(run_dir, round_number, branch) / f"attempt-{attempt}.cu"
 

@@ -47,7 +47,7 @@ from astra_graph.llm import (
 )
 from astra_graph.models import TimingMode
 from astra_graph.rundir import CHECKPOINT, RUN_JSON, new_run_dir, utc_now, write_model
-from astra_graph.state import AgentMode, AgentName, OptimizationResult, State
+from astra_graph.state import AgentMode, AgentName, OptimizationResult, RunInput, State
 
 log = structlog.get_logger(__name__)
 
@@ -118,23 +118,23 @@ def _write_report(run_dir: Path) -> None:
 def progress_event(node: str, state: State, update: Any = None) -> dict[str, Any]:
     """What the CLI shows when a node finishes: round, agent, verdict, best speedup so far.
 
-    ``update`` is what the node returned: a candidate branch's record is in there (the K
-    branches of a round finish one by one, and the state holds them all)."""
+    ``update`` is what the node returned: a candidate branch's is the round's log with its own
+    candidate (the K branches of a round finish one by one, and the state holds them all)."""
     event: dict[str, Any] = {"event": "node_finished", "node": node, "round": state.round}
     if node in ("verify", "coding", "single") and state.verdict is not None:
         event["verdict"] = "accepted" if state.verdict.accepted else state.verdict.reason
-    if node == BRANCH_NODE and isinstance(update, dict) and update.get("branches"):
-        record = update["branches"][0]
-        event["branch"] = record.branch
-        if record.verdict is not None:
-            event["verdict"] = "accepted" if record.verdict.accepted else record.verdict.reason
-        event["speedup"] = record.geomean_speedup
-    if node in ("profiling", "join") and isinstance(update, dict) and update.get("history"):
-        event["speedup"] = update["history"][-1].geomean_speedup
-    best = update.get("best") if isinstance(update, dict) else None
-    best = best if best is not None else state.best
-    if best is not None:
-        event["best_speedup"] = best.geomean_speedup
+    if node == BRANCH_NODE and isinstance(update, dict) and update.get("history"):
+        (candidate,) = update["history"][-1].candidates
+        event["branch"] = candidate.branch
+        if candidate.verdict is not None:
+            event["verdict"] = (
+                "accepted" if candidate.verdict.accepted else candidate.verdict.reason
+            )
+        event["speedup"] = candidate.geomean_speedup
+    if node in ("profiling", "join") and state.current is not None:
+        event["speedup"] = state.current.geomean_speedup
+    if state.best is not None:
+        event["best_speedup"] = state.best.geomean_speedup
     if node == "finalize" and state.result is not None:
         event["message"] = state.result.message
     return event
@@ -308,7 +308,7 @@ def optimize(
             if not snapshot.interrupts:
                 return None
             state = current()
-            external.record_questions(run_dir, snapshot.interrupts, len(state.history))
+            external.record_questions(run_dir, snapshot.interrupts, state.completed_rounds)
             return save(state, status="waiting")
 
         snapshot = compiled.get_state(config)
@@ -318,12 +318,13 @@ def optimize(
             if answer is not None:
                 raise ConfigurationError(f"{run_dir}: the run has finished; it waits for nothing")
             return save(current())  # already finished
-        inputs: Any = None if snapshot.values else initial.model_dump()
+        given = set(RunInput.model_fields)  # the graph's input schema: what a caller sets
+        inputs: Any = None if snapshot.values else initial.model_dump(include=given)
         if inputs is not None:
             save(initial)
         if snapshot.interrupts:  # waiting for an external answer
             pending = external.record_questions(
-                run_dir, snapshot.interrupts, len(current().history)
+                run_dir, snapshot.interrupts, current().completed_rounds
             )
             if answer is not None:
                 unanswered = external.waiting_for(pending)

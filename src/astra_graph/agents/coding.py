@@ -37,9 +37,9 @@ from astra_graph.harness.geometry import launch_problem
 from astra_graph.header import Implementation, load_implementation
 from astra_graph.models import Verdict
 from astra_graph.replies import RawReply, ReplyProblem, read_code
-from astra_graph.rundir import CANDIDATE, attempt_file, branch_dir, write_text
+from astra_graph.rundir import attempt_file, write_text
 from astra_graph.signature import interface_problem as parameters_problem
-from astra_graph.state import Candidate, Plan, State
+from astra_graph.state import Attempt, CandidateRecord, Plan, State
 
 
 def interface_problem(
@@ -90,24 +90,20 @@ def _interface_problem(
 def repair_text(state: State) -> str:
     """The repair section of a coding prompt: the failed attempt and what went wrong.
 
-    A candidate without source means no file came out of the reply: ``feedback`` is then the
+    An attempt without a file means no code came out of the reply: its feedback is then the
     reply pipeline's own repair prompt and is used as it is. Otherwise it is compiler or
     checker output about the file, quoted as data.
     """
-    if not state.feedback or state.candidate is None:
+    last = state.last_attempt
+    if last is None or not last.feedback:
         return ""
-    if not state.candidate.source:
-        return "\n" + state.feedback
-    previous = (
-        prompts.quote("Your previous attempt", state.candidate.source, "cuda")
-        if state.candidate.source
-        else "(no code could be taken from your previous reply)"
-    )
+    if last.file is None:
+        return "\n" + last.feedback
     return prompts.render(
         "repair",
         attempt=state.attempt,
-        problem=prompts.quote("What went wrong", state.feedback[-6000:]),
-        previous=previous,
+        problem=prompts.quote("What went wrong", last.feedback[-6000:]),
+        previous=prompts.quote("Your previous attempt", Path(last.file).read_text(), "cuda"),
     )
 
 
@@ -125,8 +121,9 @@ def diff_bases(state: State) -> list[str]:
     """Sources a diff reply may be against, most recent first: the failed attempt the repair
     prompt showed, then the current best that the coding prompt showed."""
     bases = []
-    if state.feedback and state.candidate is not None and state.candidate.source:
-        bases.append(state.candidate.source)
+    last = state.last_attempt
+    if last is not None and last.file is not None and last.feedback:
+        bases.append(Path(last.file).read_text())
     if state.best is not None:
         bases.append(Path(state.best.path).read_text())
     return bases
@@ -134,46 +131,41 @@ def diff_bases(state: State) -> list[str]:
 
 def take_candidate(
     spec: OperationSpec, state: State, reply: RawReply | None, call_problem: str | None
-) -> dict[str, Any]:
-    """Turn a coding reply into the state's candidate: read, check the interface, save.
-
-    ``feedback`` is what the next attempt is told: the reply's repair prompt (our own text)
-    when no file could be taken from it, the interface problem otherwise, nothing after a
-    failed request (the same request is made again).
-    """
-    k, n = state.round, state.attempt + 1
-    path = branch_dir(state.run_dir, k, state.branch_folder) / CANDIDATE
+) -> CandidateRecord:
+    """The current candidate with one more attempt: the reply read, the code saved, its
+    interface checked (a failed request is simply made again)."""
+    work = state.work
+    assert work is not None
+    k, n = state.round, work.attempts + 1
+    path = Path(work.path)
     source: str | None = None
-    problem, feedback = call_problem, ""  # a failed request is simply made again
+    problem, repair = call_problem, ""
     if reply is not None:
         code = read_code(reply, diff_bases(state))
         if isinstance(code, ReplyProblem):
-            problem, feedback = code.message, code.repair
+            problem, repair = code.message, code.repair
         else:
             source = code.source
-    verdict = None
+    file, verdict = None, None
     if source is not None:
-        write_text(attempt_file(state.run_dir, k, n, state.branch_folder), source)
+        file = attempt_file(state.run_dir, k, n, state.branch_folder)
+        write_text(file, source)
         impl, problem = read_candidate(spec, path, source, visible_shapes(spec, state))
-        feedback = problem or ""
         if problem:
             verdict = Verdict.reject("interface_mismatch", problem)
         else:
             write_text(path, source)
             assert impl is not None
             loaded.remember(spec, impl)  # verify and tuning read this parse, not the file again
-    candidate = Candidate(round=k, attempt=n, path=str(path), source=source or "", problem=problem)
-    notes = [*state.round_notes]
-    if problem:
-        notes.append(f"attempt {n}: {problem}")
     emit(agent="coding", round=k, message=f"attempt {n}: {problem or 'candidate written'}")
-    return {
-        "attempt": n,
-        "candidate": candidate,
-        "verdict": verdict,
-        "feedback": feedback,
-        "round_notes": notes,
-    }
+    attempt = Attempt(
+        number=n,
+        file=str(file) if file is not None else None,
+        problem=problem,
+        repair=repair,
+        verdict=verdict,
+    )
+    return work.model_copy(update={"tries": [*work.tries, attempt]})
 
 
 def coding(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -189,14 +181,17 @@ def coding(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         parameters=parameters_text(spec),
         dtypes=", ".join(spec.contract.dtypes),
         brief=kernel_brief(spec, state),
-        plan=prompts.quote("The plan for this round", plan_text(state.plan)),
+        plan=prompts.quote(
+            "The plan for this round", plan_text(state.work.plan if state.work else None)
+        ),
         source=prompts.quote(
             "The current best implementation", Path(state.best.path).read_text(), "cuda"
         ),
         repair=repair_text(state),
     )
     reply = context_of(runtime).get_llm().ask_text("coding", system_prompt("coding"), user)
-    update = take_candidate(spec, state, reply.value, reply.problem)
-    if not update["candidate"].source and reply.problem is None:
-        reply.problem = update["candidate"].problem  # no code in the reply: a failed call
-    return {**update, "usage": [reply.usage("coding", k)]}
+    record = take_candidate(spec, state, reply.value, reply.problem)
+    last = record.last
+    if last is not None and last.file is None and reply.problem is None:
+        reply.problem = last.problem  # no code in the reply: a failed call
+    return {**state.with_candidate(record), "usage": [reply.usage("coding", k)]}

@@ -12,12 +12,14 @@ from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from astra_graph import loaded, prompts
+from astra_graph.agents.summary import summarize
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
 from astra_graph.header import Implementation
 from astra_graph.models import BenchReport, TuningReport, Verdict
-from astra_graph.state import RoundRecord, State
+from astra_graph.rundir import BENCH, CANDIDATE, VERDICT, branch_dir, write_model
+from astra_graph.state import CandidateRecord, Plan, RoundRecord, State
 
 MAX_EXTRA_SHAPES = 8
 MAX_REFERENCE_CHARS = 4000
@@ -186,11 +188,13 @@ def evidence_text(verdict: Verdict) -> str:
 
 
 def history_text(history: list[RoundRecord]) -> str:
-    """Each earlier round: its plan, its outcome and the evidence behind a rejection."""
-    if not history:
+    """Each earlier round (the ones whose candidates have all ended): its plan, its outcome and
+    the evidence behind a rejection."""
+    earlier = [record for record in history if record.complete]
+    if not earlier:
         return prompts.quote("Earlier rounds", "none yet")
     lines = []
-    for record in history:
+    for record in earlier:
         plan = record.plan.summary if record.plan else "(no plan)"
         if record.verdict is None:
             outcome = "no candidate: " + ("; ".join(record.notes) or "nothing usable")
@@ -213,7 +217,9 @@ def kernel_brief(spec: OperationSpec, state: State) -> str:
     the reference, the GPU, the visible shapes, the current profile (every dtype), the
     dispatch table and each earlier round with its evidence. Held-out shapes never appear."""
     best = state.best
-    profile = best.profile if best is not None and best.profile else "not measured yet"
+    profile = "not measured yet"
+    if best is not None and best.bench is not None:
+        profile = summarize(best.bench, f"Profile of {best.describe()}")
     return "\n\n".join(
         [
             reference_text(spec),
@@ -268,6 +274,25 @@ def check_shapes(
         seen.add(tuple(sorted(dims.items())))
         accepted.append(dims)
     return accepted, rejected
+
+
+def new_candidate(
+    state: State, round_number: int, branch: int, plan: Plan | None
+) -> CandidateRecord:
+    """A round's candidate before its first attempt: its plan and where its file will be
+    (the round's folder, or its own folder in a best-of-K round)."""
+    folder = branch_dir(state.run_dir, round_number, branch if state.candidates > 1 else 0)
+    return CandidateRecord(branch=branch, plan=plan, path=str(folder / CANDIDATE))
+
+
+def write_candidate_files(state: State, record: CandidateRecord) -> None:
+    """Write a candidate's ``verdict.json`` and ``bench.json`` from its record, so the files
+    say what the record says."""
+    folder = branch_dir(state.run_dir, state.round, state.branch_folder)
+    if record.verdict is not None:
+        write_model(folder / VERDICT, record.verdict)
+    if record.timing is not None:
+        write_model(folder / BENCH, record.timing)
 
 
 def emit(**event: Any) -> None:

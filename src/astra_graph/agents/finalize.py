@@ -13,7 +13,6 @@ default tunables), and the message says so.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +23,8 @@ from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
 from astra_graph.harness.deep import SanitizerReport
-from astra_graph.models import BenchReport, Verdict
+from astra_graph.models import Verdict
 from astra_graph.rundir import (
-    BENCH,
     BEST,
     BEST_DISPATCH,
     HELDOUT_VERDICT,
@@ -36,41 +34,9 @@ from astra_graph.rundir import (
     write_model,
 )
 from astra_graph.selection import final_pick
-from astra_graph.state import Best, OptimizationResult, RoundRecord, RunStatus, State, Tuned
+from astra_graph.state import Best, OptimizationResult, RunStatus, State, contenders
 
 HELDOUT_SUITES = ("heldout",)
-
-
-def contenders(history: Sequence[RoundRecord], tuned: Sequence[Tuned] = ()) -> list[Best]:
-    """Accepted candidates and tuned implementations that beat the baseline, in the order they
-    arrived (``selection.final_pick`` chooses among them).
-
-    A round's candidate with and without its dispatch table are separate contenders.
-    """
-    found = [
-        Best(
-            round=r.round,
-            path=r.candidate_path,
-            geomean_speedup=r.geomean_speedup or 1.0,
-            geomean_speedup_err=r.geomean_speedup_err,
-            profile=r.profile,
-        )
-        for r in history
-        if r.faster and r.verdict is not None and r.verdict.accepted and r.candidate_path
-    ]
-    found += [
-        Best(
-            round=t.round,
-            path=t.path,
-            geomean_speedup=t.bench.geomean_speedup or 1.0,
-            geomean_speedup_err=t.bench.geomean_speedup_err,
-            bench=t.bench,
-            dispatch=t.report,
-        )
-        for t in tuned
-        if t.faster and t.bench is not None
-    ]
-    return sorted(found, key=lambda b: (b.round, b.dispatch is not None))
 
 
 def sanitizer_report(
@@ -110,6 +76,7 @@ def result_from_state(
     else:
         best_path = Path(shown.path if shown else state.kernel)
     costs = [u.cost_usd for u in state.usage]
+    records = state.history
     return OptimizationResult(
         run_id=run_dir.name,
         run_dir=str(run_dir),
@@ -121,9 +88,10 @@ def result_from_state(
         models=state.models,
         rounds_requested=state.rounds,
         candidates_per_round=state.candidates,
-        rounds_completed=len(state.history),
+        rounds_completed=sum(1 for r in records if r.complete),
         test_suite=state.suite,
         baseline=state.baseline,
+        baseline_tuning=state.baseline_tuning,
         best_round=shown.round if shown else 0,
         best_path=str(best_path),
         best_source=best_path.read_text() if best_path.is_file() else "",
@@ -134,19 +102,13 @@ def result_from_state(
         heldout=heldout,
         dispatch=shown.dispatch if shown else None,
         message=message,
-        tuning=state.tuned,
-        rounds=state.history,
+        rounds=records,
         usage=state.usage,
         total_tokens=sum(u.input_tokens + u.output_tokens for u in state.usage),
         total_cost_usd=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
         started_at=state.started_at,
         updated_at=utc_now(),
     )
-
-
-def describe(best: Best) -> str:
-    who = "the baseline" if best.round == 0 else f"round {best.round}'s candidate"
-    return who + (" with its per-bucket dispatch table" if best.dispatch is not None else "")
 
 
 def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -181,7 +143,7 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             verdict = verdicts[contender.path]
             if not verdict.accepted:
                 refused.append(
-                    f"{describe(contender)} failed the held-out suite ({verdict.reason})"
+                    f"{contender.describe()} failed the held-out suite ({verdict.reason})"
                 )
                 return False
         report = sanitizer_report(evaluator, spec, contender)
@@ -198,24 +160,21 @@ def finalize(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 sanitized.append("compute-sanitizer not installed: memcheck and racecheck not run")
             elif not report.ok:
                 failed = "; ".join(r.summary for r in report.results if not r.ok)
-                refused.append(f"{describe(contender)} failed compute-sanitizer: {failed}")
+                refused.append(f"{contender.describe()} failed compute-sanitizer: {failed}")
                 return False
             else:
                 sanitized.append("compute-sanitizer memcheck and racecheck found no errors")
         heldout = verdict
         return True
 
-    chosen = final_pick(contenders(state.history, state.tuned), passes)
+    chosen = final_pick(contenders(state.history, state.baseline_tuning), passes)
     final = chosen or Best(round=0, path=state.kernel, bench=state.baseline)
-    if final.bench is None:
-        bench_file = round_dir(run_dir, final.round) / BENCH
-        final.bench = BenchReport.model_validate_json(bench_file.read_text())
     shutil.copyfile(final.path, run_dir / BEST)
     if final.dispatch is not None:
         write_model(run_dir / BEST_DISPATCH, final.dispatch)
     if final.round or final.dispatch is not None:
         message = (
-            f"{describe(final)} is {final.geomean_speedup:.3f}x faster than the baseline "
+            f"{final.describe()} is {final.geomean_speedup:.3f}x faster than the baseline "
             "(geometric mean over the tuning shapes) and passed the held-out suite"
         )
     else:

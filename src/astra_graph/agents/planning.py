@@ -22,25 +22,15 @@ from astra_graph.agents.common import (
     emit,
     kernel_brief,
     load_baseline,
+    new_candidate,
     system_prompt,
 )
 from astra_graph.context import Context
-from astra_graph.state import Plan, PlanSet, State
-
-
-def new_round_fields(round_number: int) -> dict[str, Any]:
-    """State fields reset at the start of a round."""
-    return {
-        "round": round_number,
-        "attempt": 0,
-        "candidate": None,
-        "verdict": None,
-        "feedback": "",
-        "round_notes": [],
-    }
+from astra_graph.state import Plan, PlanSet, RoundRecord, State
 
 
 def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """Open round k: its record with one candidate per plan (the branches fill them in)."""
     assert state.best is not None
     spec, _ = load_baseline(state)
     k = state.round + 1
@@ -57,7 +47,6 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         source=prompts.quote("The current best implementation", best_source, "cuda"),
     )
     llm = context_of(runtime).get_llm()
-    update = new_round_fields(k)
     if state.candidates > 1:
         user += "\n\n" + prompts.render("alternatives", k=state.candidates)
         several = llm.ask_structured("planning", PlanSet, system_prompt("planning"), user)
@@ -69,11 +58,15 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         problem = f"planning: {reply.problem}" if reply.value is None else None
         usage, method = reply.usage("planning", k), reply.method
     if problem:
-        update["round_notes"] = [problem]
         emit(agent="planning", round=k, message=f"no plan: {problem}", failure=problem)
     else:
         emit(agent="planning", round=k, message=" | ".join(p.summary for p in plans), method=method)
-    return {**update, "plan": plans[0], "plans": plans, "usage": [usage]}
+    record = RoundRecord(
+        round=k,
+        candidates=[new_candidate(state, k, i, plan) for i, plan in enumerate(plans, 1)],
+        round_notes=[problem] if problem else [],
+    )
+    return {"history": [record], "usage": [usage]}
 
 
 def unusable_plan() -> Plan:

@@ -21,14 +21,14 @@ from astra_graph.agents.common import (
     emit,
     kernel_brief,
     load_baseline,
+    new_candidate,
     parameters_text,
     shapes_text,
     system_prompt,
 )
-from astra_graph.agents.planning import new_round_fields
 from astra_graph.context import Context
 from astra_graph.replies import fenced_blocks
-from astra_graph.state import Plan, State
+from astra_graph.state import Plan, RoundRecord, State, merge_rounds
 
 PLAN_CHARS = 400
 
@@ -57,21 +57,25 @@ def plan_from_prose(reply: str) -> Plan:
 
 
 def single(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    """One attempt: opens a round (its plan is the reply's prose) unless repairing its candidate."""
     assert state.best is not None and state.suite is not None
     spec, baseline = load_baseline(state)
-    starts_round = state.round == 0 or (
-        bool(state.history) and state.history[-1].round == state.round
-    )
-    update: dict[str, Any] = new_round_fields(state.round + 1) if starts_round else {}
-    current = state.model_copy(update=update)
-    k = current.round
-    emit(agent="single", round=k, message=f"writing attempt {current.attempt + 1}")
+    current = state.current
+    starts_round = current is None or current.complete
+    now = state  # the state as the coding step sees it: with the round this call opens
+    if starts_round:
+        opened = RoundRecord(
+            round=state.round + 1, candidates=[new_candidate(state, state.round + 1, 1, None)]
+        )
+        now = state.model_copy(update={"history": merge_rounds(state.history, [opened])})
+    k = now.round
+    emit(agent="single", round=k, message=f"writing attempt {now.attempt + 1}")
     user = prompts.render(
         "single",
         op=spec.name,
         summary=spec.contract.summary,
         contract=contract_text(spec),
-        tuning=shapes_text(state.suite.tuning),
+        tuning=shapes_text(spec.contract.suite("tuning")),
         round=k,
         rounds=state.rounds,
         max_shapes=MAX_EXTRA_SHAPES,
@@ -81,16 +85,18 @@ def single(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             "The current best implementation", Path(state.best.path).read_text(), "cuda"
         ),
         brief=kernel_brief(spec, state),
-        repair=repair_text(current),
+        repair=repair_text(now),
     )
     reply = context_of(runtime).get_llm().ask_text("single", system_prompt("single"), user)
     text = reply.value.text if reply.value else ""
-    notes = list(current.round_notes)
+    notes = []
     suite = state.suite
+    work = now.work
+    assert work is not None
     if text:
         shapes, problem = proposed_shapes(text)
         room = MAX_EXTRA_SHAPES - len(suite.extra)
-        known = [*suite.tuning, *suite.extra, *spec.contract.suite("edge")]
+        known = [*spec.contract.suite("tuning"), *suite.extra, *spec.contract.suite("edge")]
         extra, rejected = check_shapes(spec, baseline, shapes, known, limit=max(room, 0))
         suite = suite.model_copy(
             update={"extra": [*suite.extra, *extra], "rejected": [*suite.rejected, *rejected]}
@@ -98,9 +104,11 @@ def single(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if problem:
             notes.append(problem)
         if starts_round:
-            update["plan"] = plan_from_prose(text)
+            work = work.model_copy(update={"plan": plan_from_prose(text)})
     elif starts_round:
-        update["plan"] = Plan(summary="(no reply)", changes=[])
-    current = current.model_copy(update={"round_notes": notes, "suite": suite})
-    candidate_update = take_candidate(spec, current, reply.value, reply.problem)
-    return {**update, **candidate_update, "suite": suite, "usage": [reply.usage("single", k)]}
+        work = work.model_copy(update={"plan": Plan(summary="(no reply)", changes=[])})
+    planned = merge_rounds(now.history, now.with_candidate(work)["history"])
+    now = now.model_copy(update={"suite": suite, "history": planned})
+    record = take_candidate(spec, now, reply.value, reply.problem)
+    usage = [reply.usage("single", k)]
+    return {**now.with_candidate(record, notes), "suite": suite, "usage": usage}

@@ -25,6 +25,7 @@ from astra_graph.agents.common import (
     reference_text,
     shapes_text,
     system_prompt,
+    write_candidate_files,
 )
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
@@ -32,7 +33,6 @@ from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import CompileFailed, compile_implementation
 from astra_graph.harness.nvrtc import NvrtcUnavailable
 from astra_graph.models import Verdict
-from astra_graph.rundir import VERDICT, branch_dir, write_model
 from astra_graph.state import ShapeProposals, State, TestSuite
 
 VISIBLE_SUITES = ("tuning", "edge")
@@ -64,7 +64,7 @@ def testing(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     )
     known = [*tuning, *spec.contract.suite("edge")]
     extra, rejected = check_shapes(spec, baseline, proposed, known)
-    suite = TestSuite(tuning=tuning, extra=extra, rejected=rejected, problem=reply.problem)
+    suite = TestSuite(extra=extra, rejected=rejected, problem=reply.problem)
     emit(
         agent="testing",
         round=0,
@@ -75,9 +75,8 @@ def testing(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
 
 
 def contract_suite(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """The single-agent graph's testing step: the contract's tuning suite, no LLM call."""
-    spec, _ = load_baseline(state)
-    return {"suite": TestSuite(tuning=spec.contract.suite("tuning"))}
+    """The testing step without the testing agent: the contract's suites alone, no LLM call."""
+    return {"suite": TestSuite()}
 
 
 def compile_problem(spec: OperationSpec, path: Path, arch: str) -> Verdict | None:
@@ -95,9 +94,10 @@ def compile_problem(spec: OperationSpec, path: Path, arch: str) -> Verdict | Non
 
 def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Compile the candidate, then check it against the baseline on the visible suites."""
-    assert state.candidate is not None and state.suite is not None
+    work, last = state.work, state.last_attempt
+    assert work is not None and last is not None and state.suite is not None
     spec, _ = load_baseline(state)
-    candidate = Path(state.candidate.path)
+    candidate = Path(work.path)
     verdict = compile_problem(spec, candidate, context_of(runtime).compile_arch())
     if verdict is None:
         verdict = (
@@ -111,14 +111,9 @@ def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
                 extra_shapes=state.suite.extra,
             )
         )
-    write_model(branch_dir(state.run_dir, state.round, state.branch_folder) / VERDICT, verdict)
+    checked = last.model_copy(update={"verdict": verdict})
+    record = work.model_copy(update={"tries": [*work.tries[:-1], checked]})
+    write_candidate_files(state, record)
     outcome = "accepted" if verdict.accepted else f"rejected: {verdict.reason}"
     emit(agent="testing", round=state.round, message=f"verify: {outcome}", verdict=outcome)
-    if verdict.accepted:
-        return {"verdict": verdict, "feedback": ""}
-    note = f"attempt {state.attempt}: rejected ({verdict.reason}): {verdict.message}"
-    return {
-        "verdict": verdict,
-        "feedback": "\n".join(filter(None, [verdict.message, verdict.log])),
-        "round_notes": [*state.round_notes, note],
-    }
+    return state.with_candidate(record)

@@ -3,8 +3,9 @@
 It runs after the baseline is profiled and after every round's profiling. Its subject is the
 baseline (round 0) or the round's candidate if that was accepted and timed. The sweep
 (``astra_graph.tuning.tune``) picks a verified setting per bucket; the implementation is then
-timed with that dispatch table against the baseline's defaults, and replaces the best so far
-only if it beats the baseline beyond the noise and is faster than the current best.
+timed with that dispatch table against the baseline's defaults; the sweep lands in the round's
+record (the baseline's in ``State.baseline_tuning``), and the selection rule over the records
+decides whether it is the best so far.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from langgraph.runtime import Runtime
 
 from astra_graph import loaded
 from astra_graph.agents.common import context_of, emit, load_baseline
-from astra_graph.agents.profiling import beats_baseline, summarize
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
 from astra_graph.harness.protocol import EvaluatorLike
@@ -24,8 +24,7 @@ from astra_graph.harness.timing import geomean_speedup
 from astra_graph.harness.worker import WorkerError
 from astra_graph.models import BenchReport, TimingMode, TuningReport
 from astra_graph.rundir import round_dir, write_model
-from astra_graph.selection import replaces_best
-from astra_graph.state import Best, State, Tuned
+from astra_graph.state import RoundRecord, State, Tuned, best_so_far, merge_rounds
 from astra_graph.tuning import group_by_bucket, tune
 
 TUNING_FILE = "tuning.json"
@@ -35,10 +34,9 @@ TUNED_BENCH_FILE = "tuned-bench.json"
 def subject(state: State) -> tuple[int, str] | None:
     """(round, path) of what to tune now, or None: the baseline first, then accepted candidates."""
     if not state.history:
-        return (0, state.kernel) if not state.tuned else None
+        return (0, state.kernel) if state.baseline_tuning is None else None
     record = state.history[-1]
-    accepted = record.verdict is not None and record.verdict.accepted
-    if accepted and record.candidate_path and record.geomean_speedup is not None:
+    if record.tuning is None and record.candidate_path and record.geomean_speedup is not None:
         return record.round, record.candidate_path
     return None
 
@@ -95,8 +93,8 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         return {}
     context = context_of(runtime)
     evaluator = context.get_evaluator()
-    assert state.suite is not None and state.best is not None
-    shapes = [*state.suite.tuning, *state.suite.extra]
+    assert state.suite is not None
+    shapes = [*spec.contract.suite("tuning"), *state.suite.extra]
     who = "the starting kernel" if k == 0 else f"round {k}'s candidate"
     emit(agent="tuning", round=k, message=f"sweeping the tunables of {who} per shape bucket")
     try:
@@ -115,7 +113,6 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     folder = Path(state.run_dir) / "baseline" if k == 0 else round_dir(state.run_dir, k)
     write_model(folder / TUNING_FILE, report)
     record = Tuned(round=k, path=path, report=report)
-    best = state.best
     changed = any(e.tunables != report.default_tunables for e in report.dispatch)
     if changed:
         try:
@@ -128,18 +125,13 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         if bench is not None and bench.rejection is None:
             write_model(folder / TUNED_BENCH_FILE, bench)
             record.bench = bench
-            record.faster = beats_baseline(bench)
-            contender = Best(
-                round=k,
-                path=path,
-                geomean_speedup=bench.geomean_speedup or 1.0,
-                geomean_speedup_err=bench.geomean_speedup_err,
-                bench=bench,
-                profile=summarize(bench, f"Profile of {who} with its dispatch table"),
-                dispatch=report,
-            )
-            if replaces_best(contender, best):
-                best = contender
+    if k == 0:
+        update: dict[str, Any] = {"baseline_tuning": record}
+        best = best_so_far(state.kernel, state.baseline, state.history, record)
+    else:
+        update = {"history": [RoundRecord(round=k, tuning=record)]}
+        log = merge_rounds(state.history, update["history"])
+        best = best_so_far(state.kernel, state.baseline, log, state.baseline_tuning)
     tuned_speedup = record.bench.geomean_speedup if record.bench else None
     emit(
         agent="tuning",
@@ -151,4 +143,4 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         ),
         best=best.geomean_speedup,
     )
-    return {"tuned": [record], "best": best}
+    return update

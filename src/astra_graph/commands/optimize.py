@@ -155,15 +155,13 @@ def format_result(result: OptimizationResult) -> str:
     lines = [f"{result.op}: {result.message}"]
     if result.rounds:
         lines += ["", f"{'round':>5}  {'attempts':>8}  {'verdict':<24}{'speedup':>9}  {'best':>7}"]
-    for r in result.rounds:
+    for r, best in zip(result.rounds, result.best_speedups, strict=True):
         if r.verdict is None:
             verdict = "no candidate"
         else:
             verdict = "accepted" if r.verdict.accepted else f"rejected: {r.verdict.reason}"
         speedup = f"{r.geomean_speedup:8.3f}x" if r.geomean_speedup is not None else f"{'-':>9}"
-        lines.append(
-            f"{r.round:>5}  {r.attempts:>8}  {verdict:<24}{speedup}  {r.best_speedup:6.3f}x"
-        )
+        lines.append(f"{r.round:>5}  {r.attempts:>8}  {verdict:<24}{speedup}  {best:6.3f}x")
     if result.dispatch is not None:
         lines += ["", f"{'bucket':<16}{'tunables':<34}{'vs default':>11}  shapes"]
         for entry in result.dispatch.dispatch:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from astra_graph.contract import OperationSpec
 from astra_graph.models import BenchReport, TimingMode, Verdict
 
 
+@runtime_checkable  # pydantic checks the type when it builds the run context's schema
 class EvaluatorLike(Protocol):
     """Verifies and times kernels; ``close`` stops whatever it started (worker, actor)."""
 

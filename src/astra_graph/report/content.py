@@ -114,7 +114,7 @@ def rounds_table(run: Run) -> Table:
             r.outcome,
             message or "-",
             _speedup(r.speedup, r.speedup_err),
-            f"{record.best_speedup:.3f}x" if record is not None else "-",
+            f"{r.best_speedup:.3f}x" if r.best_speedup is not None else "-",
         ]
         if with_heldout:
             row.append(_heldout(r.heldout))

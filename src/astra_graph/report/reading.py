@@ -45,6 +45,8 @@ class RoundRow:
     bench: BenchReport | None = None
     speedup: float | None = None
     speedup_err: float | None = None
+    best_speedup: float | None = None
+    """The best speedup so far once this round's candidate was timed (from run.json)."""
     tokens: int = 0
     cost_usd: float | None = None
     answered_externally: list[str] = field(default_factory=list)
@@ -178,13 +180,18 @@ def _round_dirs(run_dir: Path) -> dict[int, Path]:
 
 def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[RoundRow]:
     rows: dict[int, RoundRow] = {}
-    for record in result.rounds if result else []:
+    records = result.rounds if result else []
+    best = result.best_speedups if result else []
+    for record, best_so_far in zip(records, best, strict=True):
+        carried = record.carried
         rows[record.round] = RoundRow(
             round=record.round,
             record=record,
             verdict=record.verdict,
+            bench=carried.timing if carried is not None else None,
             speedup=record.geomean_speedup,
             speedup_err=record.geomean_speedup_err,
+            best_speedup=best_so_far,
         )
     # A finished round's record (run.json) is its outcome; a round's files only fill in a round
     # that has no record yet (a run stopped inside it), and a speedup counts only when accepted.
@@ -194,7 +201,8 @@ def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[Roun
         if row.record is None:
             row.verdict = file_verdict
         row.heldout = _load_json_model(Verdict, folder / HELDOUT_VERDICT)
-        row.bench = _load_json_model(BenchReport, folder / BENCH)
+        if row.record is None:
+            row.bench = _load_json_model(BenchReport, folder / BENCH)
         accepted = row.verdict is not None and row.verdict.accepted
         if row.record is None and row.bench is not None and accepted:
             row.speedup = row.bench.geomean_speedup
@@ -208,6 +216,60 @@ def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[Roun
             if usage.cost_usd is not None:
                 used_in.cost_usd = (used_in.cost_usd or 0.0) + usage.cost_usd
     return [rows[k] for k in sorted(rows)]
+
+
+def _earlier_candidate(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A candidate as run.json recorded it before records held their attempts (2026-11-24):
+    its last attempt carries the recorded verdict, its timing is the folder's bench.json when
+    the record has a speedup; the earlier attempts are known only by the round's notes."""
+    count, path = int(data.get("attempts") or 0), data.get("candidate_path")
+    tries: list[dict[str, Any]] = [{"number": n} for n in range(1, count)]
+    if count:
+        tries.append({"number": count, "file": path, "verdict": data.get("verdict")})
+        if path is None:
+            tries[-1]["problem"] = "no usable code (recorded before attempts were kept)"
+    timing = None
+    if data.get("geomean_speedup") is not None and (folder / BENCH).is_file():
+        timing = _read_json(folder / BENCH)
+    return {
+        "branch": data.get("branch", 1),
+        "plan": data.get("plan"),
+        "path": path or "",
+        "tries": tries,
+        "timing": timing,
+        "finished": True,
+    }
+
+
+def _from_earlier_layout(data: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """run.json as written before each round's record held its attempts and tuning, in today's
+    shape, so that runs recorded then still get a full report."""
+    rounds = data.get("rounds")
+    if not isinstance(rounds, list) or not all(isinstance(r, dict) for r in rounds):
+        return data
+    if not any("best_speedup" in r for r in rounds):
+        return data  # today's layout
+    tuned = {t.get("round"): t for t in data.get("tuning") or [] if isinstance(t, dict)}
+    upgraded = []
+    for r in rounds:
+        folder = run_dir / "rounds" / str(r.get("round"))
+        several = [c for c in r.get("candidates") or [] if isinstance(c, dict)]
+        if len(several) > 1:
+            candidates = [
+                _earlier_candidate(c, folder / "candidates" / str(c.get("branch"))) for c in several
+            ]
+        else:
+            candidates = [_earlier_candidate(r, folder)]
+        notes = r.get("notes") or []
+        upgraded.append(
+            {
+                "round": r.get("round"),
+                "candidates": candidates,
+                "round_notes": notes,
+                "tuning": tuned.get(r.get("round")),
+            }
+        )
+    return {**data, "rounds": upgraded, "baseline_tuning": tuned.get(0)}
 
 
 def load_run(run_dir: Path | str) -> Run:
@@ -229,7 +291,7 @@ def load_run(run_dir: Path | str) -> Run:
         data = _read_json(run_file)
         if not isinstance(data, dict):
             raise RunLoadError(f"{run_file}: expected a JSON object, got {type(data).__name__}")
-        result = _validate(OptimizationResult, run_file, data)
+        result = _validate(OptimizationResult, run_file, _from_earlier_layout(data, path))
     else:
         missing.append(RUN_JSON)
     baseline_bench = _load_json_model(BenchReport, baseline_file)
