@@ -14,7 +14,7 @@ import pytest
 from astra_graph import plots
 from astra_graph.cli import main
 from astra_graph.report import write_report
-from astra_graph.report.content import comparison_tables, shapes_table
+from astra_graph.report.content import comparison_tables, round_points, shapes_table
 from astra_graph.report.reading import RunLoadError, load_run
 from astra_graph.report.render import render_markdown
 from synthetic_run import BASELINE_SOURCE, write_synthetic_run
@@ -39,6 +39,10 @@ def test_load_run_reads_every_part(finished_run: Path) -> None:
     assert [r.round for r in run.rounds] == [1, 2, 3]
     assert [r.outcome for r in run.rounds] == ["accepted", "mismatch", "accepted"]
     assert run.rounds[0].tokens == 2 * (910 + 300)
+    # the best so far, for the table and the plot, is the run's records' (round 2 rejected)
+    assert run.result is not None
+    first, _, third = (r.geomean_speedup for r in run.result.rounds)
+    assert [p.best for p in round_points(run)] == pytest.approx([first, first, third])
     assert len(run.shapes) == 5
     assert run.copy_bandwidth_gbps == pytest.approx(3026.0)
     assert run.missing == []

@@ -75,6 +75,7 @@ def test_a_timing_rejection_reads_as_rejected_everywhere(tmp_path: Path) -> None
     assert report_row.speedup is None
     (point,) = round_points(run)
     assert not point.accepted and point.speedup is None and point.reason == "impossible_time"
+    assert point.best == 1.0  # the best so far is still the baseline
     markdown = write_report(run_dir)[0].read_text()
     rounds_section = markdown.split("## Rounds", 1)[1].split("![", 1)[0]
     (line,) = [row for row in rounds_section.splitlines() if row.startswith("| 1 |")]

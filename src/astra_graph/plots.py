@@ -35,6 +35,9 @@ class RoundPoint:
     speedup_err: float | None = None
     reason: str | None = None
     """Why the round's candidate was rejected (short), when it was."""
+    best: float | None = None
+    """The best speedup so far after this round, as the run recorded it (the selection rule
+    over its records, ``OptimizationResult.best_speedups``); None when no record says."""
 
 
 def _speedup(timed: RoundPoint | ShapeTiming) -> float:
@@ -90,13 +93,15 @@ def speedup_by_round(points: Sequence[RoundPoint], title: str = "Speedup by roun
             capsize=4,
             label="accepted candidate",
         )
-        best, best_rounds, best_values = 1.0, [], []
-        for p in sorted(points, key=lambda p: p.round):
-            if p.accepted and p.speedup is not None:
-                best = max(best, p.speedup)
-            best_rounds.append(p.round)
-            best_values.append(best)
-        ax.step(best_rounds, best_values, where="post", color=FASTER, label="best so far")
+    recorded = sorted((p for p in points if p.best is not None), key=lambda p: p.round)
+    if recorded:
+        ax.step(
+            [p.round for p in recorded],
+            [p.best or 1.0 for p in recorded],
+            where="post",
+            color=FASTER,
+            label="best so far",
+        )
     rejected = [p for p in points if not p.accepted]
     if rejected:
         ax.scatter(
@@ -125,6 +130,7 @@ def speedup_by_round(points: Sequence[RoundPoint], title: str = "Speedup by roun
         ax.set_xticks(rounds)
         ax.set_xlim(rounds[0] - 0.5, rounds[-1] + 0.5)
         values = [1.0] + [(p.speedup or 1.0) + (p.speedup_err or 0.0) for p in timed]
+        values += [p.best for p in recorded if p.best is not None]
         lows = [1.0] + [(p.speedup or 1.0) - (p.speedup_err or 0.0) for p in timed]
         margin = max(0.05, 0.15 * (max(values) - min(lows)))
         ax.set_ylim(min(lows) - margin - (0.08 if rejected else 0.0), max(values) + margin)

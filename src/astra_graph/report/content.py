@@ -222,6 +222,7 @@ def round_points(run: Run) -> list[plots.RoundPoint]:
             speedup=r.speedup,
             speedup_err=r.speedup_err,
             reason=None if r.accepted else r.outcome,
+            best=r.best_speedup,
         )
         for r in run.rounds
     ]
