@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from astra_graph import prompts, selection
-from astra_graph.agents.coding import interface_problem
+from astra_graph.agents.coding import read_candidate
 from astra_graph.agents.common import check_shapes, load_kernel
 from astra_graph.agents.single import plan_from_prose, proposed_shapes
 from astra_graph.catalog import kernels_root
@@ -208,7 +208,7 @@ def _spec_and_shapes() -> tuple[OperationSpec, list[dict[str, int]]]:
 
 def test_production_kernel_has_no_interface_problem(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
-    assert interface_problem(spec, tmp_path / "c.cu", VECTORIZED, shapes) is None
+    assert read_candidate(spec, tmp_path / "c.cu", VECTORIZED, shapes)[1] is None
 
 
 def test_wrong_parameter_list_is_rejected(tmp_path: Path) -> None:
@@ -218,23 +218,23 @@ def test_wrong_parameter_list_is_rejected(tmp_path: Path) -> None:
         .replace("row * 2 * d", "row * 2 * 8")
         .replace("d / kVec", "8 / kVec")
     )
-    problem = interface_problem(spec, tmp_path / "c.cu", two_params, shapes)
+    problem = read_candidate(spec, tmp_path / "c.cu", two_params, shapes)[1]
     assert problem is not None and "parameters" in problem
 
 
 def test_missing_header_and_bad_requires_are_rejected(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
     headerless = "\n".join(line for line in VECTORIZED.splitlines() if "astra:" not in line)
-    assert interface_problem(spec, tmp_path / "c.cu", headerless, shapes) is not None
+    assert read_candidate(spec, tmp_path / "c.cu", headerless, shapes)[1] is not None
     narrow = VECTORIZED.replace("requires = d % 8 == 0", "requires = d % 1024 == 0")
-    problem = interface_problem(spec, tmp_path / "c.cu", narrow, shapes)
+    problem = read_candidate(spec, tmp_path / "c.cu", narrow, shapes)[1]
     assert problem is not None and "requires" in problem
 
 
 def test_too_many_threads_is_rejected(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
     wide = VECTORIZED.replace("block = min(d // 8, 1024)", "block = d")
-    problem = interface_problem(spec, tmp_path / "c.cu", wide, shapes)
+    problem = read_candidate(spec, tmp_path / "c.cu", wide, shapes)[1]
     assert problem is not None and "threads per block" in problem
 
 

@@ -343,7 +343,7 @@ class RoundRecord(BaseModel):
         """The round's own notes, then each candidate's (named when there are several)."""
         several = len(self.candidates) > 1
         found = [*self.round_notes]
-        for c in self.candidates:
+        for c in self.candidates:  # once each: an earlier run.json's notes are round notes
             found += [
                 note
                 for n in c.notes

@@ -4,11 +4,11 @@ The reply is free text, read by :func:`astra_graph.replies.read_code`: the whole
 (a fenced block, or bare code with prose around it), or a unified diff applied to the source
 the agent was shown. A reply cut off by the output limit, a diff that does not apply or a reply
 with no code is never compiled: its repair prompt goes back to the agent. Before anything is
-compiled, :func:`interface_problem`
-checks that the file's header parses against the contract, that the kernel's parameter list
-matches the contract's arguments, and that the launch geometry and requirements work for every
-visible shape. A problem is fed back to the coding agent (the repair edge), as are compile and
-launch failures found by ``verify``.
+compiled, :func:`read_candidate` checks that the file's header parses against the contract,
+that the kernel's parameter list matches the contract's arguments, and that the launch geometry
+and requirements work for every visible shape. A problem is fed back to the coding agent (the
+repair edge), as are compile and launch failures found by ``verify``. Each attempt lands in the
+candidate's record (``state.Attempt``); what the next attempt is told is computed from it.
 """
 
 from __future__ import annotations
@@ -42,28 +42,22 @@ from astra_graph.signature import interface_problem as parameters_problem
 from astra_graph.state import Attempt, CandidateRecord, Plan, State
 
 
-def interface_problem(
-    spec: OperationSpec, path: Path, source: str, shapes: list[dict[str, int]]
-) -> str | None:
-    """Why this file cannot implement the contract on the visible shapes, or None."""
-    return read_candidate(spec, path, source, shapes)[1]
-
-
 def read_candidate(
     spec: OperationSpec, path: Path, source: str, shapes: list[dict[str, int]]
 ) -> tuple[Implementation | None, str | None]:
-    """The file parsed, and why it cannot implement the contract on the visible shapes (or
-    None)."""
+    """The file parsed (None if its header does not), and why it cannot implement the contract
+    on the visible shapes (None if it can). The parse is handed on, so the file is parsed once."""
     try:
         impl = load_implementation(path, spec.contract, source)
     except ContractError as exc:
         return None, str(exc)
-    return impl, _interface_problem(spec, impl, shapes)
+    return impl, interface_problem(spec, impl, shapes)
 
 
-def _interface_problem(
+def interface_problem(
     spec: OperationSpec, impl: Implementation, shapes: list[dict[str, int]]
 ) -> str | None:
+    """Why the parsed file cannot implement the contract on the visible shapes, or None."""
     for dtype_name in spec.contract.dtypes:
         problem = parameters_problem(spec, impl, dtype_name)
         if problem:
