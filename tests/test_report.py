@@ -220,3 +220,20 @@ def test_impossible_times_are_flagged_in_the_shape_table(tmp_path: Path) -> None
     rows = shapes_table(load_run(run_dir).shapes).rows
     assert rows[0][5] == "IMPOSSIBLE (below the bandwidth floor)"
     assert rows[1][5] == "faster"
+
+
+def test_a_run_json_from_before_records_held_attempts_reads_in_full() -> None:
+    """The recorded H100 run (tests/data/rundirs) was written when a round's record had its
+    verdict and speedup at the top; the report reads it into today's records, losing nothing
+    the table shows."""
+    recorded = Path(__file__).parent / "data" / "rundirs" / "h100-20261122-2d7e470-silu_and_mul"
+    written = json.loads((recorded / "run.json").read_text())
+    run = load_run(recorded)
+    assert run.result is not None
+    for row, old in zip(run.rounds, written["rounds"], strict=True):
+        assert row.record is not None and row.record.attempts == old["attempts"]
+        assert row.outcome == (old["verdict"]["reason"] or "accepted")
+        assert row.speedup == old["geomean_speedup"]
+        assert row.best_speedup == pytest.approx(old["best_speedup"])
+        assert row.record.notes == old["notes"]
+    assert run.result.baseline_tuning is not None and run.result.baseline_tuning.faster
