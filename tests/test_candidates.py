@@ -195,3 +195,63 @@ def test_best_of_k_needs_the_multi_agent_graph(tmp_path: Path) -> None:
         optimize(
             NAIVE, candidates=2, runs_dir=tmp_path, evaluator=FakeEvaluator(), llm_settings=settings
         )
+
+
+class TuningMeetingEvaluator(FakeEvaluator):
+    """A fake whose first timing of a tunable setting waits until the other slot's runs too."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        super().__init__()
+        self.barrier = barrier
+        self.met = False
+
+    def bench(self, op: Any, candidate: Path, **kwargs: Any) -> BenchReport:
+        if kwargs.get("tunables") and not self.met:
+            self.met = True
+            self.barrier.wait(WAIT_S)  # raises BrokenBarrierError if the sweep ran one by one
+        return super().bench(op, candidate, **kwargs)
+
+
+def outcome(result: OptimizationResult) -> dict[str, Any]:
+    """What a run decided, whichever branch got which reply: per round the candidates'
+    verdicts and speedups and the carried one's; the dispatch tables; the best."""
+    rounds = []
+    for r in result.rounds:
+        found = sorted(
+            (c.verdict.reason or "accepted" if c.verdict else "-", c.geomean_speedup or 0.0)
+            for c in r.candidates
+        )
+        rounds.append((found, r.geomean_speedup, r.faster))
+    tables = [
+        (t.round, [(e.bucket, e.tunables, e.speedup_vs_default) for e in t.report.dispatch])
+        for t in result.tuning
+    ]
+    return {"rounds": rounds, "tables": tables, "best": (result.best_round, result.geomean_speedup)}
+
+
+def test_a_round_on_two_gpus_decides_what_it_decides_on_one(tmp_path: Path) -> None:
+    """Two slots: the branches and the tuner's timings spread over both (they meet at a
+    barrier), and every verdict, the carried candidate and the dispatch tables are the one
+    slot's."""
+    production = (NAIVE.parent / "production.cu").read_text()
+    tunable = text(fenced(marked(production, speedup=1.5, tuned=1.3)))
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [plans("a", "b"), plans("c", "d")],
+        "coding": [tunable, candidate(reject="mismatch"), tunable, candidate(speedup=1.1)],
+    }
+    barrier = threading.Barrier(2)
+    outcomes = {}
+    for size in (1, 2):
+        slots = [TuningMeetingEvaluator(barrier) if size == 2 else FakeEvaluator()]
+        slots += [TuningMeetingEvaluator(barrier) for _ in range(size - 1)]
+        pool = GpuPool([Slot(gpu=str(i), evaluator=e) for i, e in enumerate(slots)])
+        with FakeOpenAI({k: list(v) for k, v in script.items()}) as server:
+            result = run(server, tmp_path / str(size), pool, rounds=2, candidates=2)
+        assert not server.unscripted and result.status == "finished"
+        outcomes[size] = outcome(result)
+    assert not barrier.broken
+    assert outcomes[2] == outcomes[1]
+    # the carried production copy was swept and its dispatch table replaced the best
+    assert [t for t, _ in outcomes[1]["tables"]] == [0, 1, 2]
+    assert outcomes[1]["best"][1] == pytest.approx(1.5 * 1.3)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -12,6 +13,7 @@ import pytest
 
 from astra_graph.catalog import resolve
 from astra_graph.contract import OperationSpec
+from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.models import BenchReport, TimingMode, Verdict
 from astra_graph.tuning import bucket_of, config_label, group_by_bucket, tunables_for, tune
@@ -221,3 +223,71 @@ def test_an_implementation_without_tunables_is_not_swept(tmp_path: Path) -> None
     report = tune(evaluator, SPEC, copy, baseline=NAIVE_PATH, shapes=[{"tokens": 16, "d": 4096}])
     assert report.dispatch == [] and evaluator.bench_calls == []
     assert report.skipped == ["no tunables declared: nothing to sweep"]
+
+
+# --- the sweep over a GPU pool ------------------------------------------------------------------
+
+WAIT_S = 10.0
+# three buckets (decode/medium, decode/large, prefill/large), two shapes in one of them
+SPREAD_SHAPES = [
+    {"tokens": 16, "d": 4096},
+    {"tokens": 64, "d": 4096},
+    {"tokens": 8, "d": 14336},
+    {"tokens": 4096, "d": 28672},
+]
+
+
+class MeetingScripted(ScriptedEvaluator):
+    """A scripted slot whose first timing waits at a barrier shared by the pool's slots: it
+    passes only if the other slot's first timing runs at the same time (BrokenBarrierError,
+    so a failed sweep, if the pool's slots were used one at a time)."""
+
+    def __init__(self, barrier: threading.Barrier, **script: Any) -> None:
+        super().__init__(**script)
+        self.barrier = barrier
+
+    def bench(self, *args: Any, **kwargs: Any) -> BenchReport:
+        if not self.bench_calls:
+            self.barrier.wait(WAIT_S)
+        return super().bench(*args, **kwargs)
+
+
+def spread_script() -> dict[str, Any]:
+    """Settings that differ: two tie for best (the order tried breaks the tie), a faster one
+    is refused by verification, the fastest by timing."""
+    return {
+        "speedups": {
+            "BLOCK=256,VECS=2": (1.4, 0.01),
+            "BLOCK=64,VECS=4": (1.4, 0.01),
+            "BLOCK=512,VECS=4": (1.9, 0.01),
+            "BLOCK=128,VECS=4": (1.2, 0.01),
+            "BLOCK=64,VECS=1": (3.0, 0.01),
+        },
+        "rejected": {"BLOCK=512,VECS=4"},
+        "timing_rejected": {"BLOCK=64,VECS=1"},
+    }
+
+
+def test_the_sweep_spreads_over_the_pool_and_reports_what_one_gpu_reports() -> None:
+    _, production = resolve("silu_and_mul/production")
+    barrier = threading.Barrier(2)
+    lone = ScriptedEvaluator(**spread_script())
+    pair = [MeetingScripted(barrier, **spread_script()) for _ in range(2)]
+    reports = {}
+    for name, evaluators in (("one GPU", [lone]), ("two GPUs", pair)):
+        pool = GpuPool([Slot(gpu=str(i), evaluator=e) for i, e in enumerate(evaluators)])
+        report = tune(pool, SPEC, production.path, baseline=NAIVE_PATH, shapes=SPREAD_SHAPES)
+        reports[name] = report.model_dump(exclude={"seconds"})
+    assert not barrier.broken  # the two slots' first timings ran at the same time
+    assert all(e.bench_calls for e in pair)
+    # the same timings and verifications, only spread: 11 settings x 3 buckets
+    assert len(lone.bench_calls) == sum(len(e.bench_calls) for e in pair) == 33
+    assert sorted(lone.check_calls) == sorted(c for e in pair for c in e.check_calls)
+    assert reports["two GPUs"] == reports["one GPU"]
+    dispatch = [e["tunables"] for e in reports["one GPU"]["dispatch"]]
+    # 64x1 was refused by timing, 512x4 by verification; of the two 1.4x settings the one tried
+    # first (64x4 comes before 256x2 in the header's order) wins in every bucket
+    assert dispatch == [{"BLOCK": 64, "VECS": 4}] * 3
+    skipped = reports["one GPU"]["skipped"]
+    assert sum("BLOCK=64,VECS=1" in s and "impossible_time" in s for s in skipped) == 3
+    assert sum("BLOCK=512,VECS=4: 1.90x but rejected" in s for s in skipped) == 3

@@ -10,6 +10,7 @@ decides whether it is the best so far.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ from astra_graph import loaded
 from astra_graph.agents.common import context_of, emit, load_baseline
 from astra_graph.context import Context
 from astra_graph.contract import OperationSpec
-from astra_graph.harness.protocol import EvaluatorLike
+from astra_graph.harness.protocol import EvaluatorLike, spread
 from astra_graph.harness.timing import geomean_speedup
 from astra_graph.harness.worker import WorkerError
 from astra_graph.models import BenchReport, TimingMode, TuningReport
@@ -52,26 +53,27 @@ def bench_with_dispatch(
 ) -> BenchReport:
     """Time ``implementation`` with each bucket's setting against ``baseline``'s defaults.
 
-    One interleaved bench per bucket; the shapes are merged into one report whose geometric
-    mean is recomputed over all of them. A rejection in any bucket rejects the whole table.
+    One interleaved bench per bucket (each on one GPU; with a pool, the buckets at once); the
+    shapes are merged into one report whose geometric mean is recomputed over all of them. A
+    rejection in any bucket rejects the whole table.
     """
     dtype = spec.contract.dtypes[0]
     by_bucket = group_by_bucket(spec, shapes, dtype)
-    parts = []
-    for entry in report.dispatch:
-        bucket_shapes = by_bucket.get(entry.bucket)
-        if bucket_shapes:
-            parts.append(
-                evaluator.bench(
-                    spec,
-                    implementation,
-                    against=baseline,
-                    mode=mode,
-                    shapes=bucket_shapes,
-                    dtypes=[dtype],
-                    tunables=entry.tunables,
-                )
-            )
+    jobs = [
+        partial(
+            evaluator.bench,
+            spec,
+            implementation,
+            against=baseline,
+            mode=mode,
+            shapes=by_bucket[entry.bucket],
+            dtypes=[dtype],
+            tunables=entry.tunables,
+        )
+        for entry in report.dispatch
+        if by_bucket.get(entry.bucket)
+    ]
+    parts = spread(evaluator, jobs)  # the buckets' benches on idle GPUs at once
     merged = parts[0].model_copy(deep=True)
     merged.shapes = [s for part in parts for s in part.shapes]
     merged.notes = [n for part in parts for n in part.notes]

@@ -156,6 +156,11 @@ class GpuPool(EvaluatorLike):
     def __len__(self) -> int:
         return len([s for s in self.slots if s.retired is None])
 
+    @property
+    def width(self) -> int:
+        """The slots that take work: how many calls run at once."""
+        return len(self)
+
     def close(self) -> None:
         for slot in self.slots:
             slot.evaluator.close()

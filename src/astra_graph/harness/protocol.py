@@ -6,6 +6,11 @@ slot's evaluator), the Ray backend's ``ActorEvaluator`` (files shipped to a clus
 tests' ``FakeEvaluator``. Parameters are the narrowest the callers pass (an ``OperationSpec``,
 shapes as mappings), so an implementation may accept more, never less.
 
+``width`` (how many calls it runs at once) has a body here, 1, which every single-worker
+evaluator inherits; ``GpuPool`` answers its count of working slots, so callers with independent
+calls (the tuner's sweep, its verifications, the dispatch table's timings) keep that many in
+flight through :func:`spread`.
+
 Not in the protocol, looked up where used because not every evaluator has them: ``sanitize``
 (compute-sanitizer, the final check), ``arch`` (the compile check's architecture) and
 ``require_gpu`` (``optimize()``'s precondition on the evaluator it starts itself).
@@ -13,12 +18,15 @@ Not in the protocol, looked up where used because not every evaluator has them: 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from astra_graph.contract import OperationSpec
 from astra_graph.models import BenchReport, TimingMode, Verdict
+
+T = TypeVar("T")
 
 
 @runtime_checkable  # pydantic checks the type when it builds the run context's schema
@@ -55,3 +63,25 @@ class EvaluatorLike(Protocol):
     def close(self) -> None:
         """Stop what the evaluator started."""
         ...
+
+    @property
+    def width(self) -> int:
+        """How many calls it runs at once: 1 for one worker (a pool says how many GPUs)."""
+        return 1
+
+
+def spread(evaluator: EvaluatorLike, jobs: Sequence[Callable[[], T]]) -> list[T]:
+    """Run independent ``jobs`` (each calling ``evaluator``) with ``evaluator.width`` of them in
+    flight; their results in the jobs' order. A job's exception is raised here once no job is
+    running (none is left running behind the caller's back).
+
+    With width 1 the jobs run one after another in the caller's thread, in order: exactly the
+    serial loop they replace. Jobs start in order, so a job that reads shared progress (the
+    tuner's time budget) sees what the jobs started before it have done by then.
+    """
+    width = min(evaluator.width, len(jobs))
+    if width <= 1:
+        return [job() for job in jobs]
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="spread") as executor:
+        futures = [executor.submit(job) for job in jobs]
+    return [future.result() for future in futures]
