@@ -154,7 +154,7 @@ def one_run(pool: GpuPool, k: int, rounds: int, tag: str, budget_s: float) -> di
         tuned_at = [t for t, e in marks if e["node"] == "tuning"]
         planned_at = [t for t, e in marks if e["node"] == "planning"]
         joined_at = [t for t, e in marks if e["node"] == "join"]
-        sweeps = {t.round: t.report for t in result.tuning}
+        sweeps = {r.round: r.tuning.report for r in result.rounds if r.tuning is not None}
         for i, record in enumerate(result.rounds):
             candidates = []
             for c in record.candidates:

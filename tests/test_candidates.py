@@ -222,9 +222,11 @@ def outcome(result: OptimizationResult) -> dict[str, Any]:
             for c in r.candidates
         )
         rounds.append((found, r.geomean_speedup, r.faster))
+    sweeps = [result.baseline_tuning, *(r.tuning for r in result.rounds)]
     tables = [
         (t.round, [(e.bucket, e.tunables, e.speedup_vs_default) for e in t.report.dispatch])
-        for t in result.tuning
+        for t in sweeps
+        if t is not None
     ]
     return {"rounds": rounds, "tables": tables, "best": (result.best_round, result.geomean_speedup)}
 
