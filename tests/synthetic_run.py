@@ -21,8 +21,8 @@ from astra_graph.state import (
     OptimizationResult,
     Plan,
     RoundRecord,
-    Usage,
 )
+from astra_graph.usage import Usage
 
 COPY_BANDWIDTH_GBPS = 3026.0
 SHAPES = [(16, 4096), (32, 5120), (32, 8192), (16, 12288), (64, 8192)]

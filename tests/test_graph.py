@@ -3,23 +3,19 @@ shape checks, prompts and model settings."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from astra_graph import prompts, selection
+from astra_graph import prompts, selection, single_graph
+from astra_graph.agents import candidates
 from astra_graph.agents.coding import read_candidate
 from astra_graph.agents.common import check_shapes, load_kernel
 from astra_graph.agents.single import plan_from_prose, proposed_shapes
 from astra_graph.catalog import kernels_root
 from astra_graph.contract import OperationSpec
-from astra_graph.graph import (
-    build_graph,
-    graph,
-    route_after_coding,
-    route_after_tuning,
-    route_after_verify,
-)
+from astra_graph.graph import graph, offline, route_round
 from astra_graph.llm import estimate_cost, is_reasoning_model
 from astra_graph.models import BenchReport, RejectReason, Verdict
 from astra_graph.replies import extract_source
@@ -58,64 +54,96 @@ def test_graph_has_the_papers_nodes_and_single_mode_swaps_the_authors() -> None:
     assert {"testing", "profile_baseline", "planning", "candidate", "join", "finalize"} <= nodes
     inside = set(graph.get_graph(xray=1).nodes)  # the candidate branch, as Studio shows it
     assert {"candidate:coding", "candidate:verify", "candidate:measure"} <= inside
-    single_nodes = set(build_graph("single").compile().get_graph().nodes)
-    assert "single" in single_nodes
-    assert not {"planning", "coding"} & single_nodes
-    offline_nodes = set(build_graph("offline").compile().get_graph().nodes)
+    single_nodes = set(single_graph.graph.get_graph().nodes)
+    assert {"single", "verify", "profiling", "tuning", "finalize"} <= single_nodes
+    assert not {"planning", "coding", "candidate", "join"} & single_nodes
+    offline_nodes = set(offline.get_graph().nodes)
     assert {"testing", "profile_baseline", "tuning", "finalize"} <= offline_nodes
     assert not {"planning", "coding", "single", "verify", "profiling"} & offline_nodes
+
+
+def test_routers_edges_are_their_return_types() -> None:
+    """No path maps: each conditional edge goes exactly where its router's Literal says."""
+    edges = {(e.source, e.target) for e in single_graph.graph.get_graph().edges if e.conditional}
+    assert edges == {
+        ("tuning", "single"), ("tuning", "finalize"),
+        ("single", "verify"), ("single", "single"), ("single", "profiling"),
+        ("verify", "single"), ("verify", "profiling"),
+    }  # fmt: skip
+    edges = {(e.source, e.target) for e in candidates.branch.get_graph().edges if e.conditional}
+    assert edges == {
+        ("coding", "verify"), ("coding", "coding"), ("coding", "measure"),
+        ("verify", "coding"), ("verify", "measure"),
+    }  # fmt: skip
 
 
 def test_the_graph_takes_what_a_caller_sets_and_hands_back_the_result() -> None:
     user_set = {
         "kernel", "run_dir", "rounds", "max_repairs", "candidates", "agents", "models", "started_at"
     }  # fmt: skip
-    for agents in ("multi", "single", "offline"):
-        compiled = build_graph(agents).compile()
-        assert set(compiled.get_input_jsonschema()["properties"]) == user_set, agents
-        assert set(compiled.get_output_jsonschema()["properties"]) == {"result"}, agents
+    for compiled in (graph, single_graph.graph, offline):
+        assert set(compiled.get_input_jsonschema()["properties"]) == user_set, compiled.name
+        assert set(compiled.get_output_jsonschema()["properties"]) == {"result"}, compiled.name
 
 
 def test_round_cap() -> None:
-    state = make_state(rounds=3, history=[record(1), record(2)])
-    assert route_after_tuning(state) == "planning"
-    state = make_state(rounds=3, history=[record(1), record(2), record(3)])
-    assert route_after_tuning(state) == "finalize"
-    # after the baseline's tuning: no round logged yet
-    assert route_after_tuning(make_state(rounds=0)) == "finalize"
-    assert route_after_tuning(make_state(rounds=1)) == "planning"
+    for route, next_round in ((route_round, "planning"), (single_graph.route_round, "single")):
+        state = make_state(rounds=3, history=[record(1), record(2)])
+        assert route(state) == next_round
+        state = make_state(rounds=3, history=[record(1), record(2), record(3)])
+        assert route(state) == "finalize"
+        # after the baseline's tuning: no round logged yet
+        assert route(make_state(rounds=0)) == "finalize"
+        assert route(make_state(rounds=1)) == next_round
 
 
-def test_repair_cap_after_coding() -> None:
+# each graph's router after the writing agent, after verify, the writer and the candidate's end
+AFTER_WRITING = [(candidates.after_coding, "coding", "measure"),
+                 (single_graph.after_single, "single", "profiling")]  # fmt: skip
+AFTER_VERIFY = [(candidates.after_verify, "coding", "measure"),
+                (single_graph.after_verify, "single", "profiling")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("route", "writer", "end"), AFTER_WRITING)
+def test_repair_cap_after_writing(route: Callable[[State], str], writer: str, end: str) -> None:
     good = in_round(Attempt(number=1, file="attempt-1.cu"))
-    assert route_after_coding(good) == "verify"
-    for attempt, expected in ((1, "coding"), (2, "coding"), (3, "profiling")):
+    assert route(good) == "verify"
+    for attempt, expected in ((1, writer), (2, writer), (3, end)):
         no_code = Attempt(number=attempt, problem="no code")
         bad = in_round(*attempts(attempt, no_code), max_repairs=2)
-        assert route_after_coding(bad) == expected, attempt
+        assert route(bad) == expected, attempt
     no_reply = Attempt(number=1, problem="request failed")
-    assert route_after_coding(in_round(no_reply, max_repairs=0)) == "profiling"
+    assert route(in_round(no_reply, max_repairs=0)) == end
 
 
 @pytest.mark.parametrize(
-    ("reason", "attempt", "expected"),
+    ("reason", "attempt", "repaired"),
     [
-        ("compile_error", 1, "coding"),
-        ("launch_error", 2, "coding"),
-        ("interface_mismatch", 3, "profiling"),  # both repairs used
-        ("mismatch", 1, "profiling"),  # wrong results end the round
-        ("nondeterministic", 1, "profiling"),
+        ("compile_error", 1, True),
+        ("launch_error", 2, True),
+        ("interface_mismatch", 3, False),  # both repairs used
+        ("mismatch", 1, False),  # wrong results end the round
+        ("nondeterministic", 1, False),
     ],
 )
-def test_repair_edge_after_verify(reason: RejectReason, attempt: int, expected: str) -> None:
+@pytest.mark.parametrize(("route", "writer", "end"), AFTER_VERIFY)
+def test_repair_edge_after_verify(
+    reason: RejectReason,
+    attempt: int,
+    repaired: bool,
+    route: Callable[[State], str],
+    writer: str,
+    end: str,
+) -> None:
     checked = Attempt(number=attempt, file="a.cu", verdict=Verdict.reject(reason, "x"))
     state = in_round(*attempts(attempt, checked), max_repairs=2)
-    assert route_after_verify(state) == expected
+    assert route(state) == (writer if repaired else end)
 
 
-def test_accepted_candidate_goes_to_profiling() -> None:
+@pytest.mark.parametrize(("route", "writer", "end"), AFTER_VERIFY)
+def test_accepted_candidate_is_timed(route: Callable[[State], str], writer: str, end: str) -> None:
     state = in_round(Attempt(number=1, file="a.cu", verdict=Verdict(accepted=True)))
-    assert route_after_verify(state) == "profiling"
+    assert route(state) == end
 
 
 def _bench(speedup: float | None, err: float | None = 0.001) -> BenchReport:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from astra_graph.catalog import kernels_root
-from astra_graph.commands.optimize import format_result
+from astra_graph.commands.run_output import format_result
 from astra_graph.harness import deep
 from astra_graph.llm import LLMSettings
 from astra_graph.runner import optimize

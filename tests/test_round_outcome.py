@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from astra_graph.catalog import kernels_root
-from astra_graph.commands.optimize import format_result
+from astra_graph.commands.run_output import format_result
 from astra_graph.llm import LLMSettings
 from astra_graph.models import Verdict
 from astra_graph.report import write_report

@@ -72,3 +72,14 @@ def test_studio_input_form_shows_only_what_a_caller_sets(studio: str) -> None:
     # the state the nodes share is larger, and none of its own fields is in the form
     internal = set(schemas["state_schema"]["properties"]) - USER_SET - {"result"}
     assert {"history", "usage", "suite", "baseline"} <= internal
+
+
+def test_studio_serves_the_single_agent_baseline_as_its_own_graph(studio: str) -> None:
+    (assistant,) = _request(f"{studio}/assistants/search", {"graph_id": "astra-single"})
+    graph = _request(f"{studio}/assistants/{assistant['assistant_id']}/graph")
+    nodes = {node["id"] for node in graph["nodes"]}
+    assert {"testing", "single", "verify", "profiling", "tuning", "finalize"} <= nodes
+    assert not {"planning", "candidate", "join", "coding"} & nodes
+    # the one agent's repair edge goes back to it, not to a relabelled coding node
+    conditional = {(e["source"], e["target"]) for e in graph["edges"] if e.get("conditional")}
+    assert {("single", "single"), ("verify", "single"), ("tuning", "single")} <= conditional

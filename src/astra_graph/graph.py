@@ -1,85 +1,44 @@
-"""The Astra loop as a LangGraph graph, built in one place.
+"""The Astra loop, the paper's Algorithm 1, as a LangGraph graph.
 
-    START -> testing -> profile_baseline -> tuning
-          -> [planning -> candidate x K -> join -> tuning] x R -> finalize -> END
+    T <- testing agent (contract, baseline)        testing
+    P <- profile the baseline on T                 profile_baseline, tuning
+    for r in 1..R:                                 route_round
+        plans <- planning agent (P, the log)       planning
+        for each plan, at once:                    candidate (subgraph, agents/candidates.py)
+            code <- coding agent (plan)                coding   (repair edges back to it)
+            test code on T                             verify
+            profile code                               measure
+        log the round, keep the best               join, tuning
+    return the best, checked on held-out shapes    finalize
 
-    candidate (one branch per plan, run at once, a subgraph):
-          coding -> verify -> measure      (+ repair edges back to coding)
-
-``tuning`` sweeps the tunables of the baseline and of each accepted candidate per shape bucket
-(no LLM); the round cap is the conditional edge after it.
-
-``planning`` fans out with LangGraph's ``Send``: one ``candidate`` branch per plan (K plans with
-``--candidates K``, one by default); ``join`` records every candidate in the round and carries
-the fastest accepted one forward (``agents/candidates.py``).
-
-``coding`` and ``verify`` have a repair edge back to ``coding`` for failures that say nothing
-about speed (no usable code, an interface that differs from the contract, compile and launch
-errors), at most ``max_repairs`` times per round. A correctness failure ends the round (it is
-logged, and the planner sees it next round). ``--agents single`` (one candidate per round)
-replaces planning and the branches by the chain single -> verify -> profiling -> tuning, with the
-same repair edges.
-``offline`` (no model endpoint) has no LLM node at all: the contract's suites, the baseline's
-profile, tuning and finalize.
-
-``graph`` is the multi-agent graph compiled without a checkpointer, for LangGraph Studio;
-``optimize()`` compiles its own with a SqliteSaver.
+``tuning`` sweeps the tunables of the baseline and of each round's carried candidate per shape
+bucket (no LLM). The paper's single-agent baseline is its own graph (:mod:`single_graph`);
+:data:`offline` (no model endpoint) has no LLM node at all. Each graph is compiled once, here,
+without a checkpointer (LangGraph Studio serves ``graph``); the runner compiles the same
+builder with its SqliteSaver.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 
-from astra_graph.agents import (
-    candidates,
-    finalize,
-    planning,
-    profiling,
-    single,
-    testing,
-    tuning,
-)
+from astra_graph.agents import candidates, finalize, planning, profiling, testing, tuning
 from astra_graph.context import Context
-from astra_graph.state import AgentMode, RunInput, RunOutput, State
+from astra_graph.state import RunInput, RunOutput, State
 
-REPAIRABLE = frozenset({"compile_error", "launch_error", "interface_mismatch"})
-"""Rejections that go back to the coding agent with the log instead of ending the round."""
-
-
-def can_repair(state: State) -> bool:
-    """Whether the round has a repair left: ``attempt`` counts the first try too."""
-    return state.attempt - 1 < state.max_repairs
+Builder = StateGraph[State, Context, RunInput, RunOutput]
 
 
-def route_after_coding(state: State) -> Literal["verify", "coding", "profiling"]:
-    """Verify a usable candidate; otherwise repair while allowed, else log the round."""
-    if state.last_attempt is not None and state.last_attempt.usable:
-        return "verify"
-    return "coding" if can_repair(state) else "profiling"
-
-
-def route_after_verify(state: State) -> Literal["coding", "profiling"]:
-    verdict = state.verdict
-    failed_to_run = verdict is not None and not verdict.accepted and verdict.reason in REPAIRABLE
-    return "coding" if failed_to_run and can_repair(state) else "profiling"
-
-
-def route_after_tuning(state: State) -> Literal["planning", "finalize"]:
-    """The round cap: another round until R rounds have been opened (a round is tuned after
-    its candidates have ended, so every opened round is complete here)."""
-    return "planning" if len(state.history) < state.rounds else "finalize"
-
-
-def build_graph(agents: AgentMode = "multi") -> StateGraph[State, Context, RunInput, RunOutput]:
-    """The uncompiled graph; ``agents="single"`` is the paper's single-agent baseline and
-    ``agents="offline"`` the loop without any LLM (zero rounds). It takes what a caller sets
-    (:class:`RunInput`) and hands back the run's result (:class:`RunOutput`)."""
+def frame(testing_step: Callable[..., dict[str, Any]]) -> Builder:
+    """What every mode shares: the test suite, the baseline's profile and tuning, and the final
+    choice. It takes what a caller sets (:class:`RunInput`) and hands back the result."""
     builder = StateGraph(
         State, context_schema=Context, input_schema=RunInput, output_schema=RunOutput
     )
-    builder.add_node("testing", testing.testing if agents == "multi" else testing.contract_suite)
+    builder.add_node("testing", testing_step)
     builder.add_node("profile_baseline", profiling.profile_baseline)
     builder.add_node("tuning", tuning.tuning)
     builder.add_node("finalize", finalize.finalize)
@@ -87,41 +46,17 @@ def build_graph(agents: AgentMode = "multi") -> StateGraph[State, Context, RunIn
     builder.add_edge("testing", "profile_baseline")
     builder.add_edge("profile_baseline", "tuning")
     builder.add_edge("finalize", END)
-    if agents == "offline":
-        builder.add_edge("tuning", "finalize")
-        return builder
-
-    if agents == "multi":
-        builder.add_node("planning", planning.planning)
-        builder.add_node(
-            candidates.BRANCH_NODE,
-            candidates.branch_graph(route_after_coding, route_after_verify),
-        )
-        builder.add_node("join", candidates.join)
-        builder.add_conditional_edges(
-            "tuning", route_after_tuning, {"planning": "planning", "finalize": "finalize"}
-        )
-        builder.add_conditional_edges("planning", candidates.fan_out, [candidates.BRANCH_NODE])
-        builder.add_edge(candidates.BRANCH_NODE, "join")
-        builder.add_edge("join", "tuning")
-        return builder
-
-    builder.add_node("single", single.single)
-    builder.add_node("verify", testing.verify)
-    builder.add_node("profiling", profiling.measure)
-    builder.add_conditional_edges(
-        "tuning", route_after_tuning, {"planning": "single", "finalize": "finalize"}
-    )
-    builder.add_conditional_edges(
-        "single",
-        route_after_coding,
-        {"verify": "verify", "coding": "single", "profiling": "profiling"},
-    )
-    builder.add_conditional_edges(
-        "verify", route_after_verify, {"coding": "single", "profiling": "profiling"}
-    )
-    builder.add_edge("profiling", "tuning")
     return builder
+
+
+def rounds_left(state: State) -> bool:
+    """The round cap: R rounds. A round is tuned after its candidates have ended, so every
+    round opened is complete when this is asked."""
+    return len(state.history) < state.rounds
+
+
+def route_round(state: State) -> Literal["planning", "finalize"]:
+    return "planning" if rounds_left(state) else "finalize"
 
 
 def recursion_limit(rounds: int, max_repairs: int) -> int:
@@ -130,4 +65,18 @@ def recursion_limit(rounds: int, max_repairs: int) -> int:
     return 10 + rounds * per_round
 
 
-graph = build_graph().compile(name="astra")
+_astra = frame(testing.testing)
+_astra.add_node("planning", planning.planning)
+_astra.add_node(candidates.BRANCH_NODE, candidates.branch)
+_astra.add_node("join", candidates.join)
+_astra.add_conditional_edges("tuning", route_round)
+_astra.add_conditional_edges("planning", candidates.fan_out, [candidates.BRANCH_NODE])
+_astra.add_edge(candidates.BRANCH_NODE, "join")
+_astra.add_edge("join", "tuning")
+graph = _astra.compile(name="astra")
+"""The multi-agent graph (``--agents multi``)."""
+
+_offline = frame(testing.contract_suite)
+_offline.add_edge("tuning", "finalize")
+offline = _offline.compile(name="astra-offline")
+"""No LLM: the contract's suites, the baseline's profile, tuning and finalize (zero rounds)."""

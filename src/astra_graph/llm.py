@@ -3,7 +3,7 @@ OpenAI-compatible server (``base_url``): vLLM, SGLang, Ollama, llama.cpp, LM Stu
 
 - **Structured output on every server.** The first of json_schema, tool calling, JSON mode and
   plain text that the endpoint accepts is found on the first structured call, per endpoint and
-  model, and remembered for the run (each :class:`~astra_graph.state.Usage` records it, so it is
+  model, and remembered for the run (each :class:`~astra_graph.usage.Usage` records it, so it is
   in ``run.json``). A method counts as refused when the server answers it with 400, 415, 422 or
   501 (not a context-length complaint). Whatever the method, the reply goes through
   :mod:`astra_graph.replies` (fences, prose, ``<think>``, ``reasoning_content``); a reply that
@@ -43,7 +43,7 @@ from pydantic import BaseModel
 from astra_graph.external import EXTERNAL
 from astra_graph.external_chat import ExternalChat
 from astra_graph.replies import RawReply, ReplyProblem, read_structured, schema_instruction
-from astra_graph.state import AgentName, Usage
+from astra_graph.usage import AgentName, Usage
 
 DEFAULT_MODEL = "o4-mini"
 API_KEY_VARIABLES = ("OPENAI_API_KEY", "ASTRA_API_KEY")

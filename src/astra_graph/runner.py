@@ -24,17 +24,17 @@ from typing import Any, cast, get_args
 import structlog
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
-from astra_graph import external
+from astra_graph import external, graph, single_graph
 from astra_graph import models as models_module
 from astra_graph import state as state_module
-from astra_graph.agents.candidates import BRANCH_NODE
-from astra_graph.agents.finalize import result_from_state
+from astra_graph import usage as usage_module
 from astra_graph.catalog import resolve
 from astra_graph.context import Context
-from astra_graph.graph import build_graph, recursion_limit
+from astra_graph.graph import recursion_limit
 from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.llm import (
     DEFAULT_MODEL,
@@ -46,8 +46,11 @@ from astra_graph.llm import (
     preflight,
 )
 from astra_graph.models import TimingMode
+from astra_graph.progress import progress_event
+from astra_graph.result import result_from_state
 from astra_graph.rundir import CHECKPOINT, RUN_JSON, new_run_dir, utc_now, write_model
-from astra_graph.state import AgentMode, AgentName, OptimizationResult, RunInput, State
+from astra_graph.state import AgentMode, OptimizationResult, RunInput, RunOutput, State
+from astra_graph.usage import AgentName
 
 log = structlog.get_logger(__name__)
 
@@ -55,6 +58,12 @@ ProgressCallback = Callable[[dict[str, Any]], None]
 
 AGENT_MODES: tuple[AgentMode, ...] = get_args(AgentMode)
 TIMING_MODES: tuple[TimingMode, ...] = get_args(TimingMode)
+GRAPHS: dict[AgentMode, CompiledStateGraph[State, Context, RunInput, RunOutput]] = {
+    "multi": graph.graph,
+    "single": single_graph.graph,
+    "offline": graph.offline,
+}
+"""The graph each mode runs, by name (each compiled once, without a checkpointer)."""
 AGENTS_BY_MODE: dict[str, tuple[AgentName, ...]] = {
     "multi": ("testing", "planning", "coding"),
     "single": ("single",),
@@ -91,7 +100,7 @@ def checkpoint_serializer() -> JsonPlusSerializer:
     """The checkpoint serializer, allowed to rebuild exactly our state's models and no others."""
     allowed = [
         (cls.__module__, cls.__name__)
-        for module in (state_module, models_module)
+        for module in (state_module, usage_module, models_module)
         for cls in vars(module).values()
         if isinstance(cls, type)
         and issubclass(cls, BaseModel)
@@ -113,31 +122,6 @@ def _write_report(run_dir: Path) -> None:
         write_report(run_dir)
     except Exception as exc:  # the run is already saved; a report problem is only logged
         log.warning("report_failed", run_dir=str(run_dir), error=_one_line(exc))
-
-
-def progress_event(node: str, state: State, update: Any = None) -> dict[str, Any]:
-    """What the CLI shows when a node finishes: round, agent, verdict, best speedup so far.
-
-    ``update`` is what the node returned: a candidate branch's is the round's log with its own
-    candidate (the K branches of a round finish one by one, and the state holds them all)."""
-    event: dict[str, Any] = {"event": "node_finished", "node": node, "round": state.round}
-    if node in ("verify", "coding", "single") and state.verdict is not None:
-        event["verdict"] = "accepted" if state.verdict.accepted else state.verdict.reason
-    if node == BRANCH_NODE and isinstance(update, dict) and update.get("history"):
-        (candidate,) = update["history"][-1].candidates
-        event["branch"] = candidate.branch
-        if candidate.verdict is not None:
-            event["verdict"] = (
-                "accepted" if candidate.verdict.accepted else candidate.verdict.reason
-            )
-        event["speedup"] = candidate.geomean_speedup
-    if node in ("profiling", "join") and state.current is not None:
-        event["speedup"] = state.current.geomean_speedup
-    if state.best is not None:
-        event["best_speedup"] = state.best.geomean_speedup
-    if node == "finalize" and state.result is not None:
-        event["message"] = state.result.message
-    return event
 
 
 def optimize(
@@ -285,7 +269,8 @@ def optimize(
         connection = sqlite3.connect(run_dir / CHECKPOINT, check_same_thread=False)
         stack.callback(connection.close)
         saver = SqliteSaver(connection, serde=checkpoint_serializer())
-        compiled = build_graph(agents).compile(checkpointer=saver, name="astra")
+        # the mode's graph, compiled with this run's saver (LangGraph attaches it at compile time)
+        compiled = GRAPHS[agents].builder.compile(checkpointer=saver, name=GRAPHS[agents].name)
         config: dict[str, Any] = {
             "configurable": {"thread_id": run_dir.name},
             "recursion_limit": recursion_limit(rounds, max_repairs),

@@ -34,8 +34,8 @@ from astra_graph import selection
 from astra_graph.external import Exchange
 from astra_graph.models import BenchReport, ShapeTiming, TuningReport, Verdict
 from astra_graph.rundir import carried_copy
+from astra_graph.usage import Usage
 
-AgentName = Literal["testing", "planning", "coding", "single"]
 AgentMode = Literal["multi", "single", "offline"]
 """``offline``: no LLM; the contract's suites, the baseline profile, tuning and finalize."""
 RunStatus = Literal["running", "waiting", "finished", "failed"]
@@ -96,29 +96,6 @@ class TestSuite(BaseModel):
     """Proposed shapes that were dropped, each with the reason."""
     problem: str | None = None
     """Why the testing agent's reply could not be used (LLM error, malformed reply), if so."""
-
-
-class Usage(BaseModel):
-    """Tokens and estimated cost of one agent's LLM calls in one round (round 0: before any)."""
-
-    agent: AgentName
-    round: int
-    model: str
-    calls: int = 1
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = None
-    """None when the model's price is unknown."""
-    requests: int = 1
-    """HTTP requests behind these calls: a re-ask or a method refused by the server adds one."""
-    method: str | None = None
-    """The structured-output method the endpoint ended up with (json_schema, function_calling,
-    json_mode, text); None for free-text calls."""
-    failure: str | None = None
-    """Why the call gave nothing usable (the server's error, or the reply's problem)."""
-    failed_calls: int = 0
-    notes: list[str] = []
-    """How the call went: methods the server refused, re-asks."""
 
 
 class Attempt(BaseModel):

@@ -28,20 +28,20 @@ from __future__ import annotations
 
 import operator
 import shutil
-from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel
 
-from astra_graph.agents import coding, profiling, testing
+from astra_graph.agents import coding, profiling, repair, testing
 from astra_graph.agents.common import emit
 from astra_graph.agents.profiling import round_outcome
 from astra_graph.context import Context
 from astra_graph.rundir import BENCH, VERDICT, carried_copy, round_dir, write_model
-from astra_graph.state import CandidateRecord, RoundRecord, State, Usage, merge_rounds
+from astra_graph.state import CandidateRecord, RoundRecord, State, merge_rounds
+from astra_graph.usage import Usage
 
 BRANCH_NODE = "candidate"
 
@@ -89,7 +89,7 @@ def _promote(state: State, record: CandidateRecord) -> None:
         write_model(target / BENCH, record.timing)
 
 
-def join(state: State) -> dict[str, Any]:
+def join(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Tell the round's outcome once its K candidates have ended; the record carries the best."""
     current, best = state.current, state.best
     assert current is not None and best is not None
@@ -98,6 +98,7 @@ def join(state: State) -> dict[str, Any]:
         _promote(state, chosen)
     accepted = sum(1 for c in current.candidates if c.verdict is not None and c.verdict.accepted)
     emit(
+        runtime,
         agent="profiling",
         round=current.round,
         message=f"{len(current.candidates)} candidate(s), {accepted} accepted; "
@@ -108,22 +109,25 @@ def join(state: State) -> dict[str, Any]:
     return {}
 
 
-def branch_graph(
-    route_after_coding: Callable[[State], str], route_after_verify: Callable[[State], str]
-) -> CompiledStateGraph:
-    """One candidate: coding -> verify -> measure, with the graph's repair edges to coding."""
-    builder = StateGraph(State, context_schema=Context, output_schema=BranchOutput)
-    builder.add_node("coding", coding.coding)
-    builder.add_node("verify", testing.verify)
-    builder.add_node("measure", profiling.measure)
-    builder.add_edge(START, "coding")
-    builder.add_conditional_edges(
-        "coding",
-        route_after_coding,
-        {"verify": "verify", "coding": "coding", "profiling": "measure"},
-    )
-    builder.add_conditional_edges(
-        "verify", route_after_verify, {"coding": "coding", "profiling": "measure"}
-    )
-    builder.add_edge("measure", END)
-    return builder.compile(name=BRANCH_NODE)
+def after_coding(state: State) -> Literal["verify", "coding", "measure"]:
+    """Check a usable candidate; otherwise repair it while allowed, else end the branch."""
+    if repair.written(state):
+        return "verify"
+    return "coding" if repair.can_repair(state) else "measure"
+
+
+def after_verify(state: State) -> Literal["coding", "measure"]:
+    """Repair a candidate that failed to compile or launch while allowed; else time it."""
+    return "coding" if repair.failed_to_run(state) and repair.can_repair(state) else "measure"
+
+
+_builder = StateGraph(State, context_schema=Context, output_schema=BranchOutput)
+_builder.add_node("coding", coding.coding)
+_builder.add_node("verify", testing.verify)
+_builder.add_node("measure", profiling.measure)
+_builder.add_edge(START, "coding")
+_builder.add_conditional_edges("coding", after_coding)
+_builder.add_conditional_edges("verify", after_verify)
+_builder.add_edge("measure", END)
+branch = _builder.compile(name=BRANCH_NODE)
+"""One candidate: coding -> verify -> measure, with the repair edges back to coding."""

@@ -124,7 +124,11 @@ def diff_bases(state: State) -> list[str]:
 
 
 def take_candidate(
-    spec: OperationSpec, state: State, reply: RawReply | None, call_problem: str | None
+    spec: OperationSpec,
+    state: State,
+    reply: RawReply | None,
+    call_problem: str | None,
+    runtime: Runtime[Context],
 ) -> CandidateRecord:
     """The current candidate with one more attempt: the reply read, the code saved, its
     interface checked (a failed request is simply made again)."""
@@ -151,7 +155,7 @@ def take_candidate(
             write_text(path, source)
             assert impl is not None
             loaded.remember(spec, impl)  # verify and tuning read this parse, not the file again
-    emit(agent="coding", round=k, message=f"attempt {n}: {problem or 'candidate written'}")
+    emit(runtime, agent="coding", round=k, message=f"attempt {n}: {problem or 'candidate written'}")
     attempt = Attempt(
         number=n,
         file=str(file) if file is not None else None,
@@ -166,7 +170,7 @@ def coding(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     assert state.best is not None
     spec, _ = load_baseline(state)
     k = state.round
-    emit(agent="coding", round=k, message=f"writing attempt {state.attempt + 1}")
+    emit(runtime, agent="coding", round=k, message=f"writing attempt {state.attempt + 1}")
     user = prompts.render(
         "coding",
         op=spec.name,
@@ -184,7 +188,7 @@ def coding(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         repair=repair_text(state),
     )
     reply = context_of(runtime).get_llm().ask_text("coding", system_prompt("coding"), user)
-    record = take_candidate(spec, state, reply.value, reply.problem)
+    record = take_candidate(spec, state, reply.value, reply.problem, runtime)
     last = record.last
     if last is not None and last.file is None and reply.problem is None:
         reply.problem = last.problem  # no code in the reply: a failed call

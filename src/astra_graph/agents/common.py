@@ -8,7 +8,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from langgraph.config import get_stream_writer
 from langgraph.runtime import Runtime
 
 from astra_graph import loaded, prompts
@@ -295,10 +294,8 @@ def write_candidate_files(state: State, record: CandidateRecord) -> None:
         write_model(folder / BENCH, record.timing)
 
 
-def emit(**event: Any) -> None:
-    """Send a progress event on the ``custom`` stream (a no-op outside a streamed run)."""
-    try:
-        writer = get_stream_writer()
-    except RuntimeError:  # called outside a graph run
-        return
-    writer(event)
+def emit(runtime: Runtime[Context], **event: Any) -> None:
+    """Send a progress event on the run's ``custom`` stream. The node's runtime carries the
+    writer (LangGraph's no-op writer when nobody streams ``custom``), so a failure to send is
+    an error like any other, not swallowed."""
+    runtime.stream_writer(event)

@@ -34,7 +34,7 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     assert state.best is not None
     spec, _ = load_baseline(state)
     k = state.round + 1
-    emit(agent="planning", round=k, message="planning the round")
+    emit(runtime, agent="planning", round=k, message="planning the round")
     best_source = Path(state.best.path).read_text()
     user = prompts.render(
         "planning",
@@ -58,9 +58,15 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         problem = f"planning: {reply.problem}" if reply.value is None else None
         usage, method = reply.usage("planning", k), reply.method
     if problem:
-        emit(agent="planning", round=k, message=f"no plan: {problem}", failure=problem)
+        emit(runtime, agent="planning", round=k, message=f"no plan: {problem}", failure=problem)
     else:
-        emit(agent="planning", round=k, message=" | ".join(p.summary for p in plans), method=method)
+        emit(
+            runtime,
+            agent="planning",
+            round=k,
+            message=" | ".join(p.summary for p in plans),
+            method=method,
+        )
     record = RoundRecord(
         round=k,
         candidates=[new_candidate(state, k, i, plan) for i, plan in enumerate(plans, 1)],

@@ -29,7 +29,7 @@ from astra_graph.state import RoundRecord, State, best_so_far, merge_rounds
 def profile_baseline(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Time the starting kernel on the tuning suite; it is the first best-so-far."""
     spec, _ = load_baseline(state)
-    emit(agent="profiling", round=0, message="timing the starting kernel")
+    emit(runtime, agent="profiling", round=0, message="timing the starting kernel")
     bench = (
         context_of(runtime)
         .get_evaluator()
@@ -54,7 +54,7 @@ def measure(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     if work.candidate_path is not None and work.verdict is not None and work.verdict.accepted:
         spec, _ = load_baseline(state)
         which = f"candidate {work.branch}" if state.candidates > 1 else "the candidate"
-        emit(agent="profiling", round=k, message=f"timing {which} against the baseline")
+        emit(runtime, agent="profiling", round=k, message=f"timing {which} against the baseline")
         bench, failure = time_candidate(spec, state, Path(work.candidate_path), context_of(runtime))
         record = record.model_copy(update={"timing": bench, "timing_error": failure})
         # verdict.json says what the record says (rejected, if timing rejected it); bench.json
@@ -65,6 +65,7 @@ def measure(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         log = merge_rounds(state.history, update["history"])
         best = best_so_far(state.kernel, state.baseline, log, state.baseline_tuning)
         emit(
+            runtime,
             agent="profiling",
             round=k,
             message=round_outcome(log[-1]),

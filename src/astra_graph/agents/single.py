@@ -69,7 +69,7 @@ def single(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         )
         now = state.model_copy(update={"history": merge_rounds(state.history, [opened])})
     k = now.round
-    emit(agent="single", round=k, message=f"writing attempt {now.attempt + 1}")
+    emit(runtime, agent="single", round=k, message=f"writing attempt {now.attempt + 1}")
     user = prompts.render(
         "single",
         op=spec.name,
@@ -109,6 +109,6 @@ def single(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         work = work.model_copy(update={"plan": Plan(summary="(no reply)", changes=[])})
     planned = merge_rounds(now.history, now.with_candidate(work)["history"])
     now = now.model_copy(update={"suite": suite, "history": planned})
-    record = take_candidate(spec, now, reply.value, reply.problem)
+    record = take_candidate(spec, now, reply.value, reply.problem, runtime)
     usage = [reply.usage("single", k)]
     return {**now.with_candidate(record, notes), "suite": suite, "usage": usage}

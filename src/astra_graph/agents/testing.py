@@ -43,7 +43,7 @@ def testing(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     """Ask the LLM for extra realistic and adversarial shapes; keep the valid ones."""
     spec, baseline = load_baseline(state)
     tuning = spec.contract.suite("tuning")
-    emit(agent="testing", round=0, message="proposing extra test shapes")
+    emit(runtime, agent="testing", round=0, message="proposing extra test shapes")
     user = prompts.render(
         "testing",
         op=spec.name,
@@ -66,6 +66,7 @@ def testing(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     extra, rejected = check_shapes(spec, baseline, proposed, known)
     suite = TestSuite(extra=extra, rejected=rejected, problem=reply.problem)
     emit(
+        runtime,
         agent="testing",
         round=0,
         message=f"{len(extra)} extra shapes, {len(rejected)} dropped"
@@ -115,5 +116,5 @@ def verify(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     record = work.model_copy(update={"tries": [*work.tries[:-1], checked]})
     write_candidate_files(state, record)
     outcome = "accepted" if verdict.accepted else f"rejected: {verdict.reason}"
-    emit(agent="testing", round=state.round, message=f"verify: {outcome}", verdict=outcome)
+    emit(runtime, agent="testing", round=state.round, message=f"verify: {outcome}", verdict=outcome)
     return state.with_candidate(record)

@@ -98,7 +98,9 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     assert state.suite is not None
     shapes = [*spec.contract.suite("tuning"), *state.suite.extra]
     who = "the starting kernel" if k == 0 else f"round {k}'s candidate"
-    emit(agent="tuning", round=k, message=f"sweeping the tunables of {who} per shape bucket")
+    emit(
+        runtime, agent="tuning", round=k, message=f"sweeping the tunables of {who} per shape bucket"
+    )
     try:
         report = tune(
             evaluator,
@@ -136,6 +138,7 @@ def tuning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         best = best_so_far(state.kernel, state.baseline, log, state.baseline_tuning)
     tuned_speedup = record.bench.geomean_speedup if record.bench else None
     emit(
+        runtime,
         agent="tuning",
         round=k,
         message=(

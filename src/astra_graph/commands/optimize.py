@@ -24,13 +24,14 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import structlog
 
 from astra_graph.catalog import resolve
 from astra_graph.commands import UsageError
-from astra_graph.external import EXTERNAL, waiting_for, waiting_line
+from astra_graph.commands.run_output import configure_logging, show_outcome
+from astra_graph.external import EXTERNAL
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.harness.pool import (
     BACKEND_ENV,
@@ -44,7 +45,7 @@ from astra_graph.llm import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.many import Summary, expand_kernels, optimize_many, summary_table, write_summary
 from astra_graph.rundir import utc_now
 from astra_graph.runner import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
-from astra_graph.state import AgentMode, OptimizationResult
+from astra_graph.state import AgentMode
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -118,25 +119,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
-def configure_logging(stream: TextIO) -> None:
-    """structlog to ``stream``: console lines on a terminal, JSON lines otherwise."""
-    tty = sys.stdout.isatty()
-    renderer: Any = (
-        structlog.dev.ConsoleRenderer(colors=stream.isatty())
-        if tty
-        else structlog.processors.JSONRenderer()
-    )
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
-        ],
-        logger_factory=structlog.PrintLoggerFactory(file=stream),
-        cache_logger_on_first_use=False,
-    )
-
-
 def _agent_models(items: list[str]) -> dict[str, str]:
     agents = ("testing", "planning", "coding", "single")
     models = {}
@@ -148,41 +130,6 @@ def _agent_models(items: list[str]) -> dict[str, str]:
             )
         models[agent] = model
     return models
-
-
-def format_result(result: OptimizationResult) -> str:
-    """The per-round log, the winner's per-shape table and the totals, as plain text."""
-    lines = [f"{result.op}: {result.message}"]
-    if result.rounds:
-        lines += ["", f"{'round':>5}  {'attempts':>8}  {'verdict':<24}{'speedup':>9}  {'best':>7}"]
-    for r, best in zip(result.rounds, result.best_speedups, strict=True):
-        if r.verdict is None:
-            verdict = "no candidate"
-        else:
-            verdict = "accepted" if r.verdict.accepted else f"rejected: {r.verdict.reason}"
-        speedup = f"{r.geomean_speedup:8.3f}x" if r.geomean_speedup is not None else f"{'-':>9}"
-        lines.append(f"{r.round:>5}  {r.attempts:>8}  {verdict:<24}{speedup}  {best:6.3f}x")
-    if result.dispatch is not None:
-        lines += ["", f"{'bucket':<16}{'tunables':<34}{'vs default':>11}  shapes"]
-        for entry in result.dispatch.dispatch:
-            tunables = ", ".join(f"{k}={v}" for k, v in entry.tunables.items())
-            lines.append(
-                f"{entry.bucket:<16}{tunables:<34}{entry.speedup_vs_default:10.3f}x  "
-                + " ".join(entry.shapes)
-            )
-    if result.shapes:
-        lines += ["", f"{'shape':<14}{'dtype':<10}{'time us':>9}{'base us':>9}{'speedup':>9}"]
-        for s in result.shapes:
-            base = f"{s.baseline.median_us:9.2f}" if s.baseline else f"{'-':>9}"
-            speedup = f"{s.speedup:8.3f}x" if s.speedup is not None else f"{'-':>9}"
-            lines.append(f"{s.label:<14}{s.dtype:<10}{s.candidate.median_us:9.2f}{base}{speedup}")
-    cost = f", ~${result.total_cost_usd:.4f}" if result.total_cost_usd is not None else ""
-    lines += [
-        "",
-        f"result: {result.best_path} ({result.geomean_speedup:.3f}x, round {result.best_round})",
-        f"tokens: {result.total_tokens}{cost}; run directory: {result.run_dir}",
-    ]
-    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -290,22 +237,3 @@ def _run_many(
     else:
         print(f"{summary_table(runs)}\n\nsummary: {saved}")
     return 0 if all(r.outcome in ("improved", "offline") for r in runs) else 1
-
-
-def show_outcome(result: OptimizationResult, as_json: bool) -> int:
-    """Print the result (or, for a waiting run, the one line saying what to answer); exit code."""
-    pending = waiting_for(result.external) if result.status == "waiting" else None
-    if as_json:
-        print(result.model_dump_json(indent=2))
-    elif pending is None:
-        print(format_result(result))
-    if pending is not None:
-        print(
-            f"astra: {waiting_line(pending, Path(result.run_dir))}",
-            file=sys.stderr if as_json else sys.stdout,
-        )
-        return 0
-    if result.status == "failed":
-        print(f"astra optimize: run failed: {result.error}", file=sys.stderr)
-        return 1
-    return 0 if result.improved or result.agents == "offline" else 1

@@ -21,7 +21,7 @@ from typing import Any
 import structlog
 
 from astra_graph.commands import UsageError
-from astra_graph.commands.optimize import configure_logging, show_outcome
+from astra_graph.commands.run_output import configure_logging, show_outcome
 from astra_graph.external import waiting_for
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.llm import LLMSettings

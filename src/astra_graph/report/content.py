@@ -14,7 +14,8 @@ from astra_graph.models import ShapeTiming, Verdict
 from astra_graph.report.blocks import Block, Code, Figure, Heading, Table, Text
 from astra_graph.report.reading import Run
 from astra_graph.rundir import BEST
-from astra_graph.state import OptimizationResult, Usage
+from astra_graph.state import OptimizationResult
+from astra_graph.usage import Usage
 
 
 def _speedup(value: float | None, err: float | None = None) -> str:
