@@ -22,10 +22,11 @@ venv: $(BIN)/astra
 demo: venv
 	$(BIN)/astra optimize silu_and_mul
 
+# One test process per core (pytest-xdist) where no GPU is visible, one where one is (tests/conftest.py).
 test: venv
 	$(BIN)/ruff check src tests benchmarks graphs
 	$(BIN)/mypy  # settings in pyproject.toml [tool.mypy]
-	$(BIN)/python -m pytest -q -ra
+	$(BIN)/python -m pytest -q -ra -n auto
 
 # LangGraph Studio: serves the graph of langgraph.json on 127.0.0.1 (docs/STUDIO.md), offline.
 STUDIO_PORT ?= 2024

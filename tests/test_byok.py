@@ -24,6 +24,8 @@ from astra_graph.harness.compile import compile_implementation
 from astra_graph.header import load_implementation, split_entry
 from astra_graph.signature import find_signature, interface_problem
 
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "byok"
 ACT = EXAMPLES / "act_and_mul" / "act_and_mul.cu"
 NORM = EXAMPLES / "fused_add_rmsnorm" / "fused_add_rmsnorm.cu"

@@ -31,6 +31,8 @@ from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text
 from kernel_sources import BROKEN, VECTORIZED, fenced, marked
 
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
 NAIVE = kernels_root() / "silu_and_mul" / "naive.cu"
 WAIT_S = 10.0
 

@@ -29,6 +29,8 @@ from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text
 from kernel_sources import BROKEN, VECTORIZED, fenced, marked
 
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
 TESTS = Path(__file__).resolve().parent
 NAIVE = kernels_root() / "silu_and_mul" / "naive.cu"
 SHAPES = {

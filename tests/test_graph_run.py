@@ -21,6 +21,8 @@ from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, empty, error, structured, text
 from kernel_sources import BROKEN, VECTORIZED, WRONG_INTERFACE, fenced, marked
 
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
 OP = kernels_root() / "silu_and_mul"
 NAIVE = OP / "naive.cu"
 EXTRA_SHAPE = {"tokens": 5, "d": 4104}

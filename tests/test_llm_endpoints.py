@@ -39,6 +39,8 @@ from fake_openai import (
 )
 from kernel_sources import VECTORIZED, fenced, marked
 
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
 NAIVE = kernels_root() / "silu_and_mul" / "naive.cu"
 PLAN = {"summary": "vectorize", "changes": [{"change": "a", "why": "b", "expected_effect": "c"}]}
 NO_SHAPES: dict[str, list[object]] = {"shapes": []}

@@ -22,6 +22,8 @@ from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, structured, text
 from kernel_sources import VECTORIZED, fenced, marked
 
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
 SILU = kernels_root() / "silu_and_mul"
 
 

@@ -14,6 +14,8 @@ from astra_graph import ConfigurationError, OptimizationResult, optimize
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
 from fake_evaluator import FakeEvaluator
 
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
 SRC = Path(astra_graph.__file__).resolve().parents[1]
 
 

@@ -21,6 +21,8 @@ from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, structured, text
 from kernel_sources import VECTORIZED, fenced, marked
 
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
 NAIVE = kernels_root() / "silu_and_mul" / "naive.cu"
 IMPOSSIBLE = 50.0
 """The speedup the fake evaluator measures for the candidate that timing then rejects."""
