@@ -7,6 +7,11 @@ impossible`` makes timing reject it and ``// fake: timing = crash`` makes the wo
 timing it; ``// fake: tuned = 1.3`` multiplies the speedup by 1.3 whenever tunables are given
 (the sweep's settings and the dispatch table, never the defaults alone). ``fail`` injects an
 exception into chosen calls, as a broken harness would.
+
+Its reports have what the real harness's have, so prompts and reports built from them can be
+checked: a timing row per shape and dtype (each shape's limit from the latency floor of
+:data:`LATENCY_FLOOR_US` and the roof), the GPU's facts, resources, and a rejection's evidence
+(shape, dtype, suite, scenario, element, got, expected).
 """
 
 from __future__ import annotations
@@ -21,11 +26,55 @@ from typing import Any
 from astra_graph.contract import OperationSpec
 from astra_graph.harness.deep import SanitizerReport, SanitizerResult
 from astra_graph.harness.protocol import EvaluatorLike
+from astra_graph.harness.roofline import limit_of
 from astra_graph.harness.worker import WorkerCrashed
-from astra_graph.models import BenchReport, Measurement, ShapeTiming, TimingMode, Verdict
+from astra_graph.models import (
+    BenchReport,
+    Evidence,
+    GpuInfo,
+    Measurement,
+    ResourceReport,
+    ShapeTiming,
+    TimingMode,
+    Verdict,
+)
 
 MARK = re.compile(r"//\s*fake:\s*(\w+)\s*=\s*([\w.\-]+)")
 BASE_US = 20.0
+ROOF_GBPS = 3000.0
+LATENCY_FLOOR_US = 4.0
+FAKE_GPU = GpuInfo(name="fake GPU", compute_capability="9.0", sm_count=132, l2_bytes=50 * 2**20)
+FAKE_RESOURCES = ResourceReport(
+    registers=40, static_smem_bytes=0, threads_per_block=256, occupancy=0.75
+)
+
+
+def measurement(median_us: float) -> Measurement:
+    return Measurement(
+        median_us=median_us, spread_us=0.1, rel_std_err=0.001, samples=50, method="fake"
+    )
+
+
+def evidence(op: OperationSpec, reason: str) -> Evidence:
+    """Where a scripted rejection was seen: the first tuning shape, the last element of the
+    first output, in the contract's first special-values scenario (if it has one)."""
+    c = op.contract
+    dims = c.suite("tuning")[0]
+    output = next(a for a in c.args if a.role != "input")
+    scenario = f" [scenario {c.specials[0].name}]" if c.specials else ""
+    return Evidence(
+        op=op.name,
+        dims=dims,
+        dtype=c.dtypes[-1],
+        suite="tuning",
+        arg=output.name,
+        index=[dims[str(size)] - 1 for size in output.shape if str(size) in dims],
+        got=1.5,
+        expected=0.25,
+        error=1.25,
+        allowed=0.001,
+        detail=f"fake {reason}{scenario}",
+    )
 
 
 def marks(path: Path) -> dict[str, str]:
@@ -79,7 +128,8 @@ class FakeEvaluator(EvaluatorLike):
         if "heldout" in suites and found.get("heldout") == "reject":
             return Verdict.reject("mismatch", "fake held-out mismatch")
         if "heldout" not in suites and "reject" in found:
-            return Verdict.reject(found["reject"], f"fake {found['reject']}")  # type: ignore[arg-type]  # a test marks any reason; pydantic validates it
+            reason = found["reject"]
+            return Verdict.reject(reason, f"fake {reason}", evidence(op, reason))  # type: ignore[arg-type]  # a test marks any reason; pydantic validates it
         return Verdict(accepted=True, suites=list(suites), cases_checked=3)
 
     def sanitize(
@@ -128,38 +178,30 @@ class FakeEvaluator(EvaluatorLike):
         if speedup is not None and tunables:
             speedup *= float(found.get("tuned", "1.0"))
         rows = []
-        for dims in timed:
-            moved = op.contract.bytes_for(dims, "float16")
-            time_us = BASE_US / (speedup or 1.0)
-            rows.append(
-                ShapeTiming(
-                    label=op.contract.label(dims),
-                    dims=dims,
-                    dtype="float16",
-                    bytes_moved=moved,
-                    candidate=Measurement(
-                        median_us=time_us,
-                        spread_us=0.1,
-                        rel_std_err=0.001,
-                        samples=50,
-                        method="fake",
-                    ),
-                    baseline=Measurement(
-                        median_us=BASE_US,
-                        spread_us=0.1,
-                        rel_std_err=0.001,
-                        samples=50,
-                        method="fake",
+        for dtype in dtypes or op.contract.dtypes[:1]:  # the harness's default: the first
+            for dims in timed:
+                moved = op.contract.bytes_for(dims, dtype)
+                time_us = BASE_US / (speedup or 1.0)
+                limit = limit_of(time_us, moved, ROOF_GBPS, LATENCY_FLOOR_US)
+                rows.append(
+                    ShapeTiming(
+                        label=op.contract.label(dims),
+                        dims=dims,
+                        dtype=dtype,
+                        bytes_moved=moved,
+                        candidate=measurement(time_us),
+                        baseline=measurement(BASE_US) if against else None,
+                        speedup=speedup,
+                        speedup_err=0.002 if against else None,
+                        call=None,
+                        achieved_gbps=moved / time_us / 1e3,
+                        roofline_pct=100 * moved / time_us / 1e3 / ROOF_GBPS,
+                        roof_gbps=ROOF_GBPS,
+                        latency_floor=measurement(LATENCY_FLOOR_US),
+                        bound=limit.bound,
+                        limit=limit.text,
                     )
-                    if against
-                    else None,
-                    speedup=speedup,
-                    speedup_err=0.002 if against else None,
-                    call=None,
-                    achieved_gbps=moved / time_us / 1e3,
-                    roofline_pct=100 * moved / time_us / 1e3 / 3000,
                 )
-            )
         geomean = (
             math.prod(r.speedup for r in rows if r.speedup is not None) ** (1 / len(rows))
             if against
@@ -168,11 +210,14 @@ class FakeEvaluator(EvaluatorLike):
         return BenchReport(
             op=op.name,
             mode=mode,
-            device="fake GPU",
+            device=FAKE_GPU.name,
+            gpu=FAKE_GPU,
             candidate=str(candidate),
             baseline=str(against) if against else None,
-            copy_bandwidth_gbps=3000.0,
+            copy_bandwidth_gbps=ROOF_GBPS,
             shapes=rows,
+            resources={"candidate": FAKE_RESOURCES}
+            | ({"baseline": FAKE_RESOURCES} if against else {}),
             geomean_speedup=geomean,
             geomean_speedup_err=0.002 if against else None,
             rejection=Verdict.reject("impossible_time", "fake: faster than the bandwidth floor")

@@ -1,7 +1,9 @@
 """The profiling agent: time the baseline and each accepted candidate.
 
 Timing goes through the harness (device mode by default: kernel time without the host's launch
-overhead). What the planner reads of a timing is its summary (``agents/summary.py``). The
+overhead), on the tuning suite in every dtype of the contract: a kernel is faster only if it is
+faster in the dtypes it ships for, and the planner and coder see each dtype's profile. What the
+planner reads of a timing is its summary (``agents/summary.py``). The
 outcome lands in the round's record (``state.CandidateRecord.timing``); the candidate's
 speedup, whether it beat the baseline, and the best implementation so far are computed from
 the records by the selection rule, so this module decides nothing about them.
@@ -27,7 +29,7 @@ from astra_graph.state import RoundRecord, State, best_so_far, merge_rounds
 
 
 def profile_baseline(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Time the starting kernel on the tuning suite; it is the first best-so-far."""
+    """Time the starting kernel on the tuning suite in every dtype; it is the first best-so-far."""
     spec, _ = load_baseline(state)
     emit(runtime, agent="profiling", round=0, message="timing the starting kernel")
     bench = (
@@ -38,6 +40,7 @@ def profile_baseline(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
             Path(state.kernel),
             mode=context_of(runtime).timing_mode,
             shapes=spec.contract.suite("tuning"),
+            dtypes=spec.contract.dtypes,
         )
     )
     write_model(Path(state.run_dir) / BASELINE_BENCH, bench)
@@ -90,6 +93,7 @@ def time_candidate(
             against=Path(state.kernel),
             mode=context.timing_mode,
             shapes=spec.contract.suite("tuning"),
+            dtypes=spec.contract.dtypes,
         )
     except WorkerTimeout as exc:
         return None, Verdict.reject("timeout", f"killed while timing: {exc}", log=exc.log)

@@ -53,27 +53,28 @@ def bench_with_dispatch(
 ) -> BenchReport:
     """Time ``implementation`` with each bucket's setting against ``baseline``'s defaults.
 
-    One interleaved bench per bucket (each on one GPU; with a pool, the buckets at once); the
+    One interleaved bench per bucket and dtype (each on one GPU; with a pool, at once); the
     shapes are merged into one report whose geometric mean is recomputed over all of them. A
     rejection in any bucket rejects the whole table.
     """
-    dtype = spec.contract.dtypes[0]
-    by_bucket = group_by_bucket(spec, shapes, dtype)
-    jobs = [
-        partial(
-            evaluator.bench,
-            spec,
-            implementation,
-            against=baseline,
-            mode=mode,
-            shapes=by_bucket[entry.bucket],
-            dtypes=[dtype],
-            tunables=entry.tunables,
-        )
-        for entry in report.dispatch
-        if by_bucket.get(entry.bucket)
-    ]
-    parts = spread(evaluator, jobs)  # the buckets' benches on idle GPUs at once
+    jobs = []
+    for dtype in spec.contract.dtypes:  # timed as the untuned candidate is: every dtype
+        by_bucket = group_by_bucket(spec, shapes, dtype)
+        jobs += [
+            partial(
+                evaluator.bench,
+                spec,
+                implementation,
+                against=baseline,
+                mode=mode,
+                shapes=by_bucket[entry.bucket],
+                dtypes=[dtype],
+                tunables=entry.tunables,
+            )
+            for entry in report.dispatch
+            if by_bucket.get(entry.bucket)
+        ]
+    parts = spread(evaluator, jobs)  # the benches on idle GPUs at once
     merged = parts[0].model_copy(deep=True)
     merged.shapes = [s for part in parts for s in part.shapes]
     merged.notes = [n for part in parts for n in part.notes]
