@@ -2,7 +2,8 @@
 
 Replies are scripted per agent: a request goes to the queue of the agent named in its system
 prompt ("You are the planning agent ..."). Each scripted reply is text, a structured value, an
-HTTP error (optionally with ``Retry-After``), and may be cut off (``finish_reason="length"``)
+HTTP error (optionally with ``Retry-After``) or a hang-up (the connection closed with no
+answer, as when the server goes away mid-run), and may be cut off (``finish_reason="length"``)
 or delayed. Every chat request body and its Authorization header are recorded. A request
 whose queue is empty gets a 500 and is recorded as unscripted; a request from no agent (a
 one-token probe) is answered "OK".
@@ -18,6 +19,7 @@ required. A refused request consumes no scripted reply, as a real server generat
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -82,6 +84,8 @@ class Scripted:
     finish_reason: str = "stop"
     retry_after: str | None = None
     delay_s: float = 0.0
+    hang_up: bool = False
+    """Close the connection without an answer."""
 
 
 def text(content: str, input_tokens: int = 120, output_tokens: int = 80) -> Scripted:
@@ -100,6 +104,10 @@ def raw_json(value: Any) -> Scripted:
 
 def error(status: int = 500, retry_after: str | None = None) -> Scripted:
     return Scripted(None, status, retry_after=retry_after)
+
+
+def hang_up() -> Scripted:
+    return Scripted(None, hang_up=True)
 
 
 def empty() -> Scripted:
@@ -270,7 +278,10 @@ class FakeOpenAI:
                     self._send(500, {"error": {"message": f"unscripted request for {agent}"}})
                 else:
                     time.sleep(reply.delay_s)
-                    if reply.status != 200:
+                    if reply.hang_up:
+                        self.close_connection = True
+                        self.connection.shutdown(socket.SHUT_RDWR)
+                    elif reply.status != 200:
                         headers = {"Retry-After": reply.retry_after} if reply.retry_after else {}
                         message = f"scripted failure {reply.status}"
                         self._send(reply.status, {"error": {"message": message}}, headers)

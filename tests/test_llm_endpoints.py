@@ -32,6 +32,7 @@ from fake_openai import (
     Scripted,
     cut,
     error,
+    hang_up,
     raw_json,
     slow,
     structured,
@@ -183,6 +184,57 @@ def test_one_limit_bounds_a_request_with_its_retries() -> None:
     assert reply.value is None and reply.problem is not None
     assert "no reply within 1 s" in reply.problem
     assert elapsed < 2.5
+    # a Retry-After longer than the limit: the SDK would wait 5 s; the limit ends the call at 1 s
+    busy = {"planning": [error(429, retry_after="5")] * 4}
+    with FakeOpenAI(busy) as server:
+        llm = LLM(settings(server, timeout_s=1.0, max_retries=3))
+        started = time.monotonic()
+        reply = llm.ask_structured("planning", Plan, "You are the planning agent.", "Plan.")
+        elapsed = time.monotonic() - started
+        llm.close()
+    assert reply.problem is not None and "no reply within 1 s" in reply.problem
+    assert len(server.for_agent("planning")) == 1 and elapsed < 2.5
+
+
+def test_a_slow_reply_past_the_limit_fails_its_call_and_the_round_goes_on(tmp_path: Path) -> None:
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": [slow(structured(PLAN), 3.0)],
+        "coding": [candidate(1.3)],
+    }
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1, timeout_s=1.0, max_retries=2)
+    assert not server.unscripted
+    (round_1,) = result.rounds
+    assert round_1.geomean_speedup == pytest.approx(1.3) and result.status == "finished"
+    failure = f"planning: LLM call failed: {server.base_url}: no reply within 1 s (--llm-timeout)"
+    assert failure in round_1.notes
+    saved = json.loads((Path(result.run_dir) / "run.json").read_text())
+    assert failure in json.dumps(saved["rounds"][0])
+    assert "no reply within 1 s" in (Path(result.run_dir) / "report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("reply", "words"),
+    [
+        (slow(structured(PLAN), 1.5), "no reply within 0.5 s (--llm-timeout)"),
+        (hang_up(), "/v1: Server disconnected"),  # the transport's words, not "Connection error."
+    ],
+    ids=["slow", "hang_up"],
+)
+def test_a_run_whose_every_call_fails_ends_failed_naming_the_endpoint_error(
+    reply: Scripted, words: str, tmp_path: Path
+) -> None:
+    script = {"testing": [reply], "planning": [reply], "coding": [reply] * 3}
+    with FakeOpenAI(script) as server:
+        result = run(server, tmp_path, rounds=1, timeout_s=0.5)
+    assert not server.unscripted
+    assert result.status == "failed" and result.error is not None
+    assert "every LLM call failed" in result.error and words in result.error
+    run_dir = Path(result.run_dir)
+    saved = OptimizationResult.model_validate_json((run_dir / "run.json").read_text())
+    assert saved.status == "failed" and saved.error == result.error
+    assert words in (run_dir / "report.md").read_text()
 
 
 def test_a_cut_off_plan_is_asked_again(tmp_path: Path) -> None:
@@ -319,19 +371,85 @@ def _restore_structlog() -> Iterator[None]:
 
 
 @pytest.mark.usefixtures("_restore_structlog")
-def test_cli_one_line_exit_2_for_an_unknown_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("case", "words"),
+    [
+        ("not_a_url", "--base-url 'not-a-url': expected an http:// or https:// URL"),
+        ("refused", "--base-url http://127.0.0.1:{port}/v1: cannot connect"),
+        ("wrong_key", "OPENAI_API_KEY: --base-url {url} refused the key: HTTP 401"),
+        ("no_key", "OPENAI_API_KEY (none set): --base-url {url} refused the key: HTTP 401"),
+        ("unknown_model", "--model gpt-nope: not served by {url} (it serves: o4-mini)"),
+    ],
+)
+def test_cli_preflight_one_line_exit_2_before_any_run_directory(
+    case: str,
+    words: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     import astra_graph.commands.optimize as command
+    import astra_graph.harness.evaluator as harness_evaluator
 
     monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
-    with FakeOpenAI() as server:
-        argv = ["optimize", "silu_and_mul/naive", "--base-url", server.base_url]
-        code = cli.main([*argv, "--model", "gpt-nope", "--runs-dir", str(tmp_path)])
+    monkeypatch.setattr(harness_evaluator, "Evaluator", FakeEvaluator)
+    if case == "wrong_key":
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong")
+    port = _closed_port()
+    imitation = Imitation(key="sk-right") if case.endswith("_key") else Imitation()
+    with FakeOpenAI(imitation=imitation) as server:
+        url = {"not_a_url": "not-a-url", "refused": f"http://127.0.0.1:{port}/v1"}.get(
+            case, server.base_url
+        )
+        model = ["--model", "gpt-nope"] if case == "unknown_model" else []
+        argv = ["optimize", "silu_and_mul/naive", "--base-url", url, *model]
+        code = cli.main([*argv, "--runs-dir", str(tmp_path / "runs")])
+        chats = [r for r in server.requests if r.agent is not None]
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1
-    assert "--model gpt-nope: not served by" in err[0] and "does not exist" in err[0]
-    assert not list(tmp_path.iterdir())
+    assert code == 2 and len(err) == 1, err
+    assert words.format(port=port, url=server.base_url) in err[0]
+    if case == "unknown_model":
+        assert "does not exist" in err[0]  # the server's own answer
+    assert not (tmp_path / "runs").exists()  # no run directory
+    assert not chats  # no agent was asked anything
+
+
+@pytest.mark.usefixtures("_restore_structlog")
+def test_cli_a_failed_planner_or_coder_is_named_everywhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Round 1's planner gets a 429, round 2's coder never sends code: each failure is in the
+    round's record (the state), run.json, the CLI's progress lines and the report."""
+    import astra_graph.commands.optimize as command
+    import astra_graph.harness.evaluator as harness_evaluator
+
+    monkeypatch.setattr(command, "gpu_arch", lambda: "sm_90")
+    monkeypatch.setattr(harness_evaluator, "Evaluator", FakeEvaluator)
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": [error(429), structured(plan("second"))],
+        "coding": [candidate(1.3), text("I would rather not.")],
+    }
+    with FakeOpenAI(script) as server:
+        argv = ["optimize", "silu_and_mul/naive", "--rounds", "2", "--max-repairs", "0"]
+        argv += ["--retries", "0", "--json", "--base-url", server.base_url]
+        code = cli.main([*argv, "--runs-dir", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert not server.unscripted and code == 0  # round 1 still found a faster kernel
+    result = OptimizationResult.model_validate_json(out)
+    planner = f"planning: LLM call failed: HTTP 429 from {server.base_url}: scripted failure 429"
+    coder = "no CUDA source with an '// astra:' header found in the reply"
+    assert planner in result.rounds[0].notes
+    assert any(coder in note for note in result.rounds[1].notes)
+    assert result.rounds[0].geomean_speedup == pytest.approx(1.3)
+    saved = json.loads((Path(result.run_dir) / "run.json").read_text())
+    assert planner in json.dumps(saved["rounds"][0]) and coder in json.dumps(saved["rounds"][1])
+    events = [json.loads(line) for line in err.splitlines() if line.startswith("{")]
+    said = [(e.get("agent"), e.get("round"), str(e.get("message"))) for e in events]
+    assert any(a == "planning" and k == 1 and "HTTP 429" in m for a, k, m in said)
+    assert any(a == "coding" and k == 2 and coder in m for a, k, m in said)
+    report = (Path(result.run_dir) / "report.md").read_text()
+    assert "HTTP 429" in report and coder in report
 
 
 @pytest.mark.usefixtures("_restore_structlog")

@@ -174,6 +174,21 @@ def server_message(exc: openai.APIStatusError) -> str:
     return _squash(exc.message)
 
 
+def _root_cause(exc: BaseException) -> str:
+    """What went wrong underneath a connection error: the SDK wraps the transport's error
+    ("Server disconnected without sending a response.") and langchain-openai wraps the SDK's
+    ("Connection error."), so the innermost message is the one that says something."""
+    seen = {id(exc)}
+    inner: BaseException = exc
+    while True:
+        cause = inner.__cause__ or inner.__context__
+        if cause is None or id(cause) in seen:
+            break
+        seen.add(id(cause))
+        inner = cause
+    return _squash(str(inner)) or type(inner).__name__
+
+
 def describe_error(exc: BaseException, endpoint: str) -> str:
     """One line: what failed and what the server said."""
     if isinstance(exc, openai.APIStatusError):
@@ -181,9 +196,7 @@ def describe_error(exc: BaseException, endpoint: str) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return f"no answer from {endpoint} in time (timeout)"
     if isinstance(exc, openai.APIConnectionError):
-        cause = exc.__cause__ or exc.__context__
-        detail = _squash(str(cause)) if cause else _squash(str(exc))
-        return f"cannot connect to {endpoint}: {detail or type(exc).__name__}"
+        return f"cannot connect to {endpoint}: {_root_cause(exc)}"
     return f"{type(exc).__name__}: {_squash(str(exc)) or 'no message'}"
 
 
