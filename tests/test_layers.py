@@ -13,6 +13,8 @@ module must be placed in a layer: a new one is a decision, not an accident.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from astra_graph.cli import COMMANDS
@@ -134,6 +136,25 @@ def test_langgraph_and_langchain_only_from_the_llm_client_up() -> None:
         if target.split(".")[0] in HEAVY
     ]
     assert not found, found
+
+
+AGENT_COMMANDS = ("optimize", "reply")
+"""The commands that run the graph; every other command starts without LangGraph."""
+
+
+def test_the_other_commands_start_without_langgraph_langchain_or_matplotlib() -> None:
+    """What the import check cannot see: a lower module that pulls a heavy library in through
+    a third-party package. Imports the modules in a fresh interpreter and looks."""
+    quick = [name for name in COMMANDS if name not in AGENT_COMMANDS]
+    code = (
+        "import importlib, sys\n"
+        f"for name in {quick!r}: importlib.import_module('astra_graph.commands.' + name)\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(out.stdout.split())
+    assert "astra_graph" in loaded
+    assert not loaded & {*HEAVY, "matplotlib"}
 
 
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import structlog
 
@@ -46,6 +46,7 @@ from astra_graph.many import Summary, expand_kernels, optimize_many, summary_tab
 from astra_graph.rundir import utc_now
 from astra_graph.runner import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
 from astra_graph.state import AgentMode
+from astra_graph.usage import AgentName
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -120,7 +121,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _agent_models(items: list[str]) -> dict[str, str]:
-    agents = ("testing", "planning", "coding", "single")
+    agents = get_args(AgentName)
     models = {}
     for item in items:
         agent, sep, model = item.partition("=")
