@@ -93,7 +93,8 @@ def test_planner_and_coder_get_what_a_kernel_engineer_wants(tmp_path: Path) -> N
                 row = next((r for r in rows if r[:2] == [contract.label(dims), dtype]), None)
                 assert row is not None, (where, dims, dtype)
                 assert "%" in " ".join(row) and ("bandwidth-bound" in row or "latency" in row)
-        assert f"resources (candidate): {FAKE_RESOURCES.registers} registers" in profile, where
+        resources = f"resources (candidate, {contract.dtypes[0]}): {FAKE_RESOURCES.registers} "
+        assert resources + "registers" in profile, where  # the first dtype's instantiation
         assert "likely bottleneck:" in profile, where
         # the shapes it is checked and timed on: tuning, the testing agent's, edge
         for dims in [*contract.suite("tuning"), EXTRA, *contract.suite("edge")]:

@@ -79,11 +79,14 @@ def summarize(bench: BenchReport, title: str) -> str:
             f"{s.label:<14}{s.dtype:<10}{s.candidate.median_us:10.2f}{base}{speedup}"
             f"{s.achieved_gbps:8.0f}{s.roofline_pct:9.1f}%  {s.limit or '-'}"
         )
+    # the harness measures resources on the first dtype it times
+    instantiation = f", {bench.shapes[0].dtype}" if bench.shapes else ""
     for name, r in bench.resources.items():
         occupancy = f", occupancy {r.occupancy:.0%}" if r.occupancy is not None else ""
         limit = f" (limit: {r.occupancy_limit})" if r.occupancy_limit else ""
         lines.append(
-            f"resources ({name}): {r.registers} registers, {r.threads_per_block} threads/block, "
+            f"resources ({name}{instantiation}): {r.registers} registers, "
+            f"{r.threads_per_block} threads/block, "
             f"{r.static_smem_bytes + r.dynamic_smem_bytes} B shared, {r.spill_bytes} B spilled"
             f"{occupancy}{limit}"
         )
