@@ -1,4 +1,6 @@
-"""The sm_90 occupancy estimate against hand-worked cases of the occupancy calculator's rules."""
+"""The occupancy arithmetic against hand-worked cases of the occupancy calculator's rules, the
+limits a device reports, and how the driver calculator's count is reported (its agreement with
+the arithmetic on the GPU: ``test_occupancy_gpu.py``)."""
 
 from __future__ import annotations
 
@@ -89,5 +91,47 @@ def test_resources_come_from_the_driver_with_ptxas_as_fallback() -> None:
         8,
     )
     assert report.occupancy == pytest.approx(0.75) and report.occupancy_limit == "registers"
+    # a stand-in the driver does not know as a kernel: the arithmetic, saying so
+    assert report.occupancy_detail.startswith("arithmetic for sm_90, no driver calculator")
     fallback = _resources(_Kernel(object()), {"tokens": 4})
     assert fallback.registers == 0 and fallback.static_smem_bytes == 0
+
+
+H100_ATTRIBUTES = {
+    "MaxRegistersPerMultiprocessor": 65536,
+    "MaxThreadsPerMultiProcessor": 2048,
+    "MaxThreadsPerBlock": 1024,
+    "MaxBlocksPerMultiprocessor": 32,
+    "MaxSharedMemoryPerMultiprocessor": 233472,
+    "MaxSharedMemoryPerBlockOptin": 232448,
+    "ReservedSharedMemoryPerBlock": 1024,
+    "WarpSize": 32,
+}
+"""What an H100 reports (cudaDeviceGetAttribute); an A100 differs in shared memory only."""
+A100_ATTRIBUTES = {
+    **H100_ATTRIBUTES,
+    "MaxSharedMemoryPerMultiprocessor": 167936,
+    "MaxSharedMemoryPerBlockOptin": 166912,
+}
+
+
+def test_an_h100_reports_the_sm90_limits() -> None:
+    assert occupancy.device_limits(H100_ATTRIBUTES.__getitem__) == occupancy.SM90
+
+
+def test_the_arithmetic_follows_the_limits_the_device_reports() -> None:
+    a100 = occupancy.device_limits(A100_ATTRIBUTES.__getitem__)
+    sm90 = occupancy.estimate(32, 128, static_smem_bytes=60 * 1024)
+    sm80 = occupancy.estimate(32, 128, static_smem_bytes=60 * 1024, limits=a100)
+    assert (sm90.blocks_per_sm, sm90.limiter) == (3, "shared memory")  # 228 KB / 61 KB
+    assert (sm80.blocks_per_sm, sm80.limiter) == (2, "shared memory")  # 164 KB / 61 KB
+
+
+def test_the_driver_count_is_reported_and_a_disagreement_said() -> None:
+    estimated = occupancy.estimate(40, 128)  # 12 blocks, registers
+    assert occupancy.from_driver(estimated, 12, 128, occupancy.SM90) == estimated
+    differs = occupancy.from_driver(estimated, 10, 128, occupancy.SM90)
+    assert (differs.blocks_per_sm, differs.warps_per_sm) == (10, 40)
+    assert differs.fraction == pytest.approx(40 / 64)
+    assert differs.limiter == "registers"
+    assert "driver's calculator allows 10 blocks per SM, the arithmetic 12" in differs.detail

@@ -76,9 +76,13 @@ class ResourceReport(BaseModel):
     spill_bytes: int = 0
     threads_per_block: int = 0
     occupancy: float | None = None
-    """Estimated fraction of the SM's warp slots filled (0-1), from registers, smem and block."""
+    """Fraction of the SM's warp slots filled (0-1): the CUDA driver's occupancy calculator on
+    the loaded kernel, else the arithmetic of ``harness/occupancy.py`` (``occupancy_detail``)."""
     occupancy_limit: str = ""
     """What limits the occupancy: registers, shared memory, threads or blocks."""
+    occupancy_detail: str = ""
+    """Empty when the driver's calculator and the arithmetic agree; else why the number is the
+    arithmetic's, or how the two differ, or why the block cannot launch."""
 
 
 class Measurement(BaseModel):

@@ -158,6 +158,7 @@ def format_report(report: BenchReport, suite: str = "") -> str:
             f"{side}: {res.registers} registers, smem {res.static_smem_bytes}+"
             f"{res.dynamic_smem_bytes} B, local {res.local_bytes} B, spills {res.spill_bytes} B, "
             f"{res.threads_per_block} threads/block, occupancy {occ} ({res.occupancy_limit})"
+            + (f": {res.occupancy_detail}" if res.occupancy_detail else "")
         )
     lines.extend(f"note: {note}" for note in report.notes)
     if report.mode == "per-call":

@@ -148,6 +148,14 @@ class LoadedKernel:
             args.append(_SCALAR_TYPES[binding.dtype](value))
         return args
 
+    def allow_dynamic_smem(self, smem: int) -> None:
+        """Raise the kernel's dynamic shared memory attribute to ``smem`` where the default
+        (48 KB) is less: the driver refuses larger launches, and counts no block of them in
+        its occupancy calculator, until then."""
+        if smem > self._smem_attribute:
+            self.function.max_dynamic_shared_size_bytes = smem
+            self._smem_attribute = smem
+
     def launch(self, case: Case, stream: cupy.cuda.Stream | None = None) -> None:
         """Launch once on ``stream`` without waiting; raises LaunchError if the launch is refused.
 
@@ -158,9 +166,7 @@ class LoadedKernel:
 
         grid, block, smem = self.geometry(case.dims)
         try:
-            if smem > self._smem_attribute:
-                self.function.max_dynamic_shared_size_bytes = smem
-                self._smem_attribute = smem
+            self.allow_dynamic_smem(smem)
             self.function(grid, block, self.arguments(case), shared_mem=smem, stream=stream)
         except (CUDARuntimeError, CUDADriverError) as exc:
             raise _as_launch_error(

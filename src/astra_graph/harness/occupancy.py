@@ -1,4 +1,4 @@
-"""Estimated occupancy of a kernel on one SM, from its registers, shared memory and block size.
+"""Occupancy of a kernel on one SM, from its registers, shared memory and block size.
 
 Pure arithmetic over the per-SM limits of an architecture (the rules of NVIDIA's occupancy
 calculator): registers are allocated per warp in units of 256 and the register file is split
@@ -6,12 +6,19 @@ among four sub-partitions (a warp's registers live in one), shared memory is all
 in units of 128 bytes with 1 KB reserved for the system, and threads, warps and blocks per SM are
 capped. The result is the fraction of the SM's warp slots that resident blocks fill, and which
 limit binds.
+
+Where a GPU is there, the reported number is the CUDA driver's own calculator's
+(``cuOccupancyMaxActiveBlocksPerMultiprocessor`` on the loaded kernel, ``harness/bench.py``):
+the arithmetic, over the limits that device reports (:func:`device_limits`), then only says
+which limit applies, and :func:`from_driver` says so when the two disagree. Without a GPU (and
+for the checks that need none) the arithmetic with sm_90's limits is the estimate.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Literal
 
 Limiter = Literal["registers", "shared memory", "threads", "blocks", "invalid"]
@@ -52,6 +59,25 @@ SM90 = SmLimits(
     smem_reserved_per_block=1024,
     smem_unit=128,
 )
+
+DEVICE_ATTRIBUTES: dict[str, str] = {
+    "registers_per_sm": "MaxRegistersPerMultiprocessor",
+    "max_threads_per_sm": "MaxThreadsPerMultiProcessor",
+    "max_threads_per_block": "MaxThreadsPerBlock",
+    "max_blocks_per_sm": "MaxBlocksPerMultiprocessor",
+    "smem_per_sm": "MaxSharedMemoryPerMultiprocessor",
+    "smem_per_block_max": "MaxSharedMemoryPerBlockOptin",
+    "smem_reserved_per_block": "ReservedSharedMemoryPerBlock",
+    "warp_size": "WarpSize",
+}
+"""Each limit a device reports, by the name of its CUDA device attribute (``cudaDevAttr...``)."""
+
+
+def device_limits(attribute: Callable[[str], int], base: SmLimits = SM90) -> SmLimits:
+    """The limits a device reports (``attribute(name)`` reads one of :data:`DEVICE_ATTRIBUTES`);
+    the allocation units, sub-partitions and per-thread register cap, which no attribute
+    reports, are ``base``'s."""
+    return replace(base, **{field: attribute(name) for field, name in DEVICE_ATTRIBUTES.items()})
 
 
 @dataclass(frozen=True)
@@ -113,3 +139,28 @@ def estimate(
     blocks, limiter = min(candidates, key=lambda c: c[0])
     warps = blocks * warps_per_block
     return Occupancy(blocks, warps, warps / limits.max_warps_per_sm, limiter)
+
+
+def from_driver(
+    estimated: Occupancy, driver_blocks: int, threads_per_block: int, limits: SmLimits
+) -> Occupancy:
+    """The occupancy of the driver calculator's ``driver_blocks`` per SM, with the limit that
+    ``estimated`` (the arithmetic over the same device's ``limits``) names.
+
+    The two agree on every production kernel's launch (``tests/test_occupancy_gpu.py``); where
+    they do not, the driver's count is reported and ``detail`` says that the named limit comes
+    from an arithmetic that counted otherwise.
+    """
+    if driver_blocks == estimated.blocks_per_sm:
+        return estimated
+    warps = driver_blocks * math.ceil(max(threads_per_block, 1) / limits.warp_size)
+    return Occupancy(
+        blocks_per_sm=driver_blocks,
+        warps_per_sm=warps,
+        fraction=warps / limits.max_warps_per_sm,
+        limiter=estimated.limiter,
+        detail=(
+            f"the driver's calculator allows {driver_blocks} blocks per SM, the arithmetic "
+            f"{estimated.blocks_per_sm} ({estimated.limiter})"
+        ),
+    )
