@@ -1,24 +1,28 @@
 """How big each agent's prompt is, in tokens, in a representative two-round run.
 
-    python benchmarks/prompt_sizes.py [--tokenizer auto|estimate] [--out FILE]
+    python benchmarks/prompt_sizes.py [--tokenizer auto|estimate] [--encoding-file F] [--out FILE]
 
 One whole ``optimize()`` run of ``silu_and_mul/naive.cu`` (whose tunables the scripted
 evaluator rewards, so the tuner finds a dispatch table) with the tests' scripted evaluator (no
 GPU; its reports carry every dtype, the GPU's facts, resources and a rejection's evidence, as
 the harness's do) and the tests' scripted OpenAI-compatible server answering as OpenAI does:
 the testing agent proposes one extra shape; round 1's candidate is rejected with evidence,
-round 2's is accepted. Every request the agents send is captured (system and user messages),
-and its size counted: with tiktoken's ``o200k_base`` encoding (o4-mini's) when tiktoken can
-load it, otherwise estimated as characters / 4 (``--tokenizer estimate`` forces that; the JSON
-says which). The round-2 prompts, which carry the most (a profile, a dispatch table and a
-round of history), are also broken down by their quoted blocks. Results go to
-``benchmarks/results/prompt-sizes-<date>.json`` with date and commit.
+round 2's is accepted. Every request the agents send is captured and the text of its messages
+(system and user; not the schema a json_schema request carries beside them) counted: with
+tiktoken's ``o200k_base`` encoding (o4-mini's) when tiktoken can load it, otherwise estimated
+as characters / 4 (``--tokenizer estimate`` forces that; the JSON says which). tiktoken fetches
+its encoding file on first use; on a machine without that access, ``--encoding-file`` gives a
+local copy of ``o200k_base.tiktoken`` (or ``.gz``), which tiktoken checks against the file's
+published SHA-256 before using it. The round-2 prompts, which carry the most (a profile, a
+dispatch table and a round of history), are also broken down by their quoted blocks. Results
+go to ``benchmarks/results/prompt-sizes-<date>.json`` with date and commit.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import gzip
 import json
 import re
 import sys
@@ -65,18 +69,39 @@ QUOTED = re.compile(
 """A block quoted by ``prompts.quote``: its label, fence and body."""
 
 
-def counter(choice: str) -> tuple[Callable[[str], int], str]:
+def counter(choice: str, encoding_file: Path | None) -> tuple[Callable[[str], int], str]:
     """A token counter and its description."""
     if choice == "auto":
         try:
-            import tiktoken
-
-            encoding = tiktoken.get_encoding(ENCODING)
+            encoding = o200k(encoding_file)
             return (lambda s: len(encoding.encode(s))), f"tiktoken {ENCODING}"
-        except Exception as exc:  # tiktoken absent, or its encoding file cannot be fetched
-            reason = f"{type(exc).__name__}"
-            print(f"tiktoken unavailable ({reason}): estimating", file=sys.stderr)
+        except Exception as exc:  # tiktoken absent, or its encoding file cannot be had
+            print(f"tiktoken unavailable ({type(exc).__name__}): estimating", file=sys.stderr)
     return (lambda s: -(-len(s) // CHARS_PER_TOKEN)), f"estimate: characters / {CHARS_PER_TOKEN}"
+
+
+def o200k(encoding_file: Path | None) -> Any:
+    """tiktoken's o200k_base, its ranks from ``encoding_file`` when given (hash-checked)."""
+    import tiktoken
+
+    if encoding_file is None:
+        return tiktoken.get_encoding(ENCODING)
+    import tiktoken_ext.openai_public as public
+
+    data = encoding_file.read_bytes()
+    if encoding_file.suffix == ".gz":
+        data = gzip.decompress(data)
+    with tempfile.NamedTemporaryFile(suffix=".tiktoken") as local:
+        local.write(data)
+        local.flush()
+        published = public.load_tiktoken_bpe
+        public.load_tiktoken_bpe = lambda _url, expected_hash=None: published(
+            local.name, expected_hash
+        )
+        try:
+            return tiktoken.Encoding(**public.o200k_base())
+        finally:
+            public.load_tiktoken_bpe = published
 
 
 def run(runs_dir: Path) -> tuple[list[Request], Any]:
@@ -109,9 +134,10 @@ def run(runs_dir: Path) -> tuple[list[Request], Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokenizer", choices=["auto", "estimate"], default="auto")
+    parser.add_argument("--encoding-file", type=Path, help="a local o200k_base.tiktoken[.gz]")
     parser.add_argument("--out", type=Path, help="JSON file (default: benchmarks/results/...)")
     args = parser.parse_args()
-    count, tokenizer = counter(args.tokenizer)
+    count, tokenizer = counter(args.tokenizer, args.encoding_file)
     now = dt.datetime.now(dt.UTC)
     with tempfile.TemporaryDirectory() as tmp:
         requests, _ = run(Path(tmp))
