@@ -189,3 +189,57 @@ def test_the_worker_reports_its_gpu_architecture(evaluator: Evaluator) -> None:
     from astra_graph.harness.compile import gpu_arch
 
     assert evaluator.arch() == gpu_arch()  # the compile check outside the worker uses it
+
+
+def _mixed_output(dtype: str, rtol: float, n: int = 1 << 17) -> tuple[Any, Any]:
+    """(float64 reference, output in storage form): correctly rounded, shifted by up to 40% of
+    the tolerance, zeros, exact infinities, NaNs and values that round to infinity in fp16."""
+    import numpy as np
+
+    from astra_graph.dtypes import DTYPES
+
+    rng = np.random.default_rng(20261124)
+    ref = rng.normal(size=n) * np.exp(rng.uniform(-8, 8, size=n))
+    shifted = ref * (1 + rng.uniform(-0.4, 0.4, size=n) * rtol)
+    ref[:64] = 0.0
+    shifted[:64] = 0.0
+    ref[64:96] = shifted[64:96] = np.inf
+    ref[96:128] = shifted[96:128] = -np.inf
+    ref[128:160] = shifted[128:160] = np.nan
+    ref[160:192] = shifted[160:192] = 70000.0 if dtype == "float16" else 1.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        got = DTYPES[dtype].from_float64(np, shifted)
+    return ref, got
+
+
+@pytest.mark.parametrize(("arg_index", "dtype"), [(4, "float16"), (4, "bfloat16"), (5, "float16")])
+def test_gpu_comparison_kernel_gives_the_host_rule(arg_index: int, dtype: str) -> None:
+    """compare_gpu's one-kernel statistics equal compare's element-wise path on the host."""
+    import cupy
+    import numpy as np
+
+    from astra_graph.harness.compare import output_error
+
+    merge, _ = resolve("merge_attn_states_lse")
+    arg = merge.contract.args[arg_index]  # v_merged (T) or s_merged (float32)
+    element = merge.contract.dtype_of(arg, dtype)
+    tol = merge.contract.tolerance[element.name]
+    ref, got = _mixed_output(element.name, tol.rtol)
+    for statistics in (True, False):
+        host = output_error(merge.contract, arg, dtype, got, ref, statistics=statistics)
+        gpu = output_error(
+            merge.contract, arg, dtype, cupy.asarray(got), cupy.asarray(ref), statistics=statistics
+        )
+        assert host.finding is None and gpu.finding is None
+        assert host.measured == gpu.measured and host.measured > len(ref) // 2
+        assert gpu.exact_fraction == host.exact_fraction
+        for field in ("worst_ratio", "mean_ratio", "rounding_ratio", "bias", "magnitude_bias"):
+            assert getattr(gpu, field) == pytest.approx(getattr(host, field), rel=1e-9, abs=1e-12)
+        assert gpu.bias_std_err == pytest.approx(host.bias_std_err, rel=1e-6)
+    # one element outside the tolerance: the element-wise path names it, on the GPU too
+    got[1000] = got[1001] if got[1000] != got[1001] else got[1002]
+    gpu = output_error(merge.contract, arg, dtype, cupy.asarray(got), cupy.asarray(ref))
+    host = output_error(merge.contract, arg, dtype, got, ref)
+    assert host.finding is not None and gpu.finding is not None
+    assert gpu.finding.index == host.finding.index
+    assert np.isinf(gpu.worst_ratio)

@@ -5,6 +5,7 @@ and returns ``BenchReport.model_dump()``. For each shape it
 
 1. builds random inputs for each side (and, for device mode on short kernels, enough extra
    copies to keep the data cold inside a CUDA graph; see :mod:`astra_graph.harness.timing`),
+   the copies of each argument as rows of one array (:class:`_Side`),
 2. computes the float64 reference of the copies it will check, poisons the outputs (NaN bytes),
    and keeps pristine copies of in-place arguments to restore before every timed call,
 3. times both sides interleaved, in ``device`` or ``per-call`` mode,
@@ -49,6 +50,9 @@ from astra_graph.models import (
 
 POISON_BYTE = 0xFF
 """Outputs are filled with this byte before timing: NaN in fp16, bf16 and fp32."""
+BATCH_ROW_ALIGN = 256
+"""Each input copy starts at a multiple of this many bytes in its batch (cudaMalloc's
+alignment), whatever the shape's size."""
 
 
 class BenchRequest(JobPayload):
@@ -75,13 +79,21 @@ def _timer() -> timing.Timer:
 
 
 class _Side:
-    """One implementation's inputs for one shape: copies, references, pristine in-place data."""
+    """One implementation's inputs for one shape: copies, references, pristine in-place data.
+
+    The copies of each argument are the rows of one batch array (``copies x shape``), so that
+    restoring every copy's in-place arguments before a graph replay, or poisoning every copy's
+    outputs, is one operation per argument instead of one per copy (with 256 copies the
+    per-copy restores were most of the timing of an in-place operation's small shapes)."""
 
     def __init__(self, kernel: Any, spec: OperationSpec) -> None:
         self.kernel = kernel
         self.spec = spec
         self.cases: list[Any] = []
-        self.pristine: list[dict[str, Any]] = []
+        self.batches: dict[str, Any] = {}
+        """Argument name -> its copies, one per row."""
+        self.pristine: dict[str, Any] = {}
+        """In-place argument name -> its copies before any launch."""
         self.references: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._bound: dict[int, tuple[Any, Any, list[Any], int]] = {}
 
@@ -96,38 +108,50 @@ class _Side:
     def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
         """Grow to ``total`` input copies. The first and the last (the ones re-checked after
         timing) hold their own random contents; those between are clones of the first."""
-        from astra_graph.harness.cases import make_case
-
-        while len(self.cases) < total:
-            index = len(self.cases)
-            if index in (0, total - 1):
-                case = make_case(self.spec, dims, dtype, rng)
-            else:
-                case = self._clone_first()
-            self.pristine.append({n: case.arrays[n].copy() for n in self.in_place})
-            self.cases.append(case)
-
-    def _clone_first(self) -> Any:
         import cupy
 
-        from astra_graph.harness.cases import Case
+        from astra_graph.harness.cases import Case, make_case
 
-        first = self.cases[0]
-        arrays = {}
+        if len(self.cases) >= total:
+            return
+        if self.cases:  # the first copy as it was before any launch
+            first = {n: self._pristine_view(n, 0) for n in self.batches}
+        else:
+            first = make_case(self.spec, dims, dtype, rng).arrays
+        last = make_case(self.spec, dims, dtype, rng).arrays if total > 1 else first
+        batches, views = {}, {}
         for arg in self.spec.contract.args:
-            array = first.arrays[arg.name]
-            if arg.role == "output":
-                arrays[arg.name] = cupy.empty_like(array)
-            else:
-                arrays[arg.name] = self.pristine[0].get(arg.name, array).copy()
-        return Case(dims=dict(first.dims), dtype=first.dtype, arrays=arrays, scalars=first.scalars)
+            source = first[arg.name]
+            # rows padded to the allocator's alignment: every copy starts as cudaMalloc's would
+            row = -(-source.nbytes // BATCH_ROW_ALIGN) * BATCH_ROW_ALIGN // source.itemsize
+            batch = cupy.empty((total, row), dtype=source.dtype)
+            if arg.role != "output":
+                batch[: total - 1, : source.size] = source.reshape(-1)  # one copy for the clones
+                batch[total - 1, : source.size] = last[arg.name].reshape(-1)
+            batches[arg.name] = batch
+            views[arg.name] = [batch[i, : source.size].reshape(source.shape) for i in range(total)]
+        self.batches = batches
+        self.pristine = {n: batches[n].copy() for n in self.in_place}
+        self._bound, self.references = {}, {}
+        scalars = self.spec.contract.scalar_values(dims)
+        self.cases = [
+            Case(dict(dims), dtype, {n: v[i] for n, v in views.items()}, scalars)
+            for i in range(total)
+        ]
+
+    def _pristine_view(self, name: str, index: int) -> Any:
+        """Copy ``index`` of an argument before any launch (in-place ones from the pristine
+        batch; the others are never written by a correct kernel)."""
+        view = self.cases[index].arrays[name]
+        if name not in self.pristine:
+            return view
+        return self.pristine[name][index, : view.size].reshape(view.shape)
 
     def poison(self, stream: Any) -> None:
         """Fill every copy's pure outputs with NaN bytes (in-place ones are restored instead)."""
         with stream:
-            for case in self.cases:
-                for name in self.outputs:
-                    case.arrays[name].view("uint8").fill(POISON_BYTE)
+            for name in self.outputs:
+                self.batches[name].view("uint8").fill(POISON_BYTE)
 
     def expect(self, index: int) -> None:
         """Compute, before any timed call, the reference for copy ``index``."""
@@ -138,7 +162,7 @@ class _Side:
         inputs = {}
         for arg in contract.args:
             if arg.role != "output":
-                source = self.pristine[index].get(arg.name, case.arrays[arg.name])
+                source = self._pristine_view(arg.name, index)
                 inputs[arg.name] = contract.dtype_of(arg, case.dtype).to_float64(cupy, source)
         reference = self.spec.reference(cupy, inputs, case.scalars)
         self.references[index] = (inputs, reference)
@@ -170,8 +194,13 @@ class _Side:
 
     def restore(self, index: int, stream: Any) -> None:
         with stream:
-            for name, array in self.pristine[index].items():
-                self.cases[index].arrays[name][...] = array
+            for name, batch in self.pristine.items():
+                self.batches[name][index] = batch[index]  # the padding too: one copy per row
+
+    def restore_all(self, stream: Any) -> None:
+        with stream:
+            for name, batch in self.pristine.items():
+                self.batches[name][...] = batch
 
     def subject(self, name: str) -> timing.Subject:
         return timing.Subject(
@@ -179,6 +208,7 @@ class _Side:
             launch=self.launch,
             copies=len(self.cases),
             restore=self.restore if self.in_place else None,
+            restore_all=self.restore_all if self.in_place else None,
             poison=self.poison if self.outputs else None,
         )
 

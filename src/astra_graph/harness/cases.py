@@ -8,6 +8,7 @@ logic and ``astra validate``'s reference run are tested without a GPU.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,21 @@ def _array_module(rng: Any) -> Any:
 
         return cupy
     return np
+
+
+_HOST_RNG: np.random.Generator | None = None
+
+
+def host_generator(rng: Any) -> np.random.Generator:
+    """A NumPy generator for the few numbers a check draws on the host (row labels, shifts,
+    offsets): ``rng`` itself when it is one (CPU tests, reproducible), else one per process
+    seeded from the OS. Drawing those on the GPU cost a synchronisation and a copy each."""
+    global _HOST_RNG
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if _HOST_RNG is None:
+        _HOST_RNG = np.random.default_rng(secrets.randbits(63))
+    return _HOST_RNG
 
 
 def _random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any) -> Any:

@@ -23,6 +23,10 @@ baseline kernel's statistics on the same inputs (docs/VERIFICATION.md gives the 
   most :data:`BIAS_LIMIT` plus :data:`BIAS_SIGMAS` standard errors. Correct rounding errors cancel;
   a systematic loss does not.
 
+On CuPy arrays of fp16, bf16 or fp32, an output with no failing element is summarised by one
+kernel (:mod:`harness.compare_gpu`, the same rule); a failing one, and every other case, goes
+through the element-wise path here, which names the element and the reason.
+
 For an ``inout`` argument the elements can hold their input value only where the kernel did not
 change them: when *every* failing element still holds its input bits the argument reads as not
 written (``unwritten_output``); a kernel that also wrote wrong values elsewhere wrote it wrong
@@ -41,6 +45,7 @@ import numpy as np
 
 from astra_graph.contract import Contract, OperationSpec, TensorArg
 from astra_graph.dtypes import DType
+from astra_graph.harness import compare_gpu
 from astra_graph.models import Evidence, RejectReason
 
 STATS_MIN_ELEMENTS = 1024
@@ -204,6 +209,10 @@ def output_error(
             f"{contract.name}: reference output {arg.name!r} has shape {ref.shape}, "
             f"expected {got.shape}"
         )
+    if xp is not np and compare_gpu.supports(element.name):
+        summary = compare_gpu.summarize(element.name, got, ref, tol.atol, tol.rtol)
+        if not summary.bad:  # a failing output is named by the element-wise path below
+            return _from_summary(arg.name, element, int(got.size), summary, statistics)
     flat_got, flat_ref = got.reshape(-1), ref.reshape(-1)
     flat_before = None if before is None else xp.asarray(before).reshape(-1)
     worst_ratio, worst = 0.0, -1
@@ -301,6 +310,32 @@ def output_error(
         exact_fraction=exact / count if count else 1.0,
         bias=mean_signed,
         magnitude_bias=magnitude_sum / count if count else 0.0,
+        bias_std_err=math.sqrt(variance / count) if count else 0.0,
+        itemsize=element.itemsize,
+    )
+
+
+def _from_summary(
+    name: str, element: DType, elements: int, summary: compare_gpu.Summary, statistics: bool
+) -> OutputError:
+    """The OutputError of an output with no failing element, from the GPU kernel's sums (the
+    same fields the element-wise path fills; without ``statistics`` the same defaults)."""
+    count = summary.measured
+    if not statistics:
+        summary = compare_gpu.Summary(summary.worst_ratio, count, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    mean_signed = summary.signed_sum / count if count else 0.0
+    variance = max(summary.signed_sq / count - mean_signed**2, 0.0) if count else 0.0
+    return OutputError(
+        arg=name,
+        finding=None,
+        worst_ratio=summary.worst_ratio,
+        mean_ratio=summary.ratio_sum / count if count else 0.0,
+        rounding_ratio=summary.rounding_sum / count if count else 0.0,
+        elements=elements,
+        measured=count,
+        exact_fraction=summary.exact / count if count else 1.0,
+        bias=mean_signed,
+        magnitude_bias=summary.magnitude_sum / count if count else 0.0,
         bias_std_err=math.sqrt(variance / count) if count else 0.0,
         itemsize=element.itemsize,
     )

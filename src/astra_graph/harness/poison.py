@@ -29,6 +29,7 @@ import numpy as np
 
 from astra_graph.contract import TensorArg
 from astra_graph.dtypes import DType
+from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import bits
 
 MIN_GUARD_BYTES = 1 << 20
@@ -199,8 +200,8 @@ class Arena:
         order = [slot.name for slot in reversed(self.slots)]
         align = {a.name: a.align for a in contract_args}
         offsets = {}
+        host = host_generator(self.rng)
         for name in order:
             steps = max(1, ALLOCATOR_ALIGN // align[name])
-            draw = float(self.rng.random(1, dtype=np.float32)[0])
-            offsets[name] = align[name] * (1 + int(draw * (steps - 1)))
+            offsets[name] = align[name] * (1 + int(host.integers(0, max(steps - 1, 1))))
         return Arena(self.xp, self.rng, arrays, order, offsets)

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from astra_graph.contract import OperationSpec, Special
+from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import array_module
 
 PERTURB_FRACTION = 1 / 16
@@ -38,10 +39,9 @@ def row_labels(rows: int, scenarios: int, rng: Any) -> np.ndarray:
     """Per row: 0 (plain) or the 1-based index of its scenario (a host array)."""
     if scenarios == 0 or rows == 0:
         return np.zeros(rows, dtype=np.int64)
-    draws = rng.random(rows, dtype=np.float32)
-    draws = draws.get() if hasattr(draws, "get") else draws  # a CuPy generator draws on the GPU
-    order = np.argsort(np.argsort(draws))  # a random permutation of 0 .. rows - 1
-    offset = int(float(rng.random(1, dtype=np.float32)[0]) * 2 * scenarios)
+    host = host_generator(rng)
+    order = host.permutation(rows)  # a random permutation of 0 .. rows - 1
+    offset = int(host.integers(0, 2 * scenarios))
     slot = (order + offset) % (2 * scenarios)
     return np.where(slot < scenarios, slot + 1, 0)
 
@@ -136,7 +136,7 @@ def perturbed(arrays: Mapping[str, Any], names: list[str], rng: Any) -> dict[str
         array = arrays[name]
         xp = array_module(array)
         flat = array.reshape(-1)
-        shift = 1 + int(float(rng.random(1, dtype=np.float32)[0]) * max(flat.size - 1, 1))
+        shift = 1 + int(host_generator(rng).integers(0, max(flat.size - 1, 1)))
         mask = rng.random(flat.size, dtype=np.float32) < PERTURB_FRACTION
         out[name] = xp.where(mask, xp.roll(flat, shift), flat).reshape(array.shape)
     return out
