@@ -9,19 +9,23 @@
 // (a few fp32 ulps, far inside the fp16/bf16 tolerance); the merged LSE keeps the accurate
 // log2f, since it is checked as fp32. An empty side (LSE -inf) gets weight exactly 0 and the
 // other exactly 1 (exp2(0) = 1 and 1/1 = 1 are exact), so it passes through bit-exact.
-// Vector loads carry the L1::no_allocate streaming hint up to STREAM_HINT_MAX_BLOCKS blocks: it
-// shortened one-wave launches by ~2% on the H100 but cost bandwidth on launches of many waves
-// (8192 x 64 x 128: 145.3 us with it, 141.0 us without), which load through the plain
-// read-only path.
+// Launches of up to LARGE_LAUNCH_THREADS threads (every shape but the largest prefill chunks)
+// use THREADS-thread blocks and load with the L1::no_allocate streaming hint, which shortens
+// them by ~2% on the H100. Larger launches are many waves long and bandwidth-bound: there the
+// hint cost bandwidth and 1024-thread blocks beat 128-thread ones. Measured on the H100
+// (2026-11-24, benchmarks/merge_sweep.py, 8192 x 64 x 128 fp16 against the FlashInfer-technique
+// port at ~140.0 us): 128-thread blocks 141.9 us without the hint and 144.7 with it, 1024-thread
+// blocks 139.5 us; two or four vectors per thread (139.7-141.6; bf16 up to 144.1) and
+// evict-first loads and stores (ld/st.global.cs, 144.8-148.6) were not faster.
 // astra: description = flat grid of rows, one 16-byte vector per input per thread, loads first
 // astra: entry = merge_attn_states_lse_vec<T>
-// astra: grid = ceil_div(tokens * heads, max(1, THREADS // (head_dim // 8)))
-// astra: block = (head_dim // 8, max(1, THREADS // (head_dim // 8)))
+// astra: grid = ceil_div(tokens * heads, max(1, (THREADS + (1024 - THREADS) * (tokens * heads * (head_dim // 8) > 4194304)) // (head_dim // 8)))
+// astra: block = (head_dim // 8, max(1, (THREADS + (1024 - THREADS) * (tokens * heads * (head_dim // 8) > 4194304)) // (head_dim // 8)))
 // astra: tunable THREADS = 128, 64, 256, 512
 // astra: requires = head_dim % 8 == 0
 // astra: requires = ceil_div(tokens * heads, max(1, THREADS // (head_dim // 8))) < 2 ** 31
 
-#define STREAM_HINT_MAX_BLOCKS 32768
+#define LARGE_LAUNCH_THREADS 4194304  // the header's geometry switches to 1024-thread blocks above
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -54,7 +58,7 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
     if (row >= (size_t)tokens * heads) {
         return;
     }
-    const bool hint = gridDim.x <= STREAM_HINT_MAX_BLOCKS;
+    const bool hint = (size_t)tokens * heads * (head_dim / kVec) <= LARGE_LAUNCH_THREADS;
     const size_t offset = row * head_dim + (size_t)threadIdx.x * kVec;
     const uint4 a_raw = load_stream(reinterpret_cast<const uint4*>(v_a + offset), hint);
     const uint4 b_raw = load_stream(reinterpret_cast<const uint4*>(v_b + offset), hint);
