@@ -27,6 +27,7 @@ from astra_graph.state import OptimizationResult, Plan
 from fake_evaluator import FakeEvaluator
 from fake_openai import (
     IMITATIONS,
+    SHUTDOWN_POLL_S,
     FakeOpenAI,
     Imitation,
     Scripted,
@@ -350,7 +351,7 @@ def test_preflight_names_the_key_and_the_model(monkeypatch: pytest.MonkeyPatch) 
             pass
 
     web = ThreadingHTTPServer(("127.0.0.1", 0), Quiet)
-    threading.Thread(target=web.serve_forever, daemon=True).start()
+    threading.Thread(target=web.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True).start()
     try:
         url = f"http://127.0.0.1:{web.server_address[1]}/v1"
         with pytest.raises(EndpointError, match=r"--base-url .*: HTTP 501"):
