@@ -65,7 +65,7 @@ def plots_not_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every chart of a report is built from the run's data but not drawn into a PNG.
 
     For tests of the agent graph, whose runs each end in a report that they read as text, if
-    at all. Drawing is most of what a report costs (0.55 s of 0.6 s for its three charts: each
+    at all. Drawing is most of what a report costs (0.5 s of 0.6 s for its three charts: each
     is drawn twice, once for the tight bounding box) and, over about 70 runs, about a third of
     the suite's time; the drawn PNGs are checked in test_report.py and the notebook test. The
     stand-in bytes start as a PNG file does.
