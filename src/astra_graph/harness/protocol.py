@@ -11,9 +11,10 @@ evaluator inherits; ``GpuPool`` answers its count of working slots, so callers w
 calls (the tuner's sweep, its verifications, the dispatch table's timings) keep that many in
 flight through :func:`spread`.
 
-Not in the protocol, looked up where used because not every evaluator has them: ``sanitize``
-(compute-sanitizer, the final check), ``arch`` (the compile check's architecture) and
-``require_gpu`` (``optimize()``'s precondition on the evaluator it starts itself).
+Not in the protocol, looked up where used because a caller's evaluator may lack them:
+``sanitize`` (compute-sanitizer in the final check; the four above have it, the tuner's test
+double does not), ``arch`` (the compile check's architecture) and ``require_gpu``
+(``optimize()``'s precondition on the evaluator it starts itself).
 """
 
 from __future__ import annotations
