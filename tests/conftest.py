@@ -39,6 +39,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest without xdist (the GPU machine's) must still run
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """``-n auto``: no extra processes where a GPU is visible (0: pytest-xdist stays off), else
     xdist's own count, one per core."""
