@@ -18,6 +18,19 @@ def test_achieved_bandwidth_and_percent_of_roofline() -> None:
     assert roofline.achieved_gbps(10, 0.0) == float("inf")
 
 
+def test_a_shape_roof_is_the_minimal_kernels_rate_there_when_higher() -> None:
+    # 600 MB: the minimal kernel at 200 us moved 3000 GB/s, above a cached roof of 2900
+    nbytes = 600_000_000
+    assert roofline.shape_roof_gbps(2900.0, nbytes, 200.0) == pytest.approx(3000.0)
+    # a kernel as fast as the minimal kernel reads 100% of that roof, not 103% of the cached one
+    pct = roofline.roofline_pct(roofline.achieved_gbps(nbytes, 200.0), 3000.0)
+    assert pct == pytest.approx(100.0)
+    # slower there (or latency-bound), or no floor timed: the cached roof stands
+    assert roofline.shape_roof_gbps(2900.0, nbytes, 250.0) == 2900.0
+    assert roofline.shape_roof_gbps(2900.0, 8192, 2.0) == 2900.0
+    assert roofline.shape_roof_gbps(2900.0, nbytes, None) == 2900.0
+
+
 def test_impossible_only_beyond_the_margin() -> None:
     copy = 3000.0
     assert not roofline.impossible(copy * 1.1, copy)
