@@ -8,6 +8,7 @@ import pytest
 
 from astra_graph.contract import OperationSpec
 from astra_graph.harness import roofline
+from astra_graph.models import Measurement
 
 
 def test_achieved_bandwidth_and_percent_of_roofline() -> None:
@@ -18,16 +19,26 @@ def test_achieved_bandwidth_and_percent_of_roofline() -> None:
     assert roofline.achieved_gbps(10, 0.0) == float("inf")
 
 
+def floor_of(median_us: float, rel_std_err: float = 0.0) -> Measurement:
+    return Measurement(
+        median_us=median_us, spread_us=0.0, rel_std_err=rel_std_err, samples=10, method="events"
+    )
+
+
 def test_a_shape_roof_is_the_minimal_kernels_rate_there_when_higher() -> None:
     # 600 MB: the minimal kernel at 200 us moved 3000 GB/s, above a cached roof of 2900
     nbytes = 600_000_000
-    assert roofline.shape_roof_gbps(2900.0, nbytes, 200.0) == pytest.approx(3000.0)
+    assert roofline.shape_roof_gbps(2900.0, nbytes, floor_of(200.0)) == pytest.approx(3000.0)
     # a kernel as fast as the minimal kernel reads 100% of that roof, not 103% of the cached one
     pct = roofline.roofline_pct(roofline.achieved_gbps(nbytes, 200.0), 3000.0)
     assert pct == pytest.approx(100.0)
+    # the roof is an upper bound: the fast end of the floor's interval (2 errors of 0.1%)
+    noisy = roofline.shape_roof_gbps(2900.0, nbytes, floor_of(200.0, 0.001))
+    assert noisy == pytest.approx(3000.0 / (1 - roofline.ROOF_SIGMAS * 0.001))
+    assert roofline.roofline_pct(roofline.achieved_gbps(nbytes, 199.8), noisy) < 100.0
     # slower there (or latency-bound), or no floor timed: the cached roof stands
-    assert roofline.shape_roof_gbps(2900.0, nbytes, 250.0) == 2900.0
-    assert roofline.shape_roof_gbps(2900.0, 8192, 2.0) == 2900.0
+    assert roofline.shape_roof_gbps(2900.0, nbytes, floor_of(250.0)) == 2900.0
+    assert roofline.shape_roof_gbps(2900.0, 8192, floor_of(2.0)) == 2900.0
     assert roofline.shape_roof_gbps(2900.0, nbytes, None) == 2900.0
 
 

@@ -453,10 +453,8 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                     return report.model_dump()
                 continue
             roof = roof_for(mix)
-            if req.copy_gbps is None and floor is not None:  # an override stands as given
-                roof = roofline.shape_roof_gbps(
-                    roof, spec.contract.bytes_for(dims, dtype), floor.median_us
-                )
+            if req.copy_gbps is None:  # an override stands as given
+                roof = roofline.shape_roof_gbps(roof, spec.contract.bytes_for(dims, dtype), floor)
             shape = _shape_timing(spec, dims, dtype, measured, roof, floor, req.mode)
             report.shapes.append(shape)
             if report.rejection is None:
