@@ -22,7 +22,7 @@ import structlog
 from astra_graph import cli
 from astra_graph.catalog import kernels_root
 from astra_graph.llm import LLM, METHODS, EndpointError, LLMSettings, preflight
-from astra_graph.runner import ConfigurationError, optimize
+from astra_graph.runner import ConfigurationError, RunFailed, optimize
 from astra_graph.state import OptimizationResult, Plan
 from fake_evaluator import FakeEvaluator
 from fake_openai import (
@@ -110,6 +110,57 @@ def test_every_imitated_server_gives_each_round_its_plan(name: str, tmp_path: Pa
     assert saved["usage"][0]["method"] == method
     if refused:
         assert "refused: HTTP 400" in saved["usage"][0]["notes"][0]
+
+
+def test_a_resumed_run_keeps_its_method_and_a_new_endpoint_is_probed_afresh(
+    tmp_path: Path,
+) -> None:
+    script = {
+        "testing": [structured(NO_SHAPES)],
+        "planning": [structured(plan("first")), structured(plan("second"))],
+        "coding": [candidate(1.2), candidate(1.5)],
+    }
+
+    def crash_in(round_number: int) -> FakeEvaluator:
+        def fail(method: str, path: Path) -> bool:
+            return method == "check" and path.parent.name == str(round_number)
+
+        return FakeEvaluator(fail=fail)
+
+    def refused(server: FakeOpenAI) -> int:
+        return len([r for r in server.requests if r.refused])
+
+    probes = METHODS.index("json_mode")  # json_schema, then tools, each refused once
+    with FakeOpenAI(script, IMITATIONS["json_mode_only"]) as first:
+        with pytest.raises(RunFailed, match="injected"):
+            optimize(
+                NAIVE,
+                rounds=3,
+                runs_dir=tmp_path,
+                evaluator=crash_in(1),
+                llm_settings=settings(first),
+            )
+        (run_dir,) = tmp_path.iterdir()
+        assert refused(first) == probes
+        with pytest.raises(RunFailed, match="injected"):
+            optimize(None, resume=run_dir, evaluator=crash_in(2), llm_settings=settings(first))
+        # round 2's planner was asked after the resume, straight in JSON mode
+        assert len(first.for_agent("planning")) == 2 and refused(first) == probes
+
+    # resumed against another endpoint: that one is probed, not assumed
+    again = {"planning": [structured(plan("third"))], "coding": [candidate(1.1)]}
+    with FakeOpenAI(again, IMITATIONS["json_mode_only"]) as second:
+        result = optimize(
+            None, resume=run_dir, evaluator=FakeEvaluator(), llm_settings=settings(second)
+        )
+        assert refused(second) == probes and not second.unscripted
+    assert result.status == "finished"
+    assert [r.plan.summary if r.plan else None for r in result.rounds] == [
+        "first",
+        "second",
+        "third",
+    ]
+    assert {u.method for u in result.usage if u.agent == "planning"} == {"json_mode"}
 
 
 def test_a_reply_that_fails_validation_is_asked_again_with_the_error(tmp_path: Path) -> None:

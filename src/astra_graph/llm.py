@@ -272,6 +272,7 @@ class Reply(Generic[ValueT]):
     output_tokens: int = 0
     requests: int = 0
     method: StructuredMethod | None = None
+    endpoint: str | None = None
     notes: list[str] = field(default_factory=list)
     """How the method was found: the methods the server refused, and its answers."""
     raw: RawReply | None = None
@@ -285,6 +286,7 @@ class Reply(Generic[ValueT]):
             output_tokens=self.output_tokens,
             cost_usd=estimate_cost(self.model, self.input_tokens, self.output_tokens),
             method=self.method,
+            endpoint=self.endpoint if self.method else None,
             failure=self.problem,
             requests=self.requests,
             failed_calls=1 if self.problem else 0,
@@ -335,6 +337,14 @@ class LLM:
         """Structured-output method per ``"<endpoint> <model>"``, found on first use."""
         self._loop: _EventLoop | None = None
         self._lock = threading.Lock()
+
+    def remember_methods(self, usage: Iterable[Usage]) -> None:
+        """Keep the methods a run found before it stopped (its usage records), so a resumed run
+        does not probe the same endpoint and model again; another endpoint is probed afresh."""
+        for record in usage:
+            if record.method in METHODS and record.endpoint and record.failure is None:
+                key = f"{record.endpoint} {record.model}"
+                self.methods.setdefault(key, record.method)
 
     def close(self) -> None:
         if self._loop is not None:
@@ -462,6 +472,7 @@ class LLM:
                 reply.problem = f"LLM call failed: {self._describe(answer.error)}"
                 return reply
             self.methods[key] = reply.method = method
+            reply.endpoint = self.settings.endpoint()
             assert answer.reply is not None
             parsed = read_structured(answer.reply, schema)
             if isinstance(parsed, ReplyProblem):  # ask once more, with what was wrong

@@ -299,6 +299,7 @@ def optimize(
         snapshot = compiled.get_state(config)
         if snapshot.values:  # resuming: the run's own repair cap sets its step limit
             config["recursion_limit"] = recursion_limit(rounds, current().max_repairs)
+            llm.remember_methods(current().usage)
         if snapshot.values and not snapshot.next:
             if answer is not None:
                 raise ConfigurationError(f"{run_dir}: the run has finished; it waits for nothing")

@@ -31,6 +31,9 @@ class Usage(BaseModel):
     method: str | None = None
     """The structured-output method the endpoint ended up with (json_schema, function_calling,
     json_mode, text); None for free-text calls."""
+    endpoint: str | None = None
+    """The base URL the structured calls went to, so that a resumed run keeps its method there
+    (None for free-text calls)."""
     failure: str | None = None
     """Why the call gave nothing usable (the server's error, or the reply's problem)."""
     failed_calls: int = 0
