@@ -234,7 +234,7 @@ def test_one_limit_bounds_a_request_with_its_retries() -> None:
         elapsed = time.monotonic() - started
         llm.close()
     assert reply.value is None and reply.problem is not None
-    assert "no reply within 1 s" in reply.problem
+    assert "no reply within 1 s" in reply.problem and "last answer" not in reply.problem
     assert elapsed < 2.5
     # a Retry-After longer than the limit: the SDK would wait 5 s; the limit ends the call at 1 s
     busy = {"planning": [error(429, retry_after="5")] * 4}
@@ -245,6 +245,7 @@ def test_one_limit_bounds_a_request_with_its_retries() -> None:
         elapsed = time.monotonic() - started
         llm.close()
     assert reply.problem is not None and "no reply within 1 s" in reply.problem
+    assert "the server's last answer: HTTP 429 with Retry-After 5 s" in reply.problem
     assert len(server.for_agent("planning")) == 1 and elapsed < 2.5
 
 

@@ -10,7 +10,9 @@ OpenAI-compatible server (``base_url``): vLLM, SGLang, Ollama, llama.cpp, LM Stu
   does not validate is asked again once, with the validation error, before the call fails.
 - **Retries** are the OpenAI SDK's (exponential backoff, ``Retry-After`` honoured up to two
   minutes): ``max_retries`` of them. ``timeout_s`` bounds a whole request including its
-  retries and waits: the request runs on a private event loop under ``asyncio.wait_for``.
+  retries and waits: the request runs on a private event loop under ``asyncio.wait_for``. A
+  request ended by that limit names the server's last error answer (a 429 and its
+  ``Retry-After``, say), seen through an httpx response hook, instead of only the limit.
 - **Truncation** (``finish_reason == "length"``) is kept on the reply; ``max_output_tokens`` is
   the output limit sent with every request (None: the server's own).
 - **Tokens** the server reports are counted for every reply, usable or not.
@@ -29,10 +31,12 @@ import json
 import os
 import threading
 from collections.abc import Coroutine, Iterable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import urlparse
 
+import httpx
 import openai
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.utils.function_calling import convert_to_openai_function
@@ -304,6 +308,25 @@ class _Answer:
     error: BaseException | None = None
 
 
+_HTTP_ERRORS: ContextVar[list[str] | None] = ContextVar("astra_http_errors", default=None)
+"""The error answers (status, Retry-After) the server gave the request running in this task."""
+
+
+async def _note_http_error(response: httpx.Response) -> None:
+    """httpx response hook: record an error answer for the request's own task to report."""
+    seen = _HTTP_ERRORS.get()
+    if seen is not None and response.status_code >= 400:
+        after = response.headers.get("retry-after")
+        seen.append(
+            f"HTTP {response.status_code}" + (f" with Retry-After {after} s" if after else "")
+        )
+
+
+async def _recording(runnable: Any, messages: list[BaseMessage], seen: list[str]) -> Any:
+    _HTTP_ERRORS.set(seen)  # this task's context: the hook, awaited inside it, sees the list
+    return await runnable.ainvoke(messages)
+
+
 class _EventLoop:
     """A private event loop on a daemon thread: requests run there under a deadline."""
 
@@ -336,6 +359,8 @@ class LLM:
         self.methods: dict[str, StructuredMethod] = {}
         """Structured-output method per ``"<endpoint> <model>"``, found on first use."""
         self._loop: _EventLoop | None = None
+        self._http: httpx.AsyncClient | None = None
+        """One HTTP client for every model, with the hook that records error answers."""
         self._lock = threading.Lock()
 
     def remember_methods(self, usage: Iterable[Usage]) -> None:
@@ -348,8 +373,13 @@ class LLM:
 
     def close(self) -> None:
         if self._loop is not None:
+            if self._http is not None:
+                closing = asyncio.run_coroutine_threadsafe(self._http.aclose(), self._loop.loop)
+                closing.result(timeout=5)
             self._loop.close()
             self._loop = None
+        self._http = None  # the models built on the closed client go with it
+        self._models = {k: m for k, m in self._models.items() if isinstance(m, ExternalChat)}
 
     def chat_model(self, agent: AgentName) -> ChatOpenAI:
         name = self.settings.model_for(agent)
@@ -364,6 +394,7 @@ class LLM:
                 "timeout": self.settings.timeout_s,
                 "max_retries": self.settings.max_retries,
                 "api_key": api_key() or PLACEHOLDER_KEY,
+                "http_async_client": self._http_client(),
             }
             if self.settings.base_url:
                 options["base_url"] = self.settings.base_url
@@ -377,6 +408,13 @@ class LLM:
             self._models[name] = ChatModel(**options)
         return self._models[name]
 
+    def _http_client(self) -> httpx.AsyncClient:
+        if self._http is None:  # redirects followed, as the OpenAI SDK's own client does
+            self._http = httpx.AsyncClient(
+                follow_redirects=True, event_hooks={"response": [_note_http_error]}
+            )
+        return self._http
+
     def _request(self, runnable: Any, messages: list[BaseMessage], external: bool) -> _Answer:
         """One request with the SDK's retries, bounded as a whole by ``timeout_s``.
 
@@ -387,16 +425,18 @@ class LLM:
             if self._loop is None and not external:
                 self._loop = _EventLoop()
         limit = self.settings.timeout_s
+        seen: list[str] = []
         try:
             if external:
                 message = runnable.invoke(messages)
             else:
                 assert self._loop is not None
-                message = self._loop.run(runnable.ainvoke(messages), limit)
+                message = self._loop.run(_recording(runnable, messages, seen), limit)
         except GraphBubbleUp:  # an external agent's interrupt: the run stops here
             raise
         except TimeoutError:
-            return _Answer(error=CallTimedOut(f"no reply within {limit:g} s (--llm-timeout)"))
+            last = f"; the server's last answer: {seen[-1]}" if seen else ""
+            return _Answer(error=CallTimedOut(f"no reply within {limit:g} s (--llm-timeout){last}"))
         except openai.LengthFinishReasonError as exc:  # the SDK's parse() refuses a cut reply
             completion = exc.completion
             content = completion.choices[0].message.content if completion.choices else ""
