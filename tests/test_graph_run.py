@@ -349,7 +349,10 @@ def test_cli_without_an_endpoint_runs_offline_and_tunes(
     assert (run_dir / "best.dispatch.json").is_file()
     assert (run_dir / "baseline/tuning.json").is_file()
     assert not (run_dir / "rounds").exists()
-    assert "Dispatch table of the best kernel" in (run_dir / "report.md").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert "Dispatch table of the best kernel" in report
+    assert "No agent rounds: an offline run" in report and "stopped before" not in report
+    assert "| model | none (offline) |" in report
     events = [json.loads(line) for line in err.splitlines()[1:]]
     nodes = [e["node"] for e in events if e["event"] == "node_finished"]
     assert nodes == ["testing", "profile_baseline", "tuning", "finalize"]

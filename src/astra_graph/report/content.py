@@ -64,7 +64,7 @@ def summary_table(run: Run) -> Table:
         rows += [
             ["starting kernel", result.kernel],
             ["agents", result.agents],
-            ["model", _models(result.models)],
+            ["model", "none (offline)" if result.agents == "offline" else _models(result.models)],
             ["rounds", f"{result.rounds_completed} of {result.rounds_requested}"],
             ["status", status],
         ]
@@ -270,6 +270,9 @@ def build_blocks(run: Run) -> list[Block]:
         blocks.append(
             Figure("speedup_by_round", "Speedup by round", plots.speedup_by_round(points))
         )
+    elif run.result is not None and run.result.rounds_requested == 0:
+        why = "an offline run" if run.result.agents == "offline" else "the run asked for none"
+        blocks.append(Text(f"No agent rounds: {why} (the baseline profiled and tuned only)."))
     else:
         blocks.append(Text("No round was recorded: the run stopped before its first candidate."))
     bandwidth = run.copy_bandwidth_gbps
