@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,8 @@ from astra_graph import cli
 from astra_graph.catalog import kernels_root
 from astra_graph.llm import LLM, METHODS, EndpointError, LLMSettings, preflight
 from astra_graph.runner import ConfigurationError, RunFailed, optimize
-from astra_graph.state import OptimizationResult, Plan
+from astra_graph.state import OptimizationResult, Plan, ShapeProposals
+from astra_graph.usage import Usage
 from fake_evaluator import FakeEvaluator
 from fake_openai import (
     IMITATIONS,
@@ -247,6 +249,50 @@ def test_one_limit_bounds_a_request_with_its_retries() -> None:
     assert reply.problem is not None and "no reply within 1 s" in reply.problem
     assert "the server's last answer: HTTP 429 with Retry-After 5 s" in reply.problem
     assert len(server.for_agent("planning")) == 1 and elapsed < 2.5
+
+
+def test_a_timeout_names_only_its_own_requests_server_answer() -> None:
+    # two calls at once on one client: the planner's is refused with 429s, the tester's is slow
+    script = {
+        "planning": [error(429, retry_after="5")] * 4,
+        "testing": [slow(structured(NO_SHAPES), 3.0)],
+    }
+    with FakeOpenAI(script) as server:
+        llm = LLM(settings(server, timeout_s=1.0, max_retries=3))
+        replies: dict[str, Any] = {}
+
+        def ask(agent: Any, schema: Any) -> None:
+            replies[agent] = llm.ask_structured(agent, schema, f"You are the {agent} agent.", "Go.")
+
+        threads = [
+            threading.Thread(target=ask, args=("planning", Plan)),
+            threading.Thread(target=ask, args=("testing", ShapeProposals)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        llm.close()
+    assert "last answer: HTTP 429 with Retry-After 5 s" in replies["planning"].problem
+    assert "no reply within 1 s" in replies["testing"].problem
+    assert "last answer" not in replies["testing"].problem
+
+
+def test_a_method_the_server_now_refuses_is_probed_again() -> None:
+    # remembered from an earlier run (json_schema), but the server now answers it with 400
+    script = {"planning": [structured(PLAN)]}
+    with FakeOpenAI(script, IMITATIONS["json_mode_only"]) as server:
+        llm = LLM(settings(server))
+        model = server.imitation.models[0]
+        before = Usage(
+            agent="planning", round=1, model=model, method="json_schema", endpoint=server.base_url
+        )
+        llm.remember_methods([before])
+        reply = llm.ask_structured("planning", Plan, "You are the planning agent.", "Plan.")
+        llm.close()
+    assert reply.value is not None and reply.method == "json_mode"
+    assert reply.notes[0].startswith("json_schema refused (it worked before: probing again)")
+    assert [r.refused for r in server.requests] == ["json_schema", "tools", None]
 
 
 def test_a_slow_reply_past_the_limit_fails_its_call_and_the_round_goes_on(tmp_path: Path) -> None:

@@ -36,6 +36,9 @@ def test_a_shape_roof_is_the_minimal_kernels_rate_there_when_higher() -> None:
     noisy = roofline.shape_roof_gbps(2900.0, nbytes, floor_of(200.0, 0.001))
     assert noisy == pytest.approx(3000.0 / (1 - roofline.ROOF_SIGMAS * 0.001))
     assert roofline.roofline_pct(roofline.achieved_gbps(nbytes, 199.8), noisy) < 100.0
+    # a noisy floor lifts the roof by at most 5%
+    wild = roofline.shape_roof_gbps(2900.0, nbytes, floor_of(200.0, 0.3))
+    assert wild == pytest.approx(3000.0 / roofline.ROOF_LIFT_FLOOR)
     # slower there (or latency-bound), or no floor timed: the cached roof stands
     assert roofline.shape_roof_gbps(2900.0, nbytes, floor_of(250.0)) == 2900.0
     assert roofline.shape_roof_gbps(2900.0, 8192, floor_of(2.0)) == 2900.0

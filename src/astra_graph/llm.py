@@ -38,6 +38,7 @@ from urllib.parse import urlparse
 
 import httpx
 import openai
+import structlog
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.utils.function_calling import convert_to_openai_function
 from langchain_openai import ChatOpenAI
@@ -57,6 +58,7 @@ OPENAI_URL = "https://api.openai.com/v1"
 PREFLIGHT_TIMEOUT_S = 20.0
 """How long preflight waits for each answer: a reachable server answers /models at once."""
 
+log = structlog.get_logger(__name__)
 StructuredMethod = Literal["json_schema", "function_calling", "json_mode", "text"]
 METHODS: tuple[StructuredMethod, ...] = ("json_schema", "function_calling", "json_mode", "text")
 """Tried in this order: the strongest guarantee first, plain text (always accepted) last."""
@@ -372,16 +374,25 @@ class LLM:
                 self.methods.setdefault(key, record.method)
 
     def close(self) -> None:
-        if self._loop is not None:
-            if self._http is not None:
-                closing = asyncio.run_coroutine_threadsafe(self._http.aclose(), self._loop.loop)
-                closing.result(timeout=5)
-            self._loop.close()
-            self._loop = None
-        self._http = None  # the models built on the closed client go with it
-        self._models = {k: m for k, m in self._models.items() if isinstance(m, ExternalChat)}
+        with self._lock:
+            http, loop = self._http, self._loop
+            self._http, self._loop = None, None  # the models built on that client go with it
+            self._models = {k: m for k, m in self._models.items() if isinstance(m, ExternalChat)}
+        if loop is None:
+            return
+        try:
+            if http is not None:
+                asyncio.run_coroutine_threadsafe(http.aclose(), loop.loop).result(timeout=5)
+        except Exception as exc:  # closing must never hide the run's own outcome
+            log.warning("llm_client_close_failed", error=str(exc))
+        finally:
+            loop.close()
 
     def chat_model(self, agent: AgentName) -> ChatOpenAI:
+        with self._lock:  # candidate branches ask at once: one model and one client each
+            return self._chat_model(agent)
+
+    def _chat_model(self, agent: AgentName) -> ChatOpenAI:
         name = self.settings.model_for(agent)
         if name == EXTERNAL:  # answered through interrupt(): one chat model per agent
             key = f"{EXTERNAL}:{agent}"
@@ -409,9 +420,14 @@ class LLM:
         return self._models[name]
 
     def _http_client(self) -> httpx.AsyncClient:
-        if self._http is None:  # redirects followed, as the OpenAI SDK's own client does
+        """The shared client (called with ``_lock`` held). Redirects, connection limits and the
+        timeout as the OpenAI SDK's own client has them; the hook records error answers."""
+        if self._http is None:
             self._http = httpx.AsyncClient(
-                follow_redirects=True, event_hooks={"response": [_note_http_error]}
+                follow_redirects=True,
+                timeout=httpx.Timeout(self.settings.timeout_s),
+                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100),
+                event_hooks={"response": [_note_http_error]},
             )
         return self._http
 
@@ -493,12 +509,15 @@ class LLM:
         self, agent: AgentName, schema: type[SchemaT], system: str, user: str
     ) -> Reply[SchemaT]:
         """A reply validated against ``schema``, with one re-ask; the method found on the first
-        call to this endpoint and model is kept for the rest of the run."""
+        call to this endpoint and model is kept for the rest of the run. Should the server
+        refuse it later (restarted without guided decoding, another server on the same port),
+        the other methods are probed again in order."""
         model = self.chat_model(agent)
         key = f"{self.settings.endpoint()} {model.model_name}"
         known = self.methods.get(key)
         reply: Reply[SchemaT] = Reply(None, None, model.model_name)
-        for method in (known,) if known else METHODS:
+        order = (known, *(m for m in METHODS if m != known)) if known else METHODS
+        for method in order:
             prompt = user
             if method in ("json_mode", "text"):  # the request itself does not carry the schema
                 prompt = f"{user}\n\n{schema_instruction(schema)}"
@@ -506,8 +525,9 @@ class LLM:
             runnable = self._bind(model, schema, method)
             answer = self._count(reply, runnable, messages, isinstance(model, ExternalChat))
             if answer.error is not None:
-                if known is None and method != "text" and refuses_method(answer.error):
-                    reply.notes.append(f"{method} refused: {self._describe(answer.error)}")
+                if method != "text" and refuses_method(answer.error):
+                    was = " (it worked before: probing again)" if method == known else ""
+                    reply.notes.append(f"{method} refused{was}: {self._describe(answer.error)}")
                     continue
                 reply.problem = f"LLM call failed: {self._describe(answer.error)}"
                 return reply

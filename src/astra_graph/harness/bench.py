@@ -452,13 +452,14 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                     report.seconds = time.perf_counter() - started
                     return report.model_dump()
                 continue
-            roof = roof_for(mix)
+            mix_roof = roof_for(mix)
+            roof = mix_roof
             if req.copy_gbps is None:  # an override stands as given
                 roof = roofline.shape_roof_gbps(roof, spec.contract.bytes_for(dims, dtype), floor)
-            shape = _shape_timing(spec, dims, dtype, measured, roof, floor, req.mode)
+            shape = _shape_timing(spec, dims, dtype, measured, roof, floor, req.mode, mix_roof)
             report.shapes.append(shape)
             if report.rejection is None:
-                report.rejection = _rejection(spec, sides[0], shape, roof)
+                report.rejection = _rejection(spec, sides[0], shape, mix_roof)
             del sides
         cupy.get_default_memory_pool().free_all_blocks()
     pairs = [(s.speedup, s.speedup_err or 0.0) for s in report.shapes if s.speedup]
@@ -492,7 +493,10 @@ def _shape_timing(
     roof_gbps: float,
     floor: Measurement | None,
     mode: TimingMode,
+    impossible_roof_gbps: float,
 ) -> ShapeTiming:
+    """One shape's timing; ``roof_gbps`` is the shape's roof (the profile's percent and limit),
+    ``impossible_roof_gbps`` the cached roof the impossible-time rule measures against."""
     nbytes = spec.contract.bytes_for(dims, dtype)
     cand = measured[0]
     base = measured[1] if len(measured) > 1 else None
@@ -507,7 +511,7 @@ def _shape_timing(
         baseline=base,
         achieved_gbps=achieved,
         roofline_pct=roofline.roofline_pct(achieved, roof_gbps),
-        impossible=mode == "device" and roofline.impossible(achieved, roof_gbps),
+        impossible=mode == "device" and roofline.impossible(achieved, impossible_roof_gbps),
         roof_gbps=roof_gbps,
         latency_floor=floor,
         bound=limit.bound,
