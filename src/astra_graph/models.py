@@ -95,7 +95,7 @@ class Measurement(BaseModel):
     """Relative standard error of the median."""
     samples: int
     method: str
-    """How it was measured, e.g. ``events+l2flush``, ``graph x64 rotating``, ``per-call``."""
+    """How it was measured, e.g. ``events+l2flush``, ``graph x64, each copy once``, ``per-call``."""
 
 
 class ShapeTiming(BaseModel):

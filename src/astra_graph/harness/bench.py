@@ -6,11 +6,14 @@ and returns ``BenchReport.model_dump()``. For each shape it
 1. builds random inputs for each side (and, for device mode on short kernels, enough extra
    copies to keep the data cold inside a CUDA graph; see :mod:`astra_graph.harness.timing`),
    the copies of each argument as rows of one array (:class:`_Side`),
-2. computes the float64 reference of the copies it will check, poisons the outputs (NaN bytes),
-   and keeps pristine copies of in-place arguments to restore before every timed call,
+2. computes the float64 reference of the copies it will check, and keeps pristine copies of
+   in-place arguments to restore, and NaN poisons with random payloads (the check's kind) to
+   write over the outputs, before every timed sample,
 3. times both sides interleaved, in ``device`` or ``per-call`` mode,
-4. re-checks the candidate's outputs left by the timed calls against the reference, so a kernel
-   cannot replay a cached answer or skip work while it is being timed, and
+4. re-checks the candidate's outputs left by the timed calls: the first and last copy against
+   the reference, and every copy between (clones of the first: same inputs) bit for bit against
+   the first, so a kernel cannot replay a cached answer or skip work while it is being timed on
+   any copy, and
 5. compares the achieved bandwidth with the roof, the device's achievable bandwidth for the
    shape's read:write mix: in device mode, a time implying more than
    :data:`roofline.IMPOSSIBLE_MARGIN` x the roof is impossible; and, in device mode, times the
@@ -37,6 +40,7 @@ from astra_graph import selection
 from astra_graph.contract import ContractError, OperationSpec
 from astra_graph.harness import occupancy, roofline, timing
 from astra_graph.harness.payload import JobPayload, operation_spec
+from astra_graph.harness.poison import nan_poison
 from astra_graph.models import (
     BenchReport,
     Evidence,
@@ -48,8 +52,9 @@ from astra_graph.models import (
     Verdict,
 )
 
-POISON_BYTE = 0xFF
-"""Outputs are filled with this byte before timing: NaN in fp16, bf16 and fp32."""
+TIMING_POISONS = 2
+"""Random-payload NaN patterns per output, written over it in turn before each timed sample: a
+fixed fill byte (0xFF until 2026-11-24) told a kernel that it was being timed, not checked."""
 BATCH_ROW_ALIGN = 256
 """Each input copy starts at a multiple of this many bytes in its batch (cudaMalloc's
 alignment), whatever the shape's size."""
@@ -96,6 +101,9 @@ class _Side:
         """In-place argument name -> its copies before any launch."""
         self.references: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._bound: dict[int, tuple[Any, Any, list[Any], int]] = {}
+        self._poisons: dict[str, list[Any]] = {}
+        """Output name -> NaN patterns as large as its batch (:data:`TIMING_POISONS`)."""
+        self._poisoned = 0
 
     @property
     def in_place(self) -> list[str]:
@@ -133,6 +141,14 @@ class _Side:
         self.batches = batches
         self.pristine = {n: batches[n].copy() for n in self.in_place}
         self._bound, self.references = {}, {}
+        self._poisons = {
+            a.name: [
+                nan_poison(cupy, rng, self.spec.contract.dtype_of(a, dtype), batches[a.name].shape)
+                for _ in range(TIMING_POISONS)
+            ]
+            for a in self.spec.contract.args
+            if a.role == "output"
+        }
         scalars = self.spec.contract.scalar_values(dims)
         self.cases = [
             Case(dict(dims), dtype, {n: v[i] for n, v in views.items()}, scalars)
@@ -148,10 +164,13 @@ class _Side:
         return self.pristine[name][index, : view.size].reshape(view.shape)
 
     def poison(self, stream: Any) -> None:
-        """Fill every copy's pure outputs with NaN bytes (in-place ones are restored instead)."""
+        """Write NaNs with random payloads over every copy's pure outputs, the next of the
+        patterns each time (in-place arguments are restored instead)."""
+        self._poisoned += 1
         with stream:
             for name in self.outputs:
-                self.batches[name].view("uint8").fill(POISON_BYTE)
+                patterns = self._poisons[name]
+                self.batches[name][...] = patterns[self._poisoned % len(patterns)]
 
     def expect(self, index: int) -> None:
         """Compute, before any timed call, the reference for copy ``index``."""
@@ -212,12 +231,33 @@ class _Side:
             poison=self.poison if self.outputs else None,
         )
 
-    def check(self, index: int) -> tuple[RejectReason, Evidence] | None:
-        """Why copy ``index``'s outputs, as the timed calls left them, are wrong; or None."""
+    def first_unlike_clone(self) -> int | None:
+        """The first copy between the first and the last (a clone of the first: the same
+        inputs) whose outputs, as the timed calls left them, are not bit for bit the first's;
+        or None. One comparison per written argument over the whole batch."""
+        last = len(self.cases) - 1
+        if last < 2:
+            return None
+        differs = None
+        for arg in self.spec.contract.args:
+            if arg.written:  # the elements only: each row's padding holds its own bytes
+                span = self.cases[0].arrays[arg.name].nbytes
+                bits = self.batches[arg.name].view("uint8")[:, :span]
+                unlike = (bits[1:last] != bits[0]).any(axis=1)
+                differs = unlike if differs is None else differs | unlike
+        if differs is None or not bool(differs.any()):
+            return None
+        return 1 + int(differs.argmax())
+
+    def check(
+        self, index: int, reference_of: int | None = None
+    ) -> tuple[RejectReason, Evidence] | None:
+        """Why copy ``index``'s outputs, as the timed calls left them, are wrong (against the
+        reference of copy ``reference_of``, by default its own); or None."""
         from astra_graph.harness.compare import compare_outputs
 
         case = self.cases[index]
-        inputs, reference = self.references[index]
+        inputs, reference = self.references[index if reference_of is None else reference_of]
         written = {a.name: case.arrays[a.name] for a in self.spec.contract.args if a.written}
         found, _ = compare_outputs(self.spec, inputs, written, reference, case.dtype)
         if found is None:
@@ -335,14 +375,12 @@ def _time_shape(
     estimates = [timer.estimate_us(s.subject(f"side{i}")) for i, s in enumerate(sides)]
     estimate = min(estimates)
     floor_copies = 1
-    if estimate < timing.GRAPH_THRESHOLD_US:
+    if estimate < timing.GRAPH_THRESHOLD_US:  # a graph launches each copy once per replay
         for side in sides:
-            copies = timing.copies_for_cold_data(side.cases[0].nbytes, timer.l2_bytes)
-            if side.in_place:  # one rotation per replay: enough copies to fill the graph
-                wanted = math.ceil(timing.GRAPH_TARGET_US / max(estimate, 0.05))
-                copies = max(copies, min(timing.MAX_COPIES, wanted))
-            side.add_copies(dims, dtype, rng, copies)
-        floor_copies = timing.copies_for_cold_data(mix.read_bytes + mix.write_bytes, timer.l2_bytes)
+            cold = timing.copies_for_cold_data(side.cases[0].nbytes, timer.l2_bytes)
+            side.add_copies(dims, dtype, rng, timing.graph_copies(estimate, cold))
+        cold = timing.copies_for_cold_data(mix.read_bytes + mix.write_bytes, timer.l2_bytes)
+        floor_copies = timing.graph_copies(estimate, cold)
     for side in sides:
         side.expect(0)
         side.expect(len(side.cases) - 1)
@@ -465,9 +503,9 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
     pairs = [(s.speedup, s.speedup_err or 0.0) for s in report.shapes if s.speedup]
     if pairs:
         report.geomean_speedup, report.geomean_speedup_err = timing.geomean_speedup(pairs)
-    if req.mode == "device" and any("rotating" in s.candidate.method for s in report.shapes):
+    if req.mode == "device" and any(s.candidate.method.startswith("graph") for s in report.shapes):
         report.notes.append(
-            "short kernels timed inside CUDA graphs over rotating input copies; shapes whose "
+            "short kernels timed inside CUDA graphs launching each input copy once; shapes whose "
             f"copies cannot exceed 2x L2 within {timing.MAX_COPIES} copies stay partly warm"
         )
     unsettled = [
@@ -537,8 +575,12 @@ def _launch_failure(
 def _rejection(
     spec: OperationSpec, candidate: _Side, shape: ShapeTiming, roof_gbps: float
 ) -> Verdict | None:
-    for index in sorted(candidate.references):
-        found = candidate.check(index)
+    checks = [(index, index) for index in sorted(candidate.references)]
+    clone = candidate.first_unlike_clone()
+    if clone is not None:  # a copy timed on the first copy's inputs, left unlike the first's
+        checks.append((clone, 0))
+    for index, reference_of in checks:
+        found = candidate.check(index, reference_of)
         if found is not None:
             reason, evidence = found
             evidence.detail = (

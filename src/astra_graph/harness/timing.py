@@ -8,9 +8,16 @@ and thermal drift hit both alike:
     the persisting-L2 lines are reset once per timer; a pair of CUDA events brackets the launch.
   * A kernel whose estimated time is under :data:`GRAPH_THRESHOLD_US` cannot be seen by an event
     pair around one launch (launch overhead is ~5 us on the H100 here). Such kernels are captured
-    ``k`` times into a CUDA graph and the replay time is divided by ``k``. Inside the graph the
-    data is kept cold by rotating among enough input copies to exceed twice the L2, instead of
-    flushing; the small gaps between graph nodes are included, equally for both sides.
+    into a CUDA graph that launches each of the subject's input copies once, and the replay time
+    is divided by the copies. The copies are enough to exceed twice the L2 (the data stays cold
+    without a flush) and to fill about :data:`GRAPH_TARGET_US` (:func:`graph_copies`); the small
+    gaps between graph nodes are included, equally for both sides.
+  * Before every sample (outside the timed events) the outputs of every copy are poisoned and
+    in-place arguments restored: no timed launch finds its outputs already holding the answer,
+    so a kernel that recognises finished work and skips it is caught by the caller's re-check.
+    (Poisoning once per round let 9 of 10 timed launches in events mode, and every pass after
+    the first over a graph's copies, start from valid outputs; a red-team kernel that skipped
+    them then read 109% of the roof on the H100, 2026-11-24.)
   * Samples are taken in rounds until the relative standard error of every side's median is
     below :data:`TARGET_RSE`, or the sample or time budget runs out.
 
@@ -60,9 +67,9 @@ PER_CALL_CALLS = 100
 
 GRAPH_TARGET_US = 200.0
 """A graph replay should take about this long, so its launch cost is small next to it."""
-MAX_GRAPH_LAUNCHES = 2048
 MAX_COPIES = 256
-"""At most this many input copies rotate inside a graph; tiny shapes then stay partly warm."""
+"""At most this many input copies rotate inside a graph; tiny shapes then stay partly warm (and
+their replay falls short of :data:`GRAPH_TARGET_US`)."""
 
 
 # --- statistics ---------------------------------------------------------------------------------
@@ -137,13 +144,12 @@ def copies_for_cold_data(bytes_per_copy: int, l2_bytes: int, limit: int = MAX_CO
     return max(2, min(limit, math.ceil(2 * l2_bytes / bytes_per_copy) + 1))
 
 
-def graph_launches(estimate_us: float, copies: int) -> int:
-    """Launches per graph: every copy at least once and about :data:`GRAPH_TARGET_US` in all."""
+def graph_copies(estimate_us: float, cold_copies: int) -> int:
+    """Input copies of a graph-timed subject, each launched once per replay: at least
+    ``cold_copies`` (twice the L2) and enough for about :data:`GRAPH_TARGET_US`, at most
+    :data:`MAX_COPIES` unless the L2 needs more."""
     per_target = math.ceil(GRAPH_TARGET_US / max(estimate_us, 0.05))
-    wanted = max(copies, per_target)
-    # a whole number of rotations, so each copy is launched equally often
-    wanted = math.ceil(wanted / copies) * copies
-    return min(wanted, max(copies, MAX_GRAPH_LAUNCHES // copies * copies))
+    return max(cold_copies, min(MAX_COPIES, per_target))
 
 
 # --- measurement on the GPU -----------------------------------------------------------------------
@@ -163,7 +169,7 @@ class Subject:
     ``launch(i, stream)`` launches on copy ``i`` without synchronising; ``restore(i, stream)``, when
     given, resets copy ``i``'s in-place arguments to their pristine contents before a timed call
     (outside the timed region), so that every timed call computes the same checkable function.
-    A graph of such a subject holds one rotation (each copy launched once between restores).
+    A graph of a subject launches each copy once (between restores and poisons).
     """
 
     name: str
@@ -171,7 +177,8 @@ class Subject:
     copies: int = 1
     restore: Callable[[int, Any], None] | None = None
     poison: Callable[[Any], None] | None = None
-    """Overwrite the outputs (on the stream) after warm-up, so the timed calls must write them."""
+    """Overwrite every copy's outputs (on the stream) before each sample, so that every timed
+    launch must write them."""
     restore_all: Callable[[Any], None] | None = None
     """Restore every copy at once (what ``restore`` of each copy does, in fewer operations)."""
 
@@ -237,6 +244,8 @@ class Timer:
             subject.prepare_all(self.stream)
         else:
             subject.prepare(0, self.stream)
+        if subject.poison is not None:  # no timed launch may find its answer already there
+            subject.poison(self.stream)
         self.flush_l2()
         start, end = self._event(), self._event()
         start.record(self.stream)
@@ -276,23 +285,18 @@ class Timer:
         subject.launch(0, self.stream)
         return median(self.flushed_round([subject], 5)[0])
 
-    def capture(self, subject: Subject, launches: int) -> Any:
-        """A CUDA graph of ``launches`` launches rotating over the subject's copies."""
+    def capture(self, subject: Subject) -> Any:
+        """A CUDA graph launching each of the subject's copies once."""
         self.stream.synchronize()
         self.stream.begin_capture()
         try:
-            for i in range(launches):
-                subject.launch(i % subject.copies, self.stream)
+            for i in range(subject.copies):
+                subject.launch(i, self.stream)
         finally:
             graph = self.stream.end_capture()
         graph.launch(self.stream)  # the first replay uploads the graph: keep it out of samples
         self.stream.synchronize()
         return graph
-
-    def _poison(self, subjects: Sequence[Subject]) -> None:
-        for subject in subjects:
-            if subject.poison is not None:
-                subject.poison(self.stream)
 
     # --- protocols --------------------------------------------------------------------------
 
@@ -316,21 +320,16 @@ class Timer:
         graphs: list[Any] = []
         launches: list[int] = []
         methods: list[str] = []
-        for subject, estimate in zip(subjects, estimates, strict=True):
+        for subject in subjects:
             if use_graph:
-                in_place = subject.restore is not None
-                count = subject.copies if in_place else graph_launches(estimate, subject.copies)
-                launches.append(count)
-                graphs.append(self.capture(subject, count))
-                methods.append(f"graph x{count}, {subject.copies} rotating copies")
+                launches.append(subject.copies)
+                graphs.append(self.capture(subject))
+                methods.append(f"graph x{subject.copies}, each copy once")
             else:
                 methods.append("events+l2flush")
         samples: list[list[float]] = [[] for _ in subjects]
         deadline = time.perf_counter() + budget_s
         while True:
-            # outputs are poisoned before every round (outside the timed events), so what the
-            # caller re-checks afterwards was written by the last round's timed launches
-            self._poison(subjects)
             if use_graph:
                 new = self.graph_round(subjects, graphs, launches, SAMPLES_PER_ROUND)
             else:
@@ -349,12 +348,12 @@ class Timer:
             for subject in subjects:
                 subject.prepare(0, self.stream)
                 subject.launch(0, self.stream)
-        self._poison(subjects)
-        self.stream.synchronize()
         samples: list[list[float]] = [[] for _ in subjects]
         for _ in range(PER_CALL_CALLS):
             for i, subject in enumerate(subjects):
                 subject.prepare(0, self.stream)
+                if subject.poison is not None:  # as in device mode: every call must compute
+                    subject.poison(self.stream)
                 self.stream.synchronize()
                 start, end = self._event(), self._event()
                 start.record(self.stream)
