@@ -98,7 +98,7 @@ def _op_copy(tmp_path: Path, name: str, source: str) -> Path:
     """A silu_and_mul folder holding one extra implementation."""
     folder = tmp_path / "silu_and_mul"
     folder.mkdir(exist_ok=True)
-    for file in ("contract.toml", "reference.py", "naive.cu"):
+    for file in ("contract.toml", "reference.py", "naive.cu", "production.cu"):
         shutil.copy(SILU / file, folder / file)
     path = folder / f"{name}.cu"
     path.write_text(source)
@@ -168,6 +168,32 @@ def test_a_kernel_that_stops_writing_when_timed_is_rejected(
     assert report.rejection is not None
     assert report.rejection.reason in ("unwritten_output", "mismatch")
     assert "timed calls" in (report.rejection.evidence.detail if report.rejection.evidence else "")
+
+
+TIMING_KERNELS = Path(__file__).parent / "fixtures" / "timing_kernels"
+
+
+def test_a_kernel_that_skips_work_on_the_clone_copies_is_rejected(tmp_path: Path) -> None:
+    # the red team's kernel recognises timing's clones of the first copy and leaves rows unwritten
+    source = (TIMING_KERNELS / "silu_skips_clone_copies.cu").read_text()
+    skipper = _op_copy(tmp_path, "clones", source)
+    out = run_bench(_request(skipper, skipper.parent / "production.cu", shapes=[SMALL]))
+    report = BenchReport.model_validate(out)
+    assert report.shapes[0].candidate.method.startswith("graph")  # copies rotate only in graphs
+    assert report.rejection is not None
+    assert report.rejection.reason in ("unwritten_output", "mismatch")
+
+
+def test_a_kernel_that_skips_outputs_already_valid_gains_nothing(tmp_path: Path) -> None:
+    # it skips a chunk whose stored output already matches a recomputed sample: 1.09x "faster"
+    # than production at 8192x12288 while outputs were poisoned once per round of samples
+    source = (TIMING_KERNELS / "silu_skips_outputs_already_valid.cu").read_text()
+    skipper = _op_copy(tmp_path, "valid", source)
+    shapes = [LARGE, {"tokens": 8192, "d": 12288}]
+    out = run_bench(_request(skipper, skipper.parent / "production.cu", shapes=shapes))
+    report = BenchReport.model_validate(out)
+    assert report.rejection is None  # every timed launch computed: a correct, slower kernel
+    assert all(s.call != "faster" for s in report.shapes), [s.speedup for s in report.shapes]
 
 
 def test_memcheck_passes_production_and_catches_an_overrun(tmp_path: Path) -> None:
