@@ -54,3 +54,31 @@ def test_the_first_clone_left_unlike_the_first_copy_is_named() -> None:
 def test_two_copies_have_no_clones() -> None:
     rows = np.stack([np.ones(TOKENS * D, np.float32), np.zeros(TOKENS * D, np.float32)])
     assert side_with(rows).first_unlike_clone() is None
+
+
+def test_every_timed_sample_must_leave_the_same_outputs() -> None:
+    from contextlib import nullcontext
+
+    rng = np.random.default_rng(3)
+    first = rng.standard_normal(TOKENS * D).astype(np.float32)
+    rows = np.stack([first] * 3)
+    side = side_with(rows)
+    for _ in range(4):
+        side.fingerprint(nullcontext())
+    assert side.first_unlike_sample() is None
+    # a sample that skipped a row: its poison (a NaN) stayed in one element
+    side.batches["out"][1, 5] = np.float16("nan")
+    side.fingerprint(nullcontext())
+    side.batches["out"][1, 5] = side.batches["out"][0, 5]
+    side.fingerprint(nullcontext())
+    assert side.first_unlike_sample() == (4, 6)
+
+
+def test_padding_never_enters_a_fingerprint() -> None:
+    from contextlib import nullcontext
+
+    side = side_with(np.stack([np.ones(TOKENS * D, np.float32)] * 3))
+    side.fingerprint(nullcontext())
+    side.batches["out"][:, TOKENS * D :] = np.float16("nan")  # a fresh poison in the padding
+    side.fingerprint(nullcontext())
+    assert side.first_unlike_sample() is None

@@ -196,6 +196,18 @@ def test_a_kernel_that_skips_outputs_already_valid_gains_nothing(tmp_path: Path)
     assert all(s.call != "faster" for s in report.shapes), [s.speedup for s in report.shapes]
 
 
+def test_a_kernel_that_skips_some_timed_launches_is_rejected(tmp_path: Path) -> None:
+    # events mode times copy 0 over and over: the kernel skips every third launch there, so the
+    # last sample (the one re-checked) is usually whole; every sample's fingerprint is not
+    source = (TIMING_KERNELS / "silu_skips_some_timed_launches.cu").read_text()
+    skipper = _op_copy(tmp_path, "some", source)
+    out = run_bench(_request(skipper, skipper.parent / "production.cu", shapes=[LARGE]))
+    report = BenchReport.model_validate(out)
+    assert report.shapes[0].candidate.method == "events+l2flush"
+    assert report.rejection is not None, report.shapes[0].candidate
+    assert report.rejection.reason in ("unwritten_output", "mismatch")
+
+
 def test_memcheck_passes_production_and_catches_an_overrun(tmp_path: Path) -> None:
     if deep.find_tool("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer not installed")

@@ -104,6 +104,8 @@ class _Side:
         self._poisons: dict[str, list[Any]] = {}
         """Output name -> NaN patterns as large as its batch (:data:`TIMING_POISONS`)."""
         self._poisoned = 0
+        self.fingerprints: list[Any] = []
+        """One device scalar per timed sample: the sum of the written elements' bits."""
 
     @property
     def in_place(self) -> list[str]:
@@ -221,7 +223,9 @@ class _Side:
             for name, batch in self.pristine.items():
                 self.batches[name][...] = batch
 
-    def subject(self, name: str) -> timing.Subject:
+    def subject(self, name: str, fingerprinted: bool = False) -> timing.Subject:
+        """A timing subject; ``fingerprinted``: record each sample's outputs (afresh)."""
+        self.fingerprints = []
         return timing.Subject(
             name=name,
             launch=self.launch,
@@ -229,7 +233,30 @@ class _Side:
             restore=self.restore if self.in_place else None,
             restore_all=self.restore_all if self.in_place else None,
             poison=self.poison if self.outputs else None,
+            after_sample=self.fingerprint if fingerprinted else None,
         )
+
+    def fingerprint(self, stream: Any) -> None:
+        """Record (on the stream, no synchronisation) the sum of the bits of every copy's
+        written elements: equal after every sample for a kernel that computes every time.
+        Every copy's row, so a sample that skips work on any copy shows."""
+        total = None
+        with stream:
+            for arg in self.spec.contract.args:
+                if arg.written:
+                    array = self.cases[0].arrays[arg.name]
+                    bits = self.batches[arg.name][:, : array.size]
+                    part = bits.view(f"uint{8 * array.itemsize}").sum(dtype="uint64")
+                    total = part if total is None else total + part
+        if total is not None:
+            self.fingerprints.append(total)
+
+    def first_unlike_sample(self) -> tuple[int, int] | None:
+        """(the first timed sample whose outputs differ from the last's, the number of samples),
+        or None. The last sample's outputs are the ones the re-check compares."""
+        sums = [int(value) for value in self.fingerprints]  # one read each, after timing
+        unlike = [k for k, value in enumerate(sums) if value != sums[-1]] if sums else []
+        return (unlike[0], len(sums)) if unlike else None
 
     def first_unlike_clone(self) -> int | None:
         """The first copy between the first and the last (a clone of the first: the same
@@ -386,7 +413,7 @@ def _time_shape(
         side.expect(len(side.cases) - 1)
     if not mix.fits_minimal_kernel:  # beyond 32-bit indices: bandwidth-bound in any case
         cupy.cuda.Device().synchronize()
-        subjects = [s.subject(f"side{i}") for i, s in enumerate(sides)]
+        subjects = [s.subject(f"side{i}", fingerprinted=i == 0) for i, s in enumerate(sides)]
         return timer.device_mode(subjects, budget_s=request.budget_s, estimates=estimates), None
     floor = roofline.MinimalCopies(mix, floor_copies).subject()
     # the references are still being computed on the default stream, and the floor's buffers
@@ -396,7 +423,7 @@ def _time_shape(
     # the floor's own estimate is shorter; the sides' decide graphs or events for all, so that
     # the floor is timed the same way as the kernels it bounds
     floor_estimate = max(timer.estimate_us(floor), estimate)
-    subjects = [s.subject(f"side{i}") for i, s in enumerate(sides)]
+    subjects = [s.subject(f"side{i}", fingerprinted=i == 0) for i, s in enumerate(sides)]
     measured = timer.device_mode(
         [*subjects, floor], budget_s=request.budget_s, estimates=[*estimates, floor_estimate]
     )
@@ -576,9 +603,11 @@ def _rejection(
     spec: OperationSpec, candidate: _Side, shape: ShapeTiming, roof_gbps: float
 ) -> Verdict | None:
     checks = [(index, index) for index in sorted(candidate.references)]
-    clone = candidate.first_unlike_clone()
-    if clone is not None:  # a copy timed on the first copy's inputs, left unlike the first's
-        checks.append((clone, 0))
+    if spec.contract.deterministic:  # the clones (first copy's inputs) must equal the first
+        clone = candidate.first_unlike_clone()
+        checks += [(clone, 0)] if clone is not None else []
+    else:  # no bit-for-bit rule: each clone against the first copy's reference
+        checks += [(k, 0) for k in range(1, len(candidate.cases) - 1)]
     for index, reference_of in checks:
         found = candidate.check(index, reference_of)
         if found is not None:
@@ -593,6 +622,20 @@ def _rejection(
                 f"({evidence.arg or 'output'}): the kernel behaves differently when timed",
                 evidence,
             )
+    # bit-identical samples are only asked of operations whose contract demands determinism
+    unlike = candidate.first_unlike_sample() if spec.contract.deterministic else None
+    if unlike is not None:  # the checked outputs are right, but not every sample computed them
+        sample, samples = unlike
+        detail = (
+            f"timed sample {sample + 1} of {samples} left outputs unlike those of the last "
+            "sample, which match the reference: not every timed launch computed the answer"
+        )
+        return Verdict.reject(
+            "mismatch",
+            f"{shape.label} {shape.dtype}: the timed runs' outputs differ between samples: "
+            "the kernel behaves differently when timed",
+            Evidence(op=spec.name, dims=shape.dims, dtype=shape.dtype, detail=detail),
+        )
     if shape.impossible:
         floor = roofline.floor_us(shape.bytes_moved, roof_gbps)
         detail = (

@@ -181,6 +181,9 @@ class Subject:
     launch must write them."""
     restore_all: Callable[[Any], None] | None = None
     """Restore every copy at once (what ``restore`` of each copy does, in fewer operations)."""
+    after_sample: Callable[[Any], None] | None = None
+    """Called (on the stream, after the end event) once per timed sample: the caller records
+    what the sample left in the outputs, to see that every sample computed the same answer."""
 
     def prepare(self, index: int, stream: Any) -> None:
         if self.restore is not None:
@@ -251,6 +254,8 @@ class Timer:
         start.record(self.stream)
         run()
         end.record(self.stream)
+        if subject.after_sample is not None:
+            subject.after_sample(self.stream)
         return start, end
 
     def flushed_round(self, subjects: Sequence[Subject], count: int) -> list[list[float]]:
