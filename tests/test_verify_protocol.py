@@ -15,10 +15,11 @@ import pytest
 from astra_graph.catalog import resolve
 from astra_graph.contract import OperationSpec
 from astra_graph.dtypes import DTYPES
+from astra_graph.harness import plan as plan_module
 from astra_graph.harness import scenarios
 from astra_graph.harness import worker as worker_module
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, bucket_of
-from astra_graph.harness.cases import Case
+from astra_graph.harness.cases import Case, make_case
 from astra_graph.harness.errors import Rejected
 from astra_graph.harness.launch import LaunchError
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
@@ -465,6 +466,72 @@ def test_random_shapes_stay_inside_every_constraint_and_cover_both_phases() -> N
                 assert spec.contract.shape_problem(dims) is None and dims["tokens"] != 300
                 assert spec.contract.bytes_for(dims, "float16") <= RANDOM_SHAPE_MAX_BYTES
                 assert bucket_of(spec, dims, "float16")
+
+
+def _suite_max(spec: Any, name: str) -> int:
+    return max(
+        d[name] for suite in ("tuning", "heldout", "edge") for d in spec.contract.suite(suite)
+    )
+
+
+def test_every_check_draws_each_dim_in_its_top_stratum_and_beyond_the_suites() -> None:
+    # red-team kernels wrong only beyond the suites' largest tokens or heads, or only for hidden
+    # above 16392, passed while draws stopped at the suites' largest values or were log-uniform
+    for spec in (SILU, RMSNORM, MERGE):
+        beyond: dict[str, int] = {}
+        for seed in range(40):
+            rng = np.random.default_rng(seed)
+            shapes = random_shapes(spec, rng, lambda dims: True, "float16")
+            for name, dim in spec.contract.dims.items():
+                _, high = plan_module._dim_range(spec, name)
+                top = [s[name] for s in shapes if s[name] >= high / plan_module.TOP_STRATUM]
+                assert top, (spec.name, name, seed, shapes)
+                if dim.max is None:
+                    assert high == plan_module.RANDOM_BEYOND_SUITES * _suite_max(spec, name)
+                    beyond[name] = beyond.get(name, 0) + any(
+                        s[name] > _suite_max(spec, name) for s in shapes
+                    )
+                else:
+                    assert high == dim.max
+        # every unbounded dim goes past the suites' largest value in most checks
+        assert beyond and all(count >= 30 for count in beyond.values()), (spec.name, beyond)
+
+
+def test_equal_lse_ties_both_sides_exactly_and_the_reference_averages() -> None:
+    (tie,) = [sp for sp in MERGE.contract.specials if sp.name == "equal_lse"]
+    assert tie.same_as == {"s_b": "s_a"}
+    dims = {"tokens": 64, "heads": 8, "head_dim": 16}
+    case = make_case(MERGE, dims, "float16", np.random.default_rng(4))
+    index = MERGE.contract.specials.index(tie) + 1
+    labels = scenarios.apply(MERGE, case.arrays, "float16", np.random.default_rng(5))
+    rows = np.nonzero(labels[64] == index)[0]
+    s_a, s_b = case.arrays["s_a"][rows], case.arrays["s_b"][rows]
+    tied = s_a == s_b
+    assert 0 < tied.mean() < 1  # its fraction of the positions, in its rows only
+    plain = np.nonzero(labels[64] == 0)[0]
+    assert not (case.arrays["s_a"][plain] == case.arrays["s_b"][plain]).any()
+    inputs = {
+        k: v.astype(np.float64) for k, v in case.arrays.items() if k in ("v_a", "v_b", "s_a", "s_b")
+    }
+    out = MERGE.reference(np, inputs, {})
+    r, h = rows[np.nonzero(tied)[0][0]], np.nonzero(tied)[1][0]
+    mean = (inputs["v_a"][r, h] + inputs["v_b"][r, h]) / 2
+    assert (
+        np.allclose(out["v_merged"][r, h], mean)
+        and out["s_merged"][r, h] == inputs["s_a"][r, h] + 1
+    )
+
+
+def test_a_tie_needs_two_inputs_of_one_shape() -> None:
+    from astra_graph.contract import Contract
+
+    data = MERGE.contract.model_dump()
+    data["specials"] = [{"name": "bad", "same_as": {"s_b": "v_a"}}]
+    with pytest.raises(ValueError, match="same_as: 's_b' and 'v_a' differ"):
+        Contract.model_validate(data)
+    data["specials"] = [{"name": "empty"}]
+    with pytest.raises(ValueError, match="values or same_as"):
+        Contract.model_validate(data)
 
 
 def test_random_shapes_differ_between_checks_and_are_not_suite_shapes() -> None:

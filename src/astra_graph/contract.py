@@ -189,9 +189,20 @@ class Special(Strict):
 
     name: str
     description: str = ""
-    values: dict[str, list[float]] = Field(min_length=1)
+    values: dict[str, list[float]] = {}
+    same_as: dict[str, str] = Field(
+        {},
+        description="input -> another input of its shape and type whose values it takes at the "
+        "scenario's positions (ties: s_b = s_a)",
+    )
     fraction: float = Field(0.05, gt=0, le=1)
     paired: bool = Field(False, description="set the same positions in every named input")
+
+    @model_validator(mode="after")
+    def _sets_something(self) -> Special:
+        if not self.values and not self.same_as:
+            raise ValueError("values or same_as: a scenario must set some input")
+        return self
 
 
 class Suites(Strict):
@@ -255,11 +266,22 @@ class Contract(Strict):
                         raise ValueError(
                             f"tolerance: no entry for {dtype!r}, which output {arg.name!r} uses"
                         )
-        inputs = {a.name for a in self.args if a.role != "output"}
+        inputs = {a.name: a for a in self.args if a.role != "output"}
         for i, special in enumerate(self.specials):
-            for arg_name in special.values:
+            named = [("values", n) for n in special.values]
+            named += [("same_as", n) for pair in special.same_as.items() for n in pair]
+            for field, arg_name in named:
                 if arg_name not in inputs:
-                    raise ValueError(f"specials[{i}].values: {arg_name!r} is not an input argument")
+                    raise ValueError(
+                        f"specials[{i}].{field}: {arg_name!r} is not an input argument"
+                    )
+            for target, source in special.same_as.items():
+                a, b = inputs[target], inputs[source]
+                if (a.shape, a.dtype) != (b.shape, b.dtype):
+                    raise ValueError(
+                        f"specials[{i}].same_as: {target!r} and {source!r} differ in shape or "
+                        "dtype; expected two inputs of one shape and element type"
+                    )
         if self.params is not None:
             parse_bindings(self.params, self, "params")
         for suite in SUITE_NAMES:

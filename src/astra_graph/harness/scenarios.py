@@ -4,10 +4,11 @@
   contract's ``[[specials]]`` scenarios or none: a random half of the rows carry a scenario,
   spread evenly over the scenarios (every scenario appears once a case has twice as many rows as
   there are scenarios), the rest stay plain. Inside a scenario's rows its ``fraction`` of the
-  elements of its named inputs take its values. So every shape of every suite, random shapes
-  included, meets infinities and large magnitudes: a code path chosen by shape (a prefill fast
-  path, one head_dim) cannot avoid them, and the plain rows still exercise the ordinary path in
-  the same launch.
+  elements of its named inputs take its values, or (``same_as``) another input's values at the
+  same positions: exact ties such as equal LSEs, which random draws never produce. So every
+  shape of every suite, random shapes included, meets infinities and large magnitudes: a code
+  path chosen by shape (a prefill fast path, one head_dim) cannot avoid them, and the plain rows
+  still exercise the ordinary path in the same launch.
 * **Row magnitudes.** An input whose ``init`` has ``row_scale = [low, high]`` has each row
   multiplied by a factor drawn log-uniformly in that range; arguments with the same row count
   share the factors (so in fused_add_rmsnorm input and residual shrink together and the mean
@@ -114,6 +115,21 @@ def _apply_special(
         picks = element.from_float64(xp, xp.asarray(np.asarray(choices, dtype=np.float64)))
         which = rng.integers(0, len(choices), size=block.shape)
         xp.copyto(block, picks[which], where=mask)
+        target[rows] = block
+    for name, source in special.same_as.items():  # ties: the source's values, bit for bit
+        target = arrays[name]
+        xp = array_module(target)
+        chosen = np.nonzero(labels[int(target.shape[0])] == index)[0]
+        if chosen.size == 0:
+            continue
+        rows = xp.asarray(chosen)
+        block = target[rows]
+        if special.paired and shared_mask is not None and shared_mask.shape == block.shape:
+            mask = shared_mask
+        else:
+            mask = rng.random(block.shape, dtype=np.float32) < special.fraction
+            shared_mask = mask
+        xp.copyto(block, arrays[source][rows], where=mask)
         target[rows] = block
 
 
