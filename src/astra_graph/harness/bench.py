@@ -225,8 +225,7 @@ class _Side:
 
     def subject(self, name: str, fingerprinted: bool = False) -> timing.Subject:
         """A timing subject; ``fingerprinted``: record each sample's outputs (afresh)."""
-        if fingerprinted:
-            self.fingerprints = []
+        self.fingerprints = []
         return timing.Subject(
             name=name,
             launch=self.launch,
@@ -237,25 +236,20 @@ class _Side:
             after_sample=self.fingerprint if fingerprinted else None,
         )
 
-    def _written_bits(self) -> list[Any]:
-        """Per written argument, its copies' elements as unsigned integers of their width, one
-        row per copy (each row's padding, which holds its own bytes, left out)."""
-        rows = []
-        for arg in self.spec.contract.args:
-            if arg.written:
-                array = self.cases[0].arrays[arg.name]
-                elements = self.batches[arg.name][:, : array.size]
-                rows.append(elements.view(f"uint{8 * array.itemsize}"))
-        return rows
-
     def fingerprint(self, stream: Any) -> None:
         """Record (on the stream, no synchronisation) the sum of the bits of every copy's
         written elements: equal after every sample for a kernel that computes every time.
         Every copy's row, so a sample that skips work on any copy shows."""
+        total = None
         with stream:
-            parts = [bits.sum(dtype="uint64") for bits in self._written_bits()]
-        if parts:
-            self.fingerprints.append(sum(parts[1:], parts[0]))
+            for arg in self.spec.contract.args:
+                if arg.written:
+                    array = self.cases[0].arrays[arg.name]
+                    bits = self.batches[arg.name][:, : array.size]
+                    part = bits.view(f"uint{8 * array.itemsize}").sum(dtype="uint64")
+                    total = part if total is None else total + part
+        if total is not None:
+            self.fingerprints.append(total)
 
     def first_unlike_sample(self) -> tuple[int, int] | None:
         """(the first timed sample whose outputs differ from the last's, the number of samples),
@@ -272,9 +266,12 @@ class _Side:
         if last < 2:
             return None
         differs = None
-        for bits in self._written_bits():
-            unlike = (bits[1:last] != bits[0]).any(axis=1)
-            differs = unlike if differs is None else differs | unlike
+        for arg in self.spec.contract.args:
+            if arg.written:  # the elements only: each row's padding holds its own bytes
+                span = self.cases[0].arrays[arg.name].nbytes
+                bits = self.batches[arg.name].view("uint8")[:, :span]
+                unlike = (bits[1:last] != bits[0]).any(axis=1)
+                differs = unlike if differs is None else differs | unlike
         if differs is None or not bool(differs.any()):
             return None
         return 1 + int(differs.argmax())

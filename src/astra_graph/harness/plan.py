@@ -136,9 +136,7 @@ def random_shapes(
                         low = max(low, DECODE_MAX_ROWS + 1)
                     if low > high:
                         break
-                # the top stratum: the rows in the prefill shape, every other dim in the decode one
-                in_top = name == rows if phase == "prefill" else name != rows
-                if stratified and in_top:
+                if stratified and (name == rows) == (phase == "prefill"):  # its top stratum
                     low = max(low, math.ceil(high / TOP_STRATUM))
                 dims[name] = _log_uniform_int(rng, low, high, dim.multiple_of)
             if len(dims) != len(contract.dims):
