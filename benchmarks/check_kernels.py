@@ -11,8 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from astra_graph.catalog import resolve
 from astra_graph.harness.evaluator import Evaluator
+from astra_graph.kernel.catalog import resolve
 
 
 def main(argv: list[str]) -> int:

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from astra_graph.provenance import git_commit
+from astra_graph.store.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 CORRECT = ROOT / "tests" / "fixtures" / "correct_kernels"
@@ -130,8 +130,6 @@ def measure(op: str, seed: int) -> dict[str, Any]:
     import cupy
     import numpy as np
 
-    from astra_graph.catalog import resolve
-    from astra_graph.contract import SUITE_NAMES
     from astra_graph.harness import scenarios
     from astra_graph.harness.cases import Case, make_case
     from astra_graph.harness.compare import (
@@ -142,7 +140,9 @@ def measure(op: str, seed: int) -> dict[str, Any]:
     )
     from astra_graph.harness.launch import LaunchError, load_kernel, synchronize
     from astra_graph.harness.plan import plan_cases
-    from astra_graph.header import load_implementation
+    from astra_graph.kernel.catalog import resolve
+    from astra_graph.kernel.contract import SUITE_NAMES
+    from astra_graph.kernel.header import load_implementation
 
     spec, _ = resolve(op)
     contract = spec.contract

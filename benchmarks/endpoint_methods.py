@@ -23,10 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from astra_graph.catalog import kernels_root
-from astra_graph.llm import LLMSettings
-from astra_graph.provenance import git_commit
-from astra_graph.runner import optimize
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm.client import LLMSettings
+from astra_graph.run.runner import optimize
+from astra_graph.store.provenance import git_commit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the scripted server and evaluator are the tests' own

@@ -40,7 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from astra_graph.provenance import git_commit
+from astra_graph.store.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse")
@@ -102,11 +102,11 @@ def defence_costs(op: str) -> dict[str, Any]:
     then check and refill inside the runs), the unchecked launches, run 2 (stale outputs,
     changed inputs), run 3 (buffers at other addresses), and the random shapes (their cases).
     """
-    from astra_graph.catalog import resolve
-    from astra_graph.contract import SUITE_NAMES
     from astra_graph.harness import verify
     from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
-    from astra_graph.header import load_implementation
+    from astra_graph.kernel.catalog import resolve
+    from astra_graph.kernel.contract import SUITE_NAMES
+    from astra_graph.kernel.header import load_implementation
 
     spec, production = resolve(op)
     naive = load_implementation(spec.folder / "naive.cu", spec.contract)
@@ -148,7 +148,7 @@ _C_SCALARS = {"int32": "int", "int64": "long long", "float32": "float", "float64
 
 def wrapper_source(spec: Any, impl: Any, dtype: str) -> str:
     """A C++/CUDA file: the kernel source and a host ``launch`` taking torch tensors."""
-    from astra_graph.dtypes import DTYPES
+    from astra_graph.kernel.dtypes import DTYPES
 
     entry = impl.header.entry_for(DTYPES[dtype], impl.header.default_tunables())
     contract = spec.contract
@@ -238,10 +238,10 @@ def inline_evaluation(op: str, build_dir: Path, name: str) -> dict[str, Any]:
     import torch
     from torch.utils.cpp_extension import load_inline
 
-    from astra_graph.contract import load_contract
-    from astra_graph.dtypes import DTYPES
     from astra_graph.harness.compile import compile_options
-    from astra_graph.header import load_implementation
+    from astra_graph.kernel.contract import load_contract
+    from astra_graph.kernel.dtypes import DTYPES
+    from astra_graph.kernel.header import load_implementation
 
     spec = load_contract(ROOT / "kernels" / op)
     impl = load_implementation(ROOT / "kernels" / op / "production.cu", spec.contract)

@@ -8,8 +8,9 @@ place of a model and the scripted evaluator (``tests/fake_evaluator.py``) in pla
 harness, so only the agent layer's own loads are counted (the real harness's worker adds its
 own per request, outside this count). Every round the coder writes one accepted candidate.
 
-``contract.toml`` loads are calls of :func:`astra_graph.contract.load_contract`; header parses
-are calls of :func:`astra_graph.header.parse_header_lines` (every ``load_implementation`` and
+``contract.toml`` loads are calls of
+:func:`astra_graph.kernel.contract.load_contract`; header parses
+are calls of :func:`astra_graph.kernel.header.parse_header_lines` (every ``load_implementation`` and
 every ``contract_folder_of`` that reads a header). The counters replace the two functions in
 every loaded module that imported them, so calls through any import path are seen. Each run
 is a process of its own, so no run finds files read by the one before.
@@ -29,10 +30,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))  # the scripted server and evaluator of the tests
 
-from astra_graph import contract, header  # noqa: E402
-from astra_graph.catalog import kernels_root  # noqa: E402
-from astra_graph.llm import LLMSettings  # noqa: E402
-from astra_graph.runner import optimize  # noqa: E402
+from astra_graph.kernel import contract, header  # noqa: E402
+from astra_graph.kernel.catalog import kernels_root  # noqa: E402
+from astra_graph.llm.client import LLMSettings  # noqa: E402
+from astra_graph.run.runner import optimize  # noqa: E402
 from fake_evaluator import FakeEvaluator  # noqa: E402
 from fake_openai import FakeOpenAI, structured, text  # noqa: E402
 from kernel_sources import VECTORIZED, fenced, marked  # noqa: E402

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from astra_graph.provenance import git_commit
+from astra_graph.store.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 OP = "merge_attn_states_lse"
@@ -72,9 +72,9 @@ def _bench(evaluator: Any, kernel: Path, tunables: dict[str, int], **kw: Any) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    from astra_graph.contract import load_contract
     from astra_graph.harness.evaluator import Evaluator
-    from astra_graph.header import load_implementation
+    from astra_graph.kernel.contract import load_contract
+    from astra_graph.kernel.header import load_implementation
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)

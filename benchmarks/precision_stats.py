@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from astra_graph.provenance import git_commit
+from astra_graph.store.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 OPS = ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse")
@@ -35,7 +35,7 @@ PRECISION_FIXTURES = (
 
 def _variants(spec: Any) -> list[tuple[str, Path, dict[str, int], bool]]:
     """(label, file, tunables, correct) for every kernel to measure."""
-    from astra_graph.header import load_implementation
+    from astra_graph.kernel.header import load_implementation
 
     found = []
     for path in spec.implementations():
@@ -62,13 +62,13 @@ def measure(op: str) -> list[dict[str, Any]]:
     import cupy
     import numpy as np
 
-    from astra_graph.catalog import resolve
     from astra_graph.harness import scenarios
     from astra_graph.harness.cases import Case, make_case
     from astra_graph.harness.compare import output_error
     from astra_graph.harness.launch import load_kernel, synchronize
     from astra_graph.harness.plan import draw_params
-    from astra_graph.header import load_implementation
+    from astra_graph.kernel.catalog import resolve
+    from astra_graph.kernel.header import load_implementation
 
     spec, baseline_impl = resolve(op)
     contract = spec.contract

@@ -45,14 +45,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from astra_graph.agents.testing import VISIBLE_SUITES
-from astra_graph.catalog import kernels_root
-from astra_graph.contract import load_contract
 from astra_graph.harness.pool import GpuPool, Slot, local_pool, visible_gpus
-from astra_graph.llm import LLMSettings
-from astra_graph.provenance import git_commit
-from astra_graph.runner import optimize
-from astra_graph.tuning import config_label
+from astra_graph.harness.tuning import config_label
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.kernel.contract import load_contract
+from astra_graph.llm.client import LLMSettings
+from astra_graph.loop.agents.testing import VISIBLE_SUITES
+from astra_graph.run.runner import optimize
+from astra_graph.store.provenance import git_commit
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))  # the scripted server is the tests' own imitation

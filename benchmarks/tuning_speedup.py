@@ -3,7 +3,8 @@ default tunables, in device mode, for every naive and production implementation.
 
     python benchmarks/tuning_speedup.py [--ops silu_and_mul,...] [--budget-s 60] [--out FILE]
 
-Each implementation is swept on its contract's tuning suite (``astra_graph.tuning.tune``), then
+Each implementation is swept on its contract's tuning suite
+(``astra_graph.harness.tuning.tune``), then
 every bucket's chosen setting is timed against the default setting on that bucket's shapes and
 on the held-out shapes of the same bucket (which the sweep never saw). Results go to
 ``benchmarks/results/tuning-<device>-<date>.json`` with device, date and commit.
@@ -17,10 +18,10 @@ import json
 import math
 from pathlib import Path
 
-from astra_graph.catalog import operations
 from astra_graph.harness.evaluator import Evaluator
-from astra_graph.provenance import git_commit
-from astra_graph.tuning import group_by_bucket, tune
+from astra_graph.harness.tuning import group_by_bucket, tune
+from astra_graph.kernel.catalog import operations
+from astra_graph.store.provenance import git_commit
 
 RESULTS = Path(__file__).parent / "results"
 

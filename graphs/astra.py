@@ -6,6 +6,6 @@ Runs started from Studio need the same environment as ``astra optimize`` (model 
 key, and a GPU for the harness); drawing and inspecting the graph needs neither.
 """
 
-from astra_graph.graph import graph
+from astra_graph.loop.graph import graph
 
 __all__ = ["graph"]

@@ -4,6 +4,6 @@ Served beside ``astra`` (``langgraph.json``); compiled without a checkpointer, a
 requires. See graphs/astra.py and docs/STUDIO.md.
 """
 
-from astra_graph.single_graph import graph
+from astra_graph.loop.single_graph import graph
 
 __all__ = ["graph"]

@@ -12,7 +12,7 @@ from functools import cache
 
 import pytest
 
-from astra_graph import plots
+from astra_graph.report import plots
 
 
 @cache

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from astra_graph.catalog import operations
-from astra_graph.contract import OperationSpec
+from astra_graph.kernel.catalog import operations
+from astra_graph.kernel.contract import OperationSpec
 
 CORRECT_KERNELS = Path(__file__).parent / "fixtures" / "correct_kernels"
 MIN_KERNELS_PER_OPERATION = 10

@@ -23,12 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from astra_graph.contract import OperationSpec
 from astra_graph.harness.deep import SanitizerReport, SanitizerResult
 from astra_graph.harness.protocol import EvaluatorLike
-from astra_graph.harness.roofline import limit_of
-from astra_graph.harness.worker import WorkerCrashed
-from astra_graph.models import (
+from astra_graph.harness.results import (
     BenchReport,
     Evidence,
     GpuInfo,
@@ -38,6 +35,9 @@ from astra_graph.models import (
     TimingMode,
     Verdict,
 )
+from astra_graph.harness.roofline import limit_of
+from astra_graph.harness.worker import WorkerCrashed
+from astra_graph.kernel.contract import OperationSpec
 
 MARK = re.compile(r"//\s*fake:\s*(\w+)\s*=\s*([\w.\-]+)")
 BASE_US = 20.0

@@ -14,15 +14,15 @@ import math
 import sys
 from pathlib import Path
 
-from astra_graph.models import BenchReport, Measurement, ShapeTiming, Verdict
-from astra_graph.state import (
+from astra_graph.harness.results import BenchReport, Measurement, ShapeTiming, Verdict
+from astra_graph.llm.usage import Usage
+from astra_graph.loop.state import (
     Attempt,
     CandidateRecord,
     OptimizationResult,
     Plan,
     RoundRecord,
 )
-from astra_graph.usage import Usage
 
 COPY_BANDWIDTH_GBPS = 3026.0
 SHAPES = [(16, 4096), (32, 5120), (32, 8192), (16, 12288), (64, 8192)]

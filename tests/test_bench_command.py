@@ -7,7 +7,7 @@ import pytest
 from astra_graph.cli import main
 from astra_graph.commands.bench import format_report
 from astra_graph.harness.compile import gpu_arch
-from astra_graph.models import BenchReport, Measurement, ResourceReport, ShapeTiming
+from astra_graph.harness.results import BenchReport, Measurement, ResourceReport, ShapeTiming
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -112,8 +112,8 @@ def test_run_bench_refuses_to_run_without_a_gpu() -> None:
 
 
 def test_each_shape_says_which_limit_binds() -> None:
-    from astra_graph.agents.summary import likely_bottlenecks, summarize
     from astra_graph.harness import roofline
+    from astra_graph.loop.agents.summary import likely_bottlenecks, summarize
 
     def shape(
         label: str, dims: dict[str, int], nbytes: int, time: float, floor: float

@@ -13,9 +13,9 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from astra_graph.catalog import kernels_root
-from astra_graph.contract import load_contract
 from astra_graph.harness.bench import _Side
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.kernel.contract import load_contract
 
 SPEC = load_contract(kernels_root() / "silu_and_mul")
 TOKENS, D, PAD = 4, 8, 8  # rows padded as the allocator would: padding differs per copy

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from astra_graph.contract import load_contract
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness import deep, roofline
 from astra_graph.harness.bench import run_bench
 from astra_graph.harness.payload import KernelPayload, OperationPayload
-from astra_graph.header import load_implementation
-from astra_graph.models import BenchReport
+from astra_graph.harness.results import BenchReport
+from astra_graph.kernel.contract import load_contract
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import load_implementation
 
 pytestmark = pytest.mark.gpu
 
@@ -211,7 +211,7 @@ def test_a_kernel_that_skips_some_timed_launches_is_rejected(tmp_path: Path) -> 
 def test_memcheck_passes_production_and_catches_an_overrun(tmp_path: Path) -> None:
     if deep.find_tool("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer not installed")
-    from astra_graph.contract import load_contract
+    from astra_graph.kernel.contract import load_contract
 
     spec = load_contract(SILU)
     good = deep.sanitize(spec, SILU / "production.cu", "float16", [{"tokens": 3, "d": 24}])
@@ -227,7 +227,7 @@ def test_memcheck_passes_production_and_catches_an_overrun(tmp_path: Path) -> No
 def test_ncu_reports_dram_throughput_and_occupancy() -> None:
     if deep.find_tool("ncu") is None:
         pytest.skip("Nsight Compute not installed")
-    from astra_graph.contract import load_contract
+    from astra_graph.kernel.contract import load_contract
 
     spec = load_contract(SILU)
     result = deep.profile(spec, SILU / "production.cu", "float16", [LARGE], "silu_and_mul_vec")

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from astra_graph.catalog import resolve, set_search_dirs
 from astra_graph.cli import main
-from astra_graph.contract import ContractError, load_contract
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness import nvrtc
 from astra_graph.harness.cases import make_case
 from astra_graph.harness.compile import compile_implementation
-from astra_graph.header import load_implementation, split_entry
-from astra_graph.signature import find_signature, interface_problem
+from astra_graph.kernel.catalog import resolve, set_search_dirs
+from astra_graph.kernel.contract import ContractError, load_contract
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import load_implementation, split_entry
+from astra_graph.kernel.signature import find_signature, interface_problem
 
 pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
 
@@ -300,7 +300,7 @@ def test_offline_optimize_runs_on_an_example_outside_its_operation_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: Path
 ) -> None:
     """The graph reloads the kernel by path: a file naming its operation must work there too."""
-    from astra_graph.runner import optimize
+    from astra_graph.run.runner import optimize
     from fake_evaluator import FakeEvaluator
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)

@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
-from astra_graph.agents.planning import plans_for_round
-from astra_graph.catalog import kernels_root
 from astra_graph.harness.pool import GpuPool, Slot
-from astra_graph.llm import LLMSettings
-from astra_graph.models import BenchReport, Verdict
-from astra_graph.runner import ConfigurationError, optimize
-from astra_graph.state import (
+from astra_graph.harness.results import BenchReport, Verdict
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm.client import LLMSettings
+from astra_graph.loop.agents.planning import plans_for_round
+from astra_graph.loop.state import (
     Attempt,
     CandidateRecord,
     OptimizationResult,
@@ -27,6 +26,7 @@ from astra_graph.state import (
     PlanSet,
     RoundRecord,
 )
+from astra_graph.run.runner import ConfigurationError, optimize
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text
 from kernel_sources import BROKEN, VECTORIZED, fenced, marked

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import kernels_root
 from astra_graph.cli import main
 from astra_graph.harness import nvrtc
+from astra_graph.kernel.catalog import kernels_root
 
 OPS = ["fused_add_rmsnorm", "merge_attn_states_lse", "silu_and_mul"]
 MISSPELT = Path(__file__).parent / "data" / "contracts" / "misspelt_dim"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import operations
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness import nvrtc
 from astra_graph.harness.compile import CompileFailed, compile_implementation
-from astra_graph.header import Implementation, load_implementation
+from astra_graph.kernel.catalog import operations
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import Implementation, load_implementation
 
 
 @pytest.fixture(autouse=True)

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from astra_graph.catalog import kernels_root, operations, resolve
-from astra_graph.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
-from astra_graph.dtypes import DTYPES
-from astra_graph.header import Implementation, load_implementation
+from astra_graph.kernel.catalog import kernels_root, operations, resolve
+from astra_graph.kernel.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import Implementation, load_implementation
 
 OPS = ("fused_add_rmsnorm", "merge_attn_states_lse", "silu_and_mul")
 FIXTURES = Path(__file__).parent / "data" / "contracts"

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import operations
-from astra_graph.contract import OperationSpec
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness import nvrtc
 from astra_graph.harness.compile import compile_implementation
-from astra_graph.header import load_implementation
+from astra_graph.kernel.catalog import operations
+from astra_graph.kernel.contract import OperationSpec
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import load_implementation
 from correct_kernels import (
     CORRECT_KERNELS,
     MIN_KERNELS_PER_OPERATION,

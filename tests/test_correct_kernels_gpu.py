@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.contract import OperationSpec
 from astra_graph.harness.evaluator import Evaluator
+from astra_graph.kernel.contract import OperationSpec
 from correct_kernels import correct_kernels, kernel_id
 
 pytestmark = pytest.mark.gpu

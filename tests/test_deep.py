@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.contract import load_contract
 from astra_graph.harness import deep
+from astra_graph.kernel.contract import load_contract
 
 SILU = Path(__file__).resolve().parents[1] / "kernels" / "silu_and_mul"
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import kernels_root
-from astra_graph.state import OptimizationResult
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.loop.state import OptimizationResult
 from fake_openai import IMITATIONS, FakeOpenAI, structured, text
 
 pytestmark = pytest.mark.gpu

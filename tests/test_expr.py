@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from astra_graph import expr
+from astra_graph.kernel import expr
 
 
 @pytest.mark.parametrize(

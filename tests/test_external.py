@@ -20,11 +20,12 @@ from pathlib import Path
 import pytest
 import structlog
 
-from astra_graph import cli, external
-from astra_graph.catalog import kernels_root
-from astra_graph.llm import LLMSettings
-from astra_graph.runner import ConfigurationError, optimize, read_result
-from astra_graph.state import OptimizationResult
+from astra_graph import cli
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm import external
+from astra_graph.llm.client import LLMSettings
+from astra_graph.loop.state import OptimizationResult
+from astra_graph.run.runner import ConfigurationError, optimize, read_result
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text
 from kernel_sources import BROKEN, VECTORIZED, fenced, marked
@@ -254,7 +255,7 @@ KILLED_RUN = """
 import sys, time
 sys.path.insert(0, {tests!r})
 from fake_evaluator import FakeEvaluator
-from astra_graph.runner import optimize
+from astra_graph.run.runner import optimize
 
 class Stalling(FakeEvaluator):
     def check(self, op, baseline, candidate, **kw):

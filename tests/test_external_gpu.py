@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import kernels_root
-from astra_graph.runner import read_result
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.run.runner import read_result
 
 pytestmark = pytest.mark.gpu
 

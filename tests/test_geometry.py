@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import resolve
-from astra_graph.contract import load_contract
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness.geometry import geometry_problem, launch_problem, smem_limit
-from astra_graph.header import load_implementation
+from astra_graph.kernel.catalog import resolve
+from astra_graph.kernel.contract import load_contract
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import load_implementation
 
 
 def test_limits_by_arch() -> None:

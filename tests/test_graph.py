@@ -8,19 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph import prompts, selection, single_graph
-from astra_graph.agents import candidates
-from astra_graph.agents.coding import read_candidate
-from astra_graph.agents.common import check_shapes, load_kernel
-from astra_graph.agents.single import plan_from_prose, proposed_shapes
-from astra_graph.catalog import kernels_root
-from astra_graph.contract import OperationSpec
-from astra_graph.graph import graph, offline, route_round
-from astra_graph.llm import estimate_cost, is_reasoning_model
-from astra_graph.models import BenchReport, RejectReason, Verdict
-from astra_graph.replies import extract_source
-from astra_graph.selection import final_pick
-from astra_graph.state import Attempt, CandidateRecord, RoundRecord, State, contenders
+from astra_graph.harness import selection
+from astra_graph.harness.results import BenchReport, RejectReason, Verdict
+from astra_graph.harness.selection import final_pick
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.kernel.contract import OperationSpec
+from astra_graph.llm import prompts
+from astra_graph.llm.client import estimate_cost, is_reasoning_model
+from astra_graph.llm.replies import extract_source
+from astra_graph.loop import single_graph
+from astra_graph.loop.agents import candidates
+from astra_graph.loop.agents.coding import read_candidate
+from astra_graph.loop.agents.common import check_shapes, load_kernel
+from astra_graph.loop.agents.single import plan_from_prose, proposed_shapes
+from astra_graph.loop.graph import graph, offline, route_round
+from astra_graph.loop.state import Attempt, CandidateRecord, RoundRecord, State, contenders
 from kernel_sources import VECTORIZED
 
 OP = kernels_root() / "silu_and_mul"

@@ -11,12 +11,12 @@ import pytest
 import structlog
 
 from astra_graph import cli
-from astra_graph.catalog import kernels_root
-from astra_graph.contract import load_contract
 from astra_graph.harness.pool import GpuPool, Slot
-from astra_graph.llm import LLMSettings
-from astra_graph.runner import ConfigurationError, RunFailed, optimize
-from astra_graph.state import OptimizationResult
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.kernel.contract import load_contract
+from astra_graph.llm.client import LLMSettings
+from astra_graph.loop.state import OptimizationResult
+from astra_graph.run.runner import ConfigurationError, RunFailed, optimize
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, empty, error, structured, text
 from kernel_sources import BROKEN, VECTORIZED, WRONG_INTERFACE, fenced, marked

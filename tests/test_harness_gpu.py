@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from astra_graph.catalog import operations, resolve
 from astra_graph.cli import main
 from astra_graph.harness import deep
 from astra_graph.harness.evaluator import Evaluator
-from astra_graph.models import Verdict
+from astra_graph.harness.results import Verdict
+from astra_graph.kernel.catalog import operations, resolve
 
 pytestmark = pytest.mark.gpu
 
@@ -196,7 +196,7 @@ def _mixed_output(dtype: str, rtol: float, n: int = 1 << 17) -> tuple[Any, Any]:
     the tolerance, zeros, exact infinities, NaNs and values that round to infinity in fp16."""
     import numpy as np
 
-    from astra_graph.dtypes import DTYPES
+    from astra_graph.kernel.dtypes import DTYPES
 
     rng = np.random.default_rng(20261124)
     ref = rng.normal(size=n) * np.exp(rng.uniform(-8, 8, size=n))

@@ -2,12 +2,12 @@
 
 Read from the source with ``ast`` (every import, the lazy ones inside functions included), so
 an import that points upwards fails here before it can tie the layers into a knot. Every
-module must be placed in a layer: a new one is a decision, not an accident.
+module must be placed in a layer: a new one is a decision, not an accident. The folders are
+the layers (each package's docstring says what it may import); inside ``loop`` the state sits
+below the nodes and the nodes below the graphs.
 
-    contract, header, models (pure data and rules)
-    < harness (compile, check, time)  < services over the harness (tuning, validation)
-    < LLM client and replies  < the graph's state and the run's records
-    < agents (the nodes)  < graphs  < runner  < commands  < cli
+    kernel, store  < harness  < llm  < loop (state < agents < graphs)  < report  < run
+    < commands  < cli
 """
 
 from __future__ import annotations
@@ -22,27 +22,27 @@ from astra_graph.cli import COMMANDS
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "astra_graph"
 
 LAYERS: list[tuple[str, set[str]]] = [
-    ("contract and models", {
-        "dtypes", "expr", "contract", "header", "catalog", "signature", "loaded", "models",
-        "selection", "rundir", "prompts", "provenance", "plots", "external", "usage",
-    }),
+    ("kernel and run store", {"kernel", "store"}),
     ("harness", {"harness"}),
-    ("services over the harness", {"tuning", "validation"}),
-    ("LLM client", {"replies", "external_chat", "llm", "context"}),
-    ("state and records", {"state", "result", "report"}),
-    ("agents", {"agents"}),
-    ("graphs", {"graph", "single_graph", "progress"}),
-    ("runner", {"runner", "many"}),
+    ("LLM client", {"llm"}),
+    ("loop: state and records", {"loop", "loop.state", "loop.context", "loop.result"}),
+    ("loop: agents", {"loop.agents"}),
+    ("graphs", {"loop.graph", "loop.single_graph", "loop.progress"}),
+    ("report", {"report"}),
+    ("run", {"run"}),
     ("commands", {"commands"}),
     ("cli", {"cli", "__main__", "__init__"}),
 ]  # fmt: skip
-"""Lowest first; a name is the module's first component under ``astra_graph`` (a package's
-modules share its layer; ``__init__`` is the package itself, the Python API)."""
+"""Lowest first; a module belongs to the layer naming the longest prefix of its path under
+``astra_graph`` (``__init__`` is the package itself, the Python API)."""
+
+INDEPENDENT = [("kernel", "store")]
+"""Packages of one layer that must not import each other."""
 
 HEAVY = ("langgraph", "langchain", "langchain_core", "langchain_openai")
 """Imported only from the LLM client up: the harness never imports LangGraph, and the quick
 commands (kernels, compile, check) start without them."""
-LLM_LAYER = 3
+LLM_LAYER = 2
 
 
 def module_name(path: Path) -> str:
@@ -56,11 +56,14 @@ def is_module(name: str) -> bool:
 
 
 def layer_of(name: str) -> int:
-    parts = name.split(".")
-    key = parts[1] if len(parts) > 1 else "__init__"
-    found = [i for i, (_, names) in enumerate(LAYERS) if key in names]
-    assert len(found) == 1, f"{name}: in {len(found)} layers; place it in exactly one"
-    return found[0]
+    parts = name.split(".")[1:] or ["__init__"]
+    for length in range(len(parts), 0, -1):
+        key = ".".join(parts[:length])
+        found = [i for i, (_, names) in enumerate(LAYERS) if key in names]
+        if found:
+            assert len(found) == 1, f"{name}: in {len(found)} layers; place it in exactly one"
+            return found[0]
+    raise AssertionError(f"{name}: in no layer; place it in exactly one")
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -110,7 +113,7 @@ def test_above_the_graphs_the_nodes_are_reached_only_through_them() -> None:
         for name, path in modules()
         if layer_of(name) > graphs
         for _, target in imports(path)
-        if target.startswith("astra_graph.agents")
+        if target.startswith("astra_graph.loop.agents")
     ]
     assert not found, found
 
@@ -161,12 +164,29 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     """The reader finds what the layering test relies on: lazy and ``from pkg import mod``."""
     source = tmp_path / "sample.py"
     source.write_text(
-        "from astra_graph import llm\n"
+        "from astra_graph.llm import client\n"
         "def later():\n"
-        "    from astra_graph.agents.common import emit\n"
-        "    import astra_graph.graph\n"
+        "    from astra_graph.loop.agents.common import emit\n"
+        "    import astra_graph.loop.graph\n"
     )
     found = [target for _, target in imports(source)]
-    assert found == ["astra_graph.llm", "astra_graph.agents.common", "astra_graph.graph"]
-    assert layer_of("astra_graph.llm") < layer_of("astra_graph.agents.common")
-    assert layer_of("astra_graph.agents.common") < layer_of("astra_graph.graph")
+    assert found == [
+        "astra_graph.llm.client",
+        "astra_graph.loop.agents.common",
+        "astra_graph.loop.graph",
+    ]
+    assert layer_of("astra_graph.llm.client") < layer_of("astra_graph.loop.agents.common")
+    assert layer_of("astra_graph.loop.agents.common") < layer_of("astra_graph.loop.graph")
+
+
+def test_packages_of_one_layer_stay_apart() -> None:
+    found = [
+        f"{name} imports {target}"
+        for first, second in INDEPENDENT
+        for mine, other in ((first, second), (second, first))
+        for name, path in modules()
+        if name.startswith(f"astra_graph.{mine}")
+        for _, target in imports(path)
+        if target.startswith(f"astra_graph.{other}")
+    ]
+    assert not found, found

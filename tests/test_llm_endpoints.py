@@ -21,11 +21,11 @@ import pytest
 import structlog
 
 from astra_graph import cli
-from astra_graph.catalog import kernels_root
-from astra_graph.llm import LLM, METHODS, EndpointError, LLMSettings, preflight
-from astra_graph.runner import ConfigurationError, RunFailed, optimize
-from astra_graph.state import OptimizationResult, Plan, ShapeProposals
-from astra_graph.usage import Usage
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm.client import LLM, METHODS, EndpointError, LLMSettings, preflight
+from astra_graph.llm.usage import Usage
+from astra_graph.loop.state import OptimizationResult, Plan, ShapeProposals
+from astra_graph.run.runner import ConfigurationError, RunFailed, optimize
 from fake_evaluator import FakeEvaluator
 from fake_openai import (
     IMITATIONS,

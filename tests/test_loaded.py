@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph import header, loaded
-from astra_graph.catalog import kernels_root
+from astra_graph.kernel import header, loaded
+from astra_graph.kernel.catalog import kernels_root
 
 OP = kernels_root() / "silu_and_mul"
 

@@ -12,12 +12,18 @@ import pytest
 import structlog
 
 from astra_graph import cli
-from astra_graph.catalog import kernels_root
-from astra_graph.contract import ContractError
 from astra_graph.harness.pool import GpuPool, Slot
-from astra_graph.llm import LLMSettings
-from astra_graph.many import Summary, expand_kernels, optimize_many, summary_table, write_summary
-from astra_graph.state import OptimizationResult
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.kernel.contract import ContractError
+from astra_graph.llm.client import LLMSettings
+from astra_graph.loop.state import OptimizationResult
+from astra_graph.run.many import (
+    Summary,
+    expand_kernels,
+    optimize_many,
+    summary_table,
+    write_summary,
+)
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, structured, text
 from kernel_sources import VECTORIZED, fenced, marked

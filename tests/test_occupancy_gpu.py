@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import operations
-from astra_graph.contract import OperationSpec
 from astra_graph.harness import occupancy
 from astra_graph.harness.bench import driver_blocks_per_sm, gpu_limits
 from astra_graph.harness.launch import load_kernel
-from astra_graph.header import load_implementation
+from astra_graph.kernel.catalog import operations
+from astra_graph.kernel.contract import OperationSpec
+from astra_graph.kernel.header import load_implementation
 
 pytestmark = pytest.mark.gpu
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import kernels_root
 from astra_graph.commands.run_output import format_result
 from astra_graph.harness import deep
-from astra_graph.llm import LLMSettings
-from astra_graph.runner import optimize
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm.client import LLMSettings
+from astra_graph.run.runner import optimize
 from fake_openai import FakeOpenAI, Scripted, structured, text
 from kernel_sources import BROKEN, VECTORIZED, fenced
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from astra_graph.catalog import resolve
-from astra_graph.context import Context
 from astra_graph.harness.bench import BenchRequest
 from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.harness.payload import CheckRequest, JobPayload, operation_spec
+from astra_graph.kernel.catalog import resolve
+from astra_graph.loop.context import Context
 
 MERGE, MERGE_IMPL = resolve("merge_attn_states_lse")
 
@@ -53,9 +53,9 @@ def test_the_compile_check_uses_the_evaluators_architecture() -> None:
 def test_a_compile_check_for_the_workers_arch_fills_the_cache_the_worker_reads(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    from astra_graph.dtypes import DTYPES
     from astra_graph.harness import compile as compile_module
-    from astra_graph.header import load_implementation
+    from astra_graph.kernel.dtypes import DTYPES
+    from astra_graph.kernel.header import load_implementation
 
     monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path))
     spec, impl = resolve("silu_and_mul")

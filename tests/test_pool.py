@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 
-from astra_graph.agents.finalize import sanitizer_report
-from astra_graph.catalog import kernels_root
-from astra_graph.contract import load_contract
+from astra_graph.harness.backends import open_pool
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
 from astra_graph.harness.pool import (
     GpuPool,
@@ -25,12 +23,14 @@ from astra_graph.harness.pool import (
     Slot,
     backend_choice,
     local_pool,
-    open_pool,
     select_gpus,
     visible_gpus,
 )
 from astra_graph.harness.worker import WorkerCrashed
-from astra_graph.state import Best
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.kernel.contract import load_contract
+from astra_graph.loop.agents.finalize import sanitizer_report
+from astra_graph.loop.state import Best
 from fake_evaluator import FakeEvaluator
 from kernel_sources import VECTORIZED, marked
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from astra_graph.catalog import resolve
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.harness.pool import GpuPool, local_pool, visible_gpus
-from astra_graph.models import Verdict
+from astra_graph.harness.results import Verdict
+from astra_graph.kernel.catalog import resolve
 
 pytestmark = pytest.mark.gpu
 

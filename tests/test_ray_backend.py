@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import kernels_root
-from astra_graph.contract import load_contract
 from astra_graph.harness.pool import GpuPool, PoolConfigError
 from astra_graph.harness.ray_backend import (
     ActorEvaluator,
@@ -24,8 +22,10 @@ from astra_graph.harness.ray_backend import (
     ship,
     unpack,
 )
+from astra_graph.harness.results import Verdict
 from astra_graph.harness.worker import WorkerCrashed
-from astra_graph.models import Verdict
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.kernel.contract import load_contract
 from fake_evaluator import FakeEvaluator
 from kernel_sources import VECTORIZED, marked
 

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from astra_graph.catalog import kernels_root
-from astra_graph.contract import load_contract
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.kernel.contract import load_contract
 
 Reference = Callable[..., dict[str, Any]]
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from astra_graph.contract import OperationSpec
 from astra_graph.harness import roofline
-from astra_graph.models import Measurement
+from astra_graph.harness.results import Measurement
+from astra_graph.kernel.contract import OperationSpec
 
 
 def test_achieved_bandwidth_and_percent_of_roofline() -> None:
@@ -81,8 +81,8 @@ def test_a_corrupt_cache_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def _spec(op: str) -> OperationSpec:
-    from astra_graph.catalog import kernels_root
-    from astra_graph.contract import load_contract
+    from astra_graph.kernel.catalog import kernels_root
+    from astra_graph.kernel.contract import load_contract
 
     return load_contract(kernels_root() / op)
 

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.catalog import kernels_root
 from astra_graph.commands.run_output import format_result
-from astra_graph.llm import LLMSettings
-from astra_graph.models import Verdict
+from astra_graph.harness.results import Verdict
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm.client import LLMSettings
 from astra_graph.report import write_report
 from astra_graph.report.content import round_points
 from astra_graph.report.reading import load_run
-from astra_graph.runner import optimize
+from astra_graph.run.runner import optimize
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, structured, text
 from kernel_sources import VECTORIZED, fenced, marked

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from astra_graph import selection
-from astra_graph.selection import (
+from astra_graph.harness import selection
+from astra_graph.harness.selection import (
     TIE_SIGMAS,
     TIE_THRESHOLD,
     beats_baseline,
@@ -82,10 +82,10 @@ def test_final_pick_asks_only_about_the_pick_and_falls_back_in_rule_order() -> N
 
 
 def test_the_profiler_tuner_and_finalize_use_this_module() -> None:
-    from astra_graph import state, tuning
-    from astra_graph.agents import finalize, profiling
-    from astra_graph.agents import tuning as tuning_agent
-    from astra_graph.harness import bench
+    from astra_graph.harness import bench, tuning
+    from astra_graph.loop import state
+    from astra_graph.loop.agents import finalize, profiling
+    from astra_graph.loop.agents import tuning as tuning_agent
 
     assert finalize.final_pick is selection.final_pick
     assert tuning.final_pick is selection.final_pick

@@ -13,9 +13,9 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from astra_graph.agents.candidates import fan_out
-from astra_graph.catalog import kernels_root
-from astra_graph.state import (
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.loop.agents.candidates import fan_out
+from astra_graph.loop.state import (
     Attempt,
     CandidateRecord,
     Plan,

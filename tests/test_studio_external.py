@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from astra_graph.catalog import kernels_root
-from astra_graph.external import QUESTION_KIND
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm.external import QUESTION_KIND
 from kernel_sources import VECTORIZED, fenced, marked
 from langgraph_dev import request, serve
 
@@ -30,13 +30,13 @@ CPU_GRAPH = """
 import sys
 sys.path.insert(0, {tests!r})
 
-import astra_graph.context as context
+import astra_graph.loop.context as context
 from fake_evaluator import FakeEvaluator
 
 _evaluator = FakeEvaluator()
 context._shared_evaluator = lambda: _evaluator  # the harness's place: no GPU in this test
 
-from astra_graph.graph import graph  # noqa: E402
+from astra_graph.loop.graph import graph  # noqa: E402
 """
 
 

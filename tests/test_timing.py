@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from astra_graph.harness import timing
-from astra_graph.models import Measurement
+from astra_graph.harness.results import Measurement
 
 
 def _measurement(median_us: float, rse: float) -> Measurement:

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from astra_graph.catalog import resolve
-from astra_graph.contract import OperationSpec
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.harness.protocol import EvaluatorLike
-from astra_graph.models import BenchReport, TimingMode, Verdict
-from astra_graph.tuning import bucket_of, config_label, group_by_bucket, tunables_for, tune
+from astra_graph.harness.results import BenchReport, TimingMode, Verdict
+from astra_graph.harness.tuning import bucket_of, config_label, group_by_bucket, tunables_for, tune
+from astra_graph.kernel.catalog import resolve
+from astra_graph.kernel.contract import OperationSpec
 
 SPEC, NAIVE = resolve("silu_and_mul/naive")
 NAIVE_PATH = NAIVE.path

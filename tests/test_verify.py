@@ -7,11 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from astra_graph.catalog import resolve
 from astra_graph.cli import main
 from astra_graph.commands.check import describe
-from astra_graph.contract import ContractError
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness import compare as compare_module
 from astra_graph.harness.compare import (
     STATS_MIN_ELEMENTS,
@@ -23,9 +20,12 @@ from astra_graph.harness.compare import (
 )
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.harness.poison import nan_poison, still_holds
-from astra_graph.header import Implementation, load_implementation
-from astra_graph.models import Evidence, Verdict
-from astra_graph.signature import interface_problem, kernel_signature
+from astra_graph.harness.results import Evidence, Verdict
+from astra_graph.kernel.catalog import resolve
+from astra_graph.kernel.contract import ContractError
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import Implementation, load_implementation
+from astra_graph.kernel.signature import interface_problem, kernel_signature
 
 SILU, _ = resolve("silu_and_mul")
 RMSNORM, _ = resolve("fused_add_rmsnorm")

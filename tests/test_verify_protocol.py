@@ -12,9 +12,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from astra_graph.catalog import resolve
-from astra_graph.contract import OperationSpec
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness import plan as plan_module
 from astra_graph.harness import scenarios
 from astra_graph.harness import worker as worker_module
@@ -33,7 +30,10 @@ from astra_graph.harness.plan import (
 )
 from astra_graph.harness.poison import MIN_GUARD_BYTES, Arena, guard_bytes
 from astra_graph.harness.verify import check_case, run_check
-from astra_graph.header import load_implementation
+from astra_graph.kernel.catalog import resolve
+from astra_graph.kernel.contract import OperationSpec
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import load_implementation
 
 SILU, SILU_IMPL = resolve("silu_and_mul")
 RMSNORM, RMSNORM_IMPL = resolve("fused_add_rmsnorm")
@@ -523,7 +523,7 @@ def test_equal_lse_ties_both_sides_exactly_and_the_reference_averages() -> None:
 
 
 def test_a_tie_needs_two_inputs_of_one_shape() -> None:
-    from astra_graph.contract import Contract
+    from astra_graph.kernel.contract import Contract
 
     data = MERGE.contract.model_dump()
     data["specials"] = [{"name": "bad", "same_as": {"s_b": "v_a"}}]

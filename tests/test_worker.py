@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from astra_graph.catalog import resolve
 from astra_graph.harness import evaluator as evaluator_module
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
+from astra_graph.harness.results import BenchReport, Evidence, Verdict
 from astra_graph.harness.worker import (
     JobFailed,
     Worker,
@@ -28,7 +28,7 @@ from astra_graph.harness.worker import (
     progress,
     retire,
 )
-from astra_graph.models import BenchReport, Evidence, Verdict
+from astra_graph.kernel.catalog import resolve
 
 SILU, _ = resolve("silu_and_mul")
 ME = "test_worker"

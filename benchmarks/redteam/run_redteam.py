@@ -19,8 +19,8 @@ import time
 import traceback
 from pathlib import Path
 
-from astra_graph.catalog import resolve
 from astra_graph.harness.evaluator import Evaluator
+from astra_graph.kernel.catalog import resolve
 
 ROOT = Path(__file__).resolve().parent
 BUDGET_S = float(os.environ.get("REDTEAM_BUDGET_S", "265"))

@@ -1,7 +1,7 @@
 """astra-graph: LLM agents that make existing CUDA kernels faster, with every speedup proven.
 
 ``from astra_graph import optimize`` (or ``astra_graph.optimize(kernel, ...)``) runs the agent
-loop on one kernel (``astra_graph.runner``). The names below load on first use, so that
+loop on one kernel (``astra_graph.run.runner``). The names below load on first use, so that
 ``import astra_graph`` (and the ``astra`` command line) does not pay for LangGraph's import.
 """
 
@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from astra_graph.runner import ConfigurationError, RunFailed, optimize
-    from astra_graph.state import OptimizationResult
+    from astra_graph.loop.state import OptimizationResult
+    from astra_graph.run.runner import ConfigurationError, RunFailed, optimize
 
 _LAZY = {
-    "optimize": "astra_graph.runner",
-    "ConfigurationError": "astra_graph.runner",
-    "RunFailed": "astra_graph.runner",
-    "OptimizationResult": "astra_graph.state",
+    "optimize": "astra_graph.run.runner",
+    "ConfigurationError": "astra_graph.run.runner",
+    "RunFailed": "astra_graph.run.runner",
+    "OptimizationResult": "astra_graph.loop.state",
 }
 
 __all__ = ["ConfigurationError", "OptimizationResult", "RunFailed", "__version__", "optimize"]

@@ -60,7 +60,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _add_path_option(command: argparse.ArgumentParser) -> None:
     """Every command finds operations on the same path."""
-    from astra_graph.catalog import PATH_VARIABLE
+    from astra_graph.kernel.catalog import PATH_VARIABLE
 
     command.add_argument(
         "--path",
@@ -74,8 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(arguments).parse_args(arguments)
     # imported after parsing: the contract module loads pydantic and NumPy
-    from astra_graph.catalog import set_search_dirs
-    from astra_graph.contract import ContractError
+    from astra_graph.kernel.catalog import set_search_dirs
+    from astra_graph.kernel.contract import ContractError
 
     try:
         set_search_dirs(args.path)

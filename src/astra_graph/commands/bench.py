@@ -16,13 +16,13 @@ import argparse
 import json
 import time
 
-from astra_graph.catalog import resolve
 from astra_graph.commands import UsageError
-from astra_graph.contract import SUITE_NAMES, OperationSpec
 from astra_graph.harness import deep, timing
 from astra_graph.harness.compile import gpu_arch
-from astra_graph.models import BenchReport, Measurement
-from astra_graph.provenance import git_commit
+from astra_graph.harness.results import BenchReport, Measurement
+from astra_graph.kernel.catalog import resolve
+from astra_graph.kernel.contract import SUITE_NAMES, OperationSpec
+from astra_graph.store.provenance import git_commit
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

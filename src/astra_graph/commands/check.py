@@ -12,13 +12,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from astra_graph.catalog import resolve
 from astra_graph.commands import UsageError
-from astra_graph.contract import CONTRACT_FILE, SUITE_NAMES, OperationSpec
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
 from astra_graph.harness.nvrtc import NvrtcUnavailable
-from astra_graph.header import Implementation
-from astra_graph.models import Verdict
+from astra_graph.harness.results import Verdict
+from astra_graph.kernel.catalog import resolve
+from astra_graph.kernel.contract import CONTRACT_FILE, SUITE_NAMES, OperationSpec
+from astra_graph.kernel.header import Implementation
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

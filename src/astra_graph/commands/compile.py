@@ -11,9 +11,7 @@ import json
 import re
 from dataclasses import asdict
 
-from astra_graph.catalog import resolve
 from astra_graph.commands import UsageError
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import (
     DEFAULT_ARCH,
     CompileFailed,
@@ -21,7 +19,9 @@ from astra_graph.harness.compile import (
     gpu_arch,
 )
 from astra_graph.harness.nvrtc import NvrtcUnavailable
-from astra_graph.validation import interface_problems
+from astra_graph.harness.validation import interface_problems
+from astra_graph.kernel.catalog import resolve
+from astra_graph.kernel.dtypes import DTYPES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,9 +11,9 @@ import argparse
 import json
 from typing import Any
 
-from astra_graph.catalog import scan
-from astra_graph.contract import SUITE_NAMES, ContractError, OperationSpec
-from astra_graph.header import load_implementation
+from astra_graph.kernel.catalog import scan
+from astra_graph.kernel.contract import SUITE_NAMES, ContractError, OperationSpec
+from astra_graph.kernel.header import load_implementation
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -17,11 +17,11 @@ import os
 import re
 from pathlib import Path
 
-from astra_graph.catalog import PATH_VARIABLE
 from astra_graph.commands import UsageError
-from astra_graph.contract import CONTRACT_FILE, read_text
-from astra_graph.header import split_entry
-from astra_graph.signature import TYPE_ALIASES, KernelParam, kernel_signature
+from astra_graph.kernel.catalog import PATH_VARIABLE
+from astra_graph.kernel.contract import CONTRACT_FILE, read_text
+from astra_graph.kernel.header import split_entry
+from astra_graph.kernel.signature import TYPE_ALIASES, KernelParam, kernel_signature
 
 DRAFT_DIM_VALUE = 1024
 """Every dim of the drafted suites (to be replaced by the real shapes)."""

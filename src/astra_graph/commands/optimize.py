@@ -28,10 +28,9 @@ from typing import Any, get_args
 
 import structlog
 
-from astra_graph.catalog import resolve
 from astra_graph.commands import UsageError
 from astra_graph.commands.run_output import configure_logging, show_outcome
-from astra_graph.external import EXTERNAL
+from astra_graph.harness.backends import open_pool
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.harness.pool import (
     BACKEND_ENV,
@@ -39,14 +38,21 @@ from astra_graph.harness.pool import (
     GpuPool,
     PoolConfigError,
     backend_choice,
-    open_pool,
 )
-from astra_graph.llm import DEFAULT_MODEL, LLMSettings, endpoint_problem
-from astra_graph.many import Summary, expand_kernels, optimize_many, summary_table, write_summary
-from astra_graph.rundir import utc_now
-from astra_graph.runner import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
-from astra_graph.state import AgentMode
-from astra_graph.usage import AgentName
+from astra_graph.kernel.catalog import resolve
+from astra_graph.llm.client import DEFAULT_MODEL, LLMSettings, endpoint_problem
+from astra_graph.llm.external import EXTERNAL
+from astra_graph.llm.usage import AgentName
+from astra_graph.loop.state import AgentMode
+from astra_graph.run.many import (
+    Summary,
+    expand_kernels,
+    optimize_many,
+    summary_table,
+    write_summary,
+)
+from astra_graph.run.runner import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
+from astra_graph.store.rundir import utc_now
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,8 +14,8 @@ from typing import Any, TextIO
 
 import structlog
 
-from astra_graph.external import waiting_for, waiting_line
-from astra_graph.state import OptimizationResult
+from astra_graph.llm.external import waiting_for, waiting_line
+from astra_graph.loop.state import OptimizationResult
 
 
 def configure_logging(stream: TextIO) -> None:

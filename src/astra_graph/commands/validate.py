@@ -13,14 +13,14 @@ import argparse
 import re
 from pathlib import Path
 
-from astra_graph.catalog import contract_folder_of, find_operation
 from astra_graph.commands import UsageError
-from astra_graph.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
-from astra_graph.dtypes import DTYPES
 from astra_graph.harness.compile import DEFAULT_ARCH, CompileFailed, compile_implementation
 from astra_graph.harness.nvrtc import NvrtcUnavailable
-from astra_graph.header import load_implementation
-from astra_graph.validation import interface_problems, reference_problem, smallest_shape
+from astra_graph.harness.validation import interface_problems, reference_problem, smallest_shape
+from astra_graph.kernel.catalog import contract_folder_of, find_operation
+from astra_graph.kernel.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import load_implementation
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -36,12 +36,10 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from astra_graph import selection
-from astra_graph.contract import ContractError, OperationSpec
-from astra_graph.harness import occupancy, roofline, timing
+from astra_graph.harness import occupancy, roofline, selection, timing
 from astra_graph.harness.payload import JobPayload, operation_spec
 from astra_graph.harness.poison import nan_poison
-from astra_graph.models import (
+from astra_graph.harness.results import (
     BenchReport,
     Evidence,
     Measurement,
@@ -51,6 +49,7 @@ from astra_graph.models import (
     TimingMode,
     Verdict,
 )
+from astra_graph.kernel.contract import ContractError, OperationSpec
 
 TIMING_POISONS = 2
 """Random-payload NaN patterns per output, written over it in turn before each timed sample: a

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from astra_graph.contract import OperationSpec
+from astra_graph.kernel.contract import OperationSpec
 
 DECODE_MAX_ROWS = 256
 ROW_CLASSES = ((16 * 1024, "small"), (64 * 1024, "medium"))

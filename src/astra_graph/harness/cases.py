@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from astra_graph.contract import OperationSpec, Special, TensorArg
+from astra_graph.kernel.contract import OperationSpec, Special, TensorArg
 
 if TYPE_CHECKING:
     import cupy

@@ -43,10 +43,10 @@ from typing import Any
 
 import numpy as np
 
-from astra_graph.contract import Contract, OperationSpec, TensorArg
-from astra_graph.dtypes import DType
 from astra_graph.harness import compare_gpu
-from astra_graph.models import Evidence, RejectReason
+from astra_graph.harness.results import Evidence, RejectReason
+from astra_graph.kernel.contract import Contract, OperationSpec, TensorArg
+from astra_graph.kernel.dtypes import DType
 
 STATS_MIN_ELEMENTS = 1024
 """Outputs smaller than this are checked against the tolerance only: the statistics of fewer

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from astra_graph.dtypes import DType
 from astra_graph.harness import nvrtc
-from astra_graph.header import Implementation
-from astra_graph.signature import include_folders, local_headers
+from astra_graph.kernel.dtypes import DType
+from astra_graph.kernel.header import Implementation
+from astra_graph.kernel.signature import include_folders, local_headers
 
 DEFAULT_ARCH = "sm_90"
 
@@ -83,7 +83,8 @@ def compile_implementation(
     """Compile (or fetch from the cache) one instantiation of ``impl``; raises CompileFailed.
 
     ``#include "x.cuh"`` is searched in the file's own folder, then ``include_dirs`` (the
-    operation's :attr:`~astra_graph.contract.OperationSpec.include_paths`), then CUDA and CCCL.
+    operation's :attr:`~astra_graph.kernel.contract.OperationSpec.include_paths`), then CUDA and
+    CCCL.
     """
     settings = {**impl.header.default_tunables(), **(tunables or {})}
     fast_math = bool(settings.get("FAST_MATH", 0))

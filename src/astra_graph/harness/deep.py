@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from astra_graph.contract import OperationSpec
+from astra_graph.kernel.contract import OperationSpec
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
 TOOL_TIMEOUT_S = 300
@@ -346,10 +346,10 @@ def launch_main(argv: Sequence[str] | None = None) -> int:
 
     import cupy
 
-    from astra_graph.contract import load_contract
     from astra_graph.harness.cases import make_case
     from astra_graph.harness.launch import LaunchError, load_kernel, synchronize
-    from astra_graph.header import load_implementation
+    from astra_graph.kernel.contract import load_contract
+    from astra_graph.kernel.header import load_implementation
 
     cupy.cuda.set_allocator(None)  # one cudaMalloc per array: overruns leave the allocation
     spec = load_contract(args.op_folder)

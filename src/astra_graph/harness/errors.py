@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from astra_graph.models import Verdict
+from astra_graph.harness.results import Verdict
 
 
 class BaselineError(RuntimeError):

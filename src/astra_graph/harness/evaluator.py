@@ -26,29 +26,13 @@ from typing import Any
 
 import structlog
 
-from astra_graph.catalog import find_operation
-from astra_graph.contract import (
-    CONTRACT_FILE,
-    SUITE_NAMES,
-    ContractError,
-    OperationSpec,
-    load_contract,
-)
 from astra_graph.harness import deep
 from astra_graph.harness.bench import BenchRequest
 from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
 from astra_graph.harness.deep import SanitizerReport
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
 from astra_graph.harness.protocol import EvaluatorLike
-from astra_graph.harness.worker import (
-    JobFailed,
-    Worker,
-    WorkerCrashed,
-    WorkerError,
-    WorkerTimeout,
-)
-from astra_graph.header import Implementation, load_implementation
-from astra_graph.models import (
+from astra_graph.harness.results import (
     BenchReport,
     Evaluation,
     Evidence,
@@ -56,7 +40,23 @@ from astra_graph.models import (
     TimingMode,
     Verdict,
 )
-from astra_graph.signature import interface_problem
+from astra_graph.harness.worker import (
+    JobFailed,
+    Worker,
+    WorkerCrashed,
+    WorkerError,
+    WorkerTimeout,
+)
+from astra_graph.kernel.catalog import find_operation
+from astra_graph.kernel.contract import (
+    CONTRACT_FILE,
+    SUITE_NAMES,
+    ContractError,
+    OperationSpec,
+    load_contract,
+)
+from astra_graph.kernel.header import Implementation, load_implementation
+from astra_graph.kernel.signature import interface_problem
 
 log = structlog.get_logger(__name__)
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from astra_graph import expr
-from astra_graph.dtypes import DType
-from astra_graph.header import ImplementationHeader
+from astra_graph.kernel import expr
+from astra_graph.kernel.dtypes import DType
+from astra_graph.kernel.header import ImplementationHeader
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)

@@ -2,7 +2,7 @@
 
 This module runs inside the evaluation worker (it touches the CUDA context); CuPy is imported
 inside the functions that need it. Test cases come from :mod:`astra_graph.harness.cases`, the
-signature check from :mod:`astra_graph.signature` (both need no GPU). Each kernel parameter
+signature check from :mod:`astra_graph.kernel.signature` (both need no GPU). Each kernel parameter
 gets what the implementation's bindings say: a tensor's device pointer, a contract scalar, or a
 whole number computed from the shape (a stride), in the kernel's own order.
 
@@ -22,9 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from astra_graph import expr
-from astra_graph.contract import OperationSpec
-from astra_graph.dtypes import DTYPES, DType
 from astra_graph.harness.cases import Case
 from astra_graph.harness.compile import (
     DEFAULT_ARCH,
@@ -33,8 +30,11 @@ from astra_graph.harness.compile import (
     compile_implementation,
     gpu_arch,
 )
-from astra_graph.header import Implementation
-from astra_graph.signature import interface_problem
+from astra_graph.kernel import expr
+from astra_graph.kernel.contract import OperationSpec
+from astra_graph.kernel.dtypes import DTYPES, DType
+from astra_graph.kernel.header import Implementation
+from astra_graph.kernel.signature import interface_problem
 
 if TYPE_CHECKING:
     import cupy

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from astra_graph.contract import Contract, OperationSpec
-from astra_graph.header import Implementation, load_implementation
+from astra_graph.kernel.contract import Contract, OperationSpec
+from astra_graph.kernel.header import Implementation, load_implementation
 
 
 class _Payload(BaseModel):

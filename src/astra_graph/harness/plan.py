@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from astra_graph import expr
-from astra_graph.contract import OperationSpec
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, rows_dim
 from astra_graph.harness.geometry import geometry_problem
+from astra_graph.kernel import expr
+from astra_graph.kernel.contract import OperationSpec
 
 RANDOM_SUITE = "random"
 RANDOM_SHAPES_PER_PHASE = 1

@@ -27,10 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from astra_graph.contract import TensorArg
-from astra_graph.dtypes import DType
 from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import bits
+from astra_graph.kernel.contract import TensorArg
+from astra_graph.kernel.dtypes import DType
 
 MIN_GUARD_BYTES = 1 << 20
 """1 MiB: far beyond the 4 KiB an overrun of a few vectors or rows reaches, and cheap to fill."""

@@ -16,8 +16,8 @@ driver refuses it: ``HarnessUnavailable``) is retired for the rest of the pool's
 call moves to another slot; only when every slot is retired does the pool raise.
 
 Slots are local evaluators pinned with ``CUDA_VISIBLE_DEVICES`` (:func:`local_pool`), or
-proxies to Ray actors on a cluster (``harness.ray_backend``); :func:`open_pool` picks the
-backend from a flag or ``ASTRA_BACKEND``. This module never imports LangGraph or Ray.
+proxies to Ray actors on a cluster (``harness.ray_backend``, built on this module);
+``harness.backends.open_pool`` picks between them. This module never imports LangGraph or Ray.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
-from astra_graph.contract import OperationSpec
 from astra_graph.harness import evaluator as evaluator_module
 from astra_graph.harness.evaluator import HarnessUnavailable
 from astra_graph.harness.protocol import EvaluatorLike
-from astra_graph.models import BenchReport, Verdict
+from astra_graph.harness.results import BenchReport, Verdict
+from astra_graph.kernel.contract import OperationSpec
 
 log = structlog.get_logger(__name__)
 
@@ -244,19 +244,3 @@ def harness_evaluator(gpu: str | None) -> EvaluatorLike:
     """The harness's Evaluator pinned to ``gpu``; unpinned (exactly a lone ``Evaluator()``, as
     on a machine without ``nvidia-smi``) for None."""
     return evaluator_module.Evaluator(gpu=gpu) if gpu is not None else evaluator_module.Evaluator()
-
-
-def open_pool(backend: str | None = None, gpus: str | None = None) -> GpuPool:
-    """The evaluation pool a run uses: ``local`` (default) over the GPUs ``--gpus`` chooses, or
-    ``ray`` over one actor per GPU of the Ray cluster (``RAY_ADDRESS``, else a local one)."""
-    chosen = backend_choice(backend)
-    if chosen == "ray":
-        if gpus is not None:
-            raise PoolConfigError(
-                "--gpus: chooses GPUs of this host; with the ray backend the pool has one "
-                "actor per GPU of the cluster"
-            )
-        from astra_graph.harness.ray_backend import ray_pool
-
-        return ray_pool()
-    return local_pool(select_gpus(gpus, visible_gpus()))

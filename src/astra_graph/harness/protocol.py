@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
-from astra_graph.contract import OperationSpec
-from astra_graph.models import BenchReport, TimingMode, Verdict
+from astra_graph.harness.results import BenchReport, TimingMode, Verdict
+from astra_graph.kernel.contract import OperationSpec
 
 T = TypeVar("T")
 

@@ -36,13 +36,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from astra_graph.contract import ContractError, OperationSpec, load_contract
 from astra_graph.harness.deep import SanitizerReport
 from astra_graph.harness.evaluator import HarnessUnavailable, operation
 from astra_graph.harness.pool import GpuPool, PoolConfigError, Slot
 from astra_graph.harness.protocol import EvaluatorLike
+from astra_graph.harness.results import BenchReport, Verdict
 from astra_graph.harness.worker import JobFailed, WorkerCrashed, WorkerTimeout
-from astra_graph.models import BenchReport, Verdict
+from astra_graph.kernel.contract import ContractError, OperationSpec, load_contract
 
 DEFAULT_FACTORY = "astra_graph.harness.evaluator:Evaluator"
 """What each actor evaluates with: ``module:callable`` returning an evaluator (tests: a fake)."""

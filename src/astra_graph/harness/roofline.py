@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from astra_graph.harness.compile import cache_dir
-from astra_graph.models import GpuInfo, Measurement
+from astra_graph.harness.results import GpuInfo, Measurement
 
 if TYPE_CHECKING:
-    from astra_graph.contract import Contract
     from astra_graph.harness.timing import Subject
+    from astra_graph.kernel.contract import Contract
 
 IMPOSSIBLE_MARGIN = 1.2
 """Achieved bandwidth above this multiple of the roof is impossible. The roof is itself the best

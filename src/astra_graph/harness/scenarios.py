@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from astra_graph.contract import OperationSpec, Special
 from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import array_module
+from astra_graph.kernel.contract import OperationSpec, Special
 
 PERTURB_FRACTION = 1 / 16
 """Share of each input's elements changed for the stale-output run: a replay keyed on any few

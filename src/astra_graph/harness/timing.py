@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from astra_graph.models import Measurement
+from astra_graph.harness.results import Measurement
 
 IQR_TO_SIGMA = 1.349
 """IQR of a normal distribution in units of its standard deviation."""

@@ -40,8 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from astra_graph.contract import OperationSpec
-from astra_graph.dtypes import DType
 from astra_graph.harness import scenarios
 from astra_graph.harness.compare import (
     Finding,
@@ -58,7 +56,9 @@ from astra_graph.harness.errors import BaselineError, NoGpu, Rejected
 from astra_graph.harness.payload import CheckRequest, operation_spec
 from astra_graph.harness.plan import CaseSpec, plan_cases, preflight
 from astra_graph.harness.poison import Arena, nan_poison, still_holds
-from astra_graph.models import Evidence, RejectReason, Verdict
+from astra_graph.harness.results import Evidence, RejectReason, Verdict
+from astra_graph.kernel.contract import OperationSpec
+from astra_graph.kernel.dtypes import DType
 
 LARGE_CASE_BYTES = 256 * 1024 * 1024
 """After a case this large the memory pool's cached blocks are released."""

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import difflib
 
-from astra_graph import plots
-from astra_graph.models import ShapeTiming, Verdict
+from astra_graph.harness.results import ShapeTiming, Verdict
+from astra_graph.llm.usage import Usage
+from astra_graph.loop.state import OptimizationResult
+from astra_graph.report import plots
 from astra_graph.report.blocks import Block, Code, Figure, Heading, Table, Text
 from astra_graph.report.reading import Run
-from astra_graph.rundir import BEST
-from astra_graph.state import OptimizationResult
-from astra_graph.usage import Usage
+from astra_graph.store.rundir import BEST
 
 
 def _speedup(value: float | None, err: float | None = None) -> str:

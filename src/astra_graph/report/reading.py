@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from astra_graph.catalog import kernels_root
-from astra_graph.external import EXTERNAL
-from astra_graph.models import BenchReport, ShapeTiming, Verdict
-from astra_graph.rundir import BASELINE_BENCH, BENCH, BEST, HELDOUT_VERDICT, RUN_JSON, VERDICT
-from astra_graph.state import OptimizationResult, RoundRecord
+from astra_graph.harness.results import BenchReport, ShapeTiming, Verdict
+from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm.external import EXTERNAL
+from astra_graph.loop.state import OptimizationResult, RoundRecord
+from astra_graph.store.rundir import BASELINE_BENCH, BENCH, BEST, HELDOUT_VERDICT, RUN_JSON, VERDICT
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -218,60 +218,6 @@ def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[Roun
     return [rows[k] for k in sorted(rows)]
 
 
-def _earlier_candidate(data: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """A candidate as run.json recorded it before records held their attempts (2026-11-24):
-    its last attempt carries the recorded verdict, its timing is the folder's bench.json when
-    the record has a speedup; the earlier attempts are known only by the round's notes."""
-    count, path = int(data.get("attempts") or 0), data.get("candidate_path")
-    tries: list[dict[str, Any]] = [{"number": n} for n in range(1, count)]
-    if count:
-        tries.append({"number": count, "file": path, "verdict": data.get("verdict")})
-        if path is None:
-            tries[-1]["problem"] = "no usable code (recorded before attempts were kept)"
-    timing = None
-    if data.get("geomean_speedup") is not None and (folder / BENCH).is_file():
-        timing = _read_json(folder / BENCH)
-    return {
-        "branch": data.get("branch", 1),
-        "plan": data.get("plan"),
-        "path": path or "",
-        "tries": tries,
-        "timing": timing,
-        "finished": True,
-    }
-
-
-def _from_earlier_layout(data: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """run.json as written before each round's record held its attempts and tuning, in today's
-    shape, so that runs recorded then still get a full report."""
-    rounds = data.get("rounds")
-    if not isinstance(rounds, list) or not all(isinstance(r, dict) for r in rounds):
-        return data
-    if not any("best_speedup" in r for r in rounds):
-        return data  # today's layout
-    tuned = {t.get("round"): t for t in data.get("tuning") or [] if isinstance(t, dict)}
-    upgraded = []
-    for r in rounds:
-        folder = run_dir / "rounds" / str(r.get("round"))
-        several = [c for c in r.get("candidates") or [] if isinstance(c, dict)]
-        if len(several) > 1:
-            candidates = [
-                _earlier_candidate(c, folder / "candidates" / str(c.get("branch"))) for c in several
-            ]
-        else:
-            candidates = [_earlier_candidate(r, folder)]
-        notes = r.get("notes") or []
-        upgraded.append(
-            {
-                "round": r.get("round"),
-                "candidates": candidates,
-                "round_notes": notes,
-                "tuning": tuned.get(r.get("round")),
-            }
-        )
-    return {**data, "rounds": upgraded, "baseline_tuning": tuned.get(0)}
-
-
 def load_run(run_dir: Path | str) -> Run:
     """Read a run directory; raises :class:`RunLoadError` when it is not one or is malformed."""
     path = Path(run_dir)
@@ -291,7 +237,7 @@ def load_run(run_dir: Path | str) -> Run:
         data = _read_json(run_file)
         if not isinstance(data, dict):
             raise RunLoadError(f"{run_file}: expected a JSON object, got {type(data).__name__}")
-        result = _validate(OptimizationResult, run_file, _from_earlier_layout(data, path))
+        result = _validate(OptimizationResult, run_file, data)
     else:
         missing.append(RUN_JSON)
     baseline_bench = _load_json_model(BenchReport, baseline_file)

@@ -1,0 +1,516 @@
+"""The kernel contract: what an operation computes (``contract.toml``), validated.
+
+An operation lives in a folder: ``contract.toml`` (dims, arguments, suites, tolerances, bytes
+moved, the float64 reference) and any number of implementation files ``<name>.cu``, whose
+headers :mod:`astra_graph.kernel.header` reads; :mod:`astra_graph.kernel.catalog` finds the
+folders. Anything
+malformed raises :class:`ContractError` whose message is one line naming the file, the field and
+what was expected.
+
+Kernel parameters: by default every tensor of ``args`` (a pointer each), then every entry of
+``scalars`` (by value). ``params`` (here, or in an implementation's header, which wins) lists
+them in the kernel's own order instead, and may add by-value integers computed from the dims
+(strides, counts): ``input_stride = hidden`` or ``num_tokens: int64 = tokens``
+(:func:`parse_bindings`). ``include_dirs`` names folders that ``#include`` searches besides the
+contract's own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from astra_graph.kernel import expr
+from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER, DType
+
+CONTRACT_FILE = "contract.toml"
+SUITE_NAMES = ("tuning", "heldout", "edge")
+ELEM_BYTES = "elem_bytes"
+"""Name bound in expressions to the byte size of the element type under test."""
+
+
+class ContractError(ValueError):
+    """Malformed contract or implementation; ``str()`` is one line: ``file: field: problem``."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DimSpec(Strict):
+    min: int = Field(1, ge=0)
+    max: int | None = None
+    multiple_of: int = Field(1, ge=1)
+    description: str = ""
+
+    def check(self, name: str, value: int) -> str | None:
+        """Why ``value`` is not allowed for this dim, or None."""
+        if value < self.min:
+            return f"{name}={value} is below its minimum {self.min}"
+        if self.max is not None and value > self.max:
+            return f"{name}={value} is above its maximum {self.max}"
+        if value % self.multiple_of:
+            return f"{name}={value} is not a multiple of {self.multiple_of}"
+        return None
+
+
+class InitSpec(Strict):
+    """How random test inputs are drawn: ``normal`` (mean, scale) or ``uniform`` [low, high)."""
+
+    dist: Literal["normal", "uniform"] = "normal"
+    mean: float = 0.0
+    scale: float = Field(1.0, gt=0)
+    low: float = -1.0
+    high: float = 1.0
+    row_scale: tuple[float, float] | None = Field(
+        None,
+        description="checks multiply each row (first index) by a factor drawn log-uniformly "
+        "in [low, high], the same factor for every argument of that row count",
+    )
+
+    @field_validator("row_scale")
+    @classmethod
+    def _row_scale(cls, value: tuple[float, float] | None) -> tuple[float, float] | None:
+        if value is not None and not 0 < value[0] <= value[1]:
+            raise ValueError(f"row_scale must be [low, high] with 0 < low <= high, got {value}")
+        return value
+
+
+def _check_dtype_name(value: str, allow_type_parameter: bool) -> str:
+    if value in DTYPES or (allow_type_parameter and value == TYPE_PARAMETER):
+        return value
+    allowed = sorted(DTYPES) + ([TYPE_PARAMETER] if allow_type_parameter else [])
+    raise ValueError(f"unknown dtype {value!r}, expected one of {allowed}")
+
+
+def known_names(info: ValidationInfo) -> set[str] | None:
+    """The names an expression may use, from the validation context (None: unchecked)."""
+    return None if info.context is None else info.context.get("dims")
+
+
+def check_names(text: str | int, known: set[str] | None, what: str) -> None:
+    """Parse an expression and refuse names outside ``known`` (when known is given)."""
+    if isinstance(text, int) or known is None:
+        if isinstance(text, str):
+            expr.parse(text)
+        return
+    for name in sorted(expr.names(text)):
+        if name not in known:
+            raise ValueError(f"unknown {what} {name!r}")
+
+
+class TensorArg(Strict):
+    name: str = Field(pattern=r"^[A-Za-z_]\w*$")
+    dtype: str
+    shape: list[str | int] = Field(min_length=1)
+    role: Literal["input", "output", "inout"]
+    align: int = Field(16, ge=1, description="guaranteed byte alignment of the base pointer")
+    init: InitSpec = InitSpec()
+    description: str = ""
+
+    @field_validator("dtype")
+    @classmethod
+    def _dtype(cls, value: str) -> str:
+        return _check_dtype_name(value, allow_type_parameter=True)
+
+    @field_validator("shape")
+    @classmethod
+    def _shape(cls, value: list[str | int], info: ValidationInfo) -> list[str | int]:
+        for item in value:
+            try:
+                check_names(item, known_names(info), "dim")
+            except expr.ExprError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @property
+    def written(self) -> bool:
+        return self.role != "input"
+
+
+class ScalarArg(Strict):
+    """A by-value kernel parameter: from the dims (``value``) or a parameter (``default``)."""
+
+    name: str = Field(pattern=r"^[A-Za-z_]\w*$")
+    dtype: Literal["int32", "int64", "float32", "float64"]
+    value: str | int | None = None
+    default: float | None = None
+    range: tuple[float, float] | None = Field(
+        None,
+        description="for a parameter (``default``): checks draw it log-uniformly in "
+        "[low, high] unless the caller sets it",
+    )
+    description: str = ""
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, value: str | int | None, info: ValidationInfo) -> str | int | None:
+        if value is not None:
+            try:
+                check_names(value, known_names(info), "dim")
+            except expr.ExprError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ScalarArg:
+        if (self.value is None) == (self.default is None):
+            raise ValueError(f"scalar {self.name!r} needs exactly one of 'value' or 'default'")
+        if self.range is not None:
+            low, high = self.range
+            if self.default is None or not 0 < low <= self.default <= high:
+                raise ValueError(
+                    f"scalar {self.name!r}: range needs a default inside it and 0 < low <= high"
+                )
+        return self
+
+
+class Tolerance(Strict):
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class Special(Strict):
+    """A named input scenario: a fraction of the elements of some inputs set to given values."""
+
+    name: str
+    description: str = ""
+    values: dict[str, list[float]] = {}
+    same_as: dict[str, str] = Field(
+        {},
+        description="input -> another input of its shape and type whose values it takes at the "
+        "scenario's positions (ties: s_b = s_a)",
+    )
+    fraction: float = Field(0.05, gt=0, le=1)
+    paired: bool = Field(False, description="set the same positions in every named input")
+
+    @model_validator(mode="after")
+    def _sets_something(self) -> Special:
+        if not self.values and not self.same_as:
+            raise ValueError("values or same_as: a scenario must set some input")
+        return self
+
+
+class Suites(Strict):
+    tuning: list[dict[str, int]] = Field(min_length=1)
+    heldout: list[dict[str, int]] = Field(min_length=1)
+    edge: list[dict[str, int]] = []
+
+
+class Contract(Strict):
+    name: str = Field(pattern=r"^[a-z_][a-z0-9_]*$")
+    summary: str
+    dtypes: list[str] = Field(min_length=1)
+    reference: str = Field(pattern=r"^[\w./-]+\.py:[A-Za-z_]\w*$")
+    bytes_moved: str | int
+    deterministic: bool = True
+    error_ratio: float = Field(
+        4.0, gt=0, description="candidate error may be at most this multiple of the baseline's"
+    )
+    dims: dict[str, DimSpec] = Field(min_length=1)
+    args: list[TensorArg] = Field(min_length=1)
+    scalars: list[ScalarArg] = []
+    tolerance: dict[str, Tolerance]
+    suites: Suites
+    specials: list[Special] = []
+    notes: str = ""
+    params: list[str] | None = None
+    """The kernel's parameters in its own order (:func:`parse_bindings`); default args, scalars."""
+    include_dirs: list[str] = []
+    """Folders searched by ``#include``, relative to the contract's folder (or absolute)."""
+
+    @field_validator("dtypes")
+    @classmethod
+    def _dtypes(cls, value: list[str]) -> list[str]:
+        for name in value:
+            _check_dtype_name(name, allow_type_parameter=False)
+        return value
+
+    @field_validator("bytes_moved")
+    @classmethod
+    def _bytes(cls, value: str | int, info: ValidationInfo) -> str | int:
+        dims = known_names(info)
+        try:
+            check_names(value, None if dims is None else dims | {ELEM_BYTES}, "name")
+        except expr.ExprError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Contract:
+        names = [a.name for a in self.args] + [s.name for s in self.scalars]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"args/scalars: duplicate name {dupes[0]!r}")
+        if not any(a.written for a in self.args):
+            raise ValueError("args: no argument has role 'output' or 'inout'")
+        for arg in self.args:
+            dtypes = self.dtypes if arg.dtype == TYPE_PARAMETER else [arg.dtype]
+            if arg.written:
+                for dtype in dtypes:
+                    if dtype not in self.tolerance:
+                        raise ValueError(
+                            f"tolerance: no entry for {dtype!r}, which output {arg.name!r} uses"
+                        )
+        inputs = {a.name: a for a in self.args if a.role != "output"}
+        for i, special in enumerate(self.specials):
+            named = [("values", n) for n in special.values]
+            named += [("same_as", n) for pair in special.same_as.items() for n in pair]
+            for field, arg_name in named:
+                if arg_name not in inputs:
+                    raise ValueError(
+                        f"specials[{i}].{field}: {arg_name!r} is not an input argument"
+                    )
+            for target, source in special.same_as.items():
+                a, b = inputs[target], inputs[source]
+                if (a.shape, a.dtype) != (b.shape, b.dtype):
+                    raise ValueError(
+                        f"specials[{i}].same_as: {target!r} and {source!r} differ in shape or "
+                        "dtype; expected two inputs of one shape and element type"
+                    )
+        if self.params is not None:
+            parse_bindings(self.params, self, "params")
+        for suite in SUITE_NAMES:
+            for i, shape in enumerate(getattr(self.suites, suite)):
+                problem = self.shape_problem(shape)
+                if problem:
+                    raise ValueError(f"suites.{suite}[{i}]: {problem}")
+        return self
+
+    # --- queries -------------------------------------------------------------------------------
+
+    def shape_problem(self, dims: Mapping[str, int]) -> str | None:
+        """Why a dims assignment is not allowed by this contract, or None."""
+        missing = [d for d in self.dims if d not in dims]
+        if missing:
+            return f"missing dim {missing[0]!r}"
+        extra = [d for d in dims if d not in self.dims]
+        if extra:
+            return f"unknown dim {extra[0]!r}"
+        for name, spec in self.dims.items():
+            value = dims[name]
+            if not isinstance(value, int) or isinstance(value, bool):
+                return f"{name} must be a whole number, got {value!r}"
+            problem = spec.check(name, value)
+            if problem:
+                return problem
+        return None
+
+    def dtype_of(self, arg: TensorArg, dtype: str) -> DType:
+        return DTYPES[dtype if arg.dtype == TYPE_PARAMETER else arg.dtype]
+
+    def shape_of(self, arg: TensorArg, dims: Mapping[str, int]) -> tuple[int, ...]:
+        return tuple(expr.evaluate_int(s, dims) for s in arg.shape)
+
+    def bytes_for(self, dims: Mapping[str, int], dtype: str) -> int:
+        """Bytes one call must move through device memory (the roofline's numerator)."""
+        return expr.evaluate_int(self.bytes_moved, {**dims, ELEM_BYTES: DTYPES[dtype].itemsize})
+
+    def scalar_values(
+        self, dims: Mapping[str, int], params: Mapping[str, float] | None = None
+    ) -> dict[str, float | int]:
+        params = params or {}
+        unknown = set(params) - {s.name for s in self.scalars if s.default is not None}
+        if unknown:
+            raise ContractError(f"{self.name}: unknown parameter {sorted(unknown)[0]!r}")
+        out: dict[str, float | int] = {}
+        for s in self.scalars:
+            if s.value is not None:
+                out[s.name] = expr.evaluate_int(s.value, dims)
+            else:
+                default = s.default
+                assert default is not None  # validated: a scalar has a value or a default
+                out[s.name] = params.get(s.name, default)
+        return out
+
+    def suite(self, name: str) -> list[dict[str, int]]:
+        return list(getattr(self.suites, name))
+
+    def label(self, dims: Mapping[str, int]) -> str:
+        """A compact shape label such as ``16x4096`` in the order of the contract's dims."""
+        return "x".join(str(dims[d]) for d in self.dims)
+
+
+class OperationSpec(BaseModel):
+    """A loaded contract plus where it came from; the reference is imported lazily."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, frozen=True)
+
+    contract: Contract
+    folder: Path
+
+    @property
+    def name(self) -> str:
+        return self.contract.name
+
+    @cached_property
+    def reference(self) -> Callable[..., dict[str, Any]]:
+        """``reference(xp, inputs, params) -> outputs``, all float64, for numpy or cupy."""
+        file_name, func_name = self.contract.reference.split(":")
+        path = self.folder / file_name
+        where = f"{self.folder / CONTRACT_FILE}: reference"
+        if not path.is_file():
+            raise ContractError(f"{where}: file {file_name!r} not found beside the contract")
+        spec = importlib.util.spec_from_file_location(f"astra_reference_{self.name}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as exc:  # any error in user code: one line, never a traceback
+            raise ContractError(
+                f"{where}: {file_name} cannot be imported: {type(exc).__name__}: {exc}"
+            ) from None
+        func = getattr(module, func_name, None)
+        if not callable(func):
+            raise ContractError(f"{where}: {file_name} defines no function {func_name!r}")
+        return func
+
+    def implementations(self) -> list[Path]:
+        return sorted(self.folder.glob("*.cu"))
+
+    @property
+    def include_paths(self) -> list[Path]:
+        """Where ``#include "x.cuh"`` is searched: the contract's folder, then ``include_dirs``."""
+        return [self.folder, *((self.folder / d).resolve() for d in self.contract.include_dirs)]
+
+
+# --- the kernel's parameter list --------------------------------------------------------------
+
+BINDING_INT_TYPES = ("int32", "int64")
+_BINDING = re.compile(
+    r"^(?P<name>[A-Za-z_]\w*)\s*(?::\s*(?P<dtype>\w+)\s*)?(?:=\s*(?P<value>.+))?$"
+)
+
+
+class Binding(Strict):
+    """What one kernel parameter receives, in the kernel's order.
+
+    ``tensor``: the device pointer of the contract argument ``name``; ``scalar``: the contract
+    scalar ``name`` by value; ``expr``: a whole number computed from the dims (``value``), of
+    width ``dtype`` (a stride, a row count).
+    """
+
+    name: str
+    kind: Literal["tensor", "scalar", "expr"]
+    dtype: str | None = None
+    value: str | None = None
+
+
+def default_bindings(contract: Contract) -> list[Binding]:
+    """The parameter order without ``params``: every tensor, then every scalar."""
+    return [Binding(name=a.name, kind="tensor") for a in contract.args] + [
+        Binding(name=s.name, kind="scalar", dtype=s.dtype) for s in contract.scalars
+    ]
+
+
+def parse_bindings(items: list[str], contract: Contract, where: str) -> list[Binding]:
+    """Bindings for a ``params`` list; raises ValueError naming the item (``where[i]: ...``).
+
+    Each item is a contract tensor or scalar by name, or ``name[: int32|int64] = expression``
+    over the dims (int32 unless said). Every tensor must appear exactly once; contract scalars
+    the kernel does not take may be left out.
+    """
+    tensors = {a.name for a in contract.args}
+    scalars = {s.name: s for s in contract.scalars}
+    out: list[Binding] = []
+    for i, raw in enumerate(items):
+        text = raw.strip()
+        match = _BINDING.match(text)
+        if not match:
+            raise ValueError(
+                f"{where}[{i}]: expected 'name' or 'name[: int32|int64] = expr', got {raw!r}"
+            )
+        name, dtype, value = match["name"], match["dtype"], match["value"]
+        if any(b.name == name for b in out):
+            raise ValueError(f"{where}[{i}]: {name!r} is listed twice")
+        if value is None:
+            if dtype is not None:
+                raise ValueError(f"{where}[{i}]: {name!r} has a type but no '= expression'")
+            if name in tensors:
+                out.append(Binding(name=name, kind="tensor"))
+            elif name in scalars:
+                out.append(Binding(name=name, kind="scalar", dtype=scalars[name].dtype))
+            else:
+                raise ValueError(
+                    f"{where}[{i}]: {name!r} is no tensor or scalar of the contract; "
+                    f"write '{name} = <expression over {sorted(contract.dims)}>'"
+                )
+            continue
+        if name in tensors or name in scalars:
+            raise ValueError(f"{where}[{i}]: {name!r} is a contract argument; give it without '='")
+        if dtype is not None and dtype not in BINDING_INT_TYPES:
+            raise ValueError(
+                f"{where}[{i}]: type {dtype!r}, expected one of {list(BINDING_INT_TYPES)}"
+            )
+        try:
+            check_names(value.strip(), set(contract.dims), "dim")
+        except (expr.ExprError, ValueError) as exc:
+            raise ValueError(f"{where}[{i}]: {exc}") from None
+        out.append(Binding(name=name, kind="expr", dtype=dtype or "int32", value=value.strip()))
+    missing = sorted(tensors - {b.name for b in out})
+    if missing:
+        raise ValueError(f"{where}: tensor {missing[0]!r} is not passed to the kernel")
+    return out
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """A text file's contents; a missing, binary or non-UTF-8 file is one ContractError line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ContractError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+    if b"\0" in data:
+        raise ContractError(f"{path}: {what} is binary, expected UTF-8 text")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
+
+
+def one_line(where: str, exc: ValidationError, field_prefix: str = "") -> ContractError:
+    """``where: field: problem`` for the first error; ``field_prefix`` names the section."""
+    errors = exc.errors()
+    first = errors[0]
+    loc = field_prefix
+    for part in first["loc"]:
+        loc += f"[{part}]" if isinstance(part, int) else (f".{part}" if loc else str(part))
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "missing":
+        message = "required field is missing"
+    elif first["type"] == "extra_forbidden":
+        message = "unknown field"
+    suffix = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return ContractError(f"{where}: {loc + ': ' if loc else ''}{message}{suffix}")
+
+
+def load_contract(folder: Path) -> OperationSpec:
+    """Read and validate ``folder/contract.toml``; raises ContractError (one line)."""
+    path = folder / CONTRACT_FILE
+    if not path.is_file():
+        raise ContractError(f"{path}: not found (an operation folder needs {CONTRACT_FILE})")
+    try:
+        raw = tomllib.loads(read_text(path, CONTRACT_FILE))
+    except tomllib.TOMLDecodeError as exc:
+        raise ContractError(f"{path}: invalid TOML: {exc}") from None
+    dims = raw.get("dims")
+    context = {"dims": set(dims)} if isinstance(dims, dict) else None
+    try:
+        contract = Contract.model_validate(raw, context=context)
+    except ValidationError as exc:
+        raise one_line(str(path), exc) from None
+    return OperationSpec(contract=contract, folder=folder)

@@ -1,0 +1,223 @@
+"""The kernel's C++ signature, read from the source, and the check that it matches the contract.
+
+A light parser, not a compiler: it finds ``__global__ ... name(...)`` with comments removed
+(namespaces, ``__launch_bounds__`` and templates with type, value and function-pointer parameters
+are fine) and reads each parameter's pointer-ness, type and name. :func:`interface_problem` holds
+the one rule for "this kernel takes what its bindings pass": count, pointer vs. value, element
+type of each tensor and width of each integer. It needs no GPU: the coding agent, ``astra
+validate`` and the evaluator run it before anything is compiled.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from astra_graph.kernel.contract import Binding, OperationSpec
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import Implementation, split_entry, split_top_level
+
+_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "typename"}
+TYPE_ALIASES: dict[str, str] = {
+    "__half": "float16",
+    "half": "float16",
+    "__nv_bfloat16": "bfloat16",
+    "nv_bfloat16": "bfloat16",
+    "float": "float32",
+    "double": "float64",
+    "int": "int32",
+    "signed": "int32",
+    "signed int": "int32",
+    "unsigned": "int32",
+    "unsigned int": "int32",
+    "int32_t": "int32",
+    "uint32_t": "int32",
+    "long": "int64",
+    "long int": "int64",
+    "long long": "int64",
+    "long long int": "int64",
+    "unsigned long": "int64",
+    "unsigned long long": "int64",
+    "int64_t": "int64",
+    "uint64_t": "int64",
+    "size_t": "int64",
+    "int64": "int64",
+}
+"""C++ spellings of the element and scalar types a contract can name (integers by width)."""
+_TYPE_WORDS = {"int", "long", "unsigned", "signed", "short", "char", "float", "double"}
+_STD_PREFIX = re.compile(r"^(::)?(cuda::)?(std::)?")
+
+
+@dataclass(frozen=True)
+class KernelParam:
+    text: str
+    pointer: bool
+    base_type: str
+    """The pointee (or value) type with qualifiers and the parameter name removed."""
+    name: str
+    const: bool
+
+    @property
+    def known_type(self) -> str | None:
+        """The contract's name for the spelled type (``int64`` for ``std::int64_t``), or None."""
+        return TYPE_ALIASES.get(_STD_PREFIX.sub("", self.base_type))
+
+
+def _strip_comments(source: str) -> str:
+    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", source)
+
+
+def _closing(text: str, start: int, open_char: str, close_char: str) -> int:
+    """Index of the bracket that closes the one at ``start``, or -1."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_char:
+            depth += 1
+        elif text[i] == close_char:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _parse_param(text: str) -> KernelParam:
+    text = text.split("=")[0].strip()
+    pointer = "*" in text or "[" in text
+    all_words = re.findall(r"[A-Za-z_][\w:]*", text)
+    words = [w for w in all_words if w not in _QUALIFIERS]
+    name = ""
+    if len(words) > 1 and words[-1] not in _TYPE_WORDS:
+        name = words[-1]
+        words = words[:-1]  # drop the parameter's name
+    return KernelParam(
+        text=text, pointer=pointer, base_type=" ".join(words), name=name, const="const" in all_words
+    )
+
+
+def _template_parameter_name(item: str) -> str | None:
+    function_pointer = re.search(r"\(\s*\*\s*([A-Za-z_]\w*)\s*\)", item)
+    if function_pointer:
+        return function_pointer[1]
+    names = re.findall(r"[A-Za-z_]\w*", item.split("=")[0])
+    return names[-1] if names else None
+
+
+def kernel_signature(source: str, kernel_name: str) -> tuple[list[str], list[KernelParam]] | None:
+    """(template parameter names, kernel parameters) of a ``__global__`` function, or None.
+
+    None when the definition cannot be found (e.g. built by a macro).
+    """
+    text = _strip_comments(source)
+    for match in re.finditer(rf"\b{re.escape(kernel_name)}\s*\(", text):
+        prefix_start = max(text.rfind(c, 0, match.start()) for c in ";}{")
+        prefix = text[prefix_start + 1 : match.start()]
+        if "__global__" not in prefix:
+            continue
+        open_at = match.end() - 1
+        close_at = _closing(text, open_at, "(", ")")
+        if close_at < 0:
+            return None
+        template_names: list[str] = []
+        template = re.search(r"template\s*<", prefix)
+        if template:
+            start = prefix_start + 1 + template.end() - 1
+            end = _closing(text, start, "<", ">")
+            for item in split_top_level(text[start + 1 : end]):
+                name = _template_parameter_name(item)
+                if name:
+                    template_names.append(name)
+        body = text[open_at + 1 : close_at].strip()
+        params = [] if body in ("", "void") else [_parse_param(p) for p in split_top_level(body)]
+        return template_names, params
+    return None
+
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.MULTILINE)
+
+
+def include_folders(impl: Implementation, include_dirs: Sequence[Path] = ()) -> list[Path]:
+    """Where the file's ``#include`` is searched: its own folder, then ``include_dirs``."""
+    return list(dict.fromkeys([impl.path.resolve().parent, *include_dirs]))
+
+
+def local_headers(source: str, folders: Sequence[Path]) -> dict[str, str]:
+    """{path: text} of every header ``source`` includes from ``folders``, recursively."""
+    found: dict[str, str] = {}
+    pending = [source]
+    while pending:
+        for match in _INCLUDE.finditer(pending.pop()):
+            for folder in folders:
+                path = folder / match["name"]
+                if path.is_file():
+                    key = str(path.resolve())
+                    if key not in found:
+                        found[key] = path.read_text(errors="replace")
+                        pending.append(found[key])
+                    break
+    return found
+
+
+def find_signature(
+    impl: Implementation, include_dirs: Sequence[Path] = ()
+) -> tuple[list[str], list[KernelParam]] | None:
+    """The entry kernel's signature in the file or in a local header it includes, or None."""
+    texts = [impl.source, *local_headers(impl.source, include_folders(impl, include_dirs)).values()]
+    for text in texts:
+        found = kernel_signature(text, impl.header.kernel_name)
+        if found is not None:
+            return found
+    return None
+
+
+def _expected(spec: OperationSpec, binding: Binding, dtype: str) -> tuple[bool, str]:
+    """(passed as a pointer, contract type name) for one binding and element type."""
+    if binding.kind == "tensor":
+        arg = next(a for a in spec.contract.args if a.name == binding.name)
+        return True, spec.contract.dtype_of(arg, dtype).name
+    assert binding.dtype is not None
+    return False, binding.dtype
+
+
+def interface_problem(
+    spec: OperationSpec, impl: Implementation, dtype: str, tunables: Mapping[str, int] | None = None
+) -> str | None:
+    """Why the entry kernel's parameters do not match the bindings for ``dtype``, or None.
+
+    Checked: the number of parameters, pointer vs. by-value in each position, and, where the
+    source spells a known type, the element type of each tensor and the width of each scalar.
+    Unknown spellings (``uint4*``, typedefs) are accepted; a kernel whose definition cannot be
+    found (in the file or the local headers it includes) is not checked. The message is one line
+    naming the parameter by position and as the kernel spells it.
+    """
+    found = find_signature(impl, spec.include_paths)
+    if found is None:
+        return None
+    template_names, params = found
+    settings = {**impl.header.default_tunables(), **(tunables or {})}
+    _, entry_args = split_entry(impl.header.entry_for(DTYPES[dtype], settings))
+    bound = dict(zip(template_names, entry_args or [], strict=False))
+    where = f"{impl.path}: kernel {impl.header.kernel_name}"
+    if len(params) != len(impl.bindings):
+        names = ", ".join(b.name for b in impl.bindings)
+        return (
+            f"{where} takes {len(params)} parameters, its bindings pass {len(impl.bindings)} "
+            f"({names}); list the kernel's order with 'params'"
+        )
+    for index, (param, binding) in enumerate(zip(params, impl.bindings, strict=True)):
+        pointer, type_name = _expected(spec, binding, dtype)
+        label = f"parameter {index + 1} ({param.text!r})"
+        if param.pointer != pointer:
+            what = "a pointer" if pointer else "a value"
+            return f"{where}: {label} must be {what} for {binding.name!r}"
+        spelled = bound.get(param.base_type, param.base_type)
+        actual = TYPE_ALIASES.get(_STD_PREFIX.sub("", spelled))
+        if actual is None:
+            continue
+        if pointer and DTYPES[type_name].floating and actual != type_name:
+            return f"{where}: {label} points to {actual}, {binding.name!r} holds {type_name}"
+        if not pointer and actual != type_name:
+            return f"{where}: {label} is {actual}, {binding.name!r} is passed as {type_name}"
+    return None
