@@ -74,8 +74,9 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
     uint4 b_raw[kVecs];
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
-        // a row whose vector count is not a multiple of kVecs leaves its last thread short
-        if (first + j * kVec < head_dim) {
+        // a row whose vector count is not a multiple of kVecs leaves its last thread short;
+        // with one vector a thread, the block's width is the row's: no check is compiled
+        if (kVecs == 1 || first + j * kVec < head_dim) {
             a_raw[j] = load_stream(reinterpret_cast<const uint4*>(v_a + base + first + j * kVec), hint);
             b_raw[j] = load_stream(reinterpret_cast<const uint4*>(v_b + base + first + j * kVec), hint);
         }
@@ -94,7 +95,7 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
 
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
-        if (first + j * kVec < head_dim) {
+        if (kVecs == 1 || first + j * kVec < head_dim) {
             const T* a = reinterpret_cast<const T*>(&a_raw[j]);
             const T* b = reinterpret_cast<const T*>(&b_raw[j]);
             uint4 o_raw;
