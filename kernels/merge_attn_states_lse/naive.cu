@@ -5,12 +5,14 @@
 // of each thread's load (1, 2, 4 or 8 elements: 2 to 16 bytes; head_dim is a multiple of 8, so
 // VEC elements never straddle a row), and with it how many elements, and LSE reads, a thread
 // handles; BLOCK is the threads per block (the grid stops growing at 65536 blocks, then strides).
+// VEC's widest value comes first after the default: a sweep cut short by its time budget has
+// then tried the setting most likely to change the limit (16-byte accesses).
 // astra: description = the kind of starting point the Astra paper began from
 // astra: entry = merge_attn_states_lse_naive<T, VEC>
 // astra: grid = min(ceil_div(tokens * heads * head_dim, BLOCK * VEC), 65536)
 // astra: block = BLOCK
 // astra: tunable BLOCK = 256, 128, 512, 1024
-// astra: tunable VEC = 1, 2, 4, 8
+// astra: tunable VEC = 1, 8, 4, 2
 // astra: requires = head_dim % VEC == 0
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
