@@ -111,6 +111,7 @@ def _summary(result: dict[str, Any]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     from astra_graph.contract import load_contract
     from astra_graph.dtypes import DTYPES as KNOWN
+    from astra_graph.harness.compile import gpu_arch
     from astra_graph.harness.evaluator import Evaluator
     from astra_graph.header import load_implementation
 
@@ -120,6 +121,9 @@ def main(argv: list[str] | None = None) -> int:
         "--settings", choices=("all", "default"), default="all", help="production settings timed"
     )
     args = parser.parse_args(argv)
+    if gpu_arch() is None:
+        print("merge_sweep: no CUDA GPU visible: the kernels are timed on a GPU", file=sys.stderr)
+        return 2
     spec = load_contract(ROOT / "kernels" / OP)
     header = load_implementation(PRODUCTION, spec.contract).header
     port = load_implementation(PORT, spec.contract).header
