@@ -1,7 +1,8 @@
 """The tuner's gain: per-shape speedup of the tuned dispatch table over each implementation's
 default tunables, in device mode, for every naive and production implementation.
 
-    python benchmarks/tuning_speedup.py [--ops silu_and_mul,...] [--budget-s 60] [--out FILE]
+    python benchmarks/tuning_speedup.py [--ops silu_and_mul,...] [--implementations naive]
+        [--budget-s 60] [--out FILE]
 
 Each implementation is swept on its contract's tuning suite
 (``astra_graph.harness.tuning.tune``), then
@@ -29,10 +30,18 @@ RESULTS = Path(__file__).parent / "results"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", help="comma-separated operations (default: all)")
+    parser.add_argument(
+        "--implementations",
+        default="naive,production",
+        help="comma-separated implementations to tune (issue 25's tuner-only gain: naive)",
+    )
     parser.add_argument("--budget-s", type=float, default=60.0, help="sweep budget per kernel")
     parser.add_argument("--out", type=Path, help="result file (default under benchmarks/results)")
     args = parser.parse_args()
     wanted = set(args.ops.split(",")) if args.ops else None
+    for impl_name in args.implementations.split(","):
+        if impl_name not in ("naive", "production"):
+            parser.error(f"--implementations: expected naive and/or production, got {impl_name!r}")
     rows: list[dict[str, object]] = []
     device = "unknown"
     with Evaluator() as evaluator:
@@ -40,7 +49,7 @@ def main() -> None:
             if wanted and spec.name not in wanted:
                 continue
             dtype = spec.contract.dtypes[0]
-            for impl_name in ("naive", "production"):
+            for impl_name in args.implementations.split(","):
                 path = spec.folder / f"{impl_name}.cu"
                 report = tune(
                     evaluator,

@@ -9,8 +9,8 @@ timing it; ``// fake: tuned = 1.3`` multiplies the speedup by 1.3 whenever tunab
 exception into chosen calls, as a broken harness would.
 
 Its reports have what the real harness's have, so prompts and reports built from them can be
-checked: a timing row per shape and dtype (each shape's limit from the latency floor of
-:data:`LATENCY_FLOOR_US` and the roof), the GPU's facts, resources, and a rejection's evidence
+checked: a timing row per shape and dtype (each shape's limit from the same-bytes copy floor of
+:data:`COPY_FLOOR_US` and the roof), the GPU's facts, resources, and a rejection's evidence
 (shape, dtype, suite, scenario, element, got, expected).
 """
 
@@ -42,7 +42,7 @@ from astra_graph.kernel.contract import OperationSpec
 MARK = re.compile(r"//\s*fake:\s*(\w+)\s*=\s*([\w.\-]+)")
 BASE_US = 20.0
 ROOF_GBPS = 3000.0
-LATENCY_FLOOR_US = 4.0
+COPY_FLOOR_US = 4.0
 FAKE_GPU = GpuInfo(name="fake GPU", compute_capability="9.0", sm_count=132, l2_bytes=50 * 2**20)
 FAKE_RESOURCES = ResourceReport(
     registers=40, static_smem_bytes=0, threads_per_block=256, occupancy=0.75
@@ -182,7 +182,7 @@ class FakeEvaluator(EvaluatorLike):
             for dims in timed:
                 moved = op.contract.bytes_for(dims, dtype)
                 time_us = BASE_US / (speedup or 1.0)
-                limit = limit_of(time_us, moved, ROOF_GBPS, LATENCY_FLOOR_US)
+                limit = limit_of(time_us, moved, ROOF_GBPS, COPY_FLOOR_US)
                 rows.append(
                     ShapeTiming(
                         label=op.contract.label(dims),
@@ -197,7 +197,7 @@ class FakeEvaluator(EvaluatorLike):
                         achieved_gbps=moved / time_us / 1e3,
                         roofline_pct=100 * moved / time_us / 1e3 / ROOF_GBPS,
                         roof_gbps=ROOF_GBPS,
-                        latency_floor=measurement(LATENCY_FLOOR_US),
+                        copy_floor=measurement(COPY_FLOOR_US),
                         bound=limit.bound,
                         limit=limit.text,
                     )

@@ -118,7 +118,7 @@ def test_each_shape_says_which_limit_binds() -> None:
     def shape(
         label: str, dims: dict[str, int], nbytes: int, time: float, floor: float
     ) -> ShapeTiming:
-        limit = roofline.limit_of(time, nbytes, 3000.0, floor)
+        limit = roofline.limit_of(time, nbytes, 3000.0, floor, 1.5)
         return ShapeTiming(
             label=label,
             dims=dims,
@@ -128,7 +128,8 @@ def test_each_shape_says_which_limit_binds() -> None:
             achieved_gbps=roofline.achieved_gbps(nbytes, time),
             roofline_pct=roofline.roofline_pct(roofline.achieved_gbps(nbytes, time), 3000.0),
             roof_gbps=3000.0,
-            latency_floor=_measurement(floor, 0.003),
+            copy_floor=_measurement(floor, 0.003),
+            launch_floor=_measurement(1.5, 0.003),
             bound=limit.bound,
             limit=limit.text,
         )
@@ -147,11 +148,13 @@ def test_each_shape_says_which_limit_binds() -> None:
     text = format_report(report)
     limit_rows = text.split("limit per shape", 1)[1].splitlines()
     small = next(line for line in limit_rows if line.strip().startswith("16x4096"))
-    assert "floor 2.05 us" in small
-    assert "at the latency floor (2.05 us, +2%)" in text
-    assert "bandwidth-bound at 99% of the achievable 3000 GB/s" in text
+    assert "copy 2.05 us" in small and "launch 1.50 us" in small
+    assert "at the same-bytes copy floor (2.05 us, +2%)" in text
+    assert "bandwidth-bound at 99% of the bandwidth roof 3000 GB/s" in text
     profile = summarize(report, "Profile")
-    assert "at the latency floor (2.05 us" in profile
-    assert any(b.startswith("at the latency floor on 16x4096") for b in likely_bottlenecks(report))
+    assert "at the same-bytes copy floor (2.05 us" in profile
+    assert any(
+        b.startswith("at the same-bytes copy floor on 16x4096") for b in likely_bottlenecks(report)
+    )
     # the roof percent of the latency-bound shape does not drag the bandwidth median down
     assert any("median 99% of the roofline" in b for b in likely_bottlenecks(report))

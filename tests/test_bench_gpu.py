@@ -119,12 +119,20 @@ def test_production_beats_naive_on_large_shapes_in_device_mode() -> None:
     production = load_implementation(SILU / "production.cu", load_contract(SILU).contract)
     _, block, _ = production.header.launch(LARGE, DTYPES["float16"], {})
     assert report.resources["candidate"].threads_per_block == math.prod(block)
-    # the limits: the roof of the shape's mix, and the latency floor timed beside the kernels
+    # the limits: the roof of the shape's mix, and the copy and launch floors timed beside the
+    # kernels (the same way: graphs at the small shape, events at the large one)
     assert large.roof_gbps is not None and 300 < large.roof_gbps < 20_000
-    assert large.latency_floor is not None and small.latency_floor is not None
-    assert small.latency_floor.method.startswith("graph x")
-    assert large.latency_floor.method == "events+l2flush"
-    assert large.bound == "bandwidth" and small.bound == "latency"
+    assert large.copy_floor is not None and small.copy_floor is not None
+    assert large.launch_floor is not None and small.launch_floor is not None
+    assert small.copy_floor.method.startswith("graph x")
+    assert small.launch_floor.method.startswith("graph x")
+    assert large.copy_floor.method == "events+l2flush"
+    # an empty launch is far shorter than moving 0.6 GB, and never longer than the small copy
+    # by more than the noise
+    assert large.launch_floor.median_us < 0.1 * large.copy_floor.median_us
+    noise = 1 + 3 * (small.copy_floor.rel_std_err + small.launch_floor.rel_std_err)
+    assert small.launch_floor.median_us <= noise * small.copy_floor.median_us
+    assert large.bound == "bandwidth" and small.bound in ("copy", "launch")
     assert small.limit and large.limit.startswith("bandwidth-bound at")
     assert 0 < (report.resources["candidate"].occupancy or 0) <= 1
 

@@ -36,8 +36,8 @@ def test_kernels_json_lists_the_three_operations(capsys: pytest.CaptureFixture[s
     assert list(merge["dims"]) == ["tokens", "heads", "head_dim"]
     assert {impl["name"] for impl in merge["implementations"]} == {"naive", "production"}
     production = next(i for i in merge["implementations"] if i["name"] == "production")
-    assert production["entry"] == "merge_attn_states_lse_vec<T>"
-    assert "THREADS" in production["tunables"]
+    assert production["entry"] == "merge_attn_states_lse_vec<T, VECS, STREAM>"
+    assert {"ROWS", "VECS", "STREAM"} <= set(production["tunables"])
     norm = by_name["fused_add_rmsnorm"]
     assert [a["role"] for a in norm["args"]] == ["inout", "inout", "input"]
     assert {s["name"] for s in norm["scalars"]} == {"hidden", "eps"}

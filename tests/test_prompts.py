@@ -2,7 +2,7 @@
 server (issue 11 item 7): the reference's source as quoted data; the contract's alignment,
 special values and determinism rule; the GPU (name, compute capability, SMs, L2, measured
 bandwidth); the current best's profile for every dtype (time per shape, % of the roof or the
-latency floor, resources, likely bottleneck); the visible shapes; the dispatch table; and each
+floors, resources, likely bottleneck); the visible shapes; the dispatch table; and each
 earlier round with its evidence (shape, dtype, scenario, element, got, expected). Held-out
 shapes never appear (test_graph_run.py checks every request of a run for them too).
 """
@@ -92,7 +92,7 @@ def test_planner_and_coder_get_what_a_kernel_engineer_wants(tmp_path: Path) -> N
             for dims in contract.suite("tuning"):
                 row = next((r for r in rows if r[:2] == [contract.label(dims), dtype]), None)
                 assert row is not None, (where, dims, dtype)
-                assert "%" in " ".join(row) and ("bandwidth-bound" in row or "latency" in row)
+                assert "%" in " ".join(row) and ("bandwidth-bound" in row or "near" in row)
         resources = f"resources (candidate, {contract.dtypes[0]}): {FAKE_RESOURCES.registers} "
         assert resources + "registers" in profile, where  # the first dtype's instantiation
         assert "likely bottleneck:" in profile, where

@@ -125,22 +125,84 @@ def test_scaled_keeps_the_mix() -> None:
 def test_limit_names_bandwidth_for_large_shapes_and_the_floor_for_small_ones() -> None:
     roof = 3000.0
     large = 600_000_000  # 200 us at the roof
-    bw = roofline.limit_of(205.0, large, roof, latency_floor_us=201.0)
+    bw = roofline.limit_of(205.0, large, roof, copy_floor_us=201.0, launch_floor_us=1.5)
     assert bw.bound == "bandwidth" and bw.pct == pytest.approx(100 * 200 / 205)
-    assert bw.text.startswith("bandwidth-bound at 98% of the achievable 3000 GB/s")
+    assert bw.text.startswith("bandwidth-bound at 98% of the bandwidth roof 3000 GB/s")
+    assert "at the same-bytes copy floor (201.00 us, +2%)" in bw.text
+    assert "136.67x the launch floor 1.50 us" in bw.text
     small = 400_000  # 0.13 us at the roof, far under a launch
-    at = roofline.limit_of(2.1, small, roof, latency_floor_us=2.0)
-    assert at.bound == "latency" and at.pct == pytest.approx(5.0)
-    assert at.text.startswith("at the latency floor (2.00 us, +5%)")
-    above = roofline.limit_of(3.0, small, roof, latency_floor_us=2.0)
-    assert above.text == "latency-bound: 50% above the latency floor 2.00 us"
+    at = roofline.limit_of(2.1, small, roof, copy_floor_us=2.0, launch_floor_us=1.0)
+    assert at.bound == "copy" and at.pct == pytest.approx(5.0)
+    assert at.text.startswith("near the same-bytes copy floor: at the same-bytes copy floor (2.00")
+    above = roofline.limit_of(3.0, small, roof, copy_floor_us=2.0, launch_floor_us=1.0)
+    assert above.text.startswith("near the same-bytes copy floor: 1.50x the same-bytes copy")
+    assert above.text.endswith("3.00x the launch floor 1.00 us")
     # no floor (per-call mode): the bandwidth view is all there is
     assert roofline.limit_of(3.0, small, roof, None).bound == "bandwidth"
-    # the boundary: a floor just under LATENCY_BOUND_FACTOR x the bandwidth time is bandwidth
+    # the boundary: a floor just under COPY_BOUND_FACTOR x the bandwidth time is bandwidth
     bandwidth_time = roofline.floor_us(large, roof)
-    edge = 0.99 * roofline.LATENCY_BOUND_FACTOR * bandwidth_time
+    edge = 0.99 * roofline.COPY_BOUND_FACTOR * bandwidth_time
     assert roofline.limit_of(edge, large, roof, edge).bound == "bandwidth"
-    assert roofline.limit_of(edge, large, roof, 1.02 * edge / 0.99).bound == "latency"
+    assert roofline.limit_of(edge, large, roof, 1.02 * edge / 0.99).bound == "copy"
+
+
+def test_the_issue_25_shape_reads_as_memory_access_not_launch() -> None:
+    # merge 512x32x256 from naive (issue 25): 2.4x above the copy floor at 26% of the roof; the
+    # old profile called that "latency-bound: 138% above the latency floor"
+    roof, nbytes = 3000.0, 3 * 512 * 32 * 256 * 2 + 3 * 512 * 32 * 4
+    time_us = roofline.floor_us(nbytes, roof) / 0.26
+    copy = time_us / 2.4
+    limit = roofline.limit_of(time_us, nbytes, roof, copy_floor_us=copy, launch_floor_us=2.0)
+    assert limit.bound == "copy"
+    assert "latency" not in limit.text
+    assert (
+        "2.40x the same-bytes copy floor" in limit.text
+        and "26% of the bandwidth roof" in limit.text
+    )
+
+
+def test_a_copy_floor_close_to_an_empty_launch_is_launch_bound() -> None:
+    small = 400_000
+    inside = roofline.LAUNCH_BOUND_FACTOR * 0.99 * 2.0
+    near = roofline.limit_of(3.0, small, 3000.0, copy_floor_us=inside, launch_floor_us=2.0)
+    assert near.bound == "launch" and near.pct == pytest.approx(50.0)
+    assert near.text.startswith("near the launch floor: 1.50x the launch floor 2.00 us")
+    outside = roofline.LAUNCH_BOUND_FACTOR * 1.01 * 2.0
+    far = roofline.limit_of(3.0, small, 3000.0, copy_floor_us=outside, launch_floor_us=2.0)
+    assert far.bound == "copy"
+    # without a launch floor (reports before issue 25) the copy floor names the limit
+    assert roofline.limit_of(3.0, small, 3000.0, copy_floor_us=inside).bound == "copy"
+
+
+def test_old_reports_read_their_latency_floor_as_the_copy_floor() -> None:
+    from astra_graph.harness.results import ShapeTiming
+
+    old = {
+        "label": "1x8",
+        "dims": {"tokens": 1, "d": 8},
+        "dtype": "float16",
+        "bytes_moved": 48,
+        "candidate": {
+            "median_us": 2.1,
+            "spread_us": 0.1,
+            "rel_std_err": 0.01,
+            "samples": 5,
+            "method": "x",
+        },
+        "achieved_gbps": 0.02,
+        "roofline_pct": 0.001,
+        "latency_floor": {
+            "median_us": 2.0,
+            "spread_us": 0.1,
+            "rel_std_err": 0.01,
+            "samples": 5,
+            "method": "x",
+        },
+        "bound": "latency",
+    }
+    shape = ShapeTiming.model_validate(old)
+    assert shape.copy_floor is not None and shape.copy_floor.median_us == 2.0
+    assert shape.bound == "copy" and shape.launch_floor is None
 
 
 def test_achievable_bandwidth_is_cached_per_device_and_mix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,31 +1,38 @@
-// merge_attn_states_lse, production-grade: FlashInfer's MergeState (which SGLang ships), with
-// a flat grid. The rows (token, head) are contiguous in memory; a block of
-// (head_dim/8, rows_per_block) threads merges rows_per_block consecutive rows, each thread one
-// 16-byte vector (8 elements) of one row, so consecutive blocks read consecutive memory and a
-// block's size does not depend on the head count (FlashInfer's one block per token needs
-// heads * head_dim / 8 <= 1024 threads). Every thread issues its four loads (two vectors, two
-// LSEs) before any arithmetic, so a decode-size launch waits on one round trip to memory. The
-// weights use the hardware exp2 and an approximate reciprocal of a sum in [1, 2]
-// (a few fp32 ulps, far inside the fp16/bf16 tolerance); the merged LSE keeps the accurate
-// log2f, since it is checked as fp32. An empty side (LSE -inf) gets weight exactly 0 and the
-// other exactly 1 (exp2(0) = 1 and 1/1 = 1 are exact), so it passes through bit-exact.
-// Launches of up to LARGE_LAUNCH_THREADS threads (every shape but the largest prefill chunks)
-// use THREADS-thread blocks and load with the L1::no_allocate streaming hint, which shortens
-// them by ~2% on the H100. Larger launches are many waves long and bandwidth-bound: there the
-// hint cost bandwidth and 1024-thread blocks beat 128-thread ones. Measured on the H100
-// (2026-11-24, benchmarks/merge_sweep.py, 8192 x 64 x 128 fp16 against the FlashInfer-technique
-// port at ~140.0 us): 128-thread blocks 141.9 us without the hint and 144.7 with it, 1024-thread
-// blocks 139.5 us; two or four vectors per thread (139.7-141.6; bf16 up to 144.1) and
-// evict-first loads and stores (ld/st.global.cs, 144.8-148.6) were not faster.
-// astra: description = flat grid of rows, one 16-byte vector per input per thread, loads first
-// astra: entry = merge_attn_states_lse_vec<T>
-// astra: grid = ceil_div(tokens * heads, max(1, (THREADS + (1024 - THREADS) * (tokens * heads * (head_dim // 8) > 4194304)) // (head_dim // 8)))
-// astra: block = (head_dim // 8, max(1, (THREADS + (1024 - THREADS) * (tokens * heads * (head_dim // 8) > 4194304)) // (head_dim // 8)))
-// astra: tunable THREADS = 128, 64, 256, 512
+// merge_attn_states_lse, production-grade: at least as fast as FlashInfer's MergeState (which
+// SGLang ships) at every shape. The rows (token, head) are contiguous in memory; a block of
+// (ceil(head_dim / (8 * VECS)), rows) threads merges `rows` consecutive rows, each thread VECS
+// consecutive 16-byte vectors (8 elements each) of one row.
+// Why this layout: FlashInfer gives one block all heads of a token (rows = heads), and measured
+// on the H100 (issue 25) that beat our former fixed 8-row, 128-thread blocks at every decode
+// shape (0.86x at 1x32x128 and 7x28x128, 0.92x at 200x20x64, 0.95x at 16x64x128) and tied at
+// large ones, so the default (ROWS = 0) is exactly that grid: one block per token while a token
+// fits in 1024 threads. Unlike FlashInfer, rows are counted flat, so a token wider than 1024
+// threads (64 heads at head_dim 256) is split over blocks instead of failing, any head_dim that
+// is a multiple of 8 works, and ROWS > 0 (a fixed row count per block, grid no longer tied to
+// the token count) and VECS (elements per thread) are tunables the tuner can pick per shape
+// bucket. Every thread issues its loads (its vectors and the two LSEs) before any arithmetic,
+// so a decode-size launch waits on one round trip to memory. The weights are computed by every
+// lane of a row: the lanes of one warp run that arithmetic in the same instructions, so sharing
+// it through shared memory would only add a barrier; the merged LSE is stored by one lane.
+// The weights use the hardware exp2 and an approximate reciprocal of a sum in [1, 2] (a few fp32
+// ulps, far inside the fp16/bf16 tolerance); the merged LSE keeps the accurate log2f, since it is
+// checked as fp32. An empty side (LSE -inf) gets weight exactly 0 and the other exactly 1
+// (exp2(0) = 1 and 1/1 = 1 are exact), so it passes through bit-exact; both empty: v = 0 and
+// s = -inf. Loads carry the L1::no_allocate streaming hint (STREAM = 1) in launches of up to
+// LARGE_LAUNCH_THREADS threads: measured on the H100 (2026-11-24, benchmarks/merge_sweep.py) it
+// shortened those by ~2%, while in larger launches, many waves long and bandwidth-bound, it cost
+// bandwidth. STREAM = 0 drops it everywhere (a tunable, so the sweep can confirm it per shape).
+// astra: description = FlashInfer's grid (a block per token) or ROWS rows per block, VECS 16-byte vectors per thread, loads first
+// astra: entry = merge_attn_states_lse_vec<T, VECS, STREAM>
+// astra: grid = ceil_div(tokens * heads, max(1, min(ROWS + (ROWS == 0) * heads, 1024 // ceil_div(head_dim // 8, VECS))))
+// astra: block = (ceil_div(head_dim // 8, VECS), max(1, min(ROWS + (ROWS == 0) * heads, 1024 // ceil_div(head_dim // 8, VECS))))
+// astra: tunable ROWS = 0, 1, 2, 4, 8, 16
+// astra: tunable VECS = 1, 2
+// astra: tunable STREAM = 1, 0
 // astra: requires = head_dim % 8 == 0
-// astra: requires = ceil_div(tokens * heads, max(1, THREADS // (head_dim // 8))) < 2 ** 31
+// astra: requires = ceil_div(tokens * heads, max(1, min(ROWS + (ROWS == 0) * heads, 1024 // ceil_div(head_dim // 8, VECS)))) < 2 ** 31
 
-#define LARGE_LAUNCH_THREADS 4194304  // the header's geometry switches to 1024-thread blocks above
+#define LARGE_LAUNCH_THREADS 4194304  // above this many threads, loads drop the streaming hint
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -48,7 +55,7 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p, bool hint) {
     return v;
 }
 
-template <typename T>
+template <typename T, int kVecs, int kStream>
 __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float* __restrict__ s_a,
                                           const T* __restrict__ v_b, const float* __restrict__ s_b,
                                           T* __restrict__ v_merged, float* __restrict__ s_merged,
@@ -58,10 +65,22 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
     if (row >= (size_t)tokens * heads) {
         return;
     }
-    const bool hint = (size_t)tokens * heads * (head_dim / kVec) <= LARGE_LAUNCH_THREADS;
-    const size_t offset = row * head_dim + (size_t)threadIdx.x * kVec;
-    const uint4 a_raw = load_stream(reinterpret_cast<const uint4*>(v_a + offset), hint);
-    const uint4 b_raw = load_stream(reinterpret_cast<const uint4*>(v_b + offset), hint);
+    const size_t threads = (size_t)gridDim.x * blockDim.x * blockDim.y;
+    const bool hint = kStream != 0 && threads <= LARGE_LAUNCH_THREADS;
+    const size_t base = row * head_dim;
+    const int first = threadIdx.x * kVecs * kVec;  // this thread's first column
+
+    uint4 a_raw[kVecs];
+    uint4 b_raw[kVecs];
+#pragma unroll
+    for (int j = 0; j < kVecs; ++j) {
+        // a row whose vector count is not a multiple of kVecs leaves its last thread short;
+        // with one vector a thread, the block's width is the row's: no check is compiled
+        if (kVecs == 1 || first + j * kVec < head_dim) {
+            a_raw[j] = load_stream(reinterpret_cast<const uint4*>(v_a + base + first + j * kVec), hint);
+            b_raw[j] = load_stream(reinterpret_cast<const uint4*>(v_b + base + first + j * kVec), hint);
+        }
+    }
     const float sa = __ldg(s_a + row);
     const float sb = __ldg(s_b + row);
 
@@ -74,15 +93,20 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
     const float ka = wa * inv;
     const float kb = wb * inv;
 
-    const T* a = reinterpret_cast<const T*>(&a_raw);
-    const T* b = reinterpret_cast<const T*>(&b_raw);
-    uint4 o_raw;
-    T* o = reinterpret_cast<T*>(&o_raw);
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-        o[j] = from_f32<T>(fmaf(ka, to_f32(a[j]), kb * to_f32(b[j])));
+    for (int j = 0; j < kVecs; ++j) {
+        if (kVecs == 1 || first + j * kVec < head_dim) {
+            const T* a = reinterpret_cast<const T*>(&a_raw[j]);
+            const T* b = reinterpret_cast<const T*>(&b_raw[j]);
+            uint4 o_raw;
+            T* o = reinterpret_cast<T*>(&o_raw);
+#pragma unroll
+            for (int k = 0; k < kVec; ++k) {
+                o[k] = from_f32<T>(fmaf(ka, to_f32(a[k]), kb * to_f32(b[k])));
+            }
+            *reinterpret_cast<uint4*>(v_merged + base + first + j * kVec) = o_raw;
+        }
     }
-    *reinterpret_cast<uint4*>(v_merged + offset) = o_raw;
     if (threadIdx.x == 0) {
         s_merged[row] = empty ? m : log2f(sum) + m;
     }

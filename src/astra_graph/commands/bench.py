@@ -2,9 +2,9 @@
 
 Prints a table per shape (time, achieved GB/s, percent of the roof: the device's achievable
 bandwidth for the operation's read:write mix, and with ``--against`` the speedup with its
-standard error and faster/slower/tie), then per shape the limit it is up against: bandwidth-bound
-at X% of the achievable, or how close it is to the latency floor (device mode), and the
-geometric-mean speedup. ``--sanitize`` and ``--ncu`` add compute-sanitizer and Nsight Compute
+standard error and faster/slower/tie), then per shape the floor it is near and how far it is
+from each (device mode: the bandwidth roof, the same-bytes copy floor and the launch floor), and
+the geometric-mean speedup. ``--sanitize`` and ``--ncu`` add compute-sanitizer and Nsight Compute
 results.
 Exit codes: 0 timed, 1 the timed runs rejected the implementation (impossible time, wrong
 output) or it crashed, 2 bad input or no GPU.
@@ -140,12 +140,13 @@ def format_report(report: BenchReport, suite: str = "") -> str:
         lines.append(row)
     limits = [s for s in report.shapes if s.limit]
     if limits:
-        lines.append("limit per shape (roof: achievable bandwidth for the read:write mix; floor:")
-        lines.append("a minimal kernel moving the same bytes, timed in the same rounds):")
+        lines.append("limit per shape (bandwidth roof: achievable bandwidth for the read:write")
+        lines.append("mix; copy floor: a minimal kernel moving the same bytes; launch floor: an")
+        lines.append("empty kernel on the same grid; both timed in the same rounds):")
         for s in limits:
-            floor = s.latency_floor
-            floor_text = f"floor {floor.median_us:.2f} us" if floor else "no floor"
-            lines.append(f"  {s.label:<16}{s.dtype:<10}{floor_text:<18}{s.limit}")
+            copy_text = f"copy {s.copy_floor.median_us:.2f} us" if s.copy_floor else "no copy"
+            launch_text = f"launch {s.launch_floor.median_us:.2f} us" if s.launch_floor else ""
+            lines.append(f"  {s.label:<16}{s.dtype:<10}{copy_text:<18}{launch_text:<18}{s.limit}")
     if report.geomean_speedup is not None:
         lines.append(
             f"geomean speedup {report.geomean_speedup:.3f} ±{report.geomean_speedup_err or 0:.3f}"

@@ -17,8 +17,9 @@ and returns ``BenchReport.model_dump()``. For each shape it
 5. compares the achieved bandwidth with the roof, the device's achievable bandwidth for the
    shape's read:write mix: in device mode, a time implying more than
    :data:`roofline.IMPOSSIBLE_MARGIN` x the roof is impossible; and, in device mode, times the
-   shape's latency floor (a minimal kernel moving the same bytes) in the same rounds, so each
-   shape says which limit it is up against (:func:`roofline.limit_of`).
+   shape's same-bytes copy floor (a minimal kernel moving the same bytes) and launch floor (an
+   empty kernel on the same grid) in the same rounds, so each shape says which floor it is near
+   and how far it is from each (:func:`roofline.limit_of`).
 
 Either failure sets ``rejection`` on the report; the evaluator turns it into the verdict.
 Per-call mode is exempt from the impossibility check: its data stays in L2 by design.
@@ -381,8 +382,9 @@ def _time_shape(
     dtype: str,
     rng: Any,
     mix: roofline.Traffic,
-) -> tuple[list[Measurement], Measurement | None]:
-    """(one measurement per side, the latency floor's or None in per-call mode)."""
+) -> tuple[list[Measurement], Measurement | None, Measurement | None]:
+    """(one measurement per side, the copy floor's and the launch floor's, or None for those two
+    in per-call mode and beyond the minimal kernel's reach)."""
     import cupy
 
     timer = _timer()
@@ -394,7 +396,7 @@ def _time_shape(
         for side in sides:
             side.expect(0)
         cupy.cuda.Device().synchronize()
-        return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)]), None
+        return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)]), None, None
     # one estimate per side, used both to size the copies and (in device_mode) to choose graphs
     # over events: two estimates on either side of the threshold once left rotating copies
     # that events never launch, failing the re-check of a correct kernel
@@ -413,20 +415,24 @@ def _time_shape(
     if not mix.fits_minimal_kernel:  # beyond 32-bit indices: bandwidth-bound in any case
         cupy.cuda.Device().synchronize()
         subjects = [s.subject(f"side{i}", fingerprinted=i == 0) for i, s in enumerate(sides)]
-        return timer.device_mode(subjects, budget_s=request.budget_s, estimates=estimates), None
-    floor = roofline.MinimalCopies(mix, floor_copies).subject()
+        measured = timer.device_mode(subjects, budget_s=request.budget_s, estimates=estimates)
+        return measured, None, None
+    minimal = roofline.MinimalCopies(mix, floor_copies)
+    floor, launch = minimal.subject(), minimal.launch_subject()
     # the references are still being computed on the default stream, and the floor's buffers
     # may reuse their temporaries' memory: nothing runs on the timer's stream before they are
     # done (a floor launched before this synchronisation corrupted references on the H100)
     cupy.cuda.Device().synchronize()
-    # the floor's own estimate is shorter; the sides' decide graphs or events for all, so that
-    # the floor is timed the same way as the kernels it bounds
-    floor_estimate = max(timer.estimate_us(floor), estimate)
+    # the floors' own estimates are shorter; the sides' decide graphs or events for all, so that
+    # the floors are timed the same way as the kernels they bound
+    floor_estimates = [max(timer.estimate_us(f), estimate) for f in (floor, launch)]
     subjects = [s.subject(f"side{i}", fingerprinted=i == 0) for i, s in enumerate(sides)]
     measured = timer.device_mode(
-        [*subjects, floor], budget_s=request.budget_s, estimates=[*estimates, floor_estimate]
+        [*subjects, floor, launch],
+        budget_s=request.budget_s,
+        estimates=[*estimates, *floor_estimates],
     )
-    return measured[:-1], measured[-1]
+    return measured[:-2], measured[-2], measured[-1]
 
 
 def run_bench(request: dict[str, Any]) -> dict[str, Any]:
@@ -507,7 +513,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
             sides = [_Side(k, spec) for k in kernels]
             mix = roofline.traffic(spec.contract, dims, dtype)
             try:
-                measured, floor = _time_shape(req, sides, dims, dtype, rng, mix)
+                measured, floor, launch = _time_shape(req, sides, dims, dtype, rng, mix)
                 synchronize(_timer().stream)
             except LaunchError as exc:
                 report.rejection = _launch_failure(spec, dims, dtype, exc)
@@ -520,7 +526,9 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
             roof = mix_roof
             if req.copy_gbps is None:  # an override stands as given
                 roof = roofline.shape_roof_gbps(roof, spec.contract.bytes_for(dims, dtype), floor)
-            shape = _shape_timing(spec, dims, dtype, measured, roof, floor, req.mode, mix_roof)
+            shape = _shape_timing(
+                spec, dims, dtype, measured, roof, (floor, launch), req.mode, mix_roof
+            )
             report.shapes.append(shape)
             if report.rejection is None:
                 report.rejection = _rejection(spec, sides[0], shape, mix_roof)
@@ -555,17 +563,25 @@ def _shape_timing(
     dtype: str,
     measured: list[Measurement],
     roof_gbps: float,
-    floor: Measurement | None,
+    floors: tuple[Measurement | None, Measurement | None],
     mode: TimingMode,
     impossible_roof_gbps: float,
 ) -> ShapeTiming:
     """One shape's timing; ``roof_gbps`` is the shape's roof (the profile's percent and limit),
-    ``impossible_roof_gbps`` the cached roof the impossible-time rule measures against."""
+    ``floors`` the copy and launch floors, ``impossible_roof_gbps`` the cached roof the
+    impossible-time rule measures against."""
     nbytes = spec.contract.bytes_for(dims, dtype)
     cand = measured[0]
     base = measured[1] if len(measured) > 1 else None
     achieved = roofline.achieved_gbps(nbytes, cand.median_us)
-    limit = roofline.limit_of(cand.median_us, nbytes, roof_gbps, floor.median_us if floor else None)
+    floor, launch = floors
+    limit = roofline.limit_of(
+        cand.median_us,
+        nbytes,
+        roof_gbps,
+        floor.median_us if floor else None,
+        launch.median_us if launch else None,
+    )
     shape = ShapeTiming(
         label=spec.contract.label(dims),
         dims=dims,
@@ -577,7 +593,9 @@ def _shape_timing(
         roofline_pct=roofline.roofline_pct(achieved, roof_gbps),
         impossible=mode == "device" and roofline.impossible(achieved, impossible_roof_gbps),
         roof_gbps=roof_gbps,
-        latency_floor=floor,
+        copy_floor=floor,
+        launch_floor=launch,
+        bandwidth_floor_us=roofline.floor_us(nbytes, roof_gbps),
         bound=limit.bound,
         limit=limit.text,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field, field_validator
 
 RejectReason = Literal[
     "compile_error",
@@ -119,12 +119,27 @@ class ShapeTiming(BaseModel):
     roof_gbps: float | None = None
     """The device's achievable bandwidth for this shape's read:write mix (None in reports made
     before it existed, whose roof was the copy bandwidth)."""
-    latency_floor: Measurement | None = None
-    """A minimal kernel moving this shape's bytes, timed in the same rounds (device mode)."""
-    bound: Literal["bandwidth", "latency"] | None = None
-    """Which limit the shape is up against (``roofline.limit_of``)."""
+    copy_floor: Measurement | None = Field(
+        default=None, validation_alias=AliasChoices("copy_floor", "latency_floor")
+    )
+    """The same-bytes copy floor: a minimal kernel moving this shape's bytes, timed in the same
+    rounds (device mode). Reports before issue 25 stored it as ``latency_floor``."""
+    launch_floor: Measurement | None = None
+    """The launch-and-latency floor: an empty kernel on the copy floor's grid, timed the same way
+    (device mode; None in reports before issue 25)."""
+    bandwidth_floor_us: float | None = None
+    """The bytes over the roof (``roof_gbps``): the bandwidth floor."""
+    bound: Literal["bandwidth", "copy", "launch"] | None = None
+    """The floor the shape is near (``roofline.limit_of``)."""
     limit: str = ""
-    """That limit in words: "bandwidth-bound at X% of the achievable ..." or "... latency floor"."""
+    """That floor and the distance to each, in words: "bandwidth-bound at X% of the bandwidth
+    roof ...", "near the same-bytes copy floor: ..." or "near the launch floor: ..."."""
+
+    @field_validator("bound", mode="before")
+    @classmethod
+    def _old_bound(cls, value: object) -> object:
+        # reports before issue 25 called the copy floor a latency floor
+        return "copy" if value == "latency" else value
 
 
 class GpuInfo(BaseModel):

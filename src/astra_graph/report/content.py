@@ -152,7 +152,7 @@ def shapes_table(shapes: list[ShapeTiming]) -> Table:
     ]
     limits = any(s.limit for s in shapes)
     if limits:
-        headers.append("limit (bandwidth roof or latency floor)")
+        headers.append("limit (the floor it is near: bandwidth roof, same-bytes copy, launch)")
     rows = []
     for s in shapes:
         row = [s.label, s.dtype]

@@ -199,12 +199,12 @@ def roofline(
     title: str = "Achieved bandwidth against the copy-bandwidth roof",
     label: str = "best candidate",
 ) -> bytes:
-    """Achieved GB/s of baseline and candidate per shape, against the roof and the latency floor.
+    """Achieved GB/s of baseline and candidate per shape, against the roof and the copy floor.
 
     The kernels are memory-bound, so the device's achievable bandwidth for the operation's
     read:write mix is the roof (the copy bandwidth in reports made before it was measured): a
-    kernel cannot move its bytes faster. At small shapes the latency floor (a minimal kernel
-    moving the same bytes, drawn as the bandwidth it reaches) is the lower and real limit.
+    kernel cannot move its bytes faster. At small shapes the same-bytes copy floor (a minimal
+    kernel moving the same bytes, drawn as the bandwidth it reaches) is the lower and real limit.
     Shapes are ordered by the bytes one call moves; ``label`` names the timed kernel (a
     baseline-only table has no separate baseline series).
     """
@@ -237,12 +237,12 @@ def roofline(
         ax.set_xticks([])
         _no_data(ax, "no timed shapes")
     floors = [
-        (i, s.bytes_moved / s.latency_floor.median_us / 1e3)
+        (i, s.bytes_moved / s.copy_floor.median_us / 1e3)
         for i, s in enumerate(ordered)
-        if s.latency_floor is not None and s.latency_floor.median_us > 0
+        if s.copy_floor is not None and s.copy_floor.median_us > 0
     ]
     if floors:
-        # the latency floor as a bandwidth: what a minimal kernel moving the same bytes reaches
+        # the copy floor as a bandwidth: what a minimal kernel moving the same bytes reaches
         ax.plot(
             [i for i, _ in floors],
             [g for _, g in floors],
@@ -250,7 +250,7 @@ def roofline(
             linestyle=":",
             marker="_",
             markersize=14,
-            label="latency floor (minimal kernel, same bytes)",
+            label="same-bytes copy floor (minimal kernel)",
         )
         peak = max(peak, *(g for _, g in floors))
     roofs = [s.roof_gbps for s in ordered if s.roof_gbps]

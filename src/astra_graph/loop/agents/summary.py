@@ -1,9 +1,12 @@
 """The profile summary the planner reads, from a timing report.
 
 Per-shape time and speedup, percent of the roof (the device's achievable bandwidth for the
-operation's read:write mix), the limit each shape is up against (bandwidth-bound at X% of the
-achievable, or Y% above the latency floor, where a minimal kernel moving the same bytes takes
-longer than the bytes need), the kernel's resources and a likely bottleneck.
+operation's read:write mix), the floor each shape is near and how far it is from each (the
+bandwidth roof, the same-bytes copy floor: a minimal kernel moving the same bytes, and the
+launch floor: an empty kernel; ``roofline.limit_of``), the kernel's resources and a likely
+bottleneck. The bottleneck follows the floor a shape is near: far above the copy floor is a
+memory-access problem whatever the shape's size; only near the launch floor is launch overhead
+the limit.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 from statistics import median
 
 from astra_graph.harness.results import BenchReport, ShapeTiming
-from astra_graph.harness.roofline import at_latency_floor
+from astra_graph.harness.roofline import at_floor
 
 NEAR_ROOFLINE_PCT = 75.0
 SMALL_KERNEL_US = 8.0
@@ -26,30 +29,37 @@ def likely_bottlenecks(bench: BenchReport, which: str = "candidate") -> list[str
     if resources and resources.occupancy is not None and resources.occupancy < 0.5:
         limit = f", limited by {resources.occupancy_limit}" if resources.occupancy_limit else ""
         found.append(f"low occupancy ({resources.occupancy:.0%}{limit})")
-    latency = [s for s in bench.shapes if s.bound == "latency"]
-    at_floor = [s.label for s in latency if _at_floor(s)]
-    above = [s.label for s in latency if not _at_floor(s)]
-    if at_floor:
+    floored = [s for s in bench.shapes if s.bound in ("copy", "launch")]
+    at_copy = [s.label for s in floored if _at_floor(s)]
+    launch = [s.label for s in floored if s.bound == "launch" and not _at_floor(s)]
+    access = [s.label for s in floored if s.bound == "copy" and not _at_floor(s)]
+    if at_copy:
         found.append(
-            "at the latency floor on " + ", ".join(at_floor[:4]) + ": a minimal kernel moving "
-            "the same bytes is no faster there; gains must come from the other shapes"
+            "at the same-bytes copy floor on " + ", ".join(at_copy[:4]) + ": a minimal kernel "
+            "moving the same bytes is no faster there; gains must come from the other shapes"
         )
-    small = above or [
+    if launch:
+        found.append(
+            "launch overhead on " + ", ".join(launch[:4]) + ": a copy of these bytes costs "
+            "little more than an empty launch; fewer or cheaper launches, a smaller grid"
+        )
+    small = access or [
         s.label
         for s in bench.shapes
         if s.bound is None and s.candidate.median_us < SMALL_KERNEL_US and s.roofline_pct < 40
     ]
     if small:
         found.append(
-            "latency on small shapes (" + ", ".join(small[:4]) + "): too little work in flight "
-            "per launch; more bytes per thread or more blocks"
+            "memory access on " + ", ".join(small[:4]) + ": far above the same-bytes copy "
+            "floor, not the launch floor; wider loads, all loads issued before use, more bytes "
+            "in flight per thread or more blocks"
         )
-    bandwidth = [s for s in bench.shapes if s.bound != "latency"]
+    bandwidth = [s for s in bench.shapes if s.bound not in ("copy", "launch")]
     if bandwidth:
         typical = median(s.roofline_pct for s in bandwidth)
         if typical >= NEAR_ROOFLINE_PCT:
             found.append(f"memory bandwidth: median {typical:.0f}% of the roofline already")
-        elif not small and not at_floor:
+        elif not small and not at_copy:
             found.append(
                 f"memory access efficiency: median {typical:.0f}% of the roofline "
                 "(narrow or uncoalesced accesses, too few loads in flight)"
@@ -58,8 +68,8 @@ def likely_bottlenecks(bench: BenchReport, which: str = "candidate") -> list[str
 
 
 def _at_floor(shape: ShapeTiming) -> bool:
-    floor = shape.latency_floor
-    return floor is not None and at_latency_floor(shape.candidate.median_us, floor.median_us)
+    floor = shape.copy_floor
+    return floor is not None and at_floor(shape.candidate.median_us, floor.median_us)
 
 
 def summarize(bench: BenchReport, title: str) -> str:
