@@ -192,11 +192,100 @@ def test_fused_add_rmsnorm_uses_eps_and_does_not_modify_its_inputs() -> None:
         np.testing.assert_array_equal(array, before[name])
 
 
+# --- rms_norm ------------------------------------------------------------------------------------
+
+
+def test_rms_norm_matches_explicit_loops_and_leaves_the_input_alone() -> None:
+    rows = [[1.0, -2.0, 0.5, 4.0], [3.0, 0.25, -1.0, 1e-3]]
+    weight = [1.0, 0.5, -2.0, 1.5]
+    eps = 1e-5
+    expected = []
+    for row in rows:
+        mean_square = sum(v * v for v in row) / len(row)
+        expected.append(
+            [v / math.sqrt(mean_square + eps) * w for v, w in zip(row, weight, strict=True)]
+        )
+    inputs = {"input": np.array(rows), "weight": np.array(weight)}
+    before = {k: v.copy() for k, v in inputs.items()}
+    out = reference("rms_norm")(np, inputs, {"hidden": 4, "eps": eps})
+    assert set(out) == {"out"}
+    np.testing.assert_allclose(out["out"], expected, rtol=1e-14)
+    # first row by hand: mean square (1 + 4 + 0.25 + 16) / 4 = 5.3125
+    assert out["out"][0, 3] == pytest.approx(4.0 * 1.5 / math.sqrt(5.3125 + eps), rel=1e-15)
+    for name, array in inputs.items():
+        np.testing.assert_array_equal(array, before[name])
+
+
+def test_rms_norm_uses_eps() -> None:
+    inputs = {"input": np.array([[1e-4, -1e-4]]), "weight": np.array([1.0, 1.0])}
+    small = reference("rms_norm")(np, inputs, {"hidden": 2, "eps": 1e-6})["out"]
+    large = reference("rms_norm")(np, inputs, {"hidden": 2, "eps": 1.0})["out"]
+    np.testing.assert_allclose(small, [[1e-4 / math.sqrt(1.01e-6), -1e-4 / math.sqrt(1.01e-6)]])
+    np.testing.assert_allclose(
+        large, [[1e-4 / math.sqrt(1.0 + 1e-8), -1e-4 / math.sqrt(1.0 + 1e-8)]]
+    )
+
+
+# --- gelu_and_mul, gelu_tanh_and_mul -------------------------------------------------------------
+
+
+def test_gelu_and_mul_hand_computed() -> None:
+    # erf(1/sqrt(2)) = 0.6826894921370859 (the one-sigma probability of a normal distribution)
+    x = np.array([[0.0, 1.0, -1.0, 2.0, 3.0, 0.5]])
+    out = reference("gelu_and_mul")(np, {"x": x}, {"d": 3})["out"]
+    one_sigma = 0.6826894921370859
+    expected = [0.0, 0.5 * (1 + one_sigma) * 3.0, -0.5 * (1 - one_sigma) * 0.5]
+    np.testing.assert_allclose(out, [expected], rtol=1e-15, atol=0)
+
+
+def _normal_cdf_by_simpson(value: float, steps: int = 20_000) -> float:
+    """Phi(value) as the integral of the normal density from -12 (where Phi < 1e-32), by
+    Simpson's rule: independent of any erf implementation."""
+    grid = np.linspace(-12.0, value, steps + 1)
+    density = np.exp(-grid * grid / 2.0) / math.sqrt(2.0 * math.pi)
+    weights = np.ones(steps + 1)
+    weights[1:-1:2], weights[2:-1:2] = 4.0, 2.0
+    return float(np.sum(weights * density) * (grid[1] - grid[0]) / 3.0)
+
+
+def test_gelu_and_mul_matches_the_normal_cdf_by_quadrature() -> None:
+    # gelu(a) = a * Phi(a), the standard normal distribution function
+    a = np.array([-4.0, -1.5, -0.3, 0.2, 0.9, 2.5])
+    b = np.linspace(0.5, 3.0, a.size)
+    phi = np.array([_normal_cdf_by_simpson(float(v)) for v in a])
+    out = reference("gelu_and_mul")(np, {"x": np.concatenate([a, b])[None, :]}, {"d": a.size})
+    np.testing.assert_allclose(out["out"][0], a * phi * b, rtol=1e-10)
+
+
+def test_gelu_tanh_and_mul_hand_computed_and_close_to_the_exact_gelu() -> None:
+    x = np.array([[1.0, -2.0, 10000.0, -10000.0, 2.0, 0.5, 3.0, -1.0]])
+    out = reference("gelu_tanh_and_mul")(np, {"x": x}, {"d": 4})["out"][0]
+    inner = math.sqrt(2.0 / math.pi) * (1.0 + 0.044715)
+    assert out[0] == pytest.approx(0.5 * (1.0 + math.tanh(inner)) * 2.0, rel=1e-15)
+    # saturation: gelu(a) = a for large a, -0 for large negative a
+    assert out[2] == 10000.0 * 3.0
+    assert out[3] == 0.0 and math.copysign(1.0, out[3]) == 1.0  # -0 * -1
+    exact = reference("gelu_and_mul")(np, {"x": x}, {"d": 4})["out"][0]
+    # the tanh approximation is not the exact GELU, but within ~1e-3 absolute of it
+    assert out[0] != exact[0]
+    np.testing.assert_allclose(out, exact, atol=2e-3, rtol=0)
+
+
 # --- every reference on the GPU ------------------------------------------------------------------
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("op", ["silu_and_mul", "merge_attn_states_lse", "fused_add_rmsnorm"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "silu_and_mul",
+        "merge_attn_states_lse",
+        "fused_add_rmsnorm",
+        "rms_norm",
+        "gelu_and_mul",
+        "gelu_tanh_and_mul",
+    ],
+)
 def test_reference_gives_the_same_on_cupy(op: str) -> None:
     import cupy
 
