@@ -20,7 +20,9 @@ OPS = [
     "gelu_and_mul",
     "gelu_tanh_and_mul",
     "merge_attn_states_lse",
+    "per_token_fp8_quant",
     "rms_norm",
+    "rotary_embedding",
     "silu_and_mul",
 ]
 MISSPELT = Path(__file__).parent / "data" / "contracts" / "misspelt_dim"

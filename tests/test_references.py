@@ -271,6 +271,81 @@ def test_gelu_tanh_and_mul_hand_computed_and_close_to_the_exact_gelu() -> None:
     np.testing.assert_allclose(out, exact, atol=2e-3, rtol=0)
 
 
+# --- rotary_embedding ----------------------------------------------------------------------------
+
+
+def _rotary_inputs(positions: list[int], heads: int, kv_heads: int, head_size: int) -> dict:
+    rng = np.random.default_rng(5)
+    tokens = len(positions)
+    return {
+        "positions": np.array(positions, dtype=np.float64),
+        "query": rng.normal(size=(tokens, heads * head_size)),
+        "key": rng.normal(size=(tokens, kv_heads * head_size)),
+        "cos_sin_cache": rng.uniform(-1, 1, size=(16, head_size)),
+    }
+
+
+def _rotary(inputs: dict, head_size: int, neox: int) -> dict:
+    params = {"head_size": head_size, "num_heads": 0, "num_kv_heads": 0, "is_neox": neox}
+    return reference("rotary_embedding")(np, inputs, params)
+
+
+def test_rotary_neox_and_gptj_pairs_by_hand() -> None:
+    inputs = _rotary_inputs([3], heads=1, kv_heads=1, head_size=4)
+    q, cache = inputs["query"][0], inputs["cos_sin_cache"][3]
+    c0, c1, s0, s1 = cache
+    neox = _rotary(inputs, 4, 1)["query"][0]
+    # NeoX: pairs (0, 2) and (1, 3), i.e. the two halves
+    assert neox[0] == pytest.approx(q[0] * c0 - q[2] * s0, rel=1e-15)
+    assert neox[2] == pytest.approx(q[2] * c0 + q[0] * s0, rel=1e-15)
+    assert neox[1] == pytest.approx(q[1] * c1 - q[3] * s1, rel=1e-15)
+    gptj = _rotary(inputs, 4, 0)["query"][0]
+    # GPT-J: pairs (0, 1) and (2, 3), interleaved
+    assert gptj[0] == pytest.approx(q[0] * c0 - q[1] * s0, rel=1e-15)
+    assert gptj[1] == pytest.approx(q[1] * c0 + q[0] * s0, rel=1e-15)
+    assert gptj[3] == pytest.approx(q[3] * c1 + q[2] * s1, rel=1e-15)
+
+
+def test_rotary_by_true_angles_is_a_rotation_and_composes() -> None:
+    # a cache of real angles: rotating by position p keeps each pair's length, and the GQA key
+    # heads (fewer than the query heads) are rotated by the same rows
+    head_size, positions = 8, [0, 5, 11]
+    inputs = _rotary_inputs(positions, heads=4, kv_heads=2, head_size=head_size)
+    theta = 10000.0 ** (-np.arange(head_size // 2) * 2.0 / head_size)
+    angles = np.arange(16)[:, None] * theta[None, :]
+    inputs["cos_sin_cache"] = np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
+    for neox in (0, 1):
+        out = _rotary(inputs, head_size, neox)
+        for name in ("query", "key"):
+            before = inputs[name].reshape(3, -1, head_size)
+            after = out[name].reshape(3, -1, head_size)
+            np.testing.assert_allclose(np.sum(after**2, -1), np.sum(before**2, -1), rtol=1e-13)
+            np.testing.assert_array_equal(after[0], before[0])  # position 0: the identity
+            # the complex form: pair (x, y) as x + iy is multiplied by e^(i p theta)
+            if neox:
+                z0 = before[..., : head_size // 2] + 1j * before[..., head_size // 2 :]
+                z1 = after[..., : head_size // 2] + 1j * after[..., head_size // 2 :]
+            else:
+                z0 = before[..., 0::2] + 1j * before[..., 1::2]
+                z1 = after[..., 0::2] + 1j * after[..., 1::2]
+            turn = np.exp(1j * np.array(positions)[:, None, None] * theta[None, None, :])
+            np.testing.assert_allclose(z1, z0 * turn, rtol=1e-12, atol=1e-14)
+
+
+# --- per_token_fp8_quant -------------------------------------------------------------------------
+
+
+def test_fp8_quant_scales_each_row_to_448_and_floors_zero_rows() -> None:
+    x = np.array([[1.0, -2.0, 0.5, 0.25], [0.0, 0.0, 0.0, 0.0], [1e-6, -3e-6, 0.0, 2e-6]])
+    out = reference("per_token_fp8_quant")(np, {"x": x}, {"hidden": 4})
+    floor = 1.0 / (448.0 * 512.0)
+    np.testing.assert_array_equal(out["scale"], [2.0 / 448.0, floor, floor])
+    np.testing.assert_allclose(out["out"][0], [224.0, -448.0, 112.0, 56.0], rtol=1e-15)
+    np.testing.assert_array_equal(out["out"][1], 0.0)
+    np.testing.assert_allclose(out["out"][2], x[2] / floor, rtol=1e-15)
+    assert np.max(np.abs(out["out"])) <= 448.0
+
+
 # --- every reference on the GPU ------------------------------------------------------------------
 
 
@@ -284,6 +359,8 @@ def test_gelu_tanh_and_mul_hand_computed_and_close_to_the_exact_gelu() -> None:
         "rms_norm",
         "gelu_and_mul",
         "gelu_tanh_and_mul",
+        "rotary_embedding",
+        "per_token_fp8_quant",
     ],
 )
 def test_reference_gives_the_same_on_cupy(op: str) -> None:
@@ -298,6 +375,10 @@ def test_reference_gives_the_same_on_cupy(op: str) -> None:
         for arg in contract.args
         if arg.role != "output"
     }
+    if op == "rotary_embedding":  # whole numbers inside the cache
+        rows = contract.shape_of(contract.args[3], dims)[0]
+        whole = rng.integers(0, rows, size=inputs["positions"].shape)
+        inputs["positions"] = whole.astype(np.float64)
     if op == "merge_attn_states_lse":
         inputs["s_a"].ravel()[0] = -np.inf
         inputs["s_a"].ravel()[1] = inputs["s_b"].ravel()[1] = -np.inf
