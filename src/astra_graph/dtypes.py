@@ -68,7 +68,7 @@ class DType:
             bits = array.astype(xp.uint32) << 16
             return bits.view(xp.float32).astype(xp.float64)
         if self.name == "float8_e4m3fn":
-            return xp.asarray(FP8_E4M3_VALUES)[array]
+            return xp.asarray(FP8_E4M3_VALUES)[array.astype(xp.intp)]
         return array.astype(xp.float64)
 
     def from_float64(self, xp: Any, values: Any) -> Any:
