@@ -1,11 +1,14 @@
 // rotary_embedding, naive: scalar loads, fixed 256-thread blocks, one block per token; each
 // thread rotates one (x, y) pair of one head at a time, reading its cos and sin from the cache
 // (vLLM's rotary_embedding kernel is built this way, with a block of up to 512 threads).
+// SPLIT blocks share a token's pairs (grid (tokens, SPLIT)): 1, the default, is vLLM's one block
+// per token; more spread a decode batch's few tokens over more SMs, which the tuner may choose.
 // astra: description = one block per token, one scalar pair per thread
 // astra: entry = rotary_embedding_naive<T>
-// astra: grid = tokens
+// astra: grid = (tokens, SPLIT)
 // astra: block = BLOCK
 // astra: tunable BLOCK = 256, 128, 512, 1024
+// astra: tunable SPLIT = 1, 2, 4, 8
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
@@ -22,7 +25,8 @@ __global__ void rotary_embedding_naive(const long long* positions, T* query, T* 
     const long long token = blockIdx.x;
     const T* cache = cos_sin_cache + positions[token] * head_size;
     const int half = head_size / 2;
-    for (int i = threadIdx.x; i < (num_heads + num_kv_heads) * half; i += blockDim.x) {
+    const int pairs = (num_heads + num_kv_heads) * half;
+    for (int i = blockIdx.y * blockDim.x + threadIdx.x; i < pairs; i += blockDim.x * gridDim.y) {
         const int head = i / half;
         const int k = i % half;
         T* h = head < num_heads
