@@ -189,7 +189,16 @@ def test_editing_an_included_header_recompiles(tmp_path: Path) -> None:
 
 @pytest.mark.usefixtures("needs_nvrtc")
 def test_validate_every_shipped_operation(capsys: pytest.CaptureFixture[str]) -> None:
-    for op in ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse"):
+    for op in (
+        "silu_and_mul",
+        "fused_add_rmsnorm",
+        "merge_attn_states_lse",
+        "rms_norm",
+        "gelu_and_mul",
+        "gelu_tanh_and_mul",
+        "rotary_embedding",
+        "per_token_fp8_quant",
+    ):
         assert main(["validate", op]) == 0, capsys.readouterr().out
     for example in (ACT, NORM):
         assert main(["validate", str(example)]) == 0, capsys.readouterr().out

@@ -15,7 +15,16 @@ from astra_graph.cli import main
 from astra_graph.harness import nvrtc
 from astra_graph.kernel.catalog import kernels_root
 
-OPS = ["fused_add_rmsnorm", "merge_attn_states_lse", "silu_and_mul"]
+OPS = [
+    "fused_add_rmsnorm",
+    "gelu_and_mul",
+    "gelu_tanh_and_mul",
+    "merge_attn_states_lse",
+    "per_token_fp8_quant",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+]
 MISSPELT = Path(__file__).parent / "data" / "contracts" / "misspelt_dim"
 
 
@@ -53,7 +62,7 @@ def test_kernels_text_lists_each_operation_and_implementation(
     out = capsys.readouterr().out
     for op in OPS:
         assert f"{op}  [" in out
-    assert out.count("- naive") == 3 and out.count("- production") == 3
+    assert out.count("- naive") == len(OPS) and out.count("- production") == len(OPS)
 
 
 def test_kernels_json_as_a_subprocess(tmp_path: Path) -> None:

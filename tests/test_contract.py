@@ -13,7 +13,16 @@ from astra_graph.kernel.contract import CONTRACT_FILE, ContractError, OperationS
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import Implementation, load_implementation
 
-OPS = ("fused_add_rmsnorm", "merge_attn_states_lse", "silu_and_mul")
+OPS = (
+    "fused_add_rmsnorm",
+    "gelu_and_mul",
+    "gelu_tanh_and_mul",
+    "merge_attn_states_lse",
+    "per_token_fp8_quant",
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+)
 FIXTURES = Path(__file__).parent / "data" / "contracts"
 
 # A small valid contract; each error test changes one thing in it.
@@ -513,8 +522,7 @@ def test_resolve_unknown_operation_lists_the_known_ones() -> None:
     with pytest.raises(ContractError) as info:
         resolve("silu_and_mull")
     assert str(info.value).startswith(
-        "silu_and_mull: no such kernel file or operation "
-        "(operations: fused_add_rmsnorm, merge_attn_states_lse, silu_and_mul; searched "
+        f"silu_and_mull: no such kernel file or operation (operations: {', '.join(OPS)}; searched "
     )
 
 

@@ -192,11 +192,177 @@ def test_fused_add_rmsnorm_uses_eps_and_does_not_modify_its_inputs() -> None:
         np.testing.assert_array_equal(array, before[name])
 
 
+# --- rms_norm ------------------------------------------------------------------------------------
+
+
+def test_rms_norm_matches_explicit_loops_and_leaves_the_input_alone() -> None:
+    rows = [[1.0, -2.0, 0.5, 4.0], [3.0, 0.25, -1.0, 1e-3]]
+    weight = [1.0, 0.5, -2.0, 1.5]
+    eps = 1e-5
+    expected = []
+    for row in rows:
+        mean_square = sum(v * v for v in row) / len(row)
+        expected.append(
+            [v / math.sqrt(mean_square + eps) * w for v, w in zip(row, weight, strict=True)]
+        )
+    inputs = {"input": np.array(rows), "weight": np.array(weight)}
+    before = {k: v.copy() for k, v in inputs.items()}
+    out = reference("rms_norm")(np, inputs, {"hidden": 4, "eps": eps})
+    assert set(out) == {"out"}
+    np.testing.assert_allclose(out["out"], expected, rtol=1e-14)
+    # first row by hand: mean square (1 + 4 + 0.25 + 16) / 4 = 5.3125
+    assert out["out"][0, 3] == pytest.approx(4.0 * 1.5 / math.sqrt(5.3125 + eps), rel=1e-15)
+    for name, array in inputs.items():
+        np.testing.assert_array_equal(array, before[name])
+
+
+def test_rms_norm_uses_eps() -> None:
+    inputs = {"input": np.array([[1e-4, -1e-4]]), "weight": np.array([1.0, 1.0])}
+    small = reference("rms_norm")(np, inputs, {"hidden": 2, "eps": 1e-6})["out"]
+    large = reference("rms_norm")(np, inputs, {"hidden": 2, "eps": 1.0})["out"]
+    np.testing.assert_allclose(small, [[1e-4 / math.sqrt(1.01e-6), -1e-4 / math.sqrt(1.01e-6)]])
+    np.testing.assert_allclose(
+        large, [[1e-4 / math.sqrt(1.0 + 1e-8), -1e-4 / math.sqrt(1.0 + 1e-8)]]
+    )
+
+
+# --- gelu_and_mul, gelu_tanh_and_mul -------------------------------------------------------------
+
+
+def test_gelu_and_mul_hand_computed() -> None:
+    # erf(1/sqrt(2)) = 0.6826894921370859 (the one-sigma probability of a normal distribution)
+    x = np.array([[0.0, 1.0, -1.0, 2.0, 3.0, 0.5]])
+    out = reference("gelu_and_mul")(np, {"x": x}, {"d": 3})["out"]
+    one_sigma = 0.6826894921370859
+    expected = [0.0, 0.5 * (1 + one_sigma) * 3.0, -0.5 * (1 - one_sigma) * 0.5]
+    np.testing.assert_allclose(out, [expected], rtol=1e-15, atol=0)
+
+
+def _normal_cdf_by_simpson(value: float, steps: int = 20_000) -> float:
+    """Phi(value) as the integral of the normal density from -12 (where Phi < 1e-32), by
+    Simpson's rule: independent of any erf implementation."""
+    grid = np.linspace(-12.0, value, steps + 1)
+    density = np.exp(-grid * grid / 2.0) / math.sqrt(2.0 * math.pi)
+    weights = np.ones(steps + 1)
+    weights[1:-1:2], weights[2:-1:2] = 4.0, 2.0
+    return float(np.sum(weights * density) * (grid[1] - grid[0]) / 3.0)
+
+
+def test_gelu_and_mul_matches_the_normal_cdf_by_quadrature() -> None:
+    # gelu(a) = a * Phi(a), the standard normal distribution function
+    a = np.array([-4.0, -1.5, -0.3, 0.2, 0.9, 2.5])
+    b = np.linspace(0.5, 3.0, a.size)
+    phi = np.array([_normal_cdf_by_simpson(float(v)) for v in a])
+    out = reference("gelu_and_mul")(np, {"x": np.concatenate([a, b])[None, :]}, {"d": a.size})
+    np.testing.assert_allclose(out["out"][0], a * phi * b, rtol=1e-10)
+
+
+def test_gelu_tanh_and_mul_hand_computed_and_close_to_the_exact_gelu() -> None:
+    x = np.array([[1.0, -2.0, 10000.0, -10000.0, 2.0, 0.5, 3.0, -1.0]])
+    out = reference("gelu_tanh_and_mul")(np, {"x": x}, {"d": 4})["out"][0]
+    inner = math.sqrt(2.0 / math.pi) * (1.0 + 0.044715)
+    assert out[0] == pytest.approx(0.5 * (1.0 + math.tanh(inner)) * 2.0, rel=1e-15)
+    # saturation: gelu(a) = a for large a, -0 for large negative a
+    assert out[2] == 10000.0 * 3.0
+    assert out[3] == 0.0 and math.copysign(1.0, out[3]) == 1.0  # -0 * -1
+    exact = reference("gelu_and_mul")(np, {"x": x}, {"d": 4})["out"][0]
+    # the tanh approximation is not the exact GELU, but within ~1e-3 absolute of it
+    assert out[0] != exact[0]
+    np.testing.assert_allclose(out, exact, atol=2e-3, rtol=0)
+
+
+# --- rotary_embedding ----------------------------------------------------------------------------
+
+
+def _rotary_inputs(positions: list[int], heads: int, kv_heads: int, head_size: int) -> dict:
+    rng = np.random.default_rng(5)
+    tokens = len(positions)
+    return {
+        "positions": np.array(positions, dtype=np.float64),
+        "query": rng.normal(size=(tokens, heads * head_size)),
+        "key": rng.normal(size=(tokens, kv_heads * head_size)),
+        "cos_sin_cache": rng.uniform(-1, 1, size=(16, head_size)),
+    }
+
+
+def _rotary(inputs: dict, head_size: int, neox: int) -> dict:
+    params = {"head_size": head_size, "num_heads": 0, "num_kv_heads": 0, "is_neox": neox}
+    return reference("rotary_embedding")(np, inputs, params)
+
+
+def test_rotary_neox_and_gptj_pairs_by_hand() -> None:
+    inputs = _rotary_inputs([3], heads=1, kv_heads=1, head_size=4)
+    q, cache = inputs["query"][0], inputs["cos_sin_cache"][3]
+    c0, c1, s0, s1 = cache
+    neox = _rotary(inputs, 4, 1)["query"][0]
+    # NeoX: pairs (0, 2) and (1, 3), i.e. the two halves
+    assert neox[0] == pytest.approx(q[0] * c0 - q[2] * s0, rel=1e-15)
+    assert neox[2] == pytest.approx(q[2] * c0 + q[0] * s0, rel=1e-15)
+    assert neox[1] == pytest.approx(q[1] * c1 - q[3] * s1, rel=1e-15)
+    gptj = _rotary(inputs, 4, 0)["query"][0]
+    # GPT-J: pairs (0, 1) and (2, 3), interleaved
+    assert gptj[0] == pytest.approx(q[0] * c0 - q[1] * s0, rel=1e-15)
+    assert gptj[1] == pytest.approx(q[1] * c0 + q[0] * s0, rel=1e-15)
+    assert gptj[3] == pytest.approx(q[3] * c1 + q[2] * s1, rel=1e-15)
+
+
+def test_rotary_by_true_angles_is_a_rotation_and_composes() -> None:
+    # a cache of real angles: rotating by position p keeps each pair's length, and the GQA key
+    # heads (fewer than the query heads) are rotated by the same rows
+    head_size, positions = 8, [0, 5, 11]
+    inputs = _rotary_inputs(positions, heads=4, kv_heads=2, head_size=head_size)
+    theta = 10000.0 ** (-np.arange(head_size // 2) * 2.0 / head_size)
+    angles = np.arange(16)[:, None] * theta[None, :]
+    inputs["cos_sin_cache"] = np.concatenate([np.cos(angles), np.sin(angles)], axis=1)
+    for neox in (0, 1):
+        out = _rotary(inputs, head_size, neox)
+        for name in ("query", "key"):
+            before = inputs[name].reshape(3, -1, head_size)
+            after = out[name].reshape(3, -1, head_size)
+            np.testing.assert_allclose(np.sum(after**2, -1), np.sum(before**2, -1), rtol=1e-13)
+            np.testing.assert_array_equal(after[0], before[0])  # position 0: the identity
+            # the complex form: pair (x, y) as x + iy is multiplied by e^(i p theta)
+            if neox:
+                z0 = before[..., : head_size // 2] + 1j * before[..., head_size // 2 :]
+                z1 = after[..., : head_size // 2] + 1j * after[..., head_size // 2 :]
+            else:
+                z0 = before[..., 0::2] + 1j * before[..., 1::2]
+                z1 = after[..., 0::2] + 1j * after[..., 1::2]
+            turn = np.exp(1j * np.array(positions)[:, None, None] * theta[None, None, :])
+            np.testing.assert_allclose(z1, z0 * turn, rtol=1e-12, atol=1e-14)
+
+
+# --- per_token_fp8_quant -------------------------------------------------------------------------
+
+
+def test_fp8_quant_scales_each_row_to_448_and_floors_zero_rows() -> None:
+    x = np.array([[1.0, -2.0, 0.5, 0.25], [0.0, 0.0, 0.0, 0.0], [1e-6, -3e-6, 0.0, 2e-6]])
+    out = reference("per_token_fp8_quant")(np, {"x": x}, {"hidden": 4})
+    floor = 1.0 / (448.0 * 512.0)
+    np.testing.assert_array_equal(out["scale"], [2.0 / 448.0, floor, floor])
+    np.testing.assert_allclose(out["out"][0], [224.0, -448.0, 112.0, 56.0], rtol=1e-15)
+    np.testing.assert_array_equal(out["out"][1], 0.0)
+    np.testing.assert_allclose(out["out"][2], x[2] / floor, rtol=1e-15)
+    assert np.max(np.abs(out["out"])) <= 448.0
+
+
 # --- every reference on the GPU ------------------------------------------------------------------
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("op", ["silu_and_mul", "merge_attn_states_lse", "fused_add_rmsnorm"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "silu_and_mul",
+        "merge_attn_states_lse",
+        "fused_add_rmsnorm",
+        "rms_norm",
+        "gelu_and_mul",
+        "gelu_tanh_and_mul",
+        "rotary_embedding",
+        "per_token_fp8_quant",
+    ],
+)
 def test_reference_gives_the_same_on_cupy(op: str) -> None:
     import cupy
 
@@ -209,6 +375,10 @@ def test_reference_gives_the_same_on_cupy(op: str) -> None:
         for arg in contract.args
         if arg.role != "output"
     }
+    if op == "rotary_embedding":  # whole numbers inside the cache
+        rows = contract.shape_of(contract.args[3], dims)[0]
+        whole = rng.integers(0, rows, size=inputs["positions"].shape)
+        inputs["positions"] = whole.astype(np.float64)
     if op == "merge_attn_states_lse":
         inputs["s_a"].ravel()[0] = -np.inf
         inputs["s_a"].ravel()[1] = inputs["s_b"].ravel()[1] = -np.inf

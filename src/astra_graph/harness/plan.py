@@ -98,12 +98,14 @@ def _dim_range(spec: OperationSpec, name: str) -> tuple[int, int]:
     dim = contract.dims[name]
     seen = [dims[name] for suite in ("tuning", "heldout", "edge") for dims in contract.suite(suite)]
     high = dim.max if dim.max is not None else RANDOM_BEYOND_SUITES * max([*seen, dim.min])
-    low = max(dim.min, 1)
-    return low, max(low, high)
+    return dim.min, max(dim.min, high)
 
 
 def _log_uniform_int(rng: np.random.Generator, low: int, high: int, multiple: int) -> int:
-    value = math.exp(rng.uniform(math.log(low), math.log(high + 1)))
+    # a dim that may be 0 (rotary_embedding's neox layout flag) is drawn as value + 1 and shifted
+    # back, so 0 is drawn too; dims of minimum 1 or more are drawn exactly as before
+    shift = 1 if low == 0 else 0
+    value = math.exp(rng.uniform(math.log(low + shift), math.log(high + shift + 1))) - shift
     value = int(value) // multiple * multiple
     first = -(-low // multiple) * multiple
     return max(first, min(value, high // multiple * multiple))

@@ -2,10 +2,12 @@
 
 Poison (outputs, before the first checked run) is random per element and per check, so a
 kernel can neither recognise it nor leave it in place unnoticed: :func:`nan_poison` gives quiet
-NaNs whose payloads are random but never a canonical NaN's. Arithmetic only ever produces
-canonical NaNs, so an element whose bits still equal its poison's was not written. Integer
-outputs get random bits. (The later runs start from a plausible stale result instead: see
-``harness.verify``.)
+NaNs whose payloads are random but never a canonical NaN's (float8_e4m3fn has one NaN per sign
+and no payload: its poison is that NaN with a random sign, which a saturating conversion never
+produces from a number; a kernel that writes NaN there reads as not writing). Arithmetic only
+ever produces canonical NaNs, so an element whose bits still equal its poison's was not
+written. Integer outputs get random bits. (The later runs start from a plausible stale result
+instead: see ``harness.verify``.)
 
 Guard bands: every argument of a checked run lives in one allocation, the :class:`Arena`, laid
 out ``[guard][arg 0][guard][arg 1] ... [arg n-1][guard]``. Each guard holds random bits drawn
@@ -30,7 +32,7 @@ import numpy as np
 from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import bits
 from astra_graph.kernel.contract import TensorArg
-from astra_graph.kernel.dtypes import DType
+from astra_graph.kernel.dtypes import FP8_E4M3_NAN, DType
 
 MIN_GUARD_BYTES = 1 << 20
 """1 MiB: far beyond the 4 KiB an overrun of a few vectors or rows reaches, and cheap to fill."""
@@ -63,6 +65,9 @@ def nan_poison(xp: Any, rng: Any, element: DType, shape: tuple[int, ...]) -> Any
     """Storage-dtype array of quiet NaNs with random payloads (random bits for integers)."""
     count = int(np.prod(shape))
     raw = random_bits(xp, rng, element.itemsize, count)
+    if element.name == "float8_e4m3fn":  # one NaN per sign (no payload): random signs only
+        signed_nan = (raw & xp.uint8(0x80)) | xp.uint8(FP8_E4M3_NAN)
+        return signed_nan.view(element.storage).reshape(shape)
     if element.floating:
         mantissa, exponent = _layout(element)
         width = element.itemsize * 8

@@ -25,6 +25,7 @@ TYPE_ALIASES: dict[str, str] = {
     "half": "float16",
     "__nv_bfloat16": "bfloat16",
     "nv_bfloat16": "bfloat16",
+    "__nv_fp8_e4m3": "float8_e4m3fn",
     "float": "float32",
     "double": "float64",
     "int": "int32",

@@ -1,0 +1,113 @@
+// rms_norm, production-grade: as FlashInfer's RMSNorm and vLLM's vectorised rms_norm.
+// One block per token, 16-byte vector loads and stores (8 halves), fp32 math, a warp-shuffle
+// reduction then one cross-warp step. Each thread keeps the first VECS vectors it loads in
+// registers, so a row of up to block * VECS vectors is read from memory once; the rest of a
+// longer row is read again in the second pass (from L2, where the first pass just put it).
+// The block is as wide as the row needs (hidden / 8 / VECS threads, rounded up to a warp) up to
+// MAX_BLOCK: narrow rows (a per-head q/k norm of 128) do not leave idle warps behind.
+// astra: description = one block per token, 16-byte vectors kept in registers, shuffle reduction
+// astra: entry = rms_norm_vec<T, VECS>
+// astra: grid = tokens
+// astra: block = min(round_up(ceil_div(hidden // 8, VECS), 32), MAX_BLOCK)
+// astra: tunable VECS = 1, 2, 4
+// astra: tunable MAX_BLOCK = 1024, 256, 512
+// astra: requires = hidden % 8 == 0
+
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+    return v;
+}
+
+// The block's total of v, returned to every thread; blockDim.x is a multiple of 32.
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float warp_totals[32];
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    v = warp_sum(v);
+    if (lane == 0) {
+        warp_totals[warp] = v;
+    }
+    __syncthreads();
+    v = lane < blockDim.x / 32 ? warp_totals[lane] : 0.0f;
+    return warp_sum(v);
+}
+
+template <typename T>
+__device__ __forceinline__ float sum_of_squares(const uint4& raw) {
+    const T* x = reinterpret_cast<const T*>(&raw);
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16 / (int)sizeof(T); ++j) {
+        const float v = to_f32(x[j]);
+        s += v * v;
+    }
+    return s;
+}
+
+template <typename T>
+__device__ __forceinline__ uint4 normalise(const uint4& x_raw, const uint4& w_raw, float scale) {
+    const T* x = reinterpret_cast<const T*>(&x_raw);
+    const T* w = reinterpret_cast<const T*>(&w_raw);
+    uint4 o_raw;
+    T* o = reinterpret_cast<T*>(&o_raw);
+#pragma unroll
+    for (int j = 0; j < 16 / (int)sizeof(T); ++j) {
+        o[j] = from_f32<T>(to_f32(x[j]) * scale * to_f32(w[j]));
+    }
+    return o_raw;
+}
+
+template <typename T, int kVecs>
+__global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
+                             const T* __restrict__ weight, int hidden, float eps) {
+    const int n = hidden / (16 / (int)sizeof(T));  // vectors per row
+    const size_t base = (size_t)blockIdx.x * hidden;
+    const uint4* in_vec = reinterpret_cast<const uint4*>(input + base);
+    const uint4* w_vec = reinterpret_cast<const uint4*>(weight);
+    uint4* out_vec = reinterpret_cast<uint4*>(out + base);
+    const int stride = blockDim.x;
+    const int spill = threadIdx.x + kVecs * stride;  // first vector not kept in registers
+
+    uint4 kept[kVecs];
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {  // all loads issued before the first use
+        const int i = threadIdx.x + k * stride;
+        if (i < n) {
+            kept[k] = __ldg(in_vec + i);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+        if (threadIdx.x + k * stride < n) {
+            sum_sq += sum_of_squares<T>(kept[k]);
+        }
+    }
+    for (int i = spill; i < n; i += stride) {
+        sum_sq += sum_of_squares<T>(__ldg(in_vec + i));
+    }
+
+    const float scale = rsqrtf(block_sum(sum_sq) / hidden + eps);
+
+#pragma unroll
+    for (int k = 0; k < kVecs; ++k) {
+        const int i = threadIdx.x + k * stride;
+        if (i < n) {
+            out_vec[i] = normalise<T>(kept[k], __ldg(w_vec + i), scale);
+        }
+    }
+    for (int i = spill; i < n; i += stride) {
+        out_vec[i] = normalise<T>(__ldg(in_vec + i), __ldg(w_vec + i), scale);
+    }
+}
