@@ -127,9 +127,10 @@ def test_production_beats_naive_on_large_shapes_in_device_mode() -> None:
     assert small.copy_floor.method.startswith("graph x")
     assert small.launch_floor.method.startswith("graph x")
     assert large.copy_floor.method == "events+l2flush"
-    # an empty launch is far shorter than moving 0.6 GB, and never longer than the small copy
-    # by more than the noise
-    assert large.launch_floor.median_us < 0.1 * large.copy_floor.median_us
+    # an empty kernel on the copy's grid is shorter than the copy itself (on the H100 at
+    # 2048x14336: 20.9 us against 64.2 us; scheduling that many blocks is not free), and never
+    # longer than the small copy by more than the noise
+    assert large.launch_floor.median_us < large.copy_floor.median_us
     noise = 1 + 3 * (small.copy_floor.rel_std_err + small.launch_floor.rel_std_err)
     assert small.launch_floor.median_us <= noise * small.copy_floor.median_us
     assert large.bound == "bandwidth" and small.bound in ("copy", "launch")
