@@ -226,9 +226,14 @@ class Evaluator(EvaluatorLike):
         extra_shapes: Iterable[Mapping[str, int]] = (),
         tunables: Mapping[str, int] | None = None,
         params: Mapping[str, float] | None = None,
+        domain: bool = True,
+        partial_kernels: bool = False,
     ) -> Verdict:
         """Verify ``candidate`` against the contract's reference and ``baseline``'s own error.
 
+        ``domain`` adds the domain suite (``harness.domain``; off only to measure its cost);
+        ``partial_kernels`` accepts a ``requires`` narrower than the contract's domain and
+        records it in the verdict's ``kernel_domain``.
         Raises ContractError for bad input (unknown operation, a baseline that does not load,
         an unknown suite, shape or tunable); every problem of the candidate is a verdict.
         """
@@ -250,6 +255,8 @@ class Evaluator(EvaluatorLike):
             suites=list(suites),
             extra_shapes=shapes,
             params=dict(params or {}),
+            domain=domain,
+            partial_kernels=partial_kernels,
         )
         return self._run_check(spec, request.model_dump())
 
