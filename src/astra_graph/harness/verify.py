@@ -677,10 +677,10 @@ def run_check(
             with _step(f"cases of suite {case.suite}", xp):
                 mode = _protocol_for(spec, case, xp)
                 if mode is None:
-                    needed = light_check_bytes(spec, case.dims, case.dtype) / 2**30
+                    needed = light_check_bytes(spec, case.dims, case.dtype) / 2**20
                     notes.append(
                         f"skipped domain shape {contract.label(case.dims)} {case.dtype} "
-                        f"({case.kind}): needs {needed:.1f} GiB, more than the free memory allows"
+                        f"({case.kind}): needs {needed:.0f} MiB, more than the free memory allows"
                     )
                     continue
                 check = check_case if mode == "full" else _light
@@ -719,7 +719,7 @@ def run_check(
     ).model_dump()
 
 
-DOMAIN_HOST_BYTES = 64 << 20
+DOMAIN_HOST_BYTES = 16 << 20
 """Memory a domain case may use when a check runs on the host (NumPy, CPU tests): larger domain
 shapes are skipped there and noted."""
 
