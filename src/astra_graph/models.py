@@ -165,7 +165,8 @@ class BenchReport(BaseModel):
     """Keyed by ``candidate`` / ``baseline``, for the first dtype's instantiation."""
     rejection: Verdict | None = None
     """Set when timing found the candidate invalid: ``impossible_time`` (faster than the memory
-    allows) or ``mismatch`` (outputs of the timed runs differ from the reference)."""
+    allows), ``timing_replay`` (outputs of the timed runs differ from the reference, or between
+    samples on the same inputs) or ``input_mutated``."""
     notes: list[str] = []
     """What the reader should know: shapes skipped, tools missing, partly warm data."""
     seconds: float = 0.0

@@ -5,15 +5,15 @@ and returns ``BenchReport.model_dump()``. For each shape it
 
 1. builds random inputs for each side (and, for device mode on short kernels, enough extra
    copies to keep the data cold inside a CUDA graph; see :mod:`astra_graph.harness.timing`),
-   the copies of each argument as rows of one array (:class:`_Side`),
-2. computes the float64 reference of the copies it will check, and keeps pristine copies of
-   in-place arguments to restore, and NaN poisons with random payloads (the check's kind) to
-   write over the outputs, before every timed sample,
+   every copy with its own inputs, in :data:`TIMING_INPUT_SETS` sets that alternate from one
+   timed sample to the next (:class:`_Side`), the copies of each argument as rows of one array,
+2. writes NaN poisons with random payloads (the check's kind) over the outputs before every
+   timed sample, and records every sample's outputs (a fingerprint per input set),
 3. times both sides interleaved, in ``device`` or ``per-call`` mode,
-4. re-checks the candidate's outputs left by the timed calls: the first and last copy against
-   the reference, and every copy between (clones of the first: same inputs) bit for bit against
-   the first, so a kernel cannot replay a cached answer or skip work while it is being timed on
-   any copy, and
+4. checks what the timed calls left: :data:`TIMED_CHECKED_COPIES` copies drawn after timing
+   against the float64 reference of the inputs the last sample gave them, their pure inputs
+   bit-identical, and every sample's fingerprint equal to the last one's on the same inputs
+   (``timing_replay``: the kernel behaves differently when timed), and
 5. compares the achieved bandwidth with the roof, the device's achievable bandwidth for the
    shape's read:write mix: in device mode, a time implying more than
    :data:`roofline.IMPOSSIBLE_MARGIN` x the roof is impossible; and, in device mode, times the
@@ -55,6 +55,14 @@ from astra_graph.models import (
 TIMING_POISONS = 2
 """Random-payload NaN patterns per output, written over it in turn before each timed sample: a
 fixed fill byte (0xFF until 2026-11-24) told a kernel that it was being timed, not checked."""
+TIMING_INPUT_SETS = 2
+"""Input sets each copy alternates between, one per timed sample: the same buffers never see the
+same inputs in two consecutive samples, so a result replayed per buffer is the other set's."""
+TIMED_CHECKED_COPIES = 8
+"""Copies whose outputs, as the last timed sample left them, are compared with the float64
+reference after timing, drawn after timing (OS entropy) among the launched ones; with the
+fingerprints of every sample (every copy's outputs) a kernel that skips or replays work on any
+copy in any sample shows, and the ones compared cannot be known while it runs."""
 BATCH_ROW_ALIGN = 256
 """Each input copy starts at a multiple of this many bytes in its batch (cudaMalloc's
 alignment), whatever the shape's size."""
@@ -84,90 +92,99 @@ def _timer() -> timing.Timer:
 
 
 class _Side:
-    """One implementation's inputs for one shape: copies, references, pristine in-place data.
+    """One implementation's inputs for one shape: copies, input sets, references.
 
     The copies of each argument are the rows of one batch array (``copies x shape``), so that
-    restoring every copy's in-place arguments before a graph replay, or poisoning every copy's
-    outputs, is one operation per argument instead of one per copy (with 256 copies the
-    per-copy restores were most of the timing of an in-place operation's small shapes)."""
+    restoring every copy's inputs before a graph replay, or poisoning every copy's outputs, is
+    one operation per argument instead of one per copy (with 256 copies the per-copy restores
+    were most of the timing of an in-place operation's small shapes).
+
+    Every copy has its own random inputs, and there are :data:`TIMING_INPUT_SETS` sets of them:
+    before each timed sample (outside the events) the next set is copied into the batches, so
+    the same buffers see other inputs from one sample to the next. A kernel that replays what it
+    computed for a buffer (a launch counter per buffer set, a clock, a key on a few input
+    values) writes the previous set's answer, which the fingerprints and the re-check see."""
 
     def __init__(self, kernel: Any, spec: OperationSpec) -> None:
         self.kernel = kernel
         self.spec = spec
         self.cases: list[Any] = []
         self.batches: dict[str, Any] = {}
-        """Argument name -> its copies, one per row."""
-        self.pristine: dict[str, Any] = {}
-        """In-place argument name -> its copies before any launch."""
+        """Argument name -> its copies, one per row (what the kernel is launched on)."""
+        self.sets: list[dict[str, Any]] = []
+        """Per input set: input argument name -> its copies (never launched on)."""
+        self.current = 0
+        """The input set now in the batches."""
         self.references: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
         self._bound: dict[int, tuple[Any, Any, list[Any], int]] = {}
         self._poisons: dict[str, list[Any]] = {}
         """Output name -> NaN patterns as large as its batch (:data:`TIMING_POISONS`)."""
         self._poisoned = 0
-        self.fingerprints: list[Any] = []
-        """One device scalar per timed sample: the sum of the written elements' bits."""
+        self.fingerprints: list[tuple[int, Any]] = []
+        """One (input set, device scalar) per timed sample: the sum of the written bits."""
 
     @property
-    def in_place(self) -> list[str]:
-        return [a.name for a in self.spec.contract.args if a.role == "inout"]
+    def inputs(self) -> list[str]:
+        return [a.name for a in self.spec.contract.args if a.role != "output"]
 
     @property
     def outputs(self) -> list[str]:
         return [a.name for a in self.spec.contract.args if a.role == "output"]
 
     def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
-        """Grow to ``total`` input copies. The first and the last (the ones re-checked after
-        timing) hold their own random contents; those between are clones of the first."""
+        """Grow to ``total`` copies, every one with its own random inputs in every set (drawn
+        afresh: no launch has touched them)."""
         import cupy
 
-        from astra_graph.harness.cases import Case, make_case
+        from astra_graph.harness.cases import Case, random_values
 
         if len(self.cases) >= total:
             return
-        if self.cases:  # the first copy as it was before any launch
-            first = {n: self._pristine_view(n, 0) for n in self.batches}
-        else:
-            first = make_case(self.spec, dims, dtype, rng).arrays
-        last = make_case(self.spec, dims, dtype, rng).arrays if total > 1 else first
+        contract = self.spec.contract
         batches, views = {}, {}
-        for arg in self.spec.contract.args:
-            source = first[arg.name]
+        sets: list[dict[str, Any]] = [{} for _ in range(TIMING_INPUT_SETS)]
+        for arg in contract.args:
+            element = contract.dtype_of(arg, dtype)
+            shape = contract.shape_of(arg, dims)
+            size = math.prod(shape)
             # rows padded to the allocator's alignment: every copy starts as cudaMalloc's would
-            row = -(-source.nbytes // BATCH_ROW_ALIGN) * BATCH_ROW_ALIGN // source.itemsize
-            batch = cupy.empty((total, row), dtype=source.dtype)
+            row = -(-size * element.itemsize // BATCH_ROW_ALIGN) * BATCH_ROW_ALIGN
+            row //= element.itemsize
+            batch = cupy.empty((total, row), dtype=element.storage)
             if arg.role != "output":
-                batch[: total - 1, : source.size] = source.reshape(-1)  # one copy for the clones
-                batch[total - 1, : source.size] = last[arg.name].reshape(-1)
+                for inputs in sets:
+                    drawn = cupy.empty((total, row), dtype=element.storage)
+                    values = random_values(arg, (total, size), rng)
+                    drawn[:, :size] = element.from_float64(cupy, values)
+                    inputs[arg.name] = drawn
+                batch[...] = sets[0][arg.name]
             batches[arg.name] = batch
-            views[arg.name] = [batch[i, : source.size].reshape(source.shape) for i in range(total)]
-        self.batches = batches
-        self.pristine = {n: batches[n].copy() for n in self.in_place}
+            views[arg.name] = [batch[i, :size].reshape(shape) for i in range(total)]
+        self.batches, self.sets, self.current = batches, sets, 0
         self._bound, self.references = {}, {}
         self._poisons = {
             a.name: [
-                nan_poison(cupy, rng, self.spec.contract.dtype_of(a, dtype), batches[a.name].shape)
+                nan_poison(cupy, rng, contract.dtype_of(a, dtype), batches[a.name].shape)
                 for _ in range(TIMING_POISONS)
             ]
-            for a in self.spec.contract.args
+            for a in contract.args
             if a.role == "output"
         }
-        scalars = self.spec.contract.scalar_values(dims)
+        scalars = contract.scalar_values(dims)
         self.cases = [
             Case(dict(dims), dtype, {n: v[i] for n, v in views.items()}, scalars)
             for i in range(total)
         ]
 
-    def _pristine_view(self, name: str, index: int) -> Any:
-        """Copy ``index`` of an argument before any launch (in-place ones from the pristine
-        batch; the others are never written by a correct kernel)."""
+    def _set_view(self, name: str, index: int, which: int | None = None) -> Any:
+        """Copy ``index`` of an input as input set ``which`` (the current one) holds it."""
         view = self.cases[index].arrays[name]
-        if name not in self.pristine:
-            return view
-        return self.pristine[name][index, : view.size].reshape(view.shape)
+        batch = self.sets[self.current if which is None else which][name]
+        return batch[index, : view.size].reshape(view.shape)
 
     def poison(self, stream: Any) -> None:
         """Write NaNs with random payloads over every copy's pure outputs, the next of the
-        patterns each time (in-place arguments are restored instead)."""
+        patterns each time (in-place arguments get their next inputs instead)."""
         self._poisoned += 1
         with stream:
             for name in self.outputs:
@@ -175,7 +192,8 @@ class _Side:
                 self.batches[name][...] = patterns[self._poisoned % len(patterns)]
 
     def expect(self, index: int) -> None:
-        """Compute, before any timed call, the reference for copy ``index``."""
+        """The reference for copy ``index`` on the current input set (computed from the set,
+        which no launch touches, so it holds the inputs the last sample was given)."""
         import cupy
 
         case = self.cases[index]
@@ -183,7 +201,7 @@ class _Side:
         inputs = {}
         for arg in contract.args:
             if arg.role != "output":
-                source = self._pristine_view(arg.name, index)
+                source = self._set_view(arg.name, index)
                 inputs[arg.name] = contract.dtype_of(arg, case.dtype).to_float64(cupy, source)
         reference = self.spec.reference(cupy, inputs, case.scalars)
         self.references[index] = (inputs, reference)
@@ -214,14 +232,18 @@ class _Side:
             ) from None
 
     def restore(self, index: int, stream: Any) -> None:
+        """Copy ``index``'s inputs from the next input set (before a sample of copy 0)."""
+        self.current = (self.current + 1) % len(self.sets)
         with stream:
-            for name, batch in self.pristine.items():
-                self.batches[name][index] = batch[index]  # the padding too: one copy per row
+            for name in self.inputs:
+                self.batches[name][index] = self.sets[self.current][name][index]
 
     def restore_all(self, stream: Any) -> None:
+        """Every copy's inputs from the next input set (before a graph replay)."""
+        self.current = (self.current + 1) % len(self.sets)
         with stream:
-            for name, batch in self.pristine.items():
-                self.batches[name][...] = batch
+            for name in self.inputs:
+                self.batches[name][...] = self.sets[self.current][name]
 
     def subject(self, name: str, fingerprinted: bool = False) -> timing.Subject:
         """A timing subject; ``fingerprinted``: record each sample's outputs (afresh)."""
@@ -230,16 +252,17 @@ class _Side:
             name=name,
             launch=self.launch,
             copies=len(self.cases),
-            restore=self.restore if self.in_place else None,
-            restore_all=self.restore_all if self.in_place else None,
+            restore=self.restore if self.inputs else None,
+            restore_all=self.restore_all if self.inputs else None,
             poison=self.poison if self.outputs else None,
             after_sample=self.fingerprint if fingerprinted else None,
         )
 
     def fingerprint(self, stream: Any) -> None:
         """Record (on the stream, no synchronisation) the sum of the bits of every copy's
-        written elements: equal after every sample for a kernel that computes every time.
-        Every copy's row, so a sample that skips work on any copy shows."""
+        written elements, with the input set the sample ran on: equal after every sample of a
+        set for a kernel that computes every time. Every copy's row, so a sample that skips
+        work on any copy shows."""
         total = None
         with stream:
             for arg in self.spec.contract.args:
@@ -249,42 +272,39 @@ class _Side:
                     part = bits.view(f"uint{8 * array.itemsize}").sum(dtype="uint64")
                     total = part if total is None else total + part
         if total is not None:
-            self.fingerprints.append(total)
+            self.fingerprints.append((self.current, total))
 
     def first_unlike_sample(self) -> tuple[int, int] | None:
-        """(the first timed sample whose outputs differ from the last's, the number of samples),
-        or None. The last sample's outputs are the ones the re-check compares."""
-        sums = [int(value) for value in self.fingerprints]  # one read each, after timing
-        unlike = [k for k, value in enumerate(sums) if value != sums[-1]] if sums else []
+        """(the first timed sample whose outputs differ from those of the last sample on the
+        same input set, the number of samples), or None. The last sample's outputs are the ones
+        the re-check compares with the reference."""
+        sums = [(which, int(value)) for which, value in self.fingerprints]  # one read each
+        last = {which: value for which, value in sums}
+        unlike = [k for k, (which, value) in enumerate(sums) if value != last[which]]
         return (unlike[0], len(sums)) if unlike else None
 
-    def first_unlike_clone(self) -> int | None:
-        """The first copy between the first and the last (a clone of the first: the same
-        inputs) whose outputs, as the timed calls left them, are not bit for bit the first's;
-        or None. One comparison per written argument over the whole batch."""
-        last = len(self.cases) - 1
-        if last < 2:
-            return None
-        differs = None
-        for arg in self.spec.contract.args:
-            if arg.written:  # the elements only: each row's padding holds its own bytes
-                span = self.cases[0].arrays[arg.name].nbytes
-                bits = self.batches[arg.name].view("uint8")[:, :span]
-                unlike = (bits[1:last] != bits[0]).any(axis=1)
-                differs = unlike if differs is None else differs | unlike
-        if differs is None or not bool(differs.any()):
-            return None
-        return 1 + int(differs.argmax())
+    def launched(self) -> list[int]:
+        """The copies the timed calls ran on (events time copy 0 only; graphs every copy)."""
+        return sorted(self._bound)
 
-    def check(
-        self, index: int, reference_of: int | None = None
-    ) -> tuple[RejectReason, Evidence] | None:
-        """Why copy ``index``'s outputs, as the timed calls left them, are wrong (against the
-        reference of copy ``reference_of``, by default its own); or None."""
+    def mutated_input(self, index: int) -> str | None:
+        """The first pure input of copy ``index`` that the timed calls changed, or None."""
+        for arg in self.spec.contract.args:
+            if arg.role == "input":
+                now = self.cases[index].arrays[arg.name]
+                kind = f"uint{8 * now.itemsize}"
+                given = self._set_view(arg.name, index)
+                if bool((now.view(kind) != given.view(kind)).any()):  # bits: NaN too
+                    return arg.name
+        return None
+
+    def check(self, index: int) -> tuple[RejectReason, Evidence] | None:
+        """Why copy ``index``'s outputs, as the timed calls left them, are wrong (against its
+        reference on the current input set); or None."""
         from astra_graph.harness.compare import compare_outputs
 
         case = self.cases[index]
-        inputs, reference = self.references[index if reference_of is None else reference_of]
+        inputs, reference = self.references[index]
         written = {a.name: case.arrays[a.name] for a in self.spec.contract.args if a.written}
         found, _ = compare_outputs(self.spec, inputs, written, reference, case.dtype)
         if found is None:
@@ -392,9 +412,6 @@ def _time_shape(
     # inputs and references are made on the default stream; the timer's stream does not wait
     cupy.cuda.Device().synchronize()
     if request.mode == "per-call":
-        for side in sides:
-            side.expect(0)
-        cupy.cuda.Device().synchronize()
         return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)]), None
     # one estimate per side, used both to size the copies and (in device_mode) to choose graphs
     # over events: two estimates on either side of the threshold once left rotating copies
@@ -408,9 +425,6 @@ def _time_shape(
             side.add_copies(dims, dtype, rng, timing.graph_copies(estimate, cold))
         cold = timing.copies_for_cold_data(mix.read_bytes + mix.write_bytes, timer.l2_bytes)
         floor_copies = timing.graph_copies(estimate, cold)
-    for side in sides:
-        side.expect(0)
-        side.expect(len(side.cases) - 1)
     if not mix.fits_minimal_kernel:  # beyond 32-bit indices: bandwidth-bound in any case
         cupy.cuda.Device().synchronize()
         subjects = [s.subject(f"side{i}", fingerprinted=i == 0) for i, s in enumerate(sides)]
@@ -602,37 +616,59 @@ def _launch_failure(
 def _rejection(
     spec: OperationSpec, candidate: _Side, shape: ShapeTiming, roof_gbps: float
 ) -> Verdict | None:
-    checks = [(index, index) for index in sorted(candidate.references)]
-    if spec.contract.deterministic:  # the clones (first copy's inputs) must equal the first
-        clone = candidate.first_unlike_clone()
-        checks += [(clone, 0)] if clone is not None else []
-    else:  # no bit-for-bit rule: each clone against the first copy's reference
-        checks += [(k, 0) for k in range(1, len(candidate.cases) - 1)]
-    for index, reference_of in checks:
-        found = candidate.check(index, reference_of)
+    """Why the timed runs show the candidate wrong or impossibly fast, or None.
+
+    ``timing_replay`` (the kernel behaves differently when timed) when a copy chosen after
+    timing (:data:`TIMED_CHECKED_COPIES`) holds outputs unlike the reference of the inputs the
+    last sample gave it, or when two samples on the same inputs left different outputs;
+    ``input_mutated`` when a pure input changed under timing."""
+    import numpy as np
+
+    launched = candidate.launched()
+    chooser = np.random.default_rng(secrets.randbits(63))
+    count = min(TIMED_CHECKED_COPIES, len(launched))
+    chosen = sorted(int(i) for i in chooser.choice(launched, size=count, replace=False))
+    where = f"{shape.label} {shape.dtype}"
+    for index in chosen:
+        mutated = candidate.mutated_input(index)
+        if mutated is not None:
+            detail = f"input {mutated!r} of timed copy {index} changed during timing"
+            return Verdict.reject(
+                "input_mutated",
+                f"{where}: {detail}",
+                Evidence(
+                    op=spec.name, dims=shape.dims, dtype=shape.dtype, arg=mutated, detail=detail
+                ),
+            )
+        candidate.expect(index)
+        found = candidate.check(index)
         if found is not None:
             reason, evidence = found
             evidence.detail = (
-                f"output left by the timed calls (input copy {index}) differs from the "
-                f"reference computed before timing. {evidence.detail}".strip()
+                f"{reason}: output left by the timed calls (last sample) on copy {index} (of "
+                f"{len(candidate.cases)}, input set {candidate.current + 1} of "
+                f"{len(candidate.sets)}) differs from the reference of its inputs. "
+                f"{evidence.detail}".strip()
             )
             return Verdict.reject(
-                reason,
-                f"{shape.label} {shape.dtype}: the timed runs' output is wrong "
-                f"({evidence.arg or 'output'}): the kernel behaves differently when timed",
+                "timing_replay",
+                f"{where}: the timed runs' output is wrong ({evidence.arg or 'output'}): the "
+                "kernel behaves differently when timed",
                 evidence,
             )
+        del candidate.references[index]
     # bit-identical samples are only asked of operations whose contract demands determinism
     unlike = candidate.first_unlike_sample() if spec.contract.deterministic else None
     if unlike is not None:  # the checked outputs are right, but not every sample computed them
         sample, samples = unlike
         detail = (
             f"timed sample {sample + 1} of {samples} left outputs unlike those of the last "
-            "sample, which match the reference: not every timed launch computed the answer"
+            "sample on the same inputs, which match the reference: not every timed launch "
+            "computed the answer"
         )
         return Verdict.reject(
-            "mismatch",
-            f"{shape.label} {shape.dtype}: the timed runs' outputs differ between samples: "
+            "timing_replay",
+            f"{where}: the timed runs' outputs differ between samples: "
             "the kernel behaves differently when timed",
             Evidence(op=spec.name, dims=shape.dims, dtype=shape.dtype, detail=detail),
         )
