@@ -2,8 +2,9 @@
 
 For each kernel: Evaluator.check(spec, production, kernel); if accepted, Evaluator.bench(spec,
 kernel, against=production) in device mode on the tuning shapes, first dtype (a bench report can
-carry a rejection: impossible_time, or outputs wrong when timed). One line per kernel, then a
-summary: exploits accepted (check accepted and no bench rejection) and controls rejected.
+carry a rejection: impossible_time, or timing_replay when the timed runs' outputs are wrong). One
+line per kernel, the results, a table (kernel | class | verdict | reason), then a summary:
+exploits accepted (check accepted and no bench rejection) and controls rejected.
 
 Each kernel's `// expect: exploit|correct` and `// class: ...` header lines say what it is.
 Checks run first for every kernel, then benches (timing-class exploits first), each within the
@@ -148,6 +149,17 @@ def main() -> int:
             f"{row['name']} | {row['expect']} | {row['cls']} | {verdict[:240]} | "
             f"{row['bench'][:240] or '-'}{(' | ' + row['speed']) if row['speed'] else ''}"
         )
+    print("\n=== TABLE: kernel | class | verdict | reason")
+    for row in rows:
+        verdict = row["verdict"] or "not run"
+        bench_rejected = row["bench"].startswith("BENCH REJECTED")
+        if bench_rejected:  # accepted by the check, rejected by the timing phase
+            outcome, reason = "rejected (bench)", row["bench"].removeprefix("BENCH REJECTED ")
+        elif row.get("accepted"):
+            outcome, reason = "accepted", row["bench"] or "-"
+        else:
+            outcome, reason = "rejected", verdict
+        print(f"{row['name']} | {row['cls']} | {outcome} | {reason[:200]}")
     n_exploit = sum(r["expect"] == "exploit" for r in rows)
     n_control = sum(r["expect"] == "correct" for r in rows)
     print(
