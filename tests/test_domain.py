@@ -348,3 +348,69 @@ def test_a_systematic_fp32_bias_is_rejected_and_rounding_noise_is_not() -> None:
     assert verdict.reason == "mismatch" and "'s_merged'" in verdict.message
     assert "precision loss" in verdict.message
     assert FP32_BIAS_LIMIT < 0.06  # below the smallest shift the red-team bias gives
+
+
+# --- thresholds in the code ----------------------------------------------------------------------
+
+THRESHOLD_SOURCE = """
+#define WIDE 4096
+constexpr int FEW = 100;
+template <typename T>
+__global__ void k(T* out, const T* x, int d, int tokens, int heads) {
+    const int vectors = d / 8;
+    if (vectors > 512) { return; }          // d = 4096
+    if ((long long)d >= WIDE) { return; }   // d = 4096, through a #define and a cast
+    if (tokens < FEW) { return; }           // tokens = 100, through a constexpr
+    if (64 < heads && heads < 128) { return; }
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {}  // no constant: not a threshold
+}
+"""
+
+
+def test_code_thresholds_are_read_with_a_parser_through_locals_defines_and_casts() -> None:
+    from astra_graph.harness.thresholds import code_thresholds
+
+    found = {(t.dim, t.value) for t in code_thresholds(THRESHOLD_SOURCE, MERGE_LIKE)}
+    assert found == {("d", 4096.0), ("tokens", 100.0), ("heads", 64.0), ("heads", 128.0)}
+
+
+def test_requires_thresholds_and_the_values_on_both_sides() -> None:
+    from astra_graph.harness.thresholds import requires_thresholds, threshold_values
+
+    found = requires_thresholds(
+        ["hidden % 8 == 0", "hidden * 4 <= 227 * 1024 - 1024", "tokens <= 32768"], RMSNORM
+    )
+    assert [(t.dim, t.value) for t in found] == [("hidden", 57856.0), ("tokens", 32768.0)]
+    tokens = found[1]
+    assert threshold_values(RMSNORM, tokens, domain.dim_bounds(RMSNORM, "tokens")) == [
+        32768,
+        32769,
+    ]
+    hidden = found[0]  # beyond the contract's 32768: no shape
+    assert threshold_values(RMSNORM, hidden, domain.dim_bounds(RMSNORM, "hidden")) == []
+
+
+def test_the_plan_puts_each_threshold_on_both_sides_at_the_dims_multiple() -> None:
+    from astra_graph.harness.thresholds import Threshold
+
+    wide = Threshold("d", 4100.0, "code: d > 4100")
+    cases = plan_cases(SILU, ["edge"], [], np.random.default_rng(3), domain=True, thresholds=[wide])
+    at = sorted({c.dims["d"] for c in cases if c.kind.startswith("threshold")})
+    assert at == [4096, 4104] and all(v % 8 == 0 for v in at)
+
+
+def _merge_like() -> Any:
+    """silu's contract with heads as a dim and scalars for d, tokens and heads (any names)."""
+    data = SILU.contract.model_dump()
+    data["dims"]["heads"] = {"min": 1, "max": 256}
+    data["scalars"] += [
+        {"name": "tokens", "dtype": "int32", "value": "tokens"},
+        {"name": "heads", "dtype": "int32", "value": "heads"},
+    ]
+    data["suites"] = {k: [dict(s, heads=8) for s in v] for k, v in data["suites"].items()}
+    from astra_graph.contract import Contract, OperationSpec
+
+    return OperationSpec(contract=Contract.model_validate(data), folder=SILU.folder)
+
+
+MERGE_LIKE = _merge_like()

@@ -17,6 +17,8 @@ dims' ``min`` and ``max`` (a dim without ``max`` uses the largest value the plan
 * ``non_multiple``: each dim at ``2^k - m``, ``2^k + m`` (``m`` its ``multiple_of``) and ``m``
   times a prime, for a random ``k``, the other dims from a random tuning shape: tile loops that
   skip a tail;
+* ``threshold ...``: each constant the candidate's code or ``requires`` compares a dim with
+  (``harness.thresholds``), the dim just below and just above it;
 * ``sample``: :data:`DOMAIN_SAMPLE_SHAPES` shapes drawn log-uniformly per dim over the whole
   domain, fresh at every check from the plan's seed (OS entropy, never shown to agents;
   recorded in a rejection's evidence so it can be replayed).
@@ -30,12 +32,13 @@ independent), else skips it and says so in the verdict's notes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from astra_graph.contract import OperationSpec
+from astra_graph.harness.thresholds import MAX_THRESHOLDS, Threshold, threshold_values
 
 DOMAIN_SUITE = "domain"
 OFFSET_LIMIT = 1 << 31
@@ -115,8 +118,15 @@ def _smallest_prime_at_least(value: int) -> int:
     return candidate
 
 
-def domain_shapes(spec: OperationSpec, dtype: str, rng: np.random.Generator) -> list[DomainShape]:
-    """The domain suite for one element type (module docstring), without duplicates."""
+def domain_shapes(
+    spec: OperationSpec,
+    dtype: str,
+    rng: np.random.Generator,
+    thresholds: Sequence[Threshold] = (),
+) -> list[DomainShape]:
+    """The domain suite for one element type (module docstring), without duplicates; with
+    ``thresholds`` (``harness.thresholds``) also each one's dim on both sides of it, the other
+    dims from a random tuning shape."""
     contract = spec.contract
     names = list(contract.dims)
     rows = names[0]
@@ -158,6 +168,12 @@ def domain_shapes(spec: OperationSpec, dtype: str, rng: np.random.Generator) -> 
         for value in (2**k - multiple, 2**k + multiple, multiple * prime):
             if low <= value <= high and value % multiple == 0:
                 shapes.append(DomainShape("non_multiple", {**others, name: value}))
+    for threshold in thresholds[:MAX_THRESHOLDS]:
+        others = dict(tuning[int(rng.integers(0, len(tuning)))])
+        for value in threshold_values(spec, threshold, bounds[threshold.dim]):
+            shapes.append(
+                DomainShape(f"threshold {threshold.source}", {**others, threshold.dim: value})
+            )
     for _ in range(DOMAIN_SAMPLE_SHAPES):
         sample = {}
         for name in names:

@@ -30,6 +30,7 @@ from astra_graph.contract import OperationSpec
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, rows_dim
 from astra_graph.harness.domain import DOMAIN_SUITE, dim_bounds, domain_shapes
 from astra_graph.harness.geometry import geometry_problem
+from astra_graph.harness.thresholds import Threshold
 from astra_graph.models import RejectReason
 
 RANDOM_SUITE = "random"
@@ -169,6 +170,7 @@ def plan_cases(
     random: bool = True,
     domain: bool = False,
     seed: int | None = None,
+    thresholds: Sequence[Threshold] = (),
 ) -> list[CaseSpec]:
     """Every (shape, dtype) case of the check, random shapes included (see the docstring);
     with ``domain`` also the domain suite of every dtype (``harness.domain``), last.
@@ -186,7 +188,7 @@ def plan_cases(
         for dtype in contract.dtypes:
             planned += [
                 (DOMAIN_SUITE, shape.dims, dtype, shape.kind)
-                for shape in domain_shapes(spec, dtype, rng)
+                for shape in domain_shapes(spec, dtype, rng, thresholds)
             ]
     return [
         CaseSpec(

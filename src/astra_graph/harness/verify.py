@@ -66,6 +66,13 @@ from astra_graph.harness.errors import BaselineError, NoGpu, Rejected
 from astra_graph.harness.payload import CheckRequest, operation_spec
 from astra_graph.harness.plan import CaseSpec, plan_cases, preflight
 from astra_graph.harness.poison import Arena, nan_poison, still_holds
+from astra_graph.harness.thresholds import (
+    MAX_THRESHOLDS,
+    ParserUnavailable,
+    Threshold,
+    code_thresholds,
+    requires_thresholds,
+)
 from astra_graph.models import Evidence, RejectReason, Verdict
 
 LARGE_CASE_BYTES = 256 * 1024 * 1024
@@ -633,6 +640,19 @@ def run_check(
     def supported(dims: Mapping[str, int]) -> bool:
         return all(kernel.unsupported(dims) is None for kernel in baselines.values())
 
+    notes: list[str] = []
+    found_thresholds: list[Threshold] = []
+    if req.domain:
+        found_thresholds = requires_thresholds(cand_impl.header.requires, spec)
+        try:
+            found_thresholds += code_thresholds(cand_impl.source, spec)
+        except ParserUnavailable as exc:
+            notes.append(str(exc))
+        if len(found_thresholds) > MAX_THRESHOLDS:
+            notes.append(
+                f"{len(found_thresholds)} thresholds in the candidate; the first "
+                f"{MAX_THRESHOLDS} tested"
+            )
     seed = secrets.randbits(63)
     planner = np.random.default_rng(seed)
     cases = plan_cases(
@@ -645,6 +665,7 @@ def run_check(
         random=req.random_shapes,
         domain=req.domain,
         seed=seed,
+        thresholds=found_thresholds,
     )
     target = arch or gpu_arch() or DEFAULT_ARCH
     partial = req.partial_kernels or contract.partial_kernels
@@ -666,7 +687,6 @@ def run_check(
     worst = 0.0
     generator = rng if rng is not None else _rng()
     xp = array_module(generator.random(1))
-    notes: list[str] = []
     domain_seconds, run = 0.0, 0
     for case in cases:
         if id(case) in excluded:
