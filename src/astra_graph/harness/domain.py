@@ -62,9 +62,11 @@ inputs and outputs, the second reference, and the reference's own temporaries), 
 LIGHT_STORAGE_COPIES = 3
 """Storage copies in the light protocol: the drawn inputs, the arena, the inout arguments'
 pristine copies."""
-LIGHT_TRANSIENT_BYTES_PER_ELEMENT = 20
-"""Bytes per element of the largest argument while its inputs are drawn and scaled (float32 draw,
-float64 value and scaled product), one argument at a time."""
+LIGHT_TRANSIENT_BYTES_PER_ELEMENT = 8
+"""Bytes per element of the largest argument held besides the storage copies, counted: the float32
+draw of the inputs (4; ``cases.make_case``), then the poison's float32 draw and the boolean
+masks of the checks (4); the row scaling and the reference work in bounded row chunks
+(``scenarios.SCALE_CHUNK_ELEMENTS``, ``verify.LIGHT_CHUNK_ELEMENTS``)."""
 MEMORY_HEADROOM = 0.85
 """Share of the free GPU memory a case may plan to use: the rest absorbs the memory pool's
 rounding and the allocator's fragmentation."""
@@ -123,10 +125,12 @@ def domain_shapes(
     dtype: str,
     rng: np.random.Generator,
     thresholds: Sequence[Threshold] = (),
+    offsets: bool = True,
 ) -> list[DomainShape]:
     """The domain suite for one element type (module docstring), without duplicates; with
     ``thresholds`` (``harness.thresholds``) also each one's dim on both sides of it, the other
-    dims from a random tuning shape."""
+    dims from a random tuning shape. ``offsets=False`` leaves out the 2^31 shapes (the largest):
+    a type of the same width as one already planned overflows its offsets at the same shapes."""
     contract = spec.contract
     names = list(contract.dims)
     rows = names[0]
@@ -146,7 +150,8 @@ def domain_shapes(
         )
     per_row = largest_arg_elements(spec, widest) // max(widest[rows], 1)
     per_row_bytes = largest_arg_bytes(spec, widest, dtype) // max(widest[rows], 1)
-    for kind, unit in (("elements_2^31", per_row), ("bytes_2^31", per_row_bytes)):
+    crossings = (("elements_2^31", per_row), ("bytes_2^31", per_row_bytes)) if offsets else ()
+    for kind, unit in crossings:
         wanted = OFFSET_LIMIT // max(unit, 1) + 1
         shapes.append(DomainShape(kind, widest | {rows: _clamp(spec, rows, wanted)}))
     for name in names:

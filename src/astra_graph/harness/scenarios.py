@@ -45,6 +45,9 @@ from astra_graph.harness.compare import array_module
 WHOLE_TYPE_FRACTION = 1 / 16
 """Share of an input's elements, in its ``whole_type`` rows, set to the type's special values:
 with nine values every one appears in a row of 150 elements or more."""
+SCALE_CHUNK_ELEMENTS = 1 << 26
+"""Rows are scaled in stretches of at most this many elements (~0.5 GiB of float64 each), so a
+domain shape of 2^31 elements needs no 16 GiB temporaries."""
 STRUCTURED = ("zero_prefix", "constant_row", "repeated_row", "sorted_row")
 ZERO_PREFIX_MIN = 16
 """Zero prefixes are at least this long (a red-team kernel took a row whose first 16 elements are
@@ -148,8 +151,11 @@ def apply(
         element = contract.dtype_of(arg, dtype)
         factors = _row_factors(xp, rows, *arg.init.row_scale, shared_u[rows])
         factors = factors.reshape((rows,) + (1,) * (array.ndim - 1))
-        scaled = element.to_float64(xp, array) * factors
-        arrays[arg.name][...] = element.from_float64(xp, scaled)
+        step = max(1, SCALE_CHUNK_ELEMENTS // max(1, array.size // max(rows, 1)))
+        for start in range(0, rows, step):  # in row chunks: float64 temporaries stay bounded
+            part = array[start : start + step]
+            scaled = element.to_float64(xp, part) * factors[start : start + step]
+            part[...] = element.from_float64(xp, scaled)
     labels: dict[int, np.ndarray] = {}
     specials = [*contract.specials, *_type_specials(spec, dtype)]
     count = len(specials) + len(STRUCTURED)
