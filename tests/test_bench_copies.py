@@ -16,14 +16,14 @@ import numpy as np
 
 from astra_graph.catalog import kernels_root
 from astra_graph.contract import load_contract
-from astra_graph.harness.bench import TIMING_INPUT_SETS, _Side
+from astra_graph.harness.timed_copies import TIMING_INPUT_SETS, TimedCopies
 
 SPEC = load_contract(kernels_root() / "silu_and_mul")
 TOKENS, D, PAD = 4, 8, 8  # rows padded as the allocator would: padding differs per copy
 
 
-def side_with(out_rows: np.ndarray) -> _Side:
-    side = _Side(None, SPEC)
+def side_with(out_rows: np.ndarray) -> TimedCopies:
+    side = TimedCopies(None, SPEC)
     copies = out_rows.shape[0]
     rng = np.random.default_rng(5)
     out = np.concatenate([out_rows, rng.random((copies, PAD), dtype=np.float32)], axis=1)

@@ -18,7 +18,7 @@ import pytest
 from astra_graph.catalog import operations
 from astra_graph.contract import OperationSpec
 from astra_graph.harness import occupancy
-from astra_graph.harness.bench import driver_blocks_per_sm, gpu_limits
+from astra_graph.harness.kernel_resources import driver_blocks_per_sm, gpu_limits
 from astra_graph.harness.launch import load_kernel
 from astra_graph.header import load_implementation
 

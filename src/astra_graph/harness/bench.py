@@ -5,12 +5,13 @@ and returns ``BenchReport.model_dump()``. For each shape it
 
 1. builds random inputs for each side (and, for device mode on short kernels, enough extra
    copies to keep the data cold inside a CUDA graph; see :mod:`astra_graph.harness.timing`),
-   every copy with its own inputs, in :data:`TIMING_INPUT_SETS` sets that alternate from one
-   timed sample to the next (:class:`_Side`), the copies of each argument as rows of one array,
+   every copy with its own inputs, in ``timed_copies.TIMING_INPUT_SETS`` sets that alternate
+   from one timed sample to the next (``harness.timed_copies``), the copies of each argument as
+   rows of one array,
 2. writes NaN poisons with random payloads (the check's kind) over the outputs before every
    timed sample, and records every sample's outputs (a fingerprint per input set),
 3. times both sides interleaved, in ``device`` or ``per-call`` mode,
-4. checks what the timed calls left: :data:`TIMED_CHECKED_COPIES` copies drawn after timing
+4. checks what the timed calls left: ``TIMED_CHECKED_COPIES`` copies drawn after timing
    against the float64 reference of the inputs the last sample gave them, their pure inputs
    bit-identical, and every sample's fingerprint equal to the last one's on the same inputs
    (``timing_replay``: the kernel behaves differently when timed), and
@@ -26,363 +27,34 @@ Per-call mode is exempt from the impossibility check: its data stays in L2 by de
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
-from collections.abc import Mapping
-from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
 from astra_graph import selection
 from astra_graph.contract import ContractError, OperationSpec
-from astra_graph.harness import occupancy, roofline, timing
-from astra_graph.harness.payload import JobPayload, operation_spec
-from astra_graph.harness.poison import nan_poison
+from astra_graph.harness import roofline, timing
+from astra_graph.harness.bench_request import BenchRequest
+from astra_graph.harness.kernel_resources import resources_of
+from astra_graph.harness.payload import operation_spec
+from astra_graph.harness.timed_copies import TIMED_CHECKED_COPIES, TimedCopies
 from astra_graph.models import (
     BenchReport,
     Evidence,
     Measurement,
-    RejectReason,
-    ResourceReport,
     ShapeTiming,
     TimingMode,
     Verdict,
 )
-
-TIMING_POISONS = 2
-"""Random-payload NaN patterns per output, written over it in turn before each timed sample: a
-fixed fill byte (0xFF until 2026-11-24) told a kernel that it was being timed, not checked."""
-TIMING_INPUT_SETS = 2
-"""Input sets each copy alternates between, one per timed sample: the same buffers never see the
-same inputs in two consecutive samples, so a result replayed per buffer is the other set's."""
-TIMED_CHECKED_COPIES = 8
-"""Copies whose outputs, as the last timed sample left them, are compared with the float64
-reference after timing, drawn after timing (OS entropy) among the launched ones; with the
-fingerprints of every sample (every copy's outputs) a kernel that skips or replays work on any
-copy in any sample shows, and the ones compared cannot be known while it runs."""
-BATCH_ROW_ALIGN = 256
-"""Each input copy starts at a multiple of this many bytes in its batch (cudaMalloc's
-alignment), whatever the shape's size."""
-
-
-class BenchRequest(JobPayload):
-    """What the evaluator asks the worker to time (``Evaluator.bench_request`` builds it): the
-    payload a check request carries too (``harness.payload``), plus the timing settings."""
-
-    mode: TimingMode = "device"
-    shapes: list[dict[str, int]] | None = None
-    """The tuning suite's when None."""
-    dtypes: list[str] | None = None
-    """Element types to time; the contract's first when None."""
-    seed: int | None = None
-    """Seed of the timed inputs; a fresh one from the OS when None."""
-    budget_s: float = Field(timing.BUDGET_S, gt=0)
-    """Device-mode sampling budget per shape."""
-    copy_gbps: float | None = Field(None, gt=0)
-    """Override the measured copy bandwidth (tests of the impossibility check)."""
 
 
 @cache
 def _timer() -> timing.Timer:
     """One timer (stream, L2 flush buffer) per worker process."""
     return timing.Timer()
-
-
-class _Side:
-    """One implementation's inputs for one shape: copies, input sets, references.
-
-    The copies of each argument are the rows of one batch array (``copies x shape``), so that
-    restoring every copy's inputs before a graph replay, or poisoning every copy's outputs, is
-    one operation per argument instead of one per copy (with 256 copies the per-copy restores
-    were most of the timing of an in-place operation's small shapes).
-
-    Every copy has its own random inputs, and there are :data:`TIMING_INPUT_SETS` sets of them:
-    before each timed sample (outside the events) the next set is copied into the batches, so
-    the same buffers see other inputs from one sample to the next. A kernel that replays what it
-    computed for a buffer (a launch counter per buffer set, a clock, a key on a few input
-    values) writes the previous set's answer, which the fingerprints and the re-check see."""
-
-    def __init__(self, kernel: Any, spec: OperationSpec) -> None:
-        self.kernel = kernel
-        self.spec = spec
-        self.cases: list[Any] = []
-        self.batches: dict[str, Any] = {}
-        """Argument name -> its copies, one per row (what the kernel is launched on)."""
-        self.sets: list[dict[str, Any]] = []
-        """Per input set: input argument name -> its copies (never launched on)."""
-        self.current = 0
-        """The input set now in the batches."""
-        self.references: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
-        self._bound: dict[int, tuple[Any, Any, list[Any], int]] = {}
-        self._poisons: dict[str, list[Any]] = {}
-        """Output name -> NaN patterns as large as its batch (:data:`TIMING_POISONS`)."""
-        self._poisoned = 0
-        self.fingerprints: list[tuple[int, Any]] = []
-        """One (input set, device scalar) per timed sample: the sum of the written bits."""
-
-    @property
-    def inputs(self) -> list[str]:
-        return [a.name for a in self.spec.contract.args if a.role != "output"]
-
-    @property
-    def outputs(self) -> list[str]:
-        return [a.name for a in self.spec.contract.args if a.role == "output"]
-
-    def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
-        """Grow to ``total`` copies, every one with its own random inputs in every set (drawn
-        afresh: no launch has touched them)."""
-        import cupy
-
-        from astra_graph.harness.cases import Case, random_values
-
-        if len(self.cases) >= total:
-            return
-        contract = self.spec.contract
-        batches, views = {}, {}
-        sets: list[dict[str, Any]] = [{} for _ in range(TIMING_INPUT_SETS)]
-        for arg in contract.args:
-            element = contract.dtype_of(arg, dtype)
-            shape = contract.shape_of(arg, dims)
-            size = math.prod(shape)
-            # rows padded to the allocator's alignment: every copy starts as cudaMalloc's would
-            row = -(-size * element.itemsize // BATCH_ROW_ALIGN) * BATCH_ROW_ALIGN
-            row //= element.itemsize
-            batch = cupy.empty((total, row), dtype=element.storage)
-            if arg.role != "output":
-                for inputs in sets:
-                    drawn = cupy.empty((total, row), dtype=element.storage)
-                    values = random_values(arg, (total, size), rng)
-                    drawn[:, :size] = element.from_float64(cupy, values)
-                    inputs[arg.name] = drawn
-                batch[...] = sets[0][arg.name]
-            batches[arg.name] = batch
-            views[arg.name] = [batch[i, :size].reshape(shape) for i in range(total)]
-        self.batches, self.sets, self.current = batches, sets, 0
-        self._bound, self.references = {}, {}
-        self._poisons = {
-            a.name: [
-                nan_poison(cupy, rng, contract.dtype_of(a, dtype), batches[a.name].shape)
-                for _ in range(TIMING_POISONS)
-            ]
-            for a in contract.args
-            if a.role == "output"
-        }
-        scalars = contract.scalar_values(dims)
-        self.cases = [
-            Case(dict(dims), dtype, {n: v[i] for n, v in views.items()}, scalars)
-            for i in range(total)
-        ]
-
-    def _set_view(self, name: str, index: int, which: int | None = None) -> Any:
-        """Copy ``index`` of an input as input set ``which`` (the current one) holds it."""
-        view = self.cases[index].arrays[name]
-        batch = self.sets[self.current if which is None else which][name]
-        return batch[index, : view.size].reshape(view.shape)
-
-    def poison(self, stream: Any) -> None:
-        """Write NaNs with random payloads over every copy's pure outputs, the next of the
-        patterns each time (in-place arguments get their next inputs instead)."""
-        self._poisoned += 1
-        with stream:
-            for name in self.outputs:
-                patterns = self._poisons[name]
-                self.batches[name][...] = patterns[self._poisoned % len(patterns)]
-
-    def expect(self, index: int) -> None:
-        """The reference for copy ``index`` on the current input set (computed from the set,
-        which no launch touches, so it holds the inputs the last sample was given)."""
-        import cupy
-
-        case = self.cases[index]
-        contract = self.spec.contract
-        inputs = {}
-        for arg in contract.args:
-            if arg.role != "output":
-                source = self._set_view(arg.name, index)
-                inputs[arg.name] = contract.dtype_of(arg, case.dtype).to_float64(cupy, source)
-        reference = self.spec.reference(cupy, inputs, case.scalars)
-        self.references[index] = (inputs, reference)
-
-    def launch(self, index: int, stream: Any) -> None:
-        """Launch on copy ``index``. The first launch of a copy goes through the harness's
-        checked path (geometry, shared-memory attribute); later ones reuse its geometry and
-        argument list, so that a timed call costs the host one driver call and no Python
-        arithmetic, as close as Python allows to the C++ launch of a framework op."""
-        bound = self._bound.get(index)
-        if bound is None:
-            case = self.cases[index]
-            self.kernel.launch(case, stream)
-            grid, block, smem = self.kernel.geometry(case.dims)
-            self._bound[index] = (grid, block, self.kernel.arguments(case), smem)
-            return
-        grid, block, args, smem = bound
-        try:
-            self.kernel.function(grid, block, args, shared_mem=smem, stream=stream)
-        except Exception as exc:  # CuPy's CUDARuntimeError / CUDADriverError
-            from astra_graph.harness.launch import STICKY_CUDA_ERRORS, LaunchError
-
-            code = getattr(exc, "status", None)
-            raise LaunchError(
-                f"launch of {self.kernel.compiled.entry}: {exc}",
-                sticky=code in STICKY_CUDA_ERRORS,
-                code=code,
-            ) from None
-
-    def restore(self, index: int, stream: Any) -> None:
-        """Copy ``index``'s inputs from the next input set (before a sample of copy 0)."""
-        self.current = (self.current + 1) % len(self.sets)
-        with stream:
-            for name in self.inputs:
-                self.batches[name][index] = self.sets[self.current][name][index]
-
-    def restore_all(self, stream: Any) -> None:
-        """Every copy's inputs from the next input set (before a graph replay)."""
-        self.current = (self.current + 1) % len(self.sets)
-        with stream:
-            for name in self.inputs:
-                self.batches[name][...] = self.sets[self.current][name]
-
-    def subject(self, name: str, fingerprinted: bool = False) -> timing.Subject:
-        """A timing subject; ``fingerprinted``: record each sample's outputs (afresh)."""
-        self.fingerprints = []
-        return timing.Subject(
-            name=name,
-            launch=self.launch,
-            copies=len(self.cases),
-            restore=self.restore if self.inputs else None,
-            restore_all=self.restore_all if self.inputs else None,
-            poison=self.poison if self.outputs else None,
-            after_sample=self.fingerprint if fingerprinted else None,
-        )
-
-    def fingerprint(self, stream: Any) -> None:
-        """Record (on the stream, no synchronisation) the sum of the bits of every copy's
-        written elements, with the input set the sample ran on: equal after every sample of a
-        set for a kernel that computes every time. Every copy's row, so a sample that skips
-        work on any copy shows."""
-        total = None
-        with stream:
-            for arg in self.spec.contract.args:
-                if arg.written:
-                    array = self.cases[0].arrays[arg.name]
-                    bits = self.batches[arg.name][:, : array.size]
-                    part = bits.view(f"uint{8 * array.itemsize}").sum(dtype="uint64")
-                    total = part if total is None else total + part
-        if total is not None:
-            self.fingerprints.append((self.current, total))
-
-    def first_unlike_sample(self) -> tuple[int, int] | None:
-        """(the first timed sample whose outputs differ from those of the last sample on the
-        same input set, the number of samples), or None. The last sample's outputs are the ones
-        the re-check compares with the reference."""
-        sums = [(which, int(value)) for which, value in self.fingerprints]  # one read each
-        last = {which: value for which, value in sums}
-        unlike = [k for k, (which, value) in enumerate(sums) if value != last[which]]
-        return (unlike[0], len(sums)) if unlike else None
-
-    def launched(self) -> list[int]:
-        """The copies the timed calls ran on (events time copy 0 only; graphs every copy)."""
-        return sorted(self._bound)
-
-    def mutated_input(self, index: int) -> str | None:
-        """The first pure input of copy ``index`` that the timed calls changed, or None."""
-        for arg in self.spec.contract.args:
-            if arg.role == "input":
-                now = self.cases[index].arrays[arg.name]
-                kind = f"uint{8 * now.itemsize}"
-                given = self._set_view(arg.name, index)
-                if bool((now.view(kind) != given.view(kind)).any()):  # bits: NaN too
-                    return arg.name
-        return None
-
-    def check(self, index: int) -> tuple[RejectReason, Evidence] | None:
-        """Why copy ``index``'s outputs, as the timed calls left them, are wrong (against its
-        reference on the current input set); or None."""
-        from astra_graph.harness.compare import compare_outputs
-
-        case = self.cases[index]
-        inputs, reference = self.references[index]
-        written = {a.name: case.arrays[a.name] for a in self.spec.contract.args if a.written}
-        found, _ = compare_outputs(self.spec, inputs, written, reference, case.dtype)
-        if found is None:
-            return None
-        evidence = found.evidence()
-        evidence.dims, evidence.dtype = dict(case.dims), case.dtype
-        return found.reason, evidence
-
-
-def _function_attribute(function: Any, name: str, fallback: int) -> int:
-    """A loaded kernel's attribute as the driver reports it, else ``fallback``."""
-    try:
-        return int(getattr(function, name))
-    except Exception:  # no such attribute in this CuPy, or the driver refused
-        return fallback
-
-
-@cache
-def gpu_limits() -> occupancy.SmLimits:
-    """The per-SM limits this process's GPU reports (raises without one)."""
-    import cupy
-
-    runtime = cupy.cuda.runtime
-    device = cupy.cuda.Device().id
-    return occupancy.device_limits(
-        lambda name: int(runtime.deviceGetAttribute(getattr(runtime, f"cudaDevAttr{name}"), device))
-    )
-
-
-def driver_blocks_per_sm(kernel: Any, threads: int, dynamic_smem: int) -> int:
-    """Resident blocks per SM by the CUDA driver's occupancy calculator, for a loaded kernel
-    (``launch.LoadedKernel``) launched with ``threads`` per block and ``dynamic_smem`` bytes."""
-    import cupy
-
-    kernel.allow_dynamic_smem(dynamic_smem)
-    handle = kernel.function.kernel.ptr  # the CUfunction of the cupy.RawKernel
-    return int(
-        cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(handle, threads, dynamic_smem)
-    )
-
-
-def _occupancy(
-    kernel: Any, registers: int, threads: int, static_smem: int, dynamic_smem: int
-) -> occupancy.Occupancy:
-    """The driver calculator's occupancy, with the limit the arithmetic names for this device;
-    the arithmetic alone (sm_90's limits), saying why, when the driver cannot answer."""
-    try:
-        limits = gpu_limits()
-        blocks = driver_blocks_per_sm(kernel, threads, dynamic_smem)
-    except Exception as exc:  # no GPU, or an object the driver does not know as a kernel
-        alone = occupancy.estimate(registers, threads, static_smem, dynamic_smem)
-        why = f"arithmetic for sm_90, no driver calculator: {type(exc).__name__}"
-        return alone if alone.detail else replace(alone, detail=why)
-    estimated = occupancy.estimate(registers, threads, static_smem, dynamic_smem, limits)
-    return occupancy.from_driver(estimated, blocks, threads, limits)
-
-
-def _resources(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
-    """Registers, shared and local memory as the driver reports them for the loaded kernel
-    (ptxas's log is the fallback, and the only source of spill sizes), plus the occupancy."""
-    res = kernel.compiled.resources
-    registers = _function_attribute(kernel.function, "num_regs", res.registers)
-    static_smem = _function_attribute(kernel.function, "shared_size_bytes", res.static_smem_bytes)
-    local = _function_attribute(kernel.function, "local_size_bytes", res.stack_frame_bytes)
-    _, block, smem = kernel.geometry(dims)
-    threads = math.prod(block)
-    occ = _occupancy(kernel, registers, threads, static_smem, smem)
-    return ResourceReport(
-        registers=registers,
-        static_smem_bytes=static_smem,
-        dynamic_smem_bytes=smem,
-        local_bytes=local,
-        spill_bytes=res.spill_store_bytes + res.spill_load_bytes,
-        threads_per_block=threads,
-        occupancy=occ.fraction,
-        occupancy_limit=occ.limiter,
-        occupancy_detail=occ.detail,
-    )
 
 
 def _shapes(request: BenchRequest, spec: OperationSpec) -> list[dict[str, int]]:
@@ -397,7 +69,7 @@ def _shapes(request: BenchRequest, spec: OperationSpec) -> list[dict[str, int]]:
 
 def _time_shape(
     request: BenchRequest,
-    sides: list[_Side],
+    sides: list[TimedCopies],
     dims: dict[str, int],
     dtype: str,
     rng: Any,
@@ -506,9 +178,9 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
             except (CompileFailed, InterfaceMismatch) as exc:
                 raise BaselineError(f"baseline: {exc}") from None
         if dtype == dtypes[0]:
-            report.resources["candidate"] = _resources(cand_kernel, largest)
+            report.resources["candidate"] = resources_of(cand_kernel, largest)
             if base_kernel is not None:
-                report.resources["baseline"] = _resources(base_kernel, largest)
+                report.resources["baseline"] = resources_of(base_kernel, largest)
         for dims in shapes:
             kernels = [k for k in (cand_kernel, base_kernel) if k is not None]
             unmet = [k.unsupported(dims) for k in kernels]
@@ -519,7 +191,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                 )
                 continue
             worker.progress({"step": "timing", "dims": dims, "dtype": dtype})
-            sides = [_Side(k, spec) for k in kernels]
+            sides = [TimedCopies(k, spec) for k in kernels]
             mix = roofline.traffic(spec.contract, dims, dtype)
             try:
                 measured, floor = _time_shape(req, sides, dims, dtype, rng, mix)
@@ -614,7 +286,7 @@ def _launch_failure(
 
 
 def _rejection(
-    spec: OperationSpec, candidate: _Side, shape: ShapeTiming, roof_gbps: float
+    spec: OperationSpec, candidate: TimedCopies, shape: ShapeTiming, roof_gbps: float
 ) -> Verdict | None:
     """Why the timed runs show the candidate wrong or impossibly fast, or None.
 

@@ -35,7 +35,7 @@ from astra_graph.contract import (
     load_contract,
 )
 from astra_graph.harness import deep
-from astra_graph.harness.bench import BenchRequest
+from astra_graph.harness.bench_request import BenchRequest
 from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
 from astra_graph.harness.deep import SanitizerReport
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
@@ -392,7 +392,7 @@ class Evaluator(EvaluatorLike):
         dtypes: Sequence[str] | None,
         tunables: Mapping[str, int] | None,
     ) -> dict[str, Any]:
-        """The dict ``run_bench`` receives (``bench.BenchRequest``); shapes default to tuning.
+        """The dict ``run_bench`` receives (a ``BenchRequest``); shapes default to tuning.
 
         The seed comes from the OS, so the timed inputs are as unseen as the checked ones.
         """

@@ -3,7 +3,7 @@
 A request names the operation by its folder *and* carries its validated contract, and carries
 every implementation's path (for messages) with its source and tunables, so the worker never
 reads a file the caller could have changed between checking and timing. :class:`CheckRequest`
-and ``harness.bench.BenchRequest`` extend :class:`JobPayload` with what each job needs.
+and ``harness.bench_request.BenchRequest`` extend :class:`JobPayload` with what each job needs.
 """
 
 from __future__ import annotations
