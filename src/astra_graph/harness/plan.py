@@ -248,8 +248,8 @@ def preflight(
     the contract, so a ``requires`` that excludes one is narrower than the contract's domain:
     reason ``domain`` naming the clause and the domain (with ``spec``), unless ``partial``
     allows partial kernels: the clause is then recorded and its cases are not run. A launch
-    geometry refused at a domain shape is ``domain`` too (a real call would be refused);
-    elsewhere ``interface_mismatch``.
+    geometry over a limit at a domain or random shape is ``domain`` too (a real call would be
+    refused); at a suite shape, or a zero or negative size anywhere, ``interface_mismatch``.
     """
     narrowing: list[str] = []
     excluded: set[int] = set()
@@ -271,13 +271,17 @@ def preflight(
                 f"requires {unmet} is narrower than the contract's domain "
                 f"({_domain_of(spec, unmet)})",
             )
-        reason: RejectReason = "domain" if case.suite == DOMAIN_SUITE else "interface_mismatch"
-        where = f" inside the contract's domain ({case.kind})" if reason == "domain" else ""
         try:
             grid, block, smem = kernel.geometry(case.dims)
         except (expr.ExprError, ArithmeticError, ValueError) as exc:
-            return Preflight(case, reason, f"the launch geometry cannot be evaluated{where}: {exc}")
+            return Preflight(case, problem=f"the launch geometry cannot be evaluated: {exc}")
         problem = geometry_problem(grid, block, smem, arch, static_smem)
         if problem:
-            return Preflight(case, reason, f"launch geometry{where}: {problem}")
+            # over a limit at a shape only the domain or random draws reach: the kernel does not
+            # cover the contract's domain; a zero or negative size is an interface bug anywhere
+            empty = min(*grid, *block) < 1 or smem < 0
+            if case.suite in (DOMAIN_SUITE, RANDOM_SUITE) and not empty:
+                where = f" inside the contract's domain ({case.kind or case.suite})"
+                return Preflight(case, "domain", f"launch geometry{where}: {problem}")
+            return Preflight(case, problem=f"launch geometry: {problem}")
     return Preflight(kernel_domain=tuple(narrowing), excluded=frozenset(excluded))
