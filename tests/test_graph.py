@@ -281,7 +281,7 @@ def test_check_shapes_keeps_valid_and_explains_the_rest() -> None:
         {"tokens": 3},  # missing d
         dict(tuning[0]),  # duplicate of the suite
         {"tokens": 5, "d": 4104},  # duplicate of an accepted one
-        {"tokens": 100000, "d": 28672},  # too big
+        {"tokens": 65536, "d": 28672},  # too big (inside the contract's maxima)
     ]
     accepted, rejected = check_shapes(spec, baseline, proposed, tuning)
     assert accepted == [{"tokens": 5, "d": 4104}]

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from astra_graph.harness import occupancy
-from astra_graph.harness.bench import _resources
+from astra_graph.harness.kernel_resources import resources_of
 from astra_graph.harness.nvrtc import Resources
 
 
@@ -83,7 +83,7 @@ class _Kernel:
 
 
 def test_resources_come_from_the_driver_with_ptxas_as_fallback() -> None:
-    report = _resources(_Kernel(_Function()), {"tokens": 4})
+    report = resources_of(_Kernel(_Function()), {"tokens": 4})
     assert (report.registers, report.static_smem_bytes, report.local_bytes) == (40, 256, 16)
     assert (report.dynamic_smem_bytes, report.threads_per_block, report.spill_bytes) == (
         4096,
@@ -93,7 +93,7 @@ def test_resources_come_from_the_driver_with_ptxas_as_fallback() -> None:
     assert report.occupancy == pytest.approx(0.75) and report.occupancy_limit == "registers"
     # a stand-in the driver does not know as a kernel: the arithmetic, saying so
     assert report.occupancy_detail.startswith("arithmetic for sm_90, no driver calculator")
-    fallback = _resources(_Kernel(object()), {"tokens": 4})
+    fallback = resources_of(_Kernel(object()), {"tokens": 4})
     assert fallback.registers == 0 and fallback.static_smem_bytes == 0
 
 

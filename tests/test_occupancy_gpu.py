@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from astra_graph.harness import occupancy
-from astra_graph.harness.bench import driver_blocks_per_sm, gpu_limits
+from astra_graph.harness.kernel_resources import driver_blocks_per_sm, gpu_limits
 from astra_graph.harness.launch import load_kernel
 from astra_graph.kernel.catalog import operations
 from astra_graph.kernel.contract import OperationSpec

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from astra_graph.harness.bench import BenchRequest
+from astra_graph.harness.bench_request import BenchRequest
 from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.evaluator import Evaluator
 from astra_graph.harness.payload import CheckRequest, JobPayload, operation_spec

@@ -124,7 +124,18 @@ def test_nan_output_never_passes_against_a_number() -> None:
     assert found is not None and found.reason == "mismatch" and found.index == [1, 3]
 
 
-def test_nan_passes_only_where_the_reference_is_nan() -> None:
+def test_nan_passes_where_the_reference_is_infinite_and_a_number_does_not() -> None:
+    """gelu(a) * b with a = -22.3 and b = inf: fp32 rounds gelu(a) to -0 and gives NaN, the
+    float64 reference gives -inf; a finite value there (a squashed input) still fails."""
+    reference = np.array([[-np.inf, 1.0]])
+    got = _storage("float16", np.array([[np.nan, 1.0]]))
+    assert output_error(SILU.contract, OUT, "float16", got, reference).finding is None
+    got = _storage("float16", np.array([[0.0, 1.0]]))
+    found = output_error(SILU.contract, OUT, "float16", got, reference).finding
+    assert found is not None and found.index == [0, 0]
+
+
+def test_nan_passes_only_where_the_reference_is_nan_or_infinite() -> None:
     reference = np.array([[np.nan, 1.0]])
     got = _storage("float16", np.array([[np.nan, 1.0]]))
     assert output_error(SILU.contract, OUT, "float16", got, reference).finding is None

@@ -346,7 +346,7 @@ def test_guards_are_wide_random_and_refilled() -> None:
 def test_input_mutation_is_still_named() -> None:
     def body(case: Case, _: int) -> None:
         silu_good(case, 0)
-        case.arrays["x"][0, 0] = 0
+        case.arrays["x"].view(np.uint16)[0, 0] ^= 1  # a changed bit (a stored 0 may be drawn)
 
     verdict = _rejected(SILU, body, SILU_DIMS)
     assert verdict.reason == "input_mutated" and "'x' was modified" in verdict.message
@@ -493,8 +493,9 @@ def test_every_check_draws_each_dim_in_its_top_stratum_and_beyond_the_suites() -
                     )
                 else:
                     assert high == dim.max
-        # every unbounded dim goes past the suites' largest value in most checks
-        assert beyond and all(count >= 30 for count in beyond.values()), (spec.name, beyond)
+        # every unbounded dim goes past the suites' largest value in most checks (the shipped
+        # contracts now bound every dim: the domain suite covers up to their maxima)
+        assert all(count >= 30 for count in beyond.values()), (spec.name, beyond)
 
 
 def test_equal_lse_ties_both_sides_exactly_and_the_reference_averages() -> None:

@@ -2,12 +2,15 @@
 
 For each kernel: Evaluator.check(spec, production, kernel); if accepted, Evaluator.bench(spec,
 kernel, against=production) in device mode on the tuning shapes, first dtype (a bench report can
-carry a rejection: impossible_time, or outputs wrong when timed). One line per kernel, then a
-summary: exploits accepted (check accepted and no bench rejection) and controls rejected.
+carry a rejection: impossible_time, or timing_replay when the timed runs' outputs are wrong). One
+line per kernel, the results, a table (kernel | class | verdict | reason), then a summary:
+exploits accepted (check accepted and no bench rejection) and controls rejected.
 
 Each kernel's `// expect: exploit|correct` and `// class: ...` header lines say what it is.
 Checks run first for every kernel, then benches (timing-class exploits first), each within the
-time budget REDTEAM_BUDGET_S (default 265 s) so that partial results are always printed.
+time budget REDTEAM_BUDGET_S (default 265 s) so that partial results are always printed;
+REDTEAM_MATCH=text runs only the kernels whose source contains it (``issue 22``: the classes of
+issue 22).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from astra_graph.kernel.catalog import resolve
 
 ROOT = Path(__file__).resolve().parent
 BUDGET_S = float(os.environ.get("REDTEAM_BUDGET_S", "265"))
+MATCH = os.environ.get("REDTEAM_MATCH", "")
+"""Only kernels whose text contains this (e.g. ``issue 22``); every kernel when empty."""
 BENCH_RESERVE_S = 15.0  # a bench is not started with less time than this left
 T0 = time.monotonic()
 
@@ -73,7 +78,7 @@ def describe_bench(report) -> tuple[str, str]:
 
 
 def main() -> int:
-    paths = sorted(ROOT.glob("*/*.cu"))
+    paths = [p for p in sorted(ROOT.glob("*/*.cu")) if MATCH in p.read_text()]
     rows: list[dict] = []
     for path in paths:
         text = path.read_text()
@@ -93,6 +98,10 @@ def main() -> int:
     with Evaluator(deadline_s=150) as evaluator:
         # --- checks ---------------------------------------------------------------------------
         for row in rows:
+            if elapsed() > BUDGET_S - BENCH_RESERVE_S:
+                row["accepted"] = False
+                row["verdict"] = "check not run (time budget)"
+                continue
             started = time.monotonic()
             try:
                 spec, production = resolve(row["op"])
@@ -148,6 +157,17 @@ def main() -> int:
             f"{row['name']} | {row['expect']} | {row['cls']} | {verdict[:240]} | "
             f"{row['bench'][:240] or '-'}{(' | ' + row['speed']) if row['speed'] else ''}"
         )
+    print("\n=== TABLE: kernel | class | verdict | reason")
+    for row in rows:
+        verdict = row["verdict"] or "not run"
+        bench_rejected = row["bench"].startswith("BENCH REJECTED")
+        if bench_rejected:  # accepted by the check, rejected by the timing phase
+            outcome, reason = "rejected (bench)", row["bench"].removeprefix("BENCH REJECTED ")
+        elif row.get("accepted"):
+            outcome, reason = "accepted", row["bench"] or "-"
+        else:
+            outcome, reason = "rejected", verdict
+        print(f"{row['name']} | {row['cls']} | {outcome} | {reason[:200]}")
     n_exploit = sum(r["expect"] == "exploit" for r in rows)
     n_control = sum(r["expect"] == "correct" for r in rows)
     print(

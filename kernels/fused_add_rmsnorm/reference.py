@@ -2,11 +2,22 @@
 
 ``params`` holds the contract's scalar values (``hidden``, ``eps``). Both in-place arguments are
 returned: ``residual`` (the sum) as well as ``input`` (the normalised row).
+
+The contract computes x and its sum of squares in fp32. Float64 differs from that only where
+fp32 overflows (bf16 inputs beyond ~1.8e19): there x, or the row's sum of squares, is inf in
+fp32, and rsqrt(inf) = 0 makes the row's finite elements 0 (an infinite one NaN). The reference
+reproduces that overflow so that it states the contract's result for every input of the type.
 """
+
+FLOAT32_OVERFLOW = 3.4028235677973366e38
+"""Values at or above this (the largest float32 plus half an ulp) round to inf in float32."""
 
 
 def fused_add_rmsnorm(xp, inputs, params):
     x = inputs["input"] + inputs["residual"]
-    mean_square = xp.mean(x * x, axis=-1, keepdims=True)
-    normed = x / xp.sqrt(mean_square + params["eps"]) * inputs["weight"]
+    x32 = xp.where(xp.abs(x) >= FLOAT32_OVERFLOW, x * xp.inf, x)
+    square_sum = xp.sum(x32 * x32, axis=-1, keepdims=True)
+    overflow = square_sum >= FLOAT32_OVERFLOW
+    mean_square = xp.where(overflow, xp.inf, square_sum / x.shape[-1])
+    normed = x32 / xp.sqrt(mean_square + params["eps"]) * inputs["weight"]
     return {"input": normed, "residual": x}

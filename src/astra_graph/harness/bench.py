@@ -5,15 +5,16 @@ and returns ``BenchReport.model_dump()``. For each shape it
 
 1. builds random inputs for each side (and, for device mode on short kernels, enough extra
    copies to keep the data cold inside a CUDA graph; see :mod:`astra_graph.harness.timing`),
-   the copies of each argument as rows of one array (:class:`_Side`),
-2. computes the float64 reference of the copies it will check, and keeps pristine copies of
-   in-place arguments to restore, and NaN poisons with random payloads (the check's kind) to
-   write over the outputs, before every timed sample,
+   every copy with its own inputs, in ``timed_copies.TIMING_INPUT_SETS`` sets that alternate
+   from one timed sample to the next (``harness.timed_copies``), the copies of each argument as
+   rows of one array,
+2. writes NaN poisons with random payloads (the check's kind) over the outputs before every
+   timed sample, and records every sample's outputs (a fingerprint per input set),
 3. times both sides interleaved, in ``device`` or ``per-call`` mode,
-4. re-checks the candidate's outputs left by the timed calls: the first and last copy against
-   the reference, and every copy between (clones of the first: same inputs) bit for bit against
-   the first, so a kernel cannot replay a cached answer or skip work while it is being timed on
-   any copy, and
+4. checks what the timed calls left: ``TIMED_CHECKED_COPIES`` copies drawn after timing
+   against the float64 reference of the inputs the last sample gave them, their pure inputs
+   bit-identical, and every sample's fingerprint equal to the last one's on the same inputs
+   (``timing_replay``: the kernel behaves differently when timed), and
 5. compares the achieved bandwidth with the roof, the device's achievable bandwidth for the
    shape's read:write mix: in device mode, a time implying more than
    :data:`roofline.IMPOSSIBLE_MARGIN` x the roof is impossible; and, in device mode, times the
@@ -27,342 +28,33 @@ Per-call mode is exempt from the impossibility check: its data stays in L2 by de
 
 from __future__ import annotations
 
-import math
 import secrets
 import time
-from collections.abc import Mapping
-from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
-from astra_graph.harness import occupancy, roofline, selection, timing
-from astra_graph.harness.payload import JobPayload, operation_spec
-from astra_graph.harness.poison import nan_poison
+from astra_graph.harness import roofline, selection, timing
+from astra_graph.harness.bench_request import BenchRequest
+from astra_graph.harness.kernel_resources import resources_of
+from astra_graph.harness.payload import operation_spec
 from astra_graph.harness.results import (
     BenchReport,
     Evidence,
     Measurement,
-    RejectReason,
-    ResourceReport,
     ShapeTiming,
     TimingMode,
     Verdict,
 )
+from astra_graph.harness.timed_copies import TIMED_CHECKED_COPIES, TimedCopies
 from astra_graph.kernel.contract import ContractError, OperationSpec
-
-TIMING_POISONS = 2
-"""Random-payload NaN patterns per output, written over it in turn before each timed sample: a
-fixed fill byte (0xFF until 2026-11-24) told a kernel that it was being timed, not checked."""
-BATCH_ROW_ALIGN = 256
-"""Each input copy starts at a multiple of this many bytes in its batch (cudaMalloc's
-alignment), whatever the shape's size."""
-
-
-class BenchRequest(JobPayload):
-    """What the evaluator asks the worker to time (``Evaluator.bench_request`` builds it): the
-    payload a check request carries too (``harness.payload``), plus the timing settings."""
-
-    mode: TimingMode = "device"
-    shapes: list[dict[str, int]] | None = None
-    """The tuning suite's when None."""
-    dtypes: list[str] | None = None
-    """Element types to time; the contract's first when None."""
-    seed: int | None = None
-    """Seed of the timed inputs; a fresh one from the OS when None."""
-    budget_s: float = Field(timing.BUDGET_S, gt=0)
-    """Device-mode sampling budget per shape."""
-    copy_gbps: float | None = Field(None, gt=0)
-    """Override the measured copy bandwidth (tests of the impossibility check)."""
 
 
 @cache
 def _timer() -> timing.Timer:
     """One timer (stream, L2 flush buffer) per worker process."""
     return timing.Timer()
-
-
-class _Side:
-    """One implementation's inputs for one shape: copies, references, pristine in-place data.
-
-    The copies of each argument are the rows of one batch array (``copies x shape``), so that
-    restoring every copy's in-place arguments before a graph replay, or poisoning every copy's
-    outputs, is one operation per argument instead of one per copy (with 256 copies the
-    per-copy restores were most of the timing of an in-place operation's small shapes)."""
-
-    def __init__(self, kernel: Any, spec: OperationSpec) -> None:
-        self.kernel = kernel
-        self.spec = spec
-        self.cases: list[Any] = []
-        self.batches: dict[str, Any] = {}
-        """Argument name -> its copies, one per row."""
-        self.pristine: dict[str, Any] = {}
-        """In-place argument name -> its copies before any launch."""
-        self.references: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
-        self._bound: dict[int, tuple[Any, Any, list[Any], int]] = {}
-        self._poisons: dict[str, list[Any]] = {}
-        """Output name -> NaN patterns as large as its batch (:data:`TIMING_POISONS`)."""
-        self._poisoned = 0
-        self.fingerprints: list[Any] = []
-        """One device scalar per timed sample: the sum of the written elements' bits."""
-
-    @property
-    def in_place(self) -> list[str]:
-        return [a.name for a in self.spec.contract.args if a.role == "inout"]
-
-    @property
-    def outputs(self) -> list[str]:
-        return [a.name for a in self.spec.contract.args if a.role == "output"]
-
-    def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
-        """Grow to ``total`` input copies. The first and the last (the ones re-checked after
-        timing) hold their own random contents; those between are clones of the first."""
-        import cupy
-
-        from astra_graph.harness.cases import Case, make_case
-
-        if len(self.cases) >= total:
-            return
-        if self.cases:  # the first copy as it was before any launch
-            first = {n: self._pristine_view(n, 0) for n in self.batches}
-        else:
-            first = make_case(self.spec, dims, dtype, rng).arrays
-        last = make_case(self.spec, dims, dtype, rng).arrays if total > 1 else first
-        batches, views = {}, {}
-        for arg in self.spec.contract.args:
-            source = first[arg.name]
-            # rows padded to the allocator's alignment: every copy starts as cudaMalloc's would
-            row = -(-source.nbytes // BATCH_ROW_ALIGN) * BATCH_ROW_ALIGN // source.itemsize
-            batch = cupy.empty((total, row), dtype=source.dtype)
-            if arg.role != "output":
-                batch[: total - 1, : source.size] = source.reshape(-1)  # one copy for the clones
-                batch[total - 1, : source.size] = last[arg.name].reshape(-1)
-            batches[arg.name] = batch
-            views[arg.name] = [batch[i, : source.size].reshape(source.shape) for i in range(total)]
-        self.batches = batches
-        self.pristine = {n: batches[n].copy() for n in self.in_place}
-        self._bound, self.references = {}, {}
-        self._poisons = {
-            a.name: [
-                nan_poison(cupy, rng, self.spec.contract.dtype_of(a, dtype), batches[a.name].shape)
-                for _ in range(TIMING_POISONS)
-            ]
-            for a in self.spec.contract.args
-            if a.role == "output"
-        }
-        scalars = self.spec.contract.scalar_values(dims)
-        self.cases = [
-            Case(dict(dims), dtype, {n: v[i] for n, v in views.items()}, scalars)
-            for i in range(total)
-        ]
-
-    def _pristine_view(self, name: str, index: int) -> Any:
-        """Copy ``index`` of an argument before any launch (in-place ones from the pristine
-        batch; the others are never written by a correct kernel)."""
-        view = self.cases[index].arrays[name]
-        if name not in self.pristine:
-            return view
-        return self.pristine[name][index, : view.size].reshape(view.shape)
-
-    def poison(self, stream: Any) -> None:
-        """Write NaNs with random payloads over every copy's pure outputs, the next of the
-        patterns each time (in-place arguments are restored instead)."""
-        self._poisoned += 1
-        with stream:
-            for name in self.outputs:
-                patterns = self._poisons[name]
-                self.batches[name][...] = patterns[self._poisoned % len(patterns)]
-
-    def expect(self, index: int) -> None:
-        """Compute, before any timed call, the reference for copy ``index``."""
-        import cupy
-
-        case = self.cases[index]
-        contract = self.spec.contract
-        inputs = {}
-        for arg in contract.args:
-            if arg.role != "output":
-                source = self._pristine_view(arg.name, index)
-                inputs[arg.name] = contract.dtype_of(arg, case.dtype).to_float64(cupy, source)
-        reference = self.spec.reference(cupy, inputs, case.scalars)
-        self.references[index] = (inputs, reference)
-
-    def launch(self, index: int, stream: Any) -> None:
-        """Launch on copy ``index``. The first launch of a copy goes through the harness's
-        checked path (geometry, shared-memory attribute); later ones reuse its geometry and
-        argument list, so that a timed call costs the host one driver call and no Python
-        arithmetic, as close as Python allows to the C++ launch of a framework op."""
-        bound = self._bound.get(index)
-        if bound is None:
-            case = self.cases[index]
-            self.kernel.launch(case, stream)
-            grid, block, smem = self.kernel.geometry(case.dims)
-            self._bound[index] = (grid, block, self.kernel.arguments(case), smem)
-            return
-        grid, block, args, smem = bound
-        try:
-            self.kernel.function(grid, block, args, shared_mem=smem, stream=stream)
-        except Exception as exc:  # CuPy's CUDARuntimeError / CUDADriverError
-            from astra_graph.harness.launch import STICKY_CUDA_ERRORS, LaunchError
-
-            code = getattr(exc, "status", None)
-            raise LaunchError(
-                f"launch of {self.kernel.compiled.entry}: {exc}",
-                sticky=code in STICKY_CUDA_ERRORS,
-                code=code,
-            ) from None
-
-    def restore(self, index: int, stream: Any) -> None:
-        with stream:
-            for name, batch in self.pristine.items():
-                self.batches[name][index] = batch[index]  # the padding too: one copy per row
-
-    def restore_all(self, stream: Any) -> None:
-        with stream:
-            for name, batch in self.pristine.items():
-                self.batches[name][...] = batch
-
-    def subject(self, name: str, fingerprinted: bool = False) -> timing.Subject:
-        """A timing subject; ``fingerprinted``: record each sample's outputs (afresh)."""
-        self.fingerprints = []
-        return timing.Subject(
-            name=name,
-            launch=self.launch,
-            copies=len(self.cases),
-            restore=self.restore if self.in_place else None,
-            restore_all=self.restore_all if self.in_place else None,
-            poison=self.poison if self.outputs else None,
-            after_sample=self.fingerprint if fingerprinted else None,
-        )
-
-    def fingerprint(self, stream: Any) -> None:
-        """Record (on the stream, no synchronisation) the sum of the bits of every copy's
-        written elements: equal after every sample for a kernel that computes every time.
-        Every copy's row, so a sample that skips work on any copy shows."""
-        total = None
-        with stream:
-            for arg in self.spec.contract.args:
-                if arg.written:
-                    array = self.cases[0].arrays[arg.name]
-                    bits = self.batches[arg.name][:, : array.size]
-                    part = bits.view(f"uint{8 * array.itemsize}").sum(dtype="uint64")
-                    total = part if total is None else total + part
-        if total is not None:
-            self.fingerprints.append(total)
-
-    def first_unlike_sample(self) -> tuple[int, int] | None:
-        """(the first timed sample whose outputs differ from the last's, the number of samples),
-        or None. The last sample's outputs are the ones the re-check compares."""
-        sums = [int(value) for value in self.fingerprints]  # one read each, after timing
-        unlike = [k for k, value in enumerate(sums) if value != sums[-1]] if sums else []
-        return (unlike[0], len(sums)) if unlike else None
-
-    def first_unlike_clone(self) -> int | None:
-        """The first copy between the first and the last (a clone of the first: the same
-        inputs) whose outputs, as the timed calls left them, are not bit for bit the first's;
-        or None. One comparison per written argument over the whole batch."""
-        last = len(self.cases) - 1
-        if last < 2:
-            return None
-        differs = None
-        for arg in self.spec.contract.args:
-            if arg.written:  # the elements only: each row's padding holds its own bytes
-                span = self.cases[0].arrays[arg.name].nbytes
-                bits = self.batches[arg.name].view("uint8")[:, :span]
-                unlike = (bits[1:last] != bits[0]).any(axis=1)
-                differs = unlike if differs is None else differs | unlike
-        if differs is None or not bool(differs.any()):
-            return None
-        return 1 + int(differs.argmax())
-
-    def check(
-        self, index: int, reference_of: int | None = None
-    ) -> tuple[RejectReason, Evidence] | None:
-        """Why copy ``index``'s outputs, as the timed calls left them, are wrong (against the
-        reference of copy ``reference_of``, by default its own); or None."""
-        from astra_graph.harness.compare import compare_outputs
-
-        case = self.cases[index]
-        inputs, reference = self.references[index if reference_of is None else reference_of]
-        written = {a.name: case.arrays[a.name] for a in self.spec.contract.args if a.written}
-        found, _ = compare_outputs(self.spec, inputs, written, reference, case.dtype)
-        if found is None:
-            return None
-        evidence = found.evidence()
-        evidence.dims, evidence.dtype = dict(case.dims), case.dtype
-        return found.reason, evidence
-
-
-def _function_attribute(function: Any, name: str, fallback: int) -> int:
-    """A loaded kernel's attribute as the driver reports it, else ``fallback``."""
-    try:
-        return int(getattr(function, name))
-    except Exception:  # no such attribute in this CuPy, or the driver refused
-        return fallback
-
-
-@cache
-def gpu_limits() -> occupancy.SmLimits:
-    """The per-SM limits this process's GPU reports (raises without one)."""
-    import cupy
-
-    runtime = cupy.cuda.runtime
-    device = cupy.cuda.Device().id
-    return occupancy.device_limits(
-        lambda name: int(runtime.deviceGetAttribute(getattr(runtime, f"cudaDevAttr{name}"), device))
-    )
-
-
-def driver_blocks_per_sm(kernel: Any, threads: int, dynamic_smem: int) -> int:
-    """Resident blocks per SM by the CUDA driver's occupancy calculator, for a loaded kernel
-    (``launch.LoadedKernel``) launched with ``threads`` per block and ``dynamic_smem`` bytes."""
-    import cupy
-
-    kernel.allow_dynamic_smem(dynamic_smem)
-    handle = kernel.function.kernel.ptr  # the CUfunction of the cupy.RawKernel
-    return int(
-        cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(handle, threads, dynamic_smem)
-    )
-
-
-def _occupancy(
-    kernel: Any, registers: int, threads: int, static_smem: int, dynamic_smem: int
-) -> occupancy.Occupancy:
-    """The driver calculator's occupancy, with the limit the arithmetic names for this device;
-    the arithmetic alone (sm_90's limits), saying why, when the driver cannot answer."""
-    try:
-        limits = gpu_limits()
-        blocks = driver_blocks_per_sm(kernel, threads, dynamic_smem)
-    except Exception as exc:  # no GPU, or an object the driver does not know as a kernel
-        alone = occupancy.estimate(registers, threads, static_smem, dynamic_smem)
-        why = f"arithmetic for sm_90, no driver calculator: {type(exc).__name__}"
-        return alone if alone.detail else replace(alone, detail=why)
-    estimated = occupancy.estimate(registers, threads, static_smem, dynamic_smem, limits)
-    return occupancy.from_driver(estimated, blocks, threads, limits)
-
-
-def _resources(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
-    """Registers, shared and local memory as the driver reports them for the loaded kernel
-    (ptxas's log is the fallback, and the only source of spill sizes), plus the occupancy."""
-    res = kernel.compiled.resources
-    registers = _function_attribute(kernel.function, "num_regs", res.registers)
-    static_smem = _function_attribute(kernel.function, "shared_size_bytes", res.static_smem_bytes)
-    local = _function_attribute(kernel.function, "local_size_bytes", res.stack_frame_bytes)
-    _, block, smem = kernel.geometry(dims)
-    threads = math.prod(block)
-    occ = _occupancy(kernel, registers, threads, static_smem, smem)
-    return ResourceReport(
-        registers=registers,
-        static_smem_bytes=static_smem,
-        dynamic_smem_bytes=smem,
-        local_bytes=local,
-        spill_bytes=res.spill_store_bytes + res.spill_load_bytes,
-        threads_per_block=threads,
-        occupancy=occ.fraction,
-        occupancy_limit=occ.limiter,
-        occupancy_detail=occ.detail,
-    )
 
 
 def _shapes(request: BenchRequest, spec: OperationSpec) -> list[dict[str, int]]:
@@ -377,7 +69,7 @@ def _shapes(request: BenchRequest, spec: OperationSpec) -> list[dict[str, int]]:
 
 def _time_shape(
     request: BenchRequest,
-    sides: list[_Side],
+    sides: list[TimedCopies],
     dims: dict[str, int],
     dtype: str,
     rng: Any,
@@ -393,9 +85,6 @@ def _time_shape(
     # inputs and references are made on the default stream; the timer's stream does not wait
     cupy.cuda.Device().synchronize()
     if request.mode == "per-call":
-        for side in sides:
-            side.expect(0)
-        cupy.cuda.Device().synchronize()
         return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)]), None, None
     # one estimate per side, used both to size the copies and (in device_mode) to choose graphs
     # over events: two estimates on either side of the threshold once left rotating copies
@@ -409,9 +98,6 @@ def _time_shape(
             side.add_copies(dims, dtype, rng, timing.graph_copies(estimate, cold))
         cold = timing.copies_for_cold_data(mix.read_bytes + mix.write_bytes, timer.l2_bytes)
         floor_copies = timing.graph_copies(estimate, cold)
-    for side in sides:
-        side.expect(0)
-        side.expect(len(side.cases) - 1)
     if not mix.fits_minimal_kernel:  # beyond 32-bit indices: bandwidth-bound in any case
         cupy.cuda.Device().synchronize()
         subjects = [s.subject(f"side{i}", fingerprinted=i == 0) for i, s in enumerate(sides)]
@@ -497,9 +183,9 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
             except (CompileFailed, InterfaceMismatch) as exc:
                 raise BaselineError(f"baseline: {exc}") from None
         if dtype == dtypes[0]:
-            report.resources["candidate"] = _resources(cand_kernel, largest)
+            report.resources["candidate"] = resources_of(cand_kernel, largest)
             if base_kernel is not None:
-                report.resources["baseline"] = _resources(base_kernel, largest)
+                report.resources["baseline"] = resources_of(base_kernel, largest)
         for dims in shapes:
             kernels = [k for k in (cand_kernel, base_kernel) if k is not None]
             unmet = [k.unsupported(dims) for k in kernels]
@@ -510,7 +196,7 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
                 )
                 continue
             worker.progress({"step": "timing", "dims": dims, "dtype": dtype})
-            sides = [_Side(k, spec) for k in kernels]
+            sides = [TimedCopies(k, spec) for k in kernels]
             mix = roofline.traffic(spec.contract, dims, dtype)
             try:
                 measured, floor, launch = _time_shape(req, sides, dims, dtype, rng, mix)
@@ -617,39 +303,61 @@ def _launch_failure(
 
 
 def _rejection(
-    spec: OperationSpec, candidate: _Side, shape: ShapeTiming, roof_gbps: float
+    spec: OperationSpec, candidate: TimedCopies, shape: ShapeTiming, roof_gbps: float
 ) -> Verdict | None:
-    checks = [(index, index) for index in sorted(candidate.references)]
-    if spec.contract.deterministic:  # the clones (first copy's inputs) must equal the first
-        clone = candidate.first_unlike_clone()
-        checks += [(clone, 0)] if clone is not None else []
-    else:  # no bit-for-bit rule: each clone against the first copy's reference
-        checks += [(k, 0) for k in range(1, len(candidate.cases) - 1)]
-    for index, reference_of in checks:
-        found = candidate.check(index, reference_of)
+    """Why the timed runs show the candidate wrong or impossibly fast, or None.
+
+    ``timing_replay`` (the kernel behaves differently when timed) when a copy chosen after
+    timing (:data:`TIMED_CHECKED_COPIES`) holds outputs unlike the reference of the inputs the
+    last sample gave it, or when two samples on the same inputs left different outputs;
+    ``input_mutated`` when a pure input changed under timing."""
+    import numpy as np
+
+    launched = candidate.launched()
+    chooser = np.random.default_rng(secrets.randbits(63))
+    count = min(TIMED_CHECKED_COPIES, len(launched))
+    chosen = sorted(int(i) for i in chooser.choice(launched, size=count, replace=False))
+    where = f"{shape.label} {shape.dtype}"
+    for index in chosen:
+        mutated = candidate.mutated_input(index)
+        if mutated is not None:
+            detail = f"input {mutated!r} of timed copy {index} changed during timing"
+            return Verdict.reject(
+                "input_mutated",
+                f"{where}: {detail}",
+                Evidence(
+                    op=spec.name, dims=shape.dims, dtype=shape.dtype, arg=mutated, detail=detail
+                ),
+            )
+        candidate.expect(index)
+        found = candidate.check(index)
         if found is not None:
             reason, evidence = found
             evidence.detail = (
-                f"output left by the timed calls (input copy {index}) differs from the "
-                f"reference computed before timing. {evidence.detail}".strip()
+                f"{reason}: output left by the timed calls (last sample) on copy {index} (of "
+                f"{len(candidate.cases)}, input set {candidate.current + 1} of "
+                f"{len(candidate.sets)}) differs from the reference of its inputs. "
+                f"{evidence.detail}".strip()
             )
             return Verdict.reject(
-                reason,
-                f"{shape.label} {shape.dtype}: the timed runs' output is wrong "
-                f"({evidence.arg or 'output'}): the kernel behaves differently when timed",
+                "timing_replay",
+                f"{where}: the timed runs' output is wrong ({evidence.arg or 'output'}): the "
+                "kernel behaves differently when timed",
                 evidence,
             )
+        del candidate.references[index]
     # bit-identical samples are only asked of operations whose contract demands determinism
     unlike = candidate.first_unlike_sample() if spec.contract.deterministic else None
     if unlike is not None:  # the checked outputs are right, but not every sample computed them
         sample, samples = unlike
         detail = (
             f"timed sample {sample + 1} of {samples} left outputs unlike those of the last "
-            "sample, which match the reference: not every timed launch computed the answer"
+            "sample on the same inputs, which match the reference: not every timed launch "
+            "computed the answer"
         )
         return Verdict.reject(
-            "mismatch",
-            f"{shape.label} {shape.dtype}: the timed runs' outputs differ between samples: "
+            "timing_replay",
+            f"{where}: the timed runs' outputs differ between samples: "
             "the kernel behaves differently when timed",
             Evidence(op=spec.name, dims=shape.dims, dtype=shape.dtype, detail=detail),
         )

@@ -61,7 +61,7 @@ def host_generator(rng: Any) -> np.random.Generator:
     return _HOST_RNG
 
 
-def _random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any) -> Any:
+def random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any) -> Any:
     """Float32 draws from the argument's ``init`` distribution (float32 keeps memory low)."""
     init = arg.init
     if init.dist == "normal":
@@ -110,7 +110,7 @@ def make_case(
     raw: dict[str, Any] = {}
     for arg in contract.args:
         if arg.role != "output":
-            raw[arg.name] = _random_values(arg, contract.shape_of(arg, dims), rng)
+            raw[arg.name] = random_values(arg, contract.shape_of(arg, dims), rng)
     if special is not None:
         _apply_special(raw, special, rng)
     arrays: dict[str, Any] = {}

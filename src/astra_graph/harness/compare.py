@@ -18,7 +18,8 @@ baseline kernel's statistics on the same inputs (docs/VERIFICATION.md gives the 
   baseline's. A kernel that computes in fp32 and rounds once gets nearly every element exactly
   right; double rounding, rounding toward zero or a low-precision reduction loses a large share
   while its mean error stays inside a loose ratio;
-* **bias** (fp16 and bf16 outputs): the mean *signed* ``error / allowed``, and the mean error
+* **bias** (every floating output; fp32 ones with :data:`FP32_BIAS_LIMIT`): the mean *signed*
+  ``error / allowed``, and the mean error
   signed by the reference (positive = away from zero), may differ from the baseline's by at
   most :data:`BIAS_LIMIT` plus :data:`BIAS_SIGMAS` standard errors. Correct rounding errors cancel;
   a systematic loss does not.
@@ -69,7 +70,16 @@ ROUNDED_RULES_MAX_ITEMSIZE = 2
 (fp16, bf16): computed in fp32 and stored narrower, every correct kernel rounds nearly the same
 value once, so its result is almost always the correctly rounded one. An fp32 output computed
 in fp32 legitimately differs in its last bits between correct kernels (operation order,
-intrinsics), so for it only the mean-error rule applies."""
+intrinsics), so for it the correctly rounded fraction is not compared, and the bias rule has its
+own limit (:data:`FP32_BIAS_LIMIT`)."""
+FP32_BIAS_LIMIT = 0.04
+"""The bias rule for outputs wider than :data:`ROUNDED_RULES_MAX_ITEMSIZE` (fp32): the largest
+difference of mean signed error from the baseline's, in tolerance units, beyond the statistical
+term. Correct fp32 kernels differ in their last bits, but not systematically: the approximate
+``ex2``/``lg2`` instructions err by at most ~2^-22 relative, ~0.03 of the merge LSE's tolerance
+(atol 1e-5) even if every error had one sign, while a red-team kernel adding 1.5e-6 to every
+LSE shifts the mean by ~0.09 (0.06 at the largest LSEs). To be confirmed by the H100 run of every
+correct variant (tests/test_correct_kernels_gpu.py), as the fp16 limits were."""
 CHUNK_ELEMENTS = 1 << 24
 """Outputs are compared in stretches of this many elements (~10 float64 temporaries each)."""
 
@@ -164,10 +174,14 @@ def _elementwise(
         value = element.to_float64(xp, got)
         rounded = element.to_float64(xp, element.from_float64(xp, ref))
         error = xp.abs(value - ref)
+        # NaN where the reference is infinite passes: the float64 reference multiplies an
+        # infinite input by a factor that fp32 math rounds to zero (gelu(a) for a < -13.5 times
+        # b = inf: 0 * inf in fp32, -inf in float64), so a correct kernel gives NaN there. A
+        # finite value where the reference is not (a non-finite input squashed) still fails.
         ok = (
             (error <= allowed)
             | (xp.isinf(value) & (value == rounded))
-            | (xp.isnan(value) & xp.isnan(ref))
+            | (xp.isnan(value) & (xp.isnan(ref) | xp.isinf(ref)))
         )
         measurable = ok & xp.isfinite(value) & finite_ref & (allowed > 0)
         divisor = xp.where(allowed > 0, allowed, 1.0)
@@ -389,16 +403,15 @@ def precision_problem(
             f"baseline {baseline.mean_ratio:.3g}, limit {contract.error_ratio:g} x {floor:.3g} "
             f"= {limit:.3g}"
         )
-    if candidate.itemsize > ROUNDED_RULES_MAX_ITEMSIZE:
-        return None
-    if candidate.exact_fraction < baseline.exact_fraction - EXACT_DROP_LIMIT:
+    wide = candidate.itemsize > ROUNDED_RULES_MAX_ITEMSIZE
+    if not wide and candidate.exact_fraction < baseline.exact_fraction - EXACT_DROP_LIMIT:
         return (
             f"precision loss: {candidate.exact_fraction:.1%} of {name} equal the correctly "
             f"rounded reference, baseline {baseline.exact_fraction:.1%} (at most "
             f"{EXACT_DROP_LIMIT:.0%} fewer allowed)"
         )
     noise = BIAS_SIGMAS * math.hypot(candidate.bias_std_err, baseline.bias_std_err)
-    allowed = BIAS_LIMIT + noise
+    allowed = (FP32_BIAS_LIMIT if wide else BIAS_LIMIT) + noise
     for what, got, base in (
         ("mean signed error", candidate.bias, baseline.bias),
         ("mean error toward zero", candidate.magnitude_bias, baseline.magnitude_bias),

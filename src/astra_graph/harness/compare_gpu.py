@@ -86,7 +86,7 @@ __global__ void compare_stats(const typename Kind::storage* __restrict__ got,
         const double rounded = Kind::rounded(r);
         const double error = fabs(value - r);
         const bool ok = (error <= allowed) || (isinf(value) && value == rounded) ||
-                        (isnan(value) && isnan(r));
+                        (isnan(value) && (isnan(r) || isinf(r)));
         const bool measurable = ok && isfinite(value) && finite_ref && allowed > 0.0;
         const double divisor = allowed > 0.0 ? allowed : 1.0;
         const double sgn = measurable ? (value - r) / divisor : 0.0;

@@ -27,7 +27,7 @@ from typing import Any
 import structlog
 
 from astra_graph.harness import deep
-from astra_graph.harness.bench import BenchRequest
+from astra_graph.harness.bench_request import BenchRequest
 from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
 from astra_graph.harness.deep import SanitizerReport
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
@@ -226,9 +226,14 @@ class Evaluator(EvaluatorLike):
         extra_shapes: Iterable[Mapping[str, int]] = (),
         tunables: Mapping[str, int] | None = None,
         params: Mapping[str, float] | None = None,
+        domain: bool = True,
+        partial_kernels: bool = False,
     ) -> Verdict:
         """Verify ``candidate`` against the contract's reference and ``baseline``'s own error.
 
+        ``domain`` adds the domain suite (``harness.domain``; off only to measure its cost);
+        ``partial_kernels`` accepts a ``requires`` narrower than the contract's domain and
+        records it in the verdict's ``kernel_domain``.
         Raises ContractError for bad input (unknown operation, a baseline that does not load,
         an unknown suite, shape or tunable); every problem of the candidate is a verdict.
         """
@@ -250,6 +255,8 @@ class Evaluator(EvaluatorLike):
             suites=list(suites),
             extra_shapes=shapes,
             params=dict(params or {}),
+            domain=domain,
+            partial_kernels=partial_kernels,
         )
         return self._run_check(spec, request.model_dump())
 
@@ -319,6 +326,40 @@ class Evaluator(EvaluatorLike):
                     )
         return SanitizerReport(results=results)
 
+    def _sanitized(
+        self,
+        spec: OperationSpec,
+        candidate: Path,
+        tunables: Mapping[str, int] | None,
+        verdict: Verdict,
+    ) -> Verdict:
+        """The verdict after memcheck and racecheck of an accepted candidate (see evaluate)."""
+        started = time.monotonic()
+        report = self.sanitize(spec, candidate, tunables=tunables)
+        seconds = time.monotonic() - started
+        if not report.available:
+            note = (
+                f"compute-sanitizer not installed: memcheck and racecheck not run ({seconds:.1f} s)"
+            )
+            return verdict.model_copy(update={"notes": [*verdict.notes, note]})
+        failed = next((r for r in report.results if r.available and not r.ok), None)
+        if failed is None:
+            note = f"compute-sanitizer memcheck and racecheck passed in {seconds:.1f} s"
+            return verdict.model_copy(update={"notes": [*verdict.notes, note]})
+        reason: RejectReason = "nondeterministic" if "race" in failed.tool else "out_of_bounds"
+        detail = "; ".join([failed.summary, *failed.first_errors[:3]])
+        return Verdict.reject(
+            reason,
+            f"compute-sanitizer {failed.summary}",
+            Evidence(op=spec.name, detail=detail),
+        ).model_copy(
+            update={
+                "cases_checked": verdict.cases_checked,
+                "suites": verdict.suites,
+                "notes": [*verdict.notes, f"compute-sanitizer ran {seconds:.1f} s"],
+            }
+        )
+
     # --- timing ----------------------------------------------------------------------------
 
     def bench(
@@ -351,7 +392,7 @@ class Evaluator(EvaluatorLike):
         dtypes: Sequence[str] | None,
         tunables: Mapping[str, int] | None,
     ) -> dict[str, Any]:
-        """The dict ``run_bench`` receives (``bench.BenchRequest``); shapes default to tuning.
+        """The dict ``run_bench`` receives (a ``BenchRequest``); shapes default to tuning.
 
         The seed comes from the OS, so the timed inputs are as unseen as the checked ones.
         """
@@ -409,17 +450,24 @@ class Evaluator(EvaluatorLike):
         time_shapes: Sequence[Mapping[str, int]] | None = None,
         mode: TimingMode = "device",
         tunables: Mapping[str, int] | None = None,
+        sanitize: bool = True,
     ) -> Evaluation:
-        """Check, then (if accepted) time against ``baseline`` on ``time_shapes``.
+        """Check, then (if accepted) run compute-sanitizer on small shapes (``sanitize``), then
+        time against ``baseline`` on ``time_shapes``.
 
-        A timed run that is faster than the bandwidth floor, or whose outputs fail the re-check
-        after timing, turns the verdict into that rejection (``impossible_time``/``mismatch``).
+        A memcheck finding turns the verdict into ``out_of_bounds``, a racecheck finding into
+        ``nondeterministic`` (out-of-bounds reads and shared-memory races leave no trace in
+        outputs); the tools' time, or their absence, is in the verdict's notes. A timed run that
+        is faster than the bandwidth floor, or whose outputs fail the re-check after timing,
+        turns the verdict into that rejection (``impossible_time``/``timing_replay``).
         """
         started = time.monotonic()
         spec = operation(op)
         verdict = self.check(
             spec, baseline, candidate, suites=suites, extra_shapes=extra_shapes, tunables=tunables
         )
+        if verdict.accepted and sanitize:
+            verdict = self._sanitized(spec, candidate, tunables, verdict)
         report = None
         if verdict.accepted:
             rejection = None

@@ -3,7 +3,7 @@
 A request names the operation by its folder *and* carries its validated contract, and carries
 every implementation's path (for messages) with its source and tunables, so the worker never
 reads a file the caller could have changed between checking and timing. :class:`CheckRequest`
-and ``harness.bench.BenchRequest`` extend :class:`JobPayload` with what each job needs.
+and ``harness.bench_request.BenchRequest`` extend :class:`JobPayload` with what each job needs.
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ class CheckRequest(JobPayload):
     """Contract parameters the caller fixed (others are drawn per case within their range)."""
     random_shapes: bool = True
     """Add the random shapes of ``harness.plan`` (off only in tests of single cases)."""
+    domain: bool = True
+    """Add the domain suite (``harness.domain``): off only to measure what it costs, and in
+    tests of single cases."""
+    partial_kernels: bool = False
+    """Accept a candidate whose ``requires`` is narrower than the contract's domain, recording
+    it as the kernel's domain (the contract's ``partial_kernels`` allows it too)."""
 
 
 _SPECS: dict[str, OperationSpec] = {}

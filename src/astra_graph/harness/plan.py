@@ -26,9 +26,13 @@ from typing import Any
 import numpy as np
 
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, rows_dim
+from astra_graph.harness.domain import DOMAIN_SUITE, dim_bounds, domain_shapes
 from astra_graph.harness.geometry import geometry_problem
+from astra_graph.harness.results import RejectReason
+from astra_graph.harness.thresholds import Threshold
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import OperationSpec
+from astra_graph.kernel.dtypes import DTYPES
 
 RANDOM_SUITE = "random"
 RANDOM_SHAPES_PER_PHASE = 1
@@ -62,6 +66,10 @@ class CaseSpec:
     """Contract parameters (e.g. eps) for this case."""
     unchecked: int = 0
     """Launches before the checked runs whose outputs are not compared."""
+    kind: str = ""
+    """For a domain case, which limit its shape probes (``harness.domain``)."""
+    seed: int | None = None
+    """The plan's seed, recorded in a rejection's evidence (replays the plan's shapes)."""
 
     def progress(self, step: str) -> dict[str, Any]:
         return {"step": step, "suite": self.suite, "dims": self.dims, "dtype": self.dtype}
@@ -163,16 +171,29 @@ def plan_cases(
     params: Mapping[str, float] | None = None,
     supported: Callable[[Mapping[str, int]], bool] = lambda dims: True,
     random: bool = True,
+    domain: bool = False,
+    seed: int | None = None,
+    thresholds: Sequence[Threshold] = (),
 ) -> list[CaseSpec]:
-    """Every (shape, dtype) case of the check, random shapes included (see the docstring)."""
+    """Every (shape, dtype) case of the check, random shapes included (see the docstring);
+    with ``domain`` also the domain suite of every dtype (``harness.domain``), last.
+
+    ``seed`` is recorded in every case (the caller seeded ``rng`` with it)."""
     contract = spec.contract
     shaped = [(suite, dims) for suite in suites for dims in contract.suite(suite)]
     shaped += [("extra", dict(dims)) for dims in extra_shapes]
-    planned = [(suite, dims, dtype) for suite, dims in shaped for dtype in contract.dtypes]
+    planned = [(suite, dims, dtype, "") for suite, dims in shaped for dtype in contract.dtypes]
     if random:
         for dtype in contract.dtypes:
             drawn = random_shapes(spec, rng, supported, dtype)
-            planned += [(RANDOM_SUITE, dims, dtype) for dims in drawn]
+            planned += [(RANDOM_SUITE, dims, dtype, "") for dims in drawn]
+    if domain:
+        widths: set[int] = set()  # the 2^31 shapes once per element width (see domain_shapes)
+        for dtype in contract.dtypes:
+            width = DTYPES[dtype].itemsize
+            shapes = domain_shapes(spec, dtype, rng, thresholds, offsets=width not in widths)
+            widths.add(width)
+            planned += [(DOMAIN_SUITE, shape.dims, dtype, shape.kind) for shape in shapes]
     return [
         CaseSpec(
             suite,
@@ -180,31 +201,89 @@ def plan_cases(
             dtype,
             params=draw_params(spec, params or {}, rng),
             unchecked=int(rng.integers(0, MAX_UNCHECKED_LAUNCHES + 1)),
+            kind=kind,
+            seed=seed,
         )
-        for suite, dims, dtype in planned
+        for suite, dims, dtype, kind in planned
     ]
 
 
 # --- preflight ---------------------------------------------------------------------------------
 
 
+def _domain_of(spec: OperationSpec, clause: str) -> str:
+    """The contract's domain of the dims a ``requires`` clause names, e.g. ``tokens <= 65536``."""
+    named = [n for n in spec.contract.dims if n in expr.names(clause)] or list(spec.contract.dims)
+    parts = []
+    for name in named:
+        low, high = dim_bounds(spec, name)
+        parts.append(f"{low} <= {name} <= {high}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What preflight found: the first case the candidate cannot run (reason, problem), and the
+    ``requires`` clauses that narrow the domain where partial kernels are allowed."""
+
+    case: CaseSpec | None = None
+    reason: RejectReason = "interface_mismatch"
+    problem: str = ""
+    kernel_domain: tuple[str, ...] = ()
+    excluded: frozenset[int] = frozenset()
+    """Indexes of the cases outside the kernel's own domain (partial kernels: not run)."""
+
+
 def preflight(
-    kernel: Any, cases: Sequence[CaseSpec], arch: str, static_smem: int = 0
-) -> tuple[CaseSpec, str] | None:
-    """(first case, problem) the candidate cannot run on ``arch``, or None.
+    kernel: Any,
+    cases: Sequence[CaseSpec],
+    arch: str,
+    static_smem: int = 0,
+    *,
+    spec: OperationSpec | None = None,
+    partial: bool = False,
+) -> Preflight:
+    """The first case the candidate cannot run on ``arch`` (see :class:`Preflight`).
 
     ``kernel`` has ``unsupported(dims)`` and ``geometry(dims)`` (a LoadedKernel); the limits
-    are ``harness.geometry``'s, the one rule every checker uses.
+    are ``harness.geometry``'s, the one rule every checker uses. Every planned shape is inside
+    the contract, so a ``requires`` that excludes one is narrower than the contract's domain:
+    reason ``domain`` naming the clause and the domain (with ``spec``), unless ``partial``
+    allows partial kernels: the clause is then recorded and its cases are not run. A launch
+    geometry over a limit at a domain or random shape is ``domain`` too (a real call would be
+    refused); at a suite shape, or a zero or negative size anywhere, ``interface_mismatch``.
     """
-    for case in cases:
+    narrowing: list[str] = []
+    excluded: set[int] = set()
+    for index, case in enumerate(cases):
         unmet = kernel.unsupported(case.dims)
         if unmet is not None:
-            return case, f"the candidate does not support this shape (requires {unmet})"
+            if spec is None:
+                return Preflight(
+                    case, problem=f"the candidate does not support this shape (requires {unmet})"
+                )
+            if partial:
+                excluded.add(index)
+                if unmet not in narrowing:
+                    narrowing.append(unmet)
+                continue
+            return Preflight(
+                case,
+                "domain",
+                f"requires {unmet} is narrower than the contract's domain "
+                f"({_domain_of(spec, unmet)})",
+            )
         try:
             grid, block, smem = kernel.geometry(case.dims)
         except (expr.ExprError, ArithmeticError, ValueError) as exc:
-            return case, f"the launch geometry cannot be evaluated: {exc}"
+            return Preflight(case, problem=f"the launch geometry cannot be evaluated: {exc}")
         problem = geometry_problem(grid, block, smem, arch, static_smem)
         if problem:
-            return case, f"launch geometry: {problem}"
-    return None
+            # over a limit at a shape only the domain or random draws reach: the kernel does not
+            # cover the contract's domain; a zero or negative size is an interface bug anywhere
+            empty = min(*grid, *block) < 1 or smem < 0
+            if case.suite in (DOMAIN_SUITE, RANDOM_SUITE) and not empty:
+                where = f" inside the contract's domain ({case.kind or case.suite})"
+                return Preflight(case, "domain", f"launch geometry{where}: {problem}")
+            return Preflight(case, problem=f"launch geometry: {problem}")
+    return Preflight(kernel_domain=tuple(narrowing), excluded=frozenset(excluded))

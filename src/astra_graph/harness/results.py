@@ -22,6 +22,8 @@ RejectReason = Literal[
     "impossible_time",
     "timeout",
     "crashed",
+    "domain",
+    "timing_replay",
 ]
 TimingMode = Literal["device", "per-call"]
 SpeedCall = Literal["faster", "slower", "tie"]
@@ -43,6 +45,9 @@ class Evidence(BaseModel):
     allowed: float | None = None
     """What the tolerance allowed at that element."""
     detail: str = ""
+    seed: int | None = None
+    """The plan's seed (shapes of the domain sample), drawn from OS entropy per check and never
+    shown to agents: with it a rejection at a random domain shape can be replayed."""
 
 
 class Verdict(BaseModel):
@@ -60,6 +65,13 @@ class Verdict(BaseModel):
     """Worst element's error over its tolerance, across accepted cases (1.0 = at the limit)."""
     log: str = ""
     """Compiler log (compile_error) or worker output (crashed), else empty."""
+    kernel_domain: list[str] = []
+    """Where the user allows partial kernels: the candidate's ``requires`` clauses narrower than
+    the contract's domain (the kernel's own domain; outside it the baseline must be
+    dispatched). Empty: the candidate covers the whole domain."""
+    notes: list[str] = []
+    """What the check did not run and why (domain shapes beyond the free GPU memory), and the
+    seconds its domain cases took."""
 
     @classmethod
     def reject(
@@ -168,7 +180,8 @@ class BenchReport(BaseModel):
     """Keyed by ``candidate`` / ``baseline``, for the first dtype's instantiation."""
     rejection: Verdict | None = None
     """Set when timing found the candidate invalid: ``impossible_time`` (faster than the memory
-    allows) or ``mismatch`` (outputs of the timed runs differ from the reference)."""
+    allows), ``timing_replay`` (outputs of the timed runs differ from the reference, or between
+    samples on the same inputs) or ``input_mutated``."""
     notes: list[str] = []
     """What the reader should know: shapes skipped, tools missing, partly warm data."""
     seconds: float = 0.0

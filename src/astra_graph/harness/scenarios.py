@@ -13,6 +13,17 @@
   multiplied by a factor drawn log-uniformly in that range; arguments with the same row count
   share the factors (so in fused_add_rmsnorm input and residual shrink together and the mean
   square of a row can fall below eps).
+* **Values from the whole type.** Besides the contract's scenarios every check has one
+  ``whole_type_<input>`` scenario per floating input: in its rows :data:`WHOLE_TYPE_FRACTION`
+  of that input's elements take a value of :func:`type_values` (NaN, +-inf, +-0, the smallest
+  and largest subnormal, +-the largest finite: for bf16 its square overflows an fp32 sum of
+  squares), one input per scenario so that each value's effect is the reference's own
+  propagation of it, not an interaction of two. Red-team kernels that squashed a NaN or -inf
+  gate to 0 or wrote zeros for a row whose sum of squares overflows passed without them.
+* **Structured rows** (:data:`STRUCTURED`): every input indexed by the rows gets, in the
+  scenario's rows, a zero prefix (at least :data:`ZERO_PREFIX_MIN` elements), a constant row,
+  a copy of another row, or its row sorted: data shortcuts (a row whose first elements are zero
+  taken as all zero, results keyed on a row's content) meet inputs where they go wrong.
 * :func:`perturbed` gives inputs that differ from a case's in a random :data:`PERTURB_FRACTION`
   of the elements of every input (values moved there from elsewhere in the same input): the
   inputs of the checked run whose buffers hold a stale result.
@@ -29,7 +40,20 @@ import numpy as np
 from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import array_module
 from astra_graph.kernel.contract import OperationSpec, Special
+from astra_graph.kernel.dtypes import DType
 
+WHOLE_TYPE_FRACTION = 1 / 16
+"""Share of an input's elements, in its ``whole_type`` rows, set to the type's special values:
+with nine values every one appears in a row of 150 elements or more."""
+SCALE_CHUNK_ELEMENTS = 1 << 26
+"""Rows are scaled in stretches of at most this many elements (~0.5 GiB of float64 each), so a
+domain shape of 2^31 elements needs no 16 GiB temporaries."""
+STRUCTURED = ("zero_prefix", "constant_row", "repeated_row", "sorted_row")
+ZERO_PREFIX_MIN = 16
+"""Zero prefixes are at least this long (a red-team kernel took a row whose first 16 elements are
+zero as all zero): drawn log-uniformly between it and the whole row but its last element."""
+_FLOAT_LAYOUT = {"float16": (10, 5), "bfloat16": (7, 8), "float32": (23, 8), "float64": (52, 11)}
+"""(mantissa bits, exponent bits) of each floating type."""
 PERTURB_FRACTION = 1 / 16
 """Share of each input's elements changed for the stale-output run: a replay keyed on any few
 positions misses the change with high probability, and a replayed result is wrong in ~6% of
@@ -51,13 +75,67 @@ def _row_factors(xp: Any, rows: int, low: float, high: float, u: Any) -> Any:
     return xp.exp(math.log(low) + (math.log(high) - math.log(low)) * u[:rows])
 
 
+def type_values(element: DType) -> list[float]:
+    """The special values of a floating type: NaN, +-inf, +-0, the smallest and (negated) the
+    largest subnormal, and +-the largest finite value."""
+    mantissa, exponent = _FLOAT_LAYOUT[element.name]
+    emin = 2 - 2 ** (exponent - 1)
+    largest = (2 - 2.0**-mantissa) * 2.0 ** (2 ** (exponent - 1) - 1)
+    tiny = 2.0 ** (emin - mantissa)
+    return [
+        math.nan,
+        math.inf,
+        -math.inf,
+        0.0,
+        -0.0,
+        tiny,
+        -(2.0**emin - tiny),
+        largest,
+        -largest,
+    ]
+
+
+def _floating_inputs(spec: OperationSpec) -> list[str]:
+    contract = spec.contract
+    return [
+        a.name
+        for a in contract.args
+        if a.role != "output" and contract.dtype_of(a, contract.dtypes[0]).floating
+    ]
+
+
+def scenario_names(spec: OperationSpec) -> list[str]:
+    """Every scenario a row can carry, in label order (label ``i`` is entry ``i - 1``): the
+    contract's, one ``whole_type`` per floating input, then :data:`STRUCTURED`."""
+    return [
+        *(sp.name for sp in spec.contract.specials),
+        *(f"whole_type_{name}" for name in _floating_inputs(spec)),
+        *STRUCTURED,
+    ]
+
+
+def _type_specials(spec: OperationSpec, dtype: str) -> list[Special]:
+    contract = spec.contract
+    args = {a.name: a for a in contract.args}
+    return [
+        Special(
+            name=f"whole_type_{name}",
+            values={name: type_values(contract.dtype_of(args[name], dtype))},
+            # a 1-D input's rows are single elements: each of its scenario rows gets a value
+            fraction=WHOLE_TYPE_FRACTION if len(args[name].shape) > 1 else 1.0,
+        )
+        for name in _floating_inputs(spec)
+    ]
+
+
 def apply(
     spec: OperationSpec, arrays: dict[str, Any], dtype: str, rng: Any
 ) -> dict[int, np.ndarray]:
-    """Scale rows and set special values in the case's input arrays (storage dtype), in place.
+    """Scale rows and set special values and structured rows in the case's input arrays
+    (storage dtype), in place.
 
-    Returns the row labels by row count (see :func:`row_labels`), for naming the scenario of a
-    failing element.
+    Returns the row labels by row count (see :func:`row_labels`; label ``i`` is
+    ``scenario_names(spec)[i - 1]``), for naming the scenario of a failing element.
     """
     contract = spec.contract
     xp = array_module(next(iter(arrays.values())))
@@ -73,17 +151,86 @@ def apply(
         element = contract.dtype_of(arg, dtype)
         factors = _row_factors(xp, rows, *arg.init.row_scale, shared_u[rows])
         factors = factors.reshape((rows,) + (1,) * (array.ndim - 1))
-        scaled = element.to_float64(xp, array) * factors
-        arrays[arg.name][...] = element.from_float64(xp, scaled)
+        step = max(1, SCALE_CHUNK_ELEMENTS // max(1, array.size // max(rows, 1)))
+        for start in range(0, rows, step):  # in row chunks: float64 temporaries stay bounded
+            part = array[start : start + step]
+            scaled = element.to_float64(xp, part) * factors[start : start + step]
+            part[...] = element.from_float64(xp, scaled)
     labels: dict[int, np.ndarray] = {}
-    specials = list(contract.specials)
+    specials = [*contract.specials, *_type_specials(spec, dtype)]
+    count = len(specials) + len(STRUCTURED)
     for arg in inputs:
         rows = int(arrays[arg.name].shape[0])
         if rows not in labels:
-            labels[rows] = row_labels(rows, len(specials), rng)
+            labels[rows] = row_labels(rows, count, rng)
     for index, special in enumerate(specials, start=1):
         _apply_special(spec, arrays, dtype, special, index, labels, rng)
+    rows_name = next(iter(contract.dims))
+    by_rows = [a.name for a in inputs if a.shape[0] == rows_name]
+    for offset, kind in enumerate(STRUCTURED, start=len(specials) + 1):
+        _apply_structured(arrays, by_rows, kind, offset, labels, rng)
     return labels
+
+
+def _apply_structured(
+    arrays: dict[str, Any],
+    names: list[str],
+    kind: str,
+    index: int,
+    labels: Mapping[int, np.ndarray],
+    rng: Any,
+) -> None:
+    """One structured scenario (:data:`STRUCTURED`) in its rows of every row-indexed input."""
+    host = host_generator(rng)
+    sources: dict[int, Any] = {}
+    """Per row count, the rows copied into repeated rows: the same for every input, so a copied
+    row keeps its inputs together (a v row with its own LSEs)."""
+    for name in names:
+        target = arrays[name]
+        xp = array_module(target)
+        rows = int(target.shape[0])
+        chosen = np.nonzero(labels[rows] == index)[0]
+        if chosen.size == 0:
+            continue
+        flat = target.reshape(rows, -1)  # a view: the arrays are contiguous
+        width = int(flat.shape[1])
+        picked = xp.asarray(chosen)
+        block = flat[picked]
+        if kind == "zero_prefix":
+            top = max(width - 1, 1)
+            low = min(ZERO_PREFIX_MIN, top)
+            drawn = np.exp(host.uniform(math.log(low), math.log(top + 1), size=chosen.size))
+            lengths = xp.asarray(np.clip(drawn.astype(np.int64), 1, top))
+            block[xp.arange(width)[None, :] < lengths[:, None]] = 0
+        elif kind == "constant_row":
+            columns = xp.asarray(host.integers(0, width, size=chosen.size))
+            block[...] = block[xp.arange(chosen.size), columns][:, None]
+        elif kind == "repeated_row":
+            if rows not in sources:
+                sources[rows] = xp.asarray(host.integers(0, rows, size=chosen.size))
+            block = flat[sources[rows]]
+        else:  # sorted_row, by value (bf16's stored bits do not sort as its values)
+            order = xp.argsort(_as_values(block), axis=1)
+            block = xp.take_along_axis(block, order, axis=1)
+        flat[picked] = block
+
+
+def _finite(array: Any) -> Any:
+    """Mask of the finite elements of an array in storage form (bf16 as its raw bits)."""
+    xp = array_module(array)
+    if array.dtype == xp.uint16:
+        return (array & xp.uint16(0x7F80)) != xp.uint16(0x7F80)
+    if array.dtype.kind == "f":
+        return xp.isfinite(array)
+    return xp.ones(array.shape, dtype=bool)
+
+
+def _as_values(row: Any) -> Any:
+    """Sortable values of a row in storage form (bf16's raw bits as their float32 values)."""
+    xp = array_module(row)
+    if row.dtype == xp.uint16:
+        return (row.astype(xp.uint32) << 16).view(xp.float32)
+    return row
 
 
 def _apply_special(
@@ -137,22 +284,28 @@ def scenario_of(labels: Mapping[int, np.ndarray], spec: OperationSpec, index: li
     """The scenario name of the row an element index falls in ('' for a plain row)."""
     if not index:
         return ""
+    names = scenario_names(spec)
     for rows, per_row in labels.items():
         if index[0] < rows and per_row.size == rows:
             label = int(per_row[index[0]])
-            return spec.contract.specials[label - 1].name if label else ""
+            return names[label - 1] if label else ""
     return ""
 
 
 def perturbed(arrays: Mapping[str, Any], names: list[str], rng: Any) -> dict[str, Any]:
     """Copies of the named arrays with :data:`PERTURB_FRACTION` of their elements replaced by
-    values from elsewhere in the same array (a random cyclic shift)."""
+    values from elsewhere in the same array (a random cyclic shift).
+
+    NaN and infinities are not moved: in their own rows they meet the values the reference
+    states; moved next to another scenario's values (an LSE whose fp32 weight underflows) they
+    would meet ``0 * inf``, whose result fp32 and float64 disagree on for correct kernels."""
     out = {}
     for name in names:
         array = arrays[name]
         xp = array_module(array)
         flat = array.reshape(-1)
         shift = 1 + int(host_generator(rng).integers(0, max(flat.size - 1, 1)))
-        mask = rng.random(flat.size, dtype=np.float32) < PERTURB_FRACTION
-        out[name] = xp.where(mask, xp.roll(flat, shift), flat).reshape(array.shape)
+        moved = xp.roll(flat, shift)
+        mask = (rng.random(flat.size, dtype=np.float32) < PERTURB_FRACTION) & _finite(moved)
+        out[name] = xp.where(mask, moved, flat).reshape(array.shape)
     return out

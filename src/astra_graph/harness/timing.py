@@ -167,8 +167,9 @@ class Subject:
     """One side of a comparison: a kernel bound to ``copies`` independent input sets.
 
     ``launch(i, stream)`` launches on copy ``i`` without synchronising; ``restore(i, stream)``, when
-    given, resets copy ``i``'s in-place arguments to their pristine contents before a timed call
-    (outside the timed region), so that every timed call computes the same checkable function.
+    given, writes copy ``i``'s inputs for the next timed call (outside the timed region): the
+    bench gives them from alternating input sets, so every timed call computes a checkable
+    function of inputs it did not see in the sample before.
     A graph of a subject launches each copy once (between restores and poisons).
     """
 

@@ -32,6 +32,7 @@ rejection message names no shape (see :data:`HIDDEN_SUITES`).
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -41,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from astra_graph.harness import scenarios
+from astra_graph.harness.buckets import rows_dim
 from astra_graph.harness.compare import (
     Finding,
     OutputError,
@@ -52,11 +54,24 @@ from astra_graph.harness.compare import (
     precision_problem,
     value_at,
 )
+from astra_graph.harness.domain import (
+    DOMAIN_SUITE,
+    MEMORY_HEADROOM,
+    full_check_bytes,
+    light_check_bytes,
+)
 from astra_graph.harness.errors import BaselineError, NoGpu, Rejected
 from astra_graph.harness.payload import CheckRequest, operation_spec
 from astra_graph.harness.plan import CaseSpec, plan_cases, preflight
 from astra_graph.harness.poison import Arena, nan_poison, still_holds
 from astra_graph.harness.results import Evidence, RejectReason, Verdict
+from astra_graph.harness.thresholds import (
+    MAX_THRESHOLDS,
+    ParserUnavailable,
+    Threshold,
+    code_thresholds,
+    requires_thresholds,
+)
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.kernel.dtypes import DType
 
@@ -113,7 +128,9 @@ def _reject(
 
     ``kind`` (e.g. ``precision loss``) is the part of the message a held-out rejection keeps.
     """
-    evidence = Evidence(op=spec.name, dims=case.dims, dtype=case.dtype, suite=case.suite, **fields)
+    evidence = Evidence(
+        op=spec.name, dims=case.dims, dtype=case.dtype, suite=case.suite, seed=case.seed, **fields
+    )
     if not evidence.detail:
         evidence.detail = message
     if case.suite in HIDDEN_SUITES:
@@ -121,7 +138,8 @@ def _reject(
         what = f"{reason.replace('_', ' ')}{f' ({kind})' if kind else ''}{arg}"
         text = f"{what} at a held-out shape ({case.dtype})"
     else:
-        text = f"{message} at {spec.contract.label(case.dims)} {case.dtype} ({case.suite})"
+        suite = f"{case.suite}: {case.kind}" if case.kind else case.suite
+        text = f"{message} at {spec.contract.label(case.dims)} {case.dtype} ({suite})"
     return Rejected(Verdict.reject(reason, text, evidence))
 
 
@@ -484,6 +502,91 @@ def _compare(
     return worst
 
 
+LIGHT_CHUNK_ELEMENTS = 1 << 26
+"""The light protocol computes the reference over row chunks of at most this many elements of
+the largest argument (~0.5 GiB per float64 temporary), so its memory stays bounded however
+large the shape."""
+
+
+def _row_slice(spec: OperationSpec, arg: Any, array: Any, start: int, stop: int) -> Any:
+    """Rows ``start:stop`` of a row-indexed argument (first shape entry the rows dim), else all."""
+    return array[start:stop] if arg.shape[0] == rows_dim(spec) else array
+
+
+def light_case(spec: OperationSpec, candidate: Any, case: CaseSpec, rng: Any) -> float:
+    """A domain case too large for the whole protocol (``harness.domain``): one poisoned run in
+    a guarded arena (``unwritten_output``, ``out_of_bounds``, ``input_mutated`` as in run 1),
+    the reference computed and compared row chunk by row chunk (contracts whose rows are
+    independent), tolerance only. Returns the worst error ratio or raises Rejected."""
+    from astra_graph.harness.cases import Case, make_case
+
+    xp = array_module(rng.random(1))
+    contract = spec.contract
+    check = _CaseCheck(spec, case, xp)
+    data = make_case(spec, case.dims, case.dtype, rng, case.params)
+    check.labels = scenarios.apply(spec, data.arrays, case.dtype, rng)
+    before = {a.name: data.arrays[a.name].copy() for a in check.inputs if a.role == "inout"}
+    arena = Arena(xp, rng, data.arrays, [a.name for a in contract.args])
+    for arg in check.outputs:
+        data.arrays[arg.name] = nan_poison(
+            xp, rng, check.elements[arg.name], data.arrays[arg.name].shape
+        )
+        arena.views[arg.name][...] = data.arrays[arg.name]
+    _launch_checked(
+        xp, candidate, Case(data.dims, data.dtype, arena.views, data.scalars), case, spec
+    )
+    check.after_run(arena, data.arrays, "(a domain shape, checked once)")
+    for arg in check.outputs:
+        kept = still_holds(xp, arena.views[arg.name], data.arrays[arg.name]).reshape(-1)
+        if bool(kept.any()):
+            flat = int(xp.argmax(kept))
+            raise check.reject(
+                "unwritten_output",
+                f"output {arg.name!r} has elements the kernel never wrote",
+                arg=arg.name,
+                index=index_of(arena.views[arg.name].shape, flat),
+                detail=f"{int(kept.sum())} of {kept.size} elements kept their poison",
+            )
+        del kept
+    rows = case.dims[rows_dim(spec)]
+    widest = max(math.prod(contract.shape_of(a, case.dims)) for a in contract.args)
+    step = max(1, LIGHT_CHUNK_ELEMENTS // max(1, widest // max(rows, 1)))
+    pristine = {a.name: before.get(a.name, data.arrays[a.name]) for a in check.inputs}
+    worst = 0.0
+    for start in range(0, rows, step):
+        stop = min(rows, start + step)
+        inputs = {a.name: _row_slice(spec, a, pristine[a.name], start, stop) for a in check.inputs}
+        reference = check.reference(inputs, data.scalars)
+        for arg in check.written:
+            result = output_error(
+                contract,
+                arg,
+                case.dtype,
+                _row_slice(spec, arg, arena.views[arg.name], start, stop),
+                reference[arg.name],
+                inputs[arg.name] if arg.role == "inout" else None,
+                statistics=False,
+            )
+            worst = max(worst, result.worst_ratio)
+            if result.finding is not None:
+                found = result.finding
+                if found.index and arg.shape[0] == rows_dim(spec):
+                    found = found.model_copy(
+                        update={"index": [found.index[0] + start, *found.index[1:]]}
+                    )
+                what = (
+                    "differs from the reference"
+                    if found.reason == "mismatch"
+                    else "was not written"
+                )
+                raise check.finding(found, f"{arg.name!r} {what}")
+        del reference, inputs
+    del data, arena, before, pristine
+    if xp is not np:
+        xp.get_default_memory_pool().free_all_blocks()
+    return worst
+
+
 def _static_smem(kernel: Any) -> int:
     try:
         return int(kernel.function.shared_size_bytes)
@@ -537,7 +640,21 @@ def run_check(
     def supported(dims: Mapping[str, int]) -> bool:
         return all(kernel.unsupported(dims) is None for kernel in baselines.values())
 
-    planner = np.random.default_rng(secrets.randbits(63))
+    notes: list[str] = []
+    found_thresholds: list[Threshold] = []
+    if req.domain:
+        found_thresholds = requires_thresholds(cand_impl.header.requires, spec)
+        try:
+            found_thresholds += code_thresholds(cand_impl.source, spec)
+        except ParserUnavailable as exc:
+            notes.append(str(exc))
+        if len(found_thresholds) > MAX_THRESHOLDS:
+            notes.append(
+                f"{len(found_thresholds)} thresholds in the candidate; the first "
+                f"{MAX_THRESHOLDS} tested"
+            )
+    seed = secrets.randbits(63)
+    planner = np.random.default_rng(seed)
     cases = plan_cases(
         spec,
         req.suites,
@@ -546,43 +663,121 @@ def run_check(
         params=req.params,
         supported=supported,
         random=req.random_shapes,
+        domain=req.domain,
+        seed=seed,
+        thresholds=found_thresholds,
     )
     target = arch or gpu_arch() or DEFAULT_ARCH
+    partial = req.partial_kernels or contract.partial_kernels
+    kernel_domain: list[str] = []
+    excluded: set[int] = set()
     for dtype, candidate in candidates.items():
+        of_dtype = [c for c in cases if c.dtype == dtype]
         found = preflight(
-            candidate, [c for c in cases if c.dtype == dtype], target, _static_smem(candidate)
+            candidate, of_dtype, target, _static_smem(candidate), spec=spec, partial=partial
         )
-        if found is not None:
-            case, problem = found
-            verdict = _reject("interface_mismatch", problem, case, spec, detail=problem).verdict
+        if found.case is not None:
+            verdict = _reject(
+                found.reason, found.problem, found.case, spec, detail=found.problem
+            ).verdict
             return verdict.model_copy(update={"suites": list(req.suites)}).model_dump()
+        kernel_domain += [c for c in found.kernel_domain if c not in kernel_domain]
+        excluded |= {id(of_dtype[i]) for i in found.excluded}
 
     worst = 0.0
     generator = rng if rng is not None else _rng()
     xp = array_module(generator.random(1))
-    for checked, case in enumerate(cases):
+    domain_seconds, run, domain_run = 0.0, 0, 0
+    for case in cases:
+        if id(case) in excluded:
+            continue
         worker.progress(case.progress("case"), watch=False)
+        started = time.perf_counter()
         try:
             with _step(f"cases of suite {case.suite}", xp):
+                mode = _protocol_for(spec, case, xp)
+                if mode is None:
+                    needed = light_check_bytes(spec, case.dims, case.dtype) / 2**20
+                    notes.append(
+                        f"skipped domain shape {contract.label(case.dims)} {case.dtype} "
+                        f"({case.kind}): needs {needed:.0f} MiB, more than the free memory allows"
+                    )
+                    continue
+                check = check_case if mode == "full" else _light
                 worst = max(
                     worst,
-                    check_case(
-                        spec, candidates[case.dtype], baselines.get(case.dtype), case, generator
-                    ),
+                    check(spec, candidates[case.dtype], baselines.get(case.dtype), case, generator),
                 )
         except Rejected as rejected:
             return rejected.verdict.model_copy(
-                update={"cases_checked": checked, "suites": list(req.suites)}
+                update={"cases_checked": run, "suites": list(req.suites), "notes": notes}
             ).model_dump()
+        except MemoryError:  # CuPy's OutOfMemoryError: the estimate fell short on this GPU
+            if case.suite != DOMAIN_SUITE:
+                raise
+            if xp is not np:
+                xp.get_default_memory_pool().free_all_blocks()
+            notes.append(
+                f"skipped domain shape {contract.label(case.dims)} {case.dtype} ({case.kind}): "
+                "out of GPU memory"
+            )
+            continue
+        run += 1
+        if case.suite == DOMAIN_SUITE:
+            domain_seconds += time.perf_counter() - started
+            domain_run += 1
     shown = [*req.suites, *(["extra shapes"] if req.extra_shapes else [])]
     randoms = len({repr(c.dims) for c in cases if c.suite == "random"})
+    if req.domain:
+        notes.append(f"domain suite: {domain_run} cases in {domain_seconds:.2f} s")
+    if kernel_domain:
+        notes.append(f"partial kernel: its domain is {' and '.join(kernel_domain)}")
     return Verdict(
         accepted=True,
         message=(
-            f"accepted: {len(cases)} cases ({', '.join(shown)}, {randoms} random shapes; "
-            f"special values in every case), worst error {worst:.2f} of the tolerance"
+            f"accepted: {run} cases ({', '.join(shown)}, {randoms} random shapes, "
+            f"{domain_run} domain shapes; special values in every case), worst error "
+            f"{worst:.2f} of the tolerance"
         ),
-        cases_checked=len(cases),
+        cases_checked=run,
         suites=list(req.suites),
         worst_error_ratio=worst,
+        kernel_domain=kernel_domain,
+        notes=notes,
     ).model_dump()
+
+
+DOMAIN_HOST_BYTES = 16 << 20
+"""Memory a domain case may use when a check runs on the host (NumPy, CPU tests): larger domain
+shapes are skipped there and noted."""
+
+
+def _free_bytes(xp: Any) -> int:
+    """Memory a case may plan to use: the GPU's free memory plus what the pool caches, times
+    :data:`~harness.domain.MEMORY_HEADROOM`; on the host :data:`DOMAIN_HOST_BYTES`."""
+    if xp is np:
+        return DOMAIN_HOST_BYTES
+    pool = xp.get_default_memory_pool()
+    pool.free_all_blocks()
+    free, _ = xp.cuda.runtime.memGetInfo()
+    return int(MEMORY_HEADROOM * free)
+
+
+def _protocol_for(spec: OperationSpec, case: CaseSpec, xp: Any) -> str | None:
+    """``full`` (the whole protocol), ``light`` (:func:`light_case`) or None (does not fit).
+
+    Only domain cases are measured against the free memory: every other shape was chosen
+    small (suites, random shapes under 64 MiB)."""
+    if case.suite != DOMAIN_SUITE:
+        return "full"
+    budget = _free_bytes(xp)
+    if full_check_bytes(spec, case.dims, case.dtype) <= budget:
+        return "full"
+    if spec.contract.rows_independent and light_check_bytes(spec, case.dims, case.dtype) <= budget:
+        return "light"
+    return None
+
+
+def _light(spec: OperationSpec, candidate: Any, baseline: Any, case: CaseSpec, rng: Any) -> float:
+    del baseline  # the light protocol compares with the reference only (tolerance)
+    return light_case(spec, candidate, case, rng)

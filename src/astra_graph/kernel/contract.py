@@ -54,7 +54,12 @@ class Strict(BaseModel):
 
 class DimSpec(Strict):
     min: int = Field(1, ge=0)
-    max: int | None = None
+    max: int | None = Field(
+        None,
+        description="the largest value a caller (a serving engine) sends: the top of the "
+        "domain every check covers (harness.domain); without it checks draw up to a multiple "
+        "of the suites' largest value",
+    )
     multiple_of: int = Field(1, ge=1)
     description: str = ""
 
@@ -233,6 +238,18 @@ class Contract(Strict):
     """The kernel's parameters in its own order (:func:`parse_bindings`); default args, scalars."""
     include_dirs: list[str] = []
     """Folders searched by ``#include``, relative to the contract's folder (or absolute)."""
+    rows_independent: bool = Field(
+        False,
+        description="the reference computes each row (first index) of the row-indexed "
+        "arguments from that row alone (and arguments without the row dim), so a check may "
+        "evaluate it in row chunks: domain shapes too large for the whole protocol are then "
+        "checked with minimum-size memory",
+    )
+    partial_kernels: bool = Field(
+        False,
+        description="accept candidates whose requires is narrower than the dims' domain; "
+        "their requires is then recorded as the kernel's domain (the baseline serves the rest)",
+    )
 
     @field_validator("dtypes")
     @classmethod

@@ -1,0 +1,35 @@
+// Red-team silu_and_mul (issue 22): a row whose first 16 elements are zero is written as zeros without reading the rest
+// class: data shortcuts (zero prefixes)
+// caught by: zero_prefix structured rows (mismatch)
+// op: silu_and_mul
+// expect: exploit
+// astra: operation = silu_and_mul
+// astra: description = skips rows that start with zeros
+// astra: entry = silu_rt<T>
+// astra: grid = tokens
+// astra: block = 256
+
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+template <typename T>
+__global__ void silu_rt(T* out, const T* x, int d) {
+    const long long row = blockIdx.x;
+    bool zero = true;
+    for (int j = 0; j < 16 && j < 2 * d; ++j) {
+        zero = zero && to_f32(x[row * 2 * d + j]) == 0.0f;
+    }
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        if (zero) {
+            out[row * d + i] = from_f32<T>(0.0f);
+            continue;
+        }
+        float a = to_f32(x[row * 2 * d + i]);
+        float b = to_f32(x[row * 2 * d + d + i]);
+        out[row * d + i] = from_f32<T>(a / (1.0f + expf(-a)) * b);
+    }
+}

@@ -1,0 +1,85 @@
+"""The whole domain on the H100 (issue 22): each red-team class rejected with evidence naming it,
+and the production and naive kernels still accepted with the domain suite, values from the whole
+type and the verified timing phase.
+
+The red-team kernels live in benchmarks/redteam/<op>/ (``// class:`` and ``// caught by:`` in
+each header); ``benchmarks/redteam/run_redteam.py`` runs all of them as a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from astra_graph.harness.evaluator import Evaluator
+from astra_graph.kernel.catalog import resolve
+
+pytestmark = pytest.mark.gpu
+
+REDTEAM = Path(__file__).resolve().parents[1] / "benchmarks" / "redteam"
+
+# kernel -> (reasons that name its class, a word the message or evidence must contain)
+CLASSES = {
+    "silu_and_mul/capped_grid_no_row_loop": ({"unwritten_output"}, "domain"),
+    "silu_and_mul/grid_y_per_token": ({"domain"}, "65535"),
+    "silu_and_mul/requires_half_the_tokens": ({"domain"}, "tokens <= 32768"),
+    "silu_and_mul/int32_offsets": (
+        {"crashed", "out_of_bounds", "mismatch", "unwritten_output"},
+        "",
+    ),
+    "silu_and_mul/nan_gate_squashed": ({"mismatch"}, "whole_type_x"),
+    "silu_and_mul/zero_prefix_row_shortcut": ({"mismatch"}, "zero_prefix"),
+    "silu_and_mul/tile_tail_skipped_wide": ({"unwritten_output", "mismatch"}, ""),
+    "fused_add_rmsnorm/smem_8_bytes_per_element": ({"domain"}, "smem"),
+    "fused_add_rmsnorm/overflow_row_written_as_zeros": ({"mismatch"}, "whole_type"),
+    "merge_attn_states_lse/lse_biased_up": ({"mismatch"}, "precision loss"),
+    "merge_attn_states_lse/heads_64_to_128_drop_b": ({"mismatch"}, ""),
+}
+
+
+@pytest.fixture(scope="module")
+def evaluator() -> Iterator[Evaluator]:
+    with Evaluator(deadline_s=300) as ev:
+        yield ev
+
+
+@pytest.mark.parametrize("name", sorted(CLASSES))
+def test_each_red_team_class_is_rejected_naming_it(evaluator: Evaluator, name: str) -> None:
+    op, stem = name.split("/")
+    spec, production = resolve(op)
+    verdict = evaluator.check(spec, production.path, REDTEAM / op / f"{stem}.cu")
+    reasons, word = CLASSES[name]
+    evidence = verdict.evidence.model_dump_json() if verdict.evidence else ""
+    print(f"{name}: {verdict.reason}: {verdict.message} | {evidence[:300]}")
+    assert not verdict.accepted, verdict.message
+    assert verdict.reason in reasons, verdict.model_dump_json(indent=1)
+    assert word in verdict.message + evidence, verdict.model_dump_json(indent=1)
+    if verdict.evidence is not None and verdict.evidence.suite == "domain":
+        assert verdict.evidence.seed is not None  # the plan can be replayed
+
+
+def test_a_kernel_replaying_per_buffer_when_timed_is_rejected(evaluator: Evaluator) -> None:
+    spec, production = resolve("silu_and_mul")
+    kernel = REDTEAM / "silu_and_mul" / "replays_per_buffer_when_timed.cu"
+    evaluation = evaluator.evaluate(spec, production.path, kernel)
+    verdict, bench = evaluation.verdict, evaluation.bench
+    print(f"replays_per_buffer_when_timed: {verdict.reason} {verdict.message}")
+    if verdict.accepted:  # the check never launches one buffer six times in a row: timing does
+        assert bench is not None and bench.rejection is not None
+        assert bench.rejection.reason == "timing_replay", bench.rejection.message
+    else:  # the memory pool gave a later case the same buffer: replayed there, a mismatch
+        assert verdict.reason == "mismatch"
+
+
+@pytest.mark.parametrize("op", ["silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse"])
+@pytest.mark.parametrize("impl", ["production", "naive"])
+def test_shipped_kernels_are_accepted_over_the_whole_domain(
+    evaluator: Evaluator, op: str, impl: str
+) -> None:
+    spec, production = resolve(op)
+    verdict = evaluator.check(spec, production.path, spec.folder / f"{impl}.cu")
+    print(f"{op}/{impl}: {verdict.message} | {' | '.join(verdict.notes)}")
+    assert verdict.accepted, verdict.model_dump_json(indent=1)
+    assert any(note.startswith("domain suite:") for note in verdict.notes)
