@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scripted server and evaluator of 
 
 from astra_graph.kernel import contract, header  # noqa: E402
 from astra_graph.kernel.catalog import kernels_root  # noqa: E402
-from astra_graph.llm.client import LLMSettings  # noqa: E402
+from astra_graph.llm.settings import LLMSettings  # noqa: E402
 from astra_graph.run.runner import optimize  # noqa: E402
 from fake_evaluator import FakeEvaluator  # noqa: E402
 from fake_openai import FakeOpenAI, structured, text  # noqa: E402

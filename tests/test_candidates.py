@@ -16,7 +16,7 @@ import pytest
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.harness.results import BenchReport, Verdict
 from astra_graph.kernel.catalog import kernels_root
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.loop.agents.planning import plans_for_round
 from astra_graph.loop.state import (
     Attempt,

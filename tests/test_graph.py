@@ -14,8 +14,8 @@ from astra_graph.harness.selection import final_pick
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.llm import prompts
-from astra_graph.llm.client import estimate_cost, is_reasoning_model
 from astra_graph.llm.replies import extract_source
+from astra_graph.llm.settings import estimate_cost, is_reasoning_model
 from astra_graph.loop import single_graph
 from astra_graph.loop.agents import candidates
 from astra_graph.loop.agents.coding import read_candidate

@@ -40,8 +40,8 @@ from astra_graph.harness.pool import (
     backend_choice,
 )
 from astra_graph.kernel.catalog import resolve
-from astra_graph.llm.client import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.llm.external import EXTERNAL
+from astra_graph.llm.settings import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.llm.usage import AgentName
 from astra_graph.loop.state import AgentMode
 from astra_graph.run.many import (
