@@ -89,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         metavar="K",
         help="best-of-K: K plans per round, their candidates verified and timed at once, the "
-        "fastest accepted one carried forward (default 1)",
+        "best by the selection rule carried forward (default 1)",
     )
     p.add_argument(
         "--gpus",

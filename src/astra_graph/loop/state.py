@@ -240,6 +240,12 @@ class Tuned(BaseModel):
         )
 
 
+def _speed(candidate: CandidateRecord) -> selection.Speed | None:
+    """A candidate's speedup as the selection rule reads it; None when it has no timing."""
+    speedup = candidate.geomean_speedup
+    return None if speedup is None else selection.Speed(speedup, candidate.geomean_speedup_err)
+
+
 class RoundRecord(BaseModel):
     """What one round did: its candidates (one, or K in a best-of-K round) and its tuning.
 
@@ -256,13 +262,25 @@ class RoundRecord(BaseModel):
     """The sweep of the carried candidate's tunables, when it was accepted and timed."""
 
     @property
+    def contenders(self) -> list[CandidateRecord]:
+        """The accepted candidates faster than the baseline beyond the noise, in branch order."""
+        return [c for c in self.candidates if c.faster]
+
+    @property
     def carried(self) -> CandidateRecord | None:
-        """The candidate the round carries forward: the fastest accepted and timed one, else
-        the first (whose verdict then says why the round gained nothing)."""
-        timed = [c for c in self.candidates if c.geomean_speedup is not None]
-        if timed:
-            return max(timed, key=lambda c: c.geomean_speedup or 0.0)
-        return self.candidates[0] if self.candidates else None
+        """The candidate the round carries forward: the best contender by the selection rule;
+        with no contender, the timed one the rule prefers among the ties and slower ones (its
+        tunables are still swept), else the first (whose verdict says why nothing was timed)."""
+        carried = selection.best_by(self.contenders, _speed) or selection.prevailing(
+            self.candidates, _speed
+        )
+        return carried or (self.candidates[0] if self.candidates else None)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def contender_branches(self) -> list[int]:
+        """The branches of :attr:`contenders` (for run.json, the report and Studio)."""
+        return [c.branch for c in self.contenders]
 
     @property
     def complete(self) -> bool:
@@ -390,28 +408,33 @@ def tuned_contender(tuned: Tuned | None) -> list[Best]:
     ]
 
 
-def candidate_contender(record: RoundRecord) -> list[Best]:
-    """A round's carried candidate as a contender, if it was accepted and beat the baseline."""
-    chosen = record.carried
-    if chosen is None or not chosen.faster or record.candidate_path is None:
-        return []
-    return [
-        Best(
-            round=record.round,
-            path=record.candidate_path,
-            geomean_speedup=chosen.geomean_speedup or 1.0,
-            geomean_speedup_err=chosen.geomean_speedup_err,
-            bench=chosen.timed,
+def candidate_contenders(record: RoundRecord) -> list[Best]:
+    """A round's contenders (accepted and faster than the baseline), in branch order; the
+    carried one's file is its copy in the round's folder, the others' their branch files."""
+    carried = record.carried
+    found = []
+    for c in record.contenders:
+        path = record.candidate_path if c is carried else c.candidate_path
+        if path is None:
+            continue
+        found.append(
+            Best(
+                round=record.round,
+                path=path,
+                geomean_speedup=c.geomean_speedup or 1.0,
+                geomean_speedup_err=c.geomean_speedup_err,
+                bench=c.timed,
+            )
         )
-    ]
+    return found
 
 
 def contenders(rounds: Sequence[RoundRecord], baseline_tuning: Tuned | None = None) -> list[Best]:
     """Everything that beat the baseline, in the order it arrived: the baseline's dispatch
-    table, then each round's candidate and its dispatch table (``selection`` chooses)."""
+    table, then each round's contenders and its dispatch table (``selection`` chooses)."""
     found = tuned_contender(baseline_tuning)
     for record in rounds:
-        found += candidate_contender(record) + tuned_contender(record.tuning)
+        found += candidate_contenders(record) + tuned_contender(record.tuning)
     return found
 
 

@@ -19,7 +19,8 @@ runs on its own copy of the state with ``branch`` set and the round's record nar
 whose reducers merge the K (``state.merge_rounds`` by round and branch). The evaluations go
 through the shared evaluator, which with a GPU pool runs them on idle GPUs at once. The branch
 ends with the same ``measure`` step as a lone candidate (``agents/profiling.py``). The round's
-record then carries the fastest accepted candidate forward (``RoundRecord.carried``), and
+record then carries the best contender forward by the selection rule (``RoundRecord.carried``:
+of the accepted candidates faster than the baseline beyond the noise, the best), and
 :func:`join` tells the round's outcome and copies the carried candidate's files into the
 round's folder.
 """
