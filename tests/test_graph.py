@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from astra_graph.harness import selection
+from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.results import BenchReport, RejectReason, Verdict
 from astra_graph.harness.selection import final_pick
 from astra_graph.kernel.catalog import kernels_root
@@ -238,7 +239,7 @@ def _spec_and_shapes() -> tuple[OperationSpec, list[dict[str, int]]]:
 
 def test_production_kernel_has_no_interface_problem(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
-    assert read_candidate(spec, tmp_path / "c.cu", VECTORIZED, shapes)[1] is None
+    assert read_candidate(spec, tmp_path / "c.cu", VECTORIZED, shapes, DEFAULT_ARCH)[1] is None
 
 
 def test_wrong_parameter_list_is_rejected(tmp_path: Path) -> None:
@@ -248,23 +249,23 @@ def test_wrong_parameter_list_is_rejected(tmp_path: Path) -> None:
         .replace("row * 2 * d", "row * 2 * 8")
         .replace("d / kVec", "8 / kVec")
     )
-    problem = read_candidate(spec, tmp_path / "c.cu", two_params, shapes)[1]
+    problem = read_candidate(spec, tmp_path / "c.cu", two_params, shapes, DEFAULT_ARCH)[1]
     assert problem is not None and "parameters" in problem
 
 
 def test_missing_header_and_bad_requires_are_rejected(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
     headerless = "\n".join(line for line in VECTORIZED.splitlines() if "astra:" not in line)
-    assert read_candidate(spec, tmp_path / "c.cu", headerless, shapes)[1] is not None
+    assert read_candidate(spec, tmp_path / "c.cu", headerless, shapes, DEFAULT_ARCH)[1] is not None
     narrow = VECTORIZED.replace("requires = d % 8 == 0", "requires = d % 1024 == 0")
-    problem = read_candidate(spec, tmp_path / "c.cu", narrow, shapes)[1]
+    problem = read_candidate(spec, tmp_path / "c.cu", narrow, shapes, DEFAULT_ARCH)[1]
     assert problem is not None and "requires" in problem
 
 
 def test_too_many_threads_is_rejected(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
     wide = VECTORIZED.replace("block = min(d // 8, 1024)", "block = d")
-    problem = read_candidate(spec, tmp_path / "c.cu", wide, shapes)[1]
+    problem = read_candidate(spec, tmp_path / "c.cu", wide, shapes, DEFAULT_ARCH)[1]
     assert problem is not None and "threads per block" in problem
 
 

@@ -40,6 +40,7 @@ from astra_graph.harness.results import (
     TimingMode,
     Verdict,
 )
+from astra_graph.harness.validation import interface_check
 from astra_graph.harness.worker import (
     JobFailed,
     Worker,
@@ -50,13 +51,13 @@ from astra_graph.harness.worker import (
 from astra_graph.kernel.catalog import find_operation
 from astra_graph.kernel.contract import (
     CONTRACT_FILE,
+    HIDDEN_SUITES,
     SUITE_NAMES,
     ContractError,
     OperationSpec,
     load_contract,
 )
 from astra_graph.kernel.header import Implementation, load_implementation
-from astra_graph.kernel.signature import interface_problem
 
 log = structlog.get_logger(__name__)
 
@@ -194,9 +195,15 @@ class Evaluator(EvaluatorLike):
     # --- checking --------------------------------------------------------------------------
 
     def _candidate(
-        self, spec: OperationSpec, candidate: Path, tunables: Mapping[str, int] | None
+        self,
+        spec: OperationSpec,
+        candidate: Path,
+        tunables: Mapping[str, int] | None,
+        shapes: Sequence[Mapping[str, int]],
     ) -> Implementation | Verdict:
-        """The validated candidate, or the interface_mismatch verdict that rejects it."""
+        """The validated candidate, or the interface_mismatch verdict that rejects it: the one
+        interface rule (``validation.interface_check``) on ``shapes`` at the worker's GPU's
+        architecture, asked only once the signature passed (a mismatch needs no worker)."""
         try:
             impl = load_implementation(Path(candidate), spec.contract)
         except ContractError as exc:
@@ -208,12 +215,10 @@ class Evaluator(EvaluatorLike):
         unknown = set(tunables or {}) - set(impl.header.tunables)
         if unknown:
             raise ContractError(f"{candidate}: tunables: unknown tunable {sorted(unknown)[0]!r}")
-        for dtype in spec.contract.dtypes:
-            problem = interface_problem(spec, impl, dtype, tunables)
-            if problem:
-                return Verdict.reject(
-                    "interface_mismatch", problem, Evidence(op=spec.name, dtype=dtype)
-                )
+        for problem in interface_check(spec, impl, self.arch, shapes, tunables):
+            return Verdict.reject(
+                "interface_mismatch", problem.message, Evidence(op=spec.name, dtype=problem.dtype)
+            )
         return impl
 
     def check(
@@ -240,7 +245,8 @@ class Evaluator(EvaluatorLike):
         shapes = _shapes_checked(spec, extra_shapes)
         if not suites and not shapes:
             raise ContractError("nothing to check: no suites and no extra shapes given")
-        found = self._candidate(spec, Path(candidate), tunables)
+        named = [d for s in suites if s not in HIDDEN_SUITES for d in spec.contract.suite(s)]
+        found = self._candidate(spec, Path(candidate), tunables, [*named, *shapes])
         if isinstance(found, Verdict):
             return found
         request = CheckRequest(
