@@ -18,16 +18,10 @@ from astra_graph.harness.results import BenchReport, Verdict
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.llm.settings import LLMSettings
 from astra_graph.loop.agents.planning import plans_for_round
-from astra_graph.loop.state import (
-    Attempt,
-    CandidateRecord,
-    OptimizationResult,
-    Plan,
-    PlanSet,
-    RoundRecord,
-    best_so_far,
-    contenders,
-)
+from astra_graph.loop.best import best_so_far, contenders
+from astra_graph.loop.plans import Plan, PlanSet
+from astra_graph.loop.records import Attempt, CandidateRecord, RoundRecord
+from astra_graph.loop.state import OptimizationResult
 from astra_graph.run.runner import ConfigurationError, optimize
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text

@@ -22,8 +22,10 @@ from astra_graph.loop.agents import candidates
 from astra_graph.loop.agents.coding import read_candidate
 from astra_graph.loop.agents.common import check_shapes, load_kernel
 from astra_graph.loop.agents.single import plan_from_prose, proposed_shapes
+from astra_graph.loop.best import contenders
 from astra_graph.loop.graph import graph, offline, route_round
-from astra_graph.loop.state import Attempt, CandidateRecord, RoundRecord, State, contenders
+from astra_graph.loop.records import Attempt, CandidateRecord, RoundRecord
+from astra_graph.loop.state import State
 from kernel_sources import VECTORIZED
 
 OP = kernels_root() / "silu_and_mul"

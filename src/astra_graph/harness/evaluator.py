@@ -8,8 +8,9 @@ end in a verdict: a hang is killed at the deadline (``timeout``), a fault or a d
 Cheap checks run here, in the calling process: the candidate's header and the one interface
 rule (``harness.validation.interface_check``: parameter list, requirements, launch geometry at the
 worker's GPU's architecture, asked only after the parameter list passed, so a mismatch needs no
-GPU) (``interface_mismatch``). Everything else runs in the worker: compile (``compile_error``), launch, verification (:func:`verify.run_check`) and
-timing (``astra_graph.harness.bench:run_bench``).
+GPU) (``interface_mismatch``). Everything else runs in the worker: compile (``compile_error``),
+launch, verification (:func:`verify.run_check`) and timing
+(``astra_graph.harness.bench:run_bench``).
 
 Check and bench requests carry the same typed payload (``harness.payload``): the operation's
 folder and validated contract, and each implementation's path, source, tunables and parse; the

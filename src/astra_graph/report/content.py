@@ -11,7 +11,8 @@ import difflib
 
 from astra_graph.harness.results import ShapeTiming, Verdict
 from astra_graph.llm.usage import Usage
-from astra_graph.loop.state import OptimizationResult, RoundRecord
+from astra_graph.loop.records import RoundRecord
+from astra_graph.loop.state import OptimizationResult
 from astra_graph.report import plots
 from astra_graph.report.blocks import Block, Code, Figure, Heading, Table, Text
 from astra_graph.report.reading import Run

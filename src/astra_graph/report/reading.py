@@ -21,7 +21,8 @@ from astra_graph.harness import selection
 from astra_graph.harness.results import BenchReport, ShapeTiming, Verdict
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.llm.external import EXTERNAL
-from astra_graph.loop.state import OptimizationResult, RoundRecord
+from astra_graph.loop.records import RoundRecord
+from astra_graph.loop.state import OptimizationResult
 from astra_graph.store.rundir import BASELINE_BENCH, BENCH, BEST, HELDOUT_VERDICT, RUN_JSON, VERDICT
 
 ModelT = TypeVar("ModelT", bound=BaseModel)

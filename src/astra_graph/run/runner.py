@@ -40,6 +40,8 @@ from astra_graph.llm.preflight import EndpointError, preflight
 from astra_graph.llm.settings import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.llm.usage import AgentName
 from astra_graph.loop import graph, single_graph
+from astra_graph.loop import plans as plans_module
+from astra_graph.loop import records as records_module
 from astra_graph.loop import state as state_module
 from astra_graph.loop.context import Context
 from astra_graph.loop.graph import recursion_limit
@@ -96,7 +98,7 @@ def checkpoint_serializer() -> JsonPlusSerializer:
     """The checkpoint serializer, allowed to rebuild exactly our state's models and no others."""
     allowed = [
         (cls.__module__, cls.__name__)
-        for module in (state_module, usage_module, models_module)
+        for module in (state_module, records_module, plans_module, usage_module, models_module)
         for cls in vars(module).values()
         if isinstance(cls, type)
         and issubclass(cls, BaseModel)

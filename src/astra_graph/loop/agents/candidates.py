@@ -41,7 +41,8 @@ from astra_graph.loop.agents import coding, profiling, repair, testing
 from astra_graph.loop.agents.common import emit
 from astra_graph.loop.agents.profiling import round_outcome
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import CandidateRecord, RoundRecord, State, merge_rounds
+from astra_graph.loop.records import CandidateRecord, RoundRecord, merge_rounds
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import BENCH, VERDICT, carried_copy, round_dir, write_model
 
 BRANCH_NODE = "candidate"

@@ -38,7 +38,9 @@ from astra_graph.loop.agents.common import (
     visible_shapes,
 )
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import Attempt, CandidateRecord, Plan, State
+from astra_graph.loop.plans import Plan
+from astra_graph.loop.records import Attempt, CandidateRecord
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import attempt_file, write_text
 
 

@@ -18,7 +18,9 @@ from astra_graph.kernel.header import Implementation
 from astra_graph.llm import prompts
 from astra_graph.loop.agents.summary import summarize
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import CandidateRecord, Plan, RoundRecord, State
+from astra_graph.loop.plans import Plan
+from astra_graph.loop.records import CandidateRecord, RoundRecord
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import BENCH, CANDIDATE, VERDICT, branch_dir, write_model
 
 MAX_EXTRA_SHAPES = 8
