@@ -12,6 +12,7 @@ from astra_graph.harness import selection
 from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.results import BenchReport, RejectReason, Verdict
 from astra_graph.harness.selection import final_pick
+from astra_graph.kernel import loaded
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.llm import prompts
@@ -20,7 +21,7 @@ from astra_graph.llm.settings import estimate_cost, is_reasoning_model
 from astra_graph.loop import single_graph
 from astra_graph.loop.agents import candidates
 from astra_graph.loop.agents.coding import read_candidate
-from astra_graph.loop.agents.common import check_shapes, load_kernel
+from astra_graph.loop.agents.common import check_shapes
 from astra_graph.loop.agents.single import plan_from_prose, proposed_shapes
 from astra_graph.loop.best import contenders
 from astra_graph.loop.graph import graph, offline, route_round
@@ -235,7 +236,7 @@ def test_extract_finds_nothing_in_prose() -> None:
 
 
 def _spec_and_shapes() -> tuple[OperationSpec, list[dict[str, int]]]:
-    spec, _ = load_kernel(OP / "naive.cu")
+    spec, _ = loaded.kernel(OP / "naive.cu")
     return spec, [*spec.contract.suite("tuning"), *spec.contract.suite("edge")]
 
 
@@ -275,7 +276,7 @@ def test_too_many_threads_is_rejected(tmp_path: Path) -> None:
 
 
 def test_check_shapes_keeps_valid_and_explains_the_rest() -> None:
-    spec, baseline = load_kernel(OP / "naive.cu")
+    spec, baseline = loaded.kernel(OP / "naive.cu")
     tuning = spec.contract.suite("tuning")
     proposed = [
         {"tokens": 5, "d": 4104},  # fine

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -42,12 +41,6 @@ ROLES = {
 def context_of(runtime: Runtime[Context]) -> Context:
     """The run's context, or the defaults when none was given (a run started from Studio)."""
     return runtime.context if runtime.context is not None else DEFAULT_CONTEXT
-
-
-def load_kernel(path: str | Path) -> tuple[OperationSpec, Implementation]:
-    """The implementation file's contract (beside it, or named by its header) and the file,
-    read once per version of the files (:mod:`astra_graph.kernel.loaded`)."""
-    return loaded.kernel(path)
 
 
 def load_baseline(state: State) -> tuple[OperationSpec, Implementation]:
