@@ -221,27 +221,8 @@ def output_error(
         part = _elementwise(
             xp, element, tol, flat_got[start:stop], flat_ref[start:stop], statistics
         )
-        ratio = xp.abs(part.signed)
-        score = xp.where(part.ok, ratio, xp.inf)
-        at = xp.argmax(score)
+        at, sums = _stretch_sums(xp, part, statistics)
         bad = ~part.ok
-        zero = xp.zeros((), dtype=xp.float64)
-        with np.errstate(invalid="ignore"):
-            sums = xp.stack(
-                [
-                    score[at],
-                    part.measurable.sum(dtype=xp.float64),
-                    part.exact.sum(dtype=xp.float64) if statistics else zero,
-                    ratio.sum() if statistics else zero,
-                    part.rounding.sum() if statistics else zero,
-                    part.signed.sum() if statistics else zero,
-                    (part.signed * part.signed).sum() if statistics else zero,
-                    (part.signed * xp.sign(xp.where(part.measurable, part.reference, 0.0))).sum()
-                    if statistics
-                    else zero,
-                    bad.sum(dtype=xp.float64),
-                ]
-            )
         # one copy to the host per stretch, not one synchronisation per statistic
         bad_here = totals.add(start, at, sums.get() if hasattr(sums, "get") else sums)
         if flat_before is not None and bad_here:
@@ -273,6 +254,32 @@ def output_error(
             detail=stale_detail if all_stale else totals.mismatch_detail(),
         )
     return totals.result(arg.name, finding, int(got.size), element.itemsize)
+
+
+def _stretch_sums(xp: Any, part: _Elementwise, statistics: bool) -> tuple[Any, Any]:
+    """One stretch's worst element (index, on the device) and its sums, stacked in one array
+    in the order :meth:`_Totals.add` reads them (zeros for the statistics when not asked)."""
+    ratio = xp.abs(part.signed)
+    score = xp.where(part.ok, ratio, xp.inf)
+    at = xp.argmax(score)
+    zero = xp.zeros((), dtype=xp.float64)
+    with np.errstate(invalid="ignore"):
+        sums = xp.stack(
+            [
+                score[at],
+                part.measurable.sum(dtype=xp.float64),
+                part.exact.sum(dtype=xp.float64) if statistics else zero,
+                ratio.sum() if statistics else zero,
+                part.rounding.sum() if statistics else zero,
+                part.signed.sum() if statistics else zero,
+                (part.signed * part.signed).sum() if statistics else zero,
+                (part.signed * xp.sign(xp.where(part.measurable, part.reference, 0.0))).sum()
+                if statistics
+                else zero,
+                (~part.ok).sum(dtype=xp.float64),
+            ]
+        )
+    return at, sums
 
 
 @dataclass
