@@ -1,6 +1,6 @@
 """How often one run loads ``contract.toml`` and parses ``.cu`` headers (issue 9, item 2).
 
-    python benchmarks/load_counts.py [--rounds 1,2]
+    python benchmarks/load_counts.py [--rounds 1,2] [--json out.json]
 
 Each figure is one ``optimize()`` run of ``silu_and_mul/naive.cu`` through the multi-agent graph
 on the CPU: the scripted OpenAI-compatible server of the tests (``tests/fake_openai.py``) in
@@ -14,11 +14,18 @@ are calls of :func:`astra_graph.kernel.header.parse_header_lines` (every ``load_
 every ``contract_folder_of`` that reads a header). The counters replace the two functions in
 every loaded module that imported them, so calls through any import path are seen. Each run
 is a process of its own, so no run finds files read by the one before.
+
+The last line is the header parses of one candidate file on its way from the coding agent's
+reply to its verdict and timing through the real ``Evaluator`` (``tests/parse_path.py``: the
+worker's jobs are replaced by an in-process stand-in that rebuilds the request's
+implementations as they do, since the jobs need a GPU). Issue 21 counted 5 before the parse
+travelled with the candidate.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -32,11 +39,12 @@ sys.path.insert(0, str(ROOT / "tests"))  # the scripted server and evaluator of 
 
 from astra_graph.kernel import contract, header  # noqa: E402
 from astra_graph.kernel.catalog import kernels_root  # noqa: E402
-from astra_graph.llm.client import LLMSettings  # noqa: E402
+from astra_graph.llm.settings import LLMSettings  # noqa: E402
 from astra_graph.run.runner import optimize  # noqa: E402
 from fake_evaluator import FakeEvaluator  # noqa: E402
 from fake_openai import FakeOpenAI, structured, text  # noqa: E402
 from kernel_sources import VECTORIZED, fenced, marked  # noqa: E402
+from parse_path import parses_from_reply_to_verdict  # noqa: E402
 
 COUNTED = {
     "contract loads": (contract, "load_contract"),
@@ -82,19 +90,39 @@ def one_run(rounds: int, runs_dir: Path, counts: Counter[str]) -> dict[str, int]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", default="1,2", help="comma-separated round counts")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # a child: one run
+    parser.add_argument("--path", action="store_true", help=argparse.SUPPRESS)  # a child
     args = parser.parse_args()
-    if args.one is None:
-        for rounds in args.rounds.split(","):
-            child = [sys.executable, __file__, "--one", rounds]
-            subprocess.run(child, check=True, stderr=subprocess.DEVNULL)
+    if args.path:
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps({"candidate_parses": parses_from_reply_to_verdict(Path(tmp))}))
         return
-    counts: Counter[str] = Counter()
-    install_counters(counts)
-    with tempfile.TemporaryDirectory() as tmp:
-        found = one_run(args.one, Path(tmp), counts)
-    figures = ", ".join(f"{found.get(label, 0)} {label}" for label in COUNTED)
-    print(f"{args.one} round(s): {figures}")
+    if args.one is not None:
+        counts: Counter[str] = Counter()
+        install_counters(counts)
+        with tempfile.TemporaryDirectory() as tmp:
+            print(json.dumps(one_run(args.one, Path(tmp), counts)))
+        return
+    figures: dict[str, object] = {}
+    for rounds in args.rounds.split(","):
+        found = _child("--one", rounds)
+        figures[f"{rounds} rounds"] = found
+        print(f"{rounds} round(s): " + ", ".join(f"{found.get(k, 0)} {k}" for k in COUNTED))
+    parses = _child("--path")["candidate_parses"]
+    figures["candidate parses from reply to verdict"] = parses
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"one candidate from reply to verdict and timing: {parses} header parse(s)")
+
+
+def _child(*flags: str) -> dict[str, int]:
+    """The figures of one child process (a fresh interpreter: no file read before)."""
+    out = subprocess.run(
+        [sys.executable, __file__, *flags], check=True, capture_output=True, text=True
+    )
+    found: dict[str, int] = json.loads(out.stdout.strip().splitlines()[-1])
+    return found
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_graph.kernel.catalog import kernels_root
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.run.runner import optimize
 from astra_graph.store.provenance import git_commit
 

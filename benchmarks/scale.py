@@ -49,7 +49,7 @@ from astra_graph.harness.pool import GpuPool, Slot, local_pool, visible_gpus
 from astra_graph.harness.tuning import config_label
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import load_contract
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.loop.agents.testing import VISIBLE_SUITES
 from astra_graph.run.runner import optimize
 from astra_graph.store.provenance import git_commit

@@ -16,13 +16,9 @@ from pathlib import Path
 
 from astra_graph.harness.results import BenchReport, Measurement, ShapeTiming, Verdict
 from astra_graph.llm.usage import Usage
-from astra_graph.loop.state import (
-    Attempt,
-    CandidateRecord,
-    OptimizationResult,
-    Plan,
-    RoundRecord,
-)
+from astra_graph.loop.plans import Plan
+from astra_graph.loop.records import Attempt, CandidateRecord, RoundRecord
+from astra_graph.loop.state import OptimizationResult
 
 COPY_BANDWIDTH_GBPS = 3026.0
 SHAPES = [(16, 4096), (32, 5120), (32, 8192), (16, 12288), (64, 8192)]

@@ -1,5 +1,5 @@
 """Best-of-K rounds on the CPU: K plans, K branches evaluated at once, every candidate recorded,
-the fastest accepted one carried forward.
+the best by the selection rule carried forward.
 
 The K coding branches ask the scripted server at once, so which branch gets which scripted
 reply is not fixed: the assertions hold whatever the order.
@@ -16,16 +16,12 @@ import pytest
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.harness.results import BenchReport, Verdict
 from astra_graph.kernel.catalog import kernels_root
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.loop.agents.planning import plans_for_round
-from astra_graph.loop.state import (
-    Attempt,
-    CandidateRecord,
-    OptimizationResult,
-    Plan,
-    PlanSet,
-    RoundRecord,
-)
+from astra_graph.loop.best import best_so_far, contenders
+from astra_graph.loop.plans import Plan, PlanSet
+from astra_graph.loop.records import Attempt, CandidateRecord, RoundRecord
+from astra_graph.loop.state import OptimizationResult
 from astra_graph.run.runner import ConfigurationError, optimize
 from fake_evaluator import FakeEvaluator
 from fake_openai import FakeOpenAI, Scripted, structured, text
@@ -157,7 +153,7 @@ def test_a_planner_that_gives_too_few_plans_is_noted_and_the_round_goes_on() -> 
     assert len(filled) == 2 and note == "planning: unusable structured reply: x"
 
 
-def timing_report(speedup: float) -> BenchReport:
+def timing_report(speedup: float, err: float = 0.001) -> BenchReport:
     return BenchReport(
         op="silu_and_mul",
         mode="device",
@@ -166,16 +162,57 @@ def timing_report(speedup: float) -> BenchReport:
         copy_bandwidth_gbps=3000.0,
         shapes=[],
         geomean_speedup=speedup,
-        geomean_speedup_err=0.001,
+        geomean_speedup_err=err,
     )
 
 
+def rec(
+    branch: int, speedup: float | None, accepted: bool = True, err: float = 0.001
+) -> CandidateRecord:
+    verdict = Verdict(accepted=True) if accepted else Verdict.reject("mismatch", "m")
+    checked = Attempt(number=1, file=f"r/1/candidates/{branch}/c.cu", verdict=verdict)
+    timing = timing_report(speedup, err) if speedup is not None else None
+    path = f"r/1/candidates/{branch}/c.cu"
+    return CandidateRecord(branch=branch, path=path, tries=[checked], timing=timing)
+
+
+def test_the_noisy_pair_carries_the_one_faster_beyond_noise_not_the_larger() -> None:
+    """Issue 26: A = 1.05x +- 0.005 beats the baseline beyond the noise, B = 1.06x +- 0.04 is a
+    tie with it. A is carried and is a contender; B is neither, whatever the branch order; the
+    best so far, the report's table and run.json read the same rule."""
+    for order in ((1, 2), (2, 1)):
+        a, b = rec(order[0], 1.05, err=0.005), rec(order[1], 1.06, err=0.04)
+        record = RoundRecord(round=1, candidates=sorted([a, b], key=lambda c: c.branch))
+        assert record.carried is not None and record.carried.branch == a.branch
+        assert record.contender_branches == [a.branch]
+        assert record.geomean_speedup == 1.05 and record.faster
+        found = contenders([record])
+        assert [(c.round, c.geomean_speedup) for c in found] == [(1, 1.05)]
+        assert found[0].path == "r/1/c.cu"  # the carried copy in the round's folder
+        best = best_so_far("k.cu", None, [record])
+        assert best.geomean_speedup == 1.05
+        dumped = record.model_dump()
+        assert dumped["chosen"] == a.branch and dumped["contender_branches"] == [a.branch]
+
+
+def test_every_contender_of_a_round_is_in_the_running_for_the_best() -> None:
+    """A contender that is not carried still competes for the best so far: the carried one
+    (here tied with a later, faster-looking one) may fail the final checks."""
+    record = RoundRecord(round=1, candidates=[rec(1, 1.30), rec(2, 1.31), rec(3, 1.10)])
+    assert record.carried is not None and record.carried.branch == 1  # 1.31 ties 1.30
+    assert record.contender_branches == [1, 2, 3]
+    paths = [c.path for c in contenders([record])]
+    assert paths == ["r/1/c.cu", "r/1/candidates/2/c.cu", "r/1/candidates/3/c.cu"]
+
+
+def test_with_no_contender_the_rule_still_picks_which_tie_to_sweep() -> None:
+    record = RoundRecord(round=1, candidates=[rec(1, 0.80), rec(2, 1.01), rec(3, 1.015)])
+    assert record.contender_branches == [] and not record.faster
+    assert record.carried is not None and record.carried.branch == 2
+    assert contenders([record]) == []
+
+
 def test_the_carried_candidate_is_the_fastest_accepted_else_the_first() -> None:
-    def rec(branch: int, speedup: float | None, accepted: bool = True) -> CandidateRecord:
-        verdict = Verdict(accepted=True) if accepted else Verdict.reject("mismatch", "m")
-        checked = Attempt(number=1, file=f"{branch}.cu", verdict=verdict)
-        timing = timing_report(speedup) if speedup is not None else None
-        return CandidateRecord(branch=branch, path=f"{branch}.cu", tries=[checked], timing=timing)
 
     def carried(candidates: list[CandidateRecord]) -> CandidateRecord | None:
         return RoundRecord(round=1, candidates=candidates).carried

@@ -23,7 +23,7 @@ import structlog
 from astra_graph import cli
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.llm import external
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.loop.state import OptimizationResult
 from astra_graph.run.runner import ConfigurationError, optimize, read_result
 from fake_evaluator import FakeEvaluator

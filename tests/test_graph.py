@@ -9,20 +9,24 @@ from pathlib import Path
 import pytest
 
 from astra_graph.harness import selection
+from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.results import BenchReport, RejectReason, Verdict
 from astra_graph.harness.selection import final_pick
+from astra_graph.kernel import loaded
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.llm import prompts
-from astra_graph.llm.client import estimate_cost, is_reasoning_model
 from astra_graph.llm.replies import extract_source
+from astra_graph.llm.settings import estimate_cost, is_reasoning_model
 from astra_graph.loop import single_graph
 from astra_graph.loop.agents import candidates
 from astra_graph.loop.agents.coding import read_candidate
-from astra_graph.loop.agents.common import check_shapes, load_kernel
+from astra_graph.loop.agents.common import check_shapes
 from astra_graph.loop.agents.single import plan_from_prose, proposed_shapes
+from astra_graph.loop.best import contenders
 from astra_graph.loop.graph import graph, offline, route_round
-from astra_graph.loop.state import Attempt, CandidateRecord, RoundRecord, State, contenders
+from astra_graph.loop.records import Attempt, CandidateRecord, RoundRecord
+from astra_graph.loop.state import State
 from kernel_sources import VECTORIZED
 
 OP = kernels_root() / "silu_and_mul"
@@ -232,13 +236,13 @@ def test_extract_finds_nothing_in_prose() -> None:
 
 
 def _spec_and_shapes() -> tuple[OperationSpec, list[dict[str, int]]]:
-    spec, _ = load_kernel(OP / "naive.cu")
+    spec, _ = loaded.kernel(OP / "naive.cu")
     return spec, [*spec.contract.suite("tuning"), *spec.contract.suite("edge")]
 
 
 def test_production_kernel_has_no_interface_problem(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
-    assert read_candidate(spec, tmp_path / "c.cu", VECTORIZED, shapes)[1] is None
+    assert read_candidate(spec, tmp_path / "c.cu", VECTORIZED, shapes, DEFAULT_ARCH)[1] is None
 
 
 def test_wrong_parameter_list_is_rejected(tmp_path: Path) -> None:
@@ -248,23 +252,23 @@ def test_wrong_parameter_list_is_rejected(tmp_path: Path) -> None:
         .replace("row * 2 * d", "row * 2 * 8")
         .replace("d / kVec", "8 / kVec")
     )
-    problem = read_candidate(spec, tmp_path / "c.cu", two_params, shapes)[1]
+    problem = read_candidate(spec, tmp_path / "c.cu", two_params, shapes, DEFAULT_ARCH)[1]
     assert problem is not None and "parameters" in problem
 
 
 def test_missing_header_and_bad_requires_are_rejected(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
     headerless = "\n".join(line for line in VECTORIZED.splitlines() if "astra:" not in line)
-    assert read_candidate(spec, tmp_path / "c.cu", headerless, shapes)[1] is not None
+    assert read_candidate(spec, tmp_path / "c.cu", headerless, shapes, DEFAULT_ARCH)[1] is not None
     narrow = VECTORIZED.replace("requires = d % 8 == 0", "requires = d % 1024 == 0")
-    problem = read_candidate(spec, tmp_path / "c.cu", narrow, shapes)[1]
+    problem = read_candidate(spec, tmp_path / "c.cu", narrow, shapes, DEFAULT_ARCH)[1]
     assert problem is not None and "requires" in problem
 
 
 def test_too_many_threads_is_rejected(tmp_path: Path) -> None:
     spec, shapes = _spec_and_shapes()
     wide = VECTORIZED.replace("block = min(d // 8, 1024)", "block = d")
-    problem = read_candidate(spec, tmp_path / "c.cu", wide, shapes)[1]
+    problem = read_candidate(spec, tmp_path / "c.cu", wide, shapes, DEFAULT_ARCH)[1]
     assert problem is not None and "threads per block" in problem
 
 
@@ -272,7 +276,7 @@ def test_too_many_threads_is_rejected(tmp_path: Path) -> None:
 
 
 def test_check_shapes_keeps_valid_and_explains_the_rest() -> None:
-    spec, baseline = load_kernel(OP / "naive.cu")
+    spec, baseline = loaded.kernel(OP / "naive.cu")
     tuning = spec.contract.suite("tuning")
     proposed = [
         {"tokens": 5, "d": 4104},  # fine

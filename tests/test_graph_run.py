@@ -14,7 +14,7 @@ from astra_graph import cli
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import load_contract
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.loop.state import OptimizationResult
 from astra_graph.run.runner import ConfigurationError, RunFailed, optimize
 from fake_evaluator import FakeEvaluator

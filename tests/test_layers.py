@@ -25,7 +25,10 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("kernel and run store", {"kernel", "store"}),
     ("harness", {"harness"}),
     ("LLM client", {"llm"}),
-    ("loop: state and records", {"loop", "loop.state", "loop.context", "loop.result"}),
+    ("loop: state and records", {
+        "loop", "loop.plans", "loop.records", "loop.best", "loop.state", "loop.context",
+        "loop.result",
+    }),
     ("loop: agents", {"loop.agents"}),
     ("graphs", {"loop.graph", "loop.single_graph", "loop.progress"}),
     ("report", {"report"}),

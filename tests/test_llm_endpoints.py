@@ -22,9 +22,12 @@ import structlog
 
 from astra_graph import cli
 from astra_graph.kernel.catalog import kernels_root
-from astra_graph.llm.client import LLM, METHODS, EndpointError, LLMSettings, preflight
+from astra_graph.llm.client import LLM, METHODS
+from astra_graph.llm.preflight import EndpointError, preflight
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.llm.usage import Usage
-from astra_graph.loop.state import OptimizationResult, Plan, ShapeProposals
+from astra_graph.loop.plans import Plan, ShapeProposals
+from astra_graph.loop.state import OptimizationResult
 from astra_graph.run.runner import ConfigurationError, RunFailed, optimize
 from fake_evaluator import FakeEvaluator
 from fake_openai import (

@@ -15,7 +15,7 @@ from astra_graph import cli
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import ContractError
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.loop.state import OptimizationResult
 from astra_graph.run.many import (
     Summary,

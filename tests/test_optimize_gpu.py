@@ -18,7 +18,7 @@ import pytest
 from astra_graph.commands.run_output import format_result
 from astra_graph.harness import deep
 from astra_graph.kernel.catalog import kernels_root
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.run.runner import optimize
 from fake_openai import FakeOpenAI, Scripted, structured, text
 from kernel_sources import BROKEN, VECTORIZED, fenced

@@ -30,7 +30,7 @@ from astra_graph.harness.worker import WorkerCrashed
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import load_contract
 from astra_graph.loop.agents.finalize import sanitizer_report
-from astra_graph.loop.state import Best
+from astra_graph.loop.best import Best
 from fake_evaluator import FakeEvaluator
 from kernel_sources import VECTORIZED, marked
 

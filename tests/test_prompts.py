@@ -16,7 +16,7 @@ import pytest
 
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import load_contract
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.run.runner import optimize
 from fake_evaluator import FAKE_GPU, FAKE_RESOURCES, ROOF_GBPS, FakeEvaluator
 from fake_openai import FakeOpenAI, structured, text

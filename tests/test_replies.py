@@ -15,7 +15,7 @@ from astra_graph.llm.replies import (
     read_structured,
     strip_thinking,
 )
-from astra_graph.loop.state import Plan, ShapeProposals
+from astra_graph.loop.plans import Plan, ShapeProposals
 from kernel_sources import VECTORIZED, fenced
 
 PLAN = {"summary": "vectorize", "changes": [{"change": "a", "why": "b", "expected_effect": "c"}]}

@@ -12,7 +12,7 @@ import pytest
 from astra_graph.commands.run_output import format_result
 from astra_graph.harness.results import Verdict
 from astra_graph.kernel.catalog import kernels_root
-from astra_graph.llm.client import LLMSettings
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.report import write_report
 from astra_graph.report.content import round_points
 from astra_graph.report.reading import load_run

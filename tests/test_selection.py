@@ -83,13 +83,13 @@ def test_final_pick_asks_only_about_the_pick_and_falls_back_in_rule_order() -> N
 
 def test_the_profiler_tuner_and_finalize_use_this_module() -> None:
     from astra_graph.harness import bench, tuning
-    from astra_graph.loop import state
+    from astra_graph.loop import best, records
     from astra_graph.loop.agents import finalize, profiling
     from astra_graph.loop.agents import tuning as tuning_agent
 
     assert finalize.final_pick is selection.final_pick
     assert tuning.final_pick is selection.final_pick
     # the best so far is the rule over the records, computed in one place
-    assert profiling.best_so_far is tuning_agent.best_so_far is state.best_so_far
-    assert state.selection is selection
+    assert profiling.best_so_far is tuning_agent.best_so_far is best.best_so_far
+    assert best.selection is selection and records.selection is selection
     assert bench.selection is selection

@@ -14,16 +14,11 @@ from typing import Any
 from langgraph.graph import END, START, StateGraph
 
 from astra_graph.kernel.catalog import kernels_root
+from astra_graph.llm.usage import Usage
 from astra_graph.loop.agents.candidates import fan_out
-from astra_graph.loop.state import (
-    Attempt,
-    CandidateRecord,
-    Plan,
-    RoundRecord,
-    State,
-    Usage,
-    merge_rounds,
-)
+from astra_graph.loop.plans import Plan
+from astra_graph.loop.records import Attempt, CandidateRecord, RoundRecord, merge_rounds
+from astra_graph.loop.state import State
 
 KERNEL = str(kernels_root() / "silu_and_mul" / "naive.cu")
 

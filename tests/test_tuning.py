@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
+from astra_graph.harness.buckets import bucket_of
 from astra_graph.harness.pool import GpuPool, Slot
 from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.results import BenchReport, TimingMode, Verdict
-from astra_graph.harness.tuning import bucket_of, config_label, group_by_bucket, tunables_for, tune
+from astra_graph.harness.tuning import config_label, group_by_bucket, tune
 from astra_graph.kernel.catalog import resolve
 from astra_graph.kernel.contract import OperationSpec
 
@@ -123,7 +124,8 @@ def test_fastest_verified_configuration_wins_per_bucket() -> None:
         assert entry.speedup_vs_default == pytest.approx(1.30)
     assert any("BLOCK=1024" in s and "rejected" in s for s in report.skipped)
     assert report.tried == 6  # three configurations, two buckets
-    assert tunables_for(report, SPEC, {"tokens": 8, "d": 4096}, "float16") == {"BLOCK": 512}
+    decode = bucket_of(SPEC, {"tokens": 8, "d": 4096}, "float16")
+    assert next(e for e in report.dispatch if e.bucket == decode).tunables == {"BLOCK": 512}
 
 
 def test_ties_keep_the_default() -> None:

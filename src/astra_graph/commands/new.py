@@ -1,18 +1,15 @@
 """``astra new OP --from FILE.cu --entry NAME``: draft an operation around a kernel as written.
 
-Reads the entry kernel's signature and writes ``OP/contract.toml`` (tensors from pointers:
-``const`` ones as inputs, the others ``inout`` to confirm; dims from integer parameters; the
-element type from the first type template parameter; float parameters as scalars with a
-default), ``OP/reference.py`` to fill in and ``OP/production.cu``: header lines that include
-FILE unchanged. Then it prints what is left to decide. The draft parses; ``astra validate OP``
-fails until the reference is written. OP goes into the first ``--path`` folder (else the first
-of ``$ASTRA_KERNEL_PATH``, else the current folder).
+The arguments are checked here; the draft itself (``OP/contract.toml``, ``OP/reference.py`` to
+fill in and ``OP/production.cu``: header lines that include FILE unchanged) is
+:mod:`astra_graph.kernel.drafting`'s. The command writes it and prints what is left to decide.
+The draft parses; ``astra validate OP`` fails until the reference is written. OP goes into the
+first ``--path`` folder (else the first of ``$ASTRA_KERNEL_PATH``, else the current folder).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 from pathlib import Path
@@ -20,11 +17,8 @@ from pathlib import Path
 from astra_graph.commands import UsageError
 from astra_graph.kernel.catalog import PATH_VARIABLE
 from astra_graph.kernel.contract import CONTRACT_FILE, read_text
+from astra_graph.kernel.drafting import DraftError, draft_operation
 from astra_graph.kernel.header import split_entry
-from astra_graph.kernel.signature import TYPE_ALIASES, KernelParam, kernel_signature
-
-DRAFT_DIM_VALUE = 1024
-"""Every dim of the drafted suites (to be replaced by the real shapes)."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -40,28 +34,6 @@ def _destination(args: argparse.Namespace) -> Path:
     return root / args.op
 
 
-def _template_kinds(source: str, kernel: str) -> list[tuple[str, str]]:
-    """(name, 'type' | 'value' | 'flag' | 'function') for each template parameter."""
-    text = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.S)
-    match = re.search(
-        rf"template\s*<(?P<params>[^{{;]*?)>\s*(?:__global__|[^;{{]*__global__)[^;{{]*\b{re.escape(kernel)}\s*\(",
-        text,
-    )
-    kinds = []
-    for item in re.split(r",(?![^()<>]*[)>])", match["params"]) if match else []:
-        item = item.strip()
-        pointer = re.search(r"\(\s*\*\s*(\w+)\s*\)", item)
-        if pointer:
-            kinds.append((pointer[1], "function"))
-        elif item.startswith("bool"):
-            kinds.append((re.findall(r"\w+", item.split("=")[0])[-1], "flag"))
-        elif item.startswith(("typename", "class")):
-            kinds.append((item.split()[-1].split("=")[0], "type"))
-        elif item:
-            kinds.append((re.findall(r"\w+", item.split("=")[0])[-1], "value"))
-    return kinds
-
-
 def run(args: argparse.Namespace) -> int:
     if not re.fullmatch(r"[a-z_][a-z0-9_]*", args.op):
         raise UsageError(
@@ -73,144 +45,21 @@ def run(args: argparse.Namespace) -> int:
         qualified, _ = split_entry(args.entry)
     except ValueError as exc:
         raise UsageError(f"--entry: {exc}") from None
-    kernel = qualified.rsplit("::", 1)[-1]
-    found = kernel_signature(source, kernel)
-    if found is None:
-        raise UsageError(f"{source_path}: no __global__ function {kernel!r} found")
-    _, params = found
     folder = _destination(args)
+    command = f"astra new {args.op} --from {source_path} --entry {args.entry}"
+    try:
+        draft = draft_operation(args.op, source_path, source, qualified, folder, command)
+    except DraftError as exc:
+        raise UsageError(str(exc)) from None
     if (folder / CONTRACT_FILE).exists():
         raise UsageError(f"{folder / CONTRACT_FILE}: exists already; pick another OP or folder")
-    kinds = _template_kinds(source, kernel)
-    element = next((name for name, kind in kinds if kind == "type"), None)
-    todo: list[str] = []
-    tensors: list[KernelParam] = []
-    dims: list[str] = []
-    widths: dict[str, str] = {}
-    floats: list[KernelParam] = []
-    bindings: list[str] = []
-    int_names = [
-        p.name
-        for p in params
-        if not p.pointer
-        and TYPE_ALIASES.get(p.base_type.split("::")[-1]) in ("int32", "int64")
-        and "stride" not in p.name
-    ]
-    for param in params:
-        name = param.name or f"arg{len(bindings)}"
-        known = TYPE_ALIASES.get(param.base_type.split("::")[-1])
-        if param.pointer:
-            tensors.append(param)
-            bindings.append(name)
-        elif known in ("int32", "int64") and "stride" in name:
-            bindings.append(f"{name}: {known} = {int_names[-1] if int_names else 1}")
-            todo.append(f"params: {name} is a stride, drafted as the last dim; check it")
-        elif known in ("int32", "int64"):
-            dims.append(name)
-            widths[name] = known
-            bindings.append(name)
-        elif known in ("float32", "float64"):
-            floats.append(param)
-            bindings.append(name)
-        else:
-            bindings.append(name)
-            todo.append(f"params: {name} ({param.text!r}) has a type the draft cannot map")
-    if not dims:
-        dims = ["n"]
-        todo.append("dims: the kernel takes no integer; name the dims the shapes use")
-    targs = []
-    for name, kind in kinds:
-        if name == element:
-            targs.append("T")
-        elif kind == "value":
-            tunable = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper().lstrip("K_") or "VALUE"
-            targs.append(tunable)
-            todo.append(f"header: tunable {tunable} (template parameter {name}): give its values")
-        else:
-            targs.append(name)
-            todo.append(f"header.entry: template argument {name} ({kind}): name the one to use")
-    entry = f"{qualified}<{', '.join(targs)}>" if targs else qualified
-    tunables = [t for t, (_, kind) in zip(targs, kinds, strict=True) if kind == "value"]
-    first_dim = dims[0]
-    include_dir = os.path.relpath(source_path.resolve().parent, folder.resolve())
-    shape = ", ".join(f'"{d}"' for d in dims)
-    lines = [
-        f"# Drafted by `astra new {args.op} --from {source_path} --entry {args.entry}`: check it.",
-        f'name = "{args.op}"',
-        'summary = "TODO: what the kernel computes"',
-        'dtypes = ["float16", "bfloat16"]',
-        f'reference = "reference.py:{args.op}"',
-        'bytes_moved = "' + " + ".join(f"{' * '.join(dims)} * elem_bytes" for _ in tensors) + '"'
-        if tensors
-        else 'bytes_moved = "0"',
-        f"include_dirs = [{json.dumps(include_dir)}]",
-        "",
-    ]
-    for d in dims:
-        lines += [f"[dims.{d}]", "min = 1", 'description = "TODO"', ""]
-    for t in tensors:
-        dtype = "T" if t.base_type == element else (TYPE_ALIASES.get(t.base_type) or "T")
-        role = "input" if t.const else "inout"
-        if not t.const:
-            todo.append(f"args.{t.name}: written, drafted as 'inout'; say 'output' if never read")
-        lines += [
-            "[[args]]",
-            f'name = "{t.name}"',
-            f'dtype = "{dtype}"',
-            f"shape = [{shape}]  # TODO: the real shape",
-            f'role = "{role}"',
-            "",
-        ]
-    todo.append("args: give each tensor its real shape (drafted as every dim)")
-    for d in dims:
-        width = widths.get(d, "int32")
-        lines += ["[[scalars]]", f'name = "{d}"', f'dtype = "{width}"', f'value = "{d}"', ""]
-    for f in floats:
-        ftype = TYPE_ALIASES.get(f.base_type, "float32")
-        lines += ["[[scalars]]", f'name = "{f.name}"', f'dtype = "{ftype}"', "default = 1e-6", ""]
-        todo.append(f"scalars.{f.name}: a parameter with default 1e-6; give the real default")
-    lines += [
-        "[tolerance.float16]",
-        "atol = 1e-5",
-        "rtol = 1e-3",
-        "",
-        "[tolerance.bfloat16]",
-        "atol = 1e-5",
-        "rtol = 8e-3",
-        "",
-        "[suites]",
-        "tuning = [{ " + ", ".join(f"{d} = {DRAFT_DIM_VALUE}" for d in dims) + " }]",
-        "heldout = [{ " + ", ".join(f"{d} = {DRAFT_DIM_VALUE - 1}" for d in dims) + " }]",
-        "",
-    ]
-    todo.append("suites: the shapes that matter (drafted: one of each)")
-    todo.append("tolerance, bytes_moved, summary: check the drafted values")
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / CONTRACT_FILE).write_text("\n".join(lines))
-    outputs = ", ".join(f'"{t.name}": ...' for t in tensors if not t.const)
-    inputs = ", ".join(t.name for t in tensors)
-    (folder / "reference.py").write_text(
-        f'"""Reference for {args.op}: float64, NumPy or CuPy (``xp``). Fill it in."""\n\n\n'
-        f"def {args.op}(xp, inputs, params):\n"
-        f'    """inputs: {inputs} (float64 arrays); params: scalars by name.\n\n'
-        f'    Return every written tensor: {{{outputs}}}.\n    """\n'
-        f'    raise NotImplementedError("write the reference of {args.op}")\n'
-    )
-    header = [
-        f"// {args.op}: {source_path.name} as written, brought in by `astra new`.",
-        f"// astra: entry = {entry}",
-        f"// astra: params = {', '.join(bindings)}",
-        f"// astra: grid = {first_dim}",
-        "// astra: block = 256",
-        *(f"// astra: tunable {t} = 256" for t in tunables),
-        f'#include "{source_path.name}"',
-    ]
-    (folder / "production.cu").write_text("\n".join(header) + "\n")
-    todo.insert(0, "reference.py: write the float64 reference")
-    todo.append("production.cu: grid and block (drafted: one block of 256 per first dim)")
+    (folder / CONTRACT_FILE).write_text(draft.contract)
+    (folder / "reference.py").write_text(draft.reference)
+    (folder / "production.cu").write_text(draft.production)
     print(f"wrote {folder / CONTRACT_FILE}, {folder / 'reference.py'}, {folder / 'production.cu'}")
     print("left to decide:")
-    for item in dict.fromkeys(todo):
+    for item in draft.todo:
         print(f"  - {item}")
     print(f"then: astra validate {folder} && astra check {folder}/production.cu <another>.cu")
     return 0

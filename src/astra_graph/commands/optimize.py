@@ -40,8 +40,8 @@ from astra_graph.harness.pool import (
     backend_choice,
 )
 from astra_graph.kernel.catalog import resolve
-from astra_graph.llm.client import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.llm.external import EXTERNAL
+from astra_graph.llm.settings import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.llm.usage import AgentName
 from astra_graph.loop.state import AgentMode
 from astra_graph.run.many import (
@@ -89,7 +89,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         metavar="K",
         help="best-of-K: K plans per round, their candidates verified and timed at once, the "
-        "fastest accepted one carried forward (default 1)",
+        "best by the selection rule carried forward (default 1)",
     )
     p.add_argument(
         "--gpus",

@@ -23,8 +23,8 @@ import structlog
 from astra_graph.commands import UsageError
 from astra_graph.commands.run_output import configure_logging, show_outcome
 from astra_graph.harness.compile import gpu_arch
-from astra_graph.llm.client import LLMSettings
 from astra_graph.llm.external import waiting_for
+from astra_graph.llm.settings import LLMSettings
 from astra_graph.run.runner import ConfigurationError, RunFailed, optimize, read_result
 
 STDIN = "-"

@@ -229,51 +229,16 @@ def output_error(
             return _from_summary(arg.name, element, int(got.size), summary, statistics)
     flat_got, flat_ref = got.reshape(-1), ref.reshape(-1)
     flat_before = None if before is None else xp.asarray(before).reshape(-1)
-    worst_ratio, worst = 0.0, -1
-    count, exact = 0, 0
-    ratio_sum = rounding_sum = signed_sum = signed_sq = magnitude_sum = 0.0
-    failing, stale, stale_at = 0, 0, -1
+    totals = _Totals()
     for start in range(0, flat_got.size, CHUNK_ELEMENTS):
         stop = min(start + CHUNK_ELEMENTS, flat_got.size)
         part = _elementwise(
             xp, element, tol, flat_got[start:stop], flat_ref[start:stop], statistics
         )
-        ratio = xp.abs(part.signed)
-        score = xp.where(part.ok, ratio, xp.inf)
-        at = xp.argmax(score)
+        at, sums = _stretch_sums(xp, part, statistics)
         bad = ~part.ok
-        zero = xp.zeros((), dtype=xp.float64)
-        with np.errstate(invalid="ignore"):
-            sums = xp.stack(
-                [
-                    score[at],
-                    part.measurable.sum(dtype=xp.float64),
-                    part.exact.sum(dtype=xp.float64) if statistics else zero,
-                    ratio.sum() if statistics else zero,
-                    part.rounding.sum() if statistics else zero,
-                    part.signed.sum() if statistics else zero,
-                    (part.signed * part.signed).sum() if statistics else zero,
-                    (part.signed * xp.sign(xp.where(part.measurable, part.reference, 0.0))).sum()
-                    if statistics
-                    else zero,
-                    bad.sum(dtype=xp.float64),
-                ]
-            )
         # one copy to the host per stretch, not one synchronisation per statistic
-        (top, measured_here, exact_here, ratios, roundings, signed, squares, magnitude, bad_n) = (
-            float(v) for v in (sums.get() if hasattr(sums, "get") else sums)
-        )
-        if worst < 0 or top > worst_ratio:
-            worst_ratio, worst = top, start + int(at)
-        count += int(measured_here)
-        exact += int(exact_here)
-        ratio_sum += ratios
-        rounding_sum += roundings
-        signed_sum += signed
-        signed_sq += squares
-        magnitude_sum += magnitude
-        bad_here = int(bad_n)
-        failing += bad_here
+        bad_here = totals.add(start, at, sums.get() if hasattr(sums, "get") else sums)
         if flat_before is not None and bad_here:
             earlier = flat_before[start:stop]
             if earlier.dtype == got.dtype:
@@ -282,25 +247,16 @@ def output_error(
                 same = part.value == earlier.astype(xp.float64)
             kept = bad & same
             kept_here = int(xp.count_nonzero(kept))
-            if kept_here and stale_at < 0:
-                stale_at = start + int(xp.argmax(kept))
-            stale += kept_here
+            if kept_here and totals.stale_at < 0:
+                totals.stale_at = start + int(xp.argmax(kept))
+            totals.stale += kept_here
     finding = None
-    if failing:
-        all_stale = flat_before is not None and stale == failing
-        reason: RejectReason = stale_reason if all_stale else "mismatch"
-        flat = stale_at if all_stale else worst
+    if totals.failing:
+        all_stale = flat_before is not None and totals.stale == totals.failing
+        flat = totals.stale_at if all_stale else totals.worst
         one = _elementwise(xp, element, tol, flat_got[flat : flat + 1], flat_ref[flat : flat + 1])
-        detail = "outside the tolerance"
-        if all_stale:
-            detail = stale_detail
-        elif stale:
-            detail = (
-                f"outside the tolerance ({failing} elements; {stale} of them equal to what the "
-                "buffer held before the run)"
-            )
         finding = Finding(
-            reason=reason,
+            reason=stale_reason if all_stale else "mismatch",
             op=contract.name,
             dtype=dtype,
             arg=arg.name,
@@ -309,24 +265,102 @@ def output_error(
             expected=float(one.reference[0]),
             error=float(one.error[0]),
             allowed=float(one.allowed[0]),
-            detail=detail,
+            detail=stale_detail if all_stale else totals.mismatch_detail(),
         )
-    mean_signed = signed_sum / count if count else 0.0
-    variance = max(signed_sq / count - mean_signed**2, 0.0) if count else 0.0
-    return OutputError(
-        arg=arg.name,
-        finding=finding,
-        worst_ratio=math.inf if failing else worst_ratio,
-        mean_ratio=ratio_sum / count if count else 0.0,
-        rounding_ratio=rounding_sum / count if count else 0.0,
-        elements=int(got.size),
-        measured=count,
-        exact_fraction=exact / count if count else 1.0,
-        bias=mean_signed,
-        magnitude_bias=magnitude_sum / count if count else 0.0,
-        bias_std_err=math.sqrt(variance / count) if count else 0.0,
-        itemsize=element.itemsize,
-    )
+    return totals.result(arg.name, finding, int(got.size), element.itemsize)
+
+
+def _stretch_sums(xp: Any, part: _Elementwise, statistics: bool) -> tuple[Any, Any]:
+    """One stretch's worst element (index, on the device) and its sums, stacked in one array
+    in the order :meth:`_Totals.add` reads them (zeros for the statistics when not asked)."""
+    ratio = xp.abs(part.signed)
+    score = xp.where(part.ok, ratio, xp.inf)
+    at = xp.argmax(score)
+    zero = xp.zeros((), dtype=xp.float64)
+    with np.errstate(invalid="ignore"):
+        sums = xp.stack(
+            [
+                score[at],
+                part.measurable.sum(dtype=xp.float64),
+                part.exact.sum(dtype=xp.float64) if statistics else zero,
+                ratio.sum() if statistics else zero,
+                part.rounding.sum() if statistics else zero,
+                part.signed.sum() if statistics else zero,
+                (part.signed * part.signed).sum() if statistics else zero,
+                (part.signed * xp.sign(xp.where(part.measurable, part.reference, 0.0))).sum()
+                if statistics
+                else zero,
+                (~part.ok).sum(dtype=xp.float64),
+            ]
+        )
+    return at, sums
+
+
+@dataclass
+class _Totals:
+    """The running sums of :func:`output_error` over the stretches of one output."""
+
+    worst_ratio: float = 0.0
+    worst: int = -1
+    count: int = 0
+    exact: int = 0
+    ratio_sum: float = 0.0
+    rounding_sum: float = 0.0
+    signed_sum: float = 0.0
+    signed_sq: float = 0.0
+    magnitude_sum: float = 0.0
+    failing: int = 0
+    stale: int = 0
+    """Failing elements equal to what the buffer held before the run."""
+    stale_at: int = -1
+
+    def add(self, start: int, at: Any, sums: Any) -> int:
+        """One stretch's sums (in :func:`output_error`'s order), the stretch starting at flat
+        index ``start`` with its worst element at ``at`` (read from the device only when it is
+        the worst so far); returns the stretch's failing elements."""
+        (top, measured, exact, ratios, roundings, signed, squares, magnitude, bad) = (
+            float(v) for v in sums
+        )
+        if self.worst < 0 or top > self.worst_ratio:
+            self.worst_ratio, self.worst = top, start + int(at)
+        self.count += int(measured)
+        self.exact += int(exact)
+        self.ratio_sum += ratios
+        self.rounding_sum += roundings
+        self.signed_sum += signed
+        self.signed_sq += squares
+        self.magnitude_sum += magnitude
+        self.failing += int(bad)
+        return int(bad)
+
+    def mismatch_detail(self) -> str:
+        if not self.stale:
+            return "outside the tolerance"
+        return (
+            f"outside the tolerance ({self.failing} elements; {self.stale} of them equal to "
+            "what the buffer held before the run)"
+        )
+
+    def result(
+        self, name: str, finding: Finding | None, elements: int, itemsize: int
+    ) -> OutputError:
+        count = self.count
+        mean_signed = self.signed_sum / count if count else 0.0
+        variance = max(self.signed_sq / count - mean_signed**2, 0.0) if count else 0.0
+        return OutputError(
+            arg=name,
+            finding=finding,
+            worst_ratio=math.inf if self.failing else self.worst_ratio,
+            mean_ratio=self.ratio_sum / count if count else 0.0,
+            rounding_ratio=self.rounding_sum / count if count else 0.0,
+            elements=elements,
+            measured=count,
+            exact_fraction=self.exact / count if count else 1.0,
+            bias=mean_signed,
+            magnitude_bias=self.magnitude_sum / count if count else 0.0,
+            bias_std_err=math.sqrt(variance / count) if count else 0.0,
+            itemsize=itemsize,
+        )
 
 
 def _from_summary(

@@ -5,14 +5,18 @@ context, warm caches) across any number of candidates. What a candidate does on 
 end in a verdict: a hang is killed at the deadline (``timeout``), a fault or a dead worker is
 ``crashed`` and the next evaluation gets a fresh worker.
 
-Cheap checks run here, in the calling process, without a GPU: the candidate's header and its
-kernel's parameter list against the contract (``interface_mismatch``). Everything else runs in
-the worker: compile (``compile_error``), launch, verification (:func:`verify.run_check`) and
-timing (``astra_graph.harness.bench:run_bench``).
+Cheap checks run here, in the calling process: the candidate's header and the one interface
+rule (``harness.validation.interface_check``: parameter list, requirements, launch geometry at the
+worker's GPU's architecture, asked only after the parameter list passed, so a mismatch needs no
+GPU) (``interface_mismatch``). Everything else runs in the worker: compile (``compile_error``),
+launch, verification (:func:`verify.run_check`) and timing
+(``astra_graph.harness.bench:run_bench``).
 
 Check and bench requests carry the same typed payload (``harness.payload``): the operation's
-folder and validated contract, and each implementation's path, source and tunables; the worker
-rebuilds everything from them and reads no file the caller could change in between.
+folder and validated contract, and each implementation's path, source, tunables and parse; the
+worker rebuilds everything from them and reads no file the caller could change in between.
+Files are parsed through ``kernel.loaded`` (once per version of a file), so the coding step's
+parse of a candidate is the one the check, the timing and the worker use.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from astra_graph.harness.results import (
     TimingMode,
     Verdict,
 )
+from astra_graph.harness.validation import interface_check
 from astra_graph.harness.worker import (
     JobFailed,
     Worker,
@@ -47,16 +52,17 @@ from astra_graph.harness.worker import (
     WorkerError,
     WorkerTimeout,
 )
+from astra_graph.kernel import loaded
 from astra_graph.kernel.catalog import find_operation
 from astra_graph.kernel.contract import (
     CONTRACT_FILE,
+    HIDDEN_SUITES,
     SUITE_NAMES,
     ContractError,
     OperationSpec,
     load_contract,
 )
-from astra_graph.kernel.header import Implementation, load_implementation
-from astra_graph.kernel.signature import interface_problem
+from astra_graph.kernel.header import Implementation
 
 log = structlog.get_logger(__name__)
 
@@ -194,11 +200,17 @@ class Evaluator(EvaluatorLike):
     # --- checking --------------------------------------------------------------------------
 
     def _candidate(
-        self, spec: OperationSpec, candidate: Path, tunables: Mapping[str, int] | None
+        self,
+        spec: OperationSpec,
+        candidate: Path,
+        tunables: Mapping[str, int] | None,
+        shapes: Sequence[Mapping[str, int]],
     ) -> Implementation | Verdict:
-        """The validated candidate, or the interface_mismatch verdict that rejects it."""
+        """The validated candidate, or the interface_mismatch verdict that rejects it: the one
+        interface rule (``validation.interface_check``) on ``shapes`` at the worker's GPU's
+        architecture, asked only once the signature passed (a mismatch needs no worker)."""
         try:
-            impl = load_implementation(Path(candidate), spec.contract)
+            impl = loaded.implementation(spec, candidate)  # the coding step's parse
         except ContractError as exc:
             if not Path(candidate).is_file():
                 raise
@@ -208,12 +220,10 @@ class Evaluator(EvaluatorLike):
         unknown = set(tunables or {}) - set(impl.header.tunables)
         if unknown:
             raise ContractError(f"{candidate}: tunables: unknown tunable {sorted(unknown)[0]!r}")
-        for dtype in spec.contract.dtypes:
-            problem = interface_problem(spec, impl, dtype, tunables)
-            if problem:
-                return Verdict.reject(
-                    "interface_mismatch", problem, Evidence(op=spec.name, dtype=dtype)
-                )
+        for problem in interface_check(spec, impl, self.arch, shapes, tunables):
+            return Verdict.reject(
+                "interface_mismatch", problem.message, Evidence(op=spec.name, dtype=problem.dtype)
+            )
         return impl
 
     def check(
@@ -238,14 +248,15 @@ class Evaluator(EvaluatorLike):
         an unknown suite, shape or tunable); every problem of the candidate is a verdict.
         """
         spec = operation(op)
-        base_impl = load_implementation(Path(baseline), spec.contract)
+        base_impl = loaded.implementation(spec, baseline)
         for name in suites:
             if name not in SUITE_NAMES:
                 raise ContractError(f"suites: unknown suite {name!r}, expected {list(SUITE_NAMES)}")
         shapes = _shapes_checked(spec, extra_shapes)
         if not suites and not shapes:
             raise ContractError("nothing to check: no suites and no extra shapes given")
-        found = self._candidate(spec, Path(candidate), tunables)
+        named = [d for s in suites if s not in HIDDEN_SUITES for d in spec.contract.suite(s)]
+        found = self._candidate(spec, Path(candidate), tunables, [*named, *shapes])
         if isinstance(found, Verdict):
             return found
         request = CheckRequest(
@@ -316,7 +327,7 @@ class Evaluator(EvaluatorLike):
         """memcheck and racecheck over small shapes, every dtype (``harness.deep``); each result
         says so when compute-sanitizer is not installed. Runs while no check or timing does."""
         spec = operation(op)
-        load_implementation(Path(candidate), spec.contract)  # bad input is a ContractError
+        loaded.implementation(spec, candidate)  # bad input is a ContractError
         results = []
         with self._lock:
             for dtype in spec.contract.dtypes:
@@ -423,8 +434,8 @@ class Evaluator(EvaluatorLike):
         tunables: Mapping[str, int] | None,
     ) -> BenchReport:
         spec = operation(op)
-        cand = load_implementation(Path(candidate), spec.contract)
-        base = load_implementation(Path(against), spec.contract) if against else None
+        cand = loaded.implementation(spec, candidate)  # parsed once per version of the file
+        base = loaded.implementation(spec, against) if against else None
         request = self.bench_request(spec, cand, base, mode, shapes, dtypes, tunables)
         try:
             # no stall limit: timing reports no progress, and every candidate timed has

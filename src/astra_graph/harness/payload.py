@@ -2,8 +2,12 @@
 
 A request names the operation by its folder *and* carries its validated contract, and carries
 every implementation's path (for messages) with its source and tunables, so the worker never
-reads a file the caller could have changed between checking and timing. :class:`CheckRequest`
-and ``harness.bench_request.BenchRequest`` extend :class:`JobPayload` with what each job needs.
+reads a file the caller could have changed between checking and timing. It also carries the
+caller's parse of each file (its header and parameter bindings), so the worker does not parse
+the file again: a candidate is parsed once on its way from the coding agent's reply to its
+verdict (the parse is a frozen model; the worker only revalidates its fields).
+:class:`CheckRequest` and ``harness.bench_request.BenchRequest`` extend :class:`JobPayload` with
+what each job needs.
 """
 
 from __future__ import annotations
@@ -13,8 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from astra_graph.kernel.contract import Contract, OperationSpec
-from astra_graph.kernel.header import Implementation, load_implementation
+from astra_graph.kernel.contract import Binding, Contract, OperationSpec
+from astra_graph.kernel.header import Implementation, ImplementationHeader, load_implementation
 
 
 class _Payload(BaseModel):
@@ -41,13 +45,27 @@ class KernelPayload(_Payload):
     source: str
     tunables: dict[str, int] = {}
     """Tunable settings (the header's defaults for any not given)."""
+    header: ImplementationHeader | None = None
+    bindings: list[Binding] | None = None
+    """The caller's parse of ``source`` (None: the worker parses it)."""
 
     @classmethod
     def of(cls, impl: Implementation, tunables: dict[str, int] | None = None) -> KernelPayload:
-        return cls(path=str(impl.path), source=impl.source, tunables=dict(tunables or {}))
+        return cls(
+            path=str(impl.path),
+            source=impl.source,
+            tunables=dict(tunables or {}),
+            header=impl.header,
+            bindings=impl.bindings,
+        )
 
     def implementation(self, contract: Contract) -> Implementation:
-        return load_implementation(Path(self.path), contract, source=self.source)
+        """The implementation as the caller parsed it, or parsed here under ``contract``."""
+        if self.header is None or self.bindings is None:
+            return load_implementation(Path(self.path), contract, source=self.source)
+        return Implementation(
+            path=Path(self.path), source=self.source, header=self.header, bindings=self.bindings
+        )
 
 
 class JobPayload(_Payload):

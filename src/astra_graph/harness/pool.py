@@ -37,6 +37,7 @@ from typing import Any, Literal, TypeVar
 import structlog
 
 from astra_graph.harness import evaluator as evaluator_module
+from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.evaluator import HarnessUnavailable
 from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.results import BenchReport, Verdict
@@ -164,6 +165,13 @@ class GpuPool(EvaluatorLike):
     def close(self) -> None:
         for slot in self.slots:
             slot.evaluator.close()
+
+    def arch(self) -> str:
+        """The GPUs' architecture as the first slot's evaluator reports it (a pool holds one
+        host's GPUs, of one kind), for the interface check and the local compile check; the
+        target ``DEFAULT_ARCH`` when that evaluator cannot say."""
+        arch = getattr(self.slots[0].evaluator, "arch", None)
+        return str(arch()) if callable(arch) else DEFAULT_ARCH
 
     def describe(self) -> str:
         """One line for the CLI: backend and the slots that take work."""

@@ -13,6 +13,8 @@ result) all decide with these functions, so they cannot drift apart.
   (the ratio of the two speedups, errors combined). A candidate within a tie of the best leaves
   the earlier one in place: it is not shown to be faster, and the earlier one has had more
   scrutiny.
+* **a round's carried candidate**: of its accepted candidates, those faster than the baseline
+  are contenders; the best of them by the rule above (in branch order) is carried forward.
 * **final pick**: among contenders in the order they arrived, the best so far by the rule above;
   if it fails the final checks (held-out suite, sanitizer), it is set aside and the rule is
   applied again to the rest. With no contender left, the baseline stays.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol, TypeVar
+from typing import NamedTuple, Protocol, TypeVar
 
 from astra_graph.harness.results import SpeedCall
 
@@ -45,6 +47,7 @@ class Ranked(Protocol):
 
 
 R = TypeVar("R", bound=Ranked)
+T = TypeVar("T")
 
 
 def call(ratio: float, err: float | None) -> SpeedCall:
@@ -79,11 +82,37 @@ def replaces_best(candidate: Ranked, best: Ranked | None) -> bool:
 
 def best_of(contenders: Sequence[R]) -> R | None:
     """The best so far after seeing ``contenders`` in order (None if none beats the baseline)."""
-    best: R | None = None
-    for contender in contenders:
-        if replaces_best(contender, best):
-            best = contender
-    return best
+    return best_by(contenders, lambda c: Speed(c.geomean_speedup, c.geomean_speedup_err))
+
+
+class Speed(NamedTuple):
+    """A speedup over the baseline with its standard error (satisfies :class:`Ranked`)."""
+
+    geomean_speedup: float
+    geomean_speedup_err: float | None
+
+
+def best_by(items: Sequence[T], speed: Callable[[T], Speed | None]) -> T | None:
+    """:func:`best_of` for items that carry their speedup elsewhere (``speed``; None: untimed):
+    the best beyond the baseline, in order, the earlier kept on a tie."""
+    best: tuple[T, Speed] | None = None
+    for item in items:
+        measured = speed(item)
+        if measured is not None and replaces_best(measured, best[1] if best else None):
+            best = (item, measured)
+    return best[0] if best is not None else None
+
+
+def prevailing(items: Sequence[T], speed: Callable[[T], Speed | None]) -> T | None:
+    """The rule without the baseline: the first timed item, replaced only by a later one that is
+    ``faster`` than it (so of tied items the earlier stays). For choosing among items none of
+    which beats the baseline (which of a round's ties to sweep); None when none is timed."""
+    best: tuple[T, Speed] | None = None
+    for item in items:
+        measured = speed(item)
+        if measured is not None and (best is None or faster_than(measured, best[1])):
+            best = (item, measured)
+    return best[0] if best is not None else None
 
 
 def final_pick(contenders: Sequence[R], passes: Callable[[R], bool]) -> R | None:

@@ -27,17 +27,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from astra_graph.harness.buckets import bucket_of, group_by_bucket
+from astra_graph.harness.buckets import group_by_bucket
 from astra_graph.harness.protocol import EvaluatorLike, spread
 from astra_graph.harness.results import DispatchEntry, TuningReport, Verdict
 from astra_graph.harness.selection import final_pick
 from astra_graph.kernel import loaded
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import Implementation
 
 DEFAULT_BUDGET_S = 120.0
 DEFAULT_MAX_CONFIGS = 24
@@ -103,17 +104,6 @@ def config_label(tunables: Mapping[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(tunables.items())) or "(defaults)"
 
 
-def tunables_for(
-    report: TuningReport, spec: OperationSpec, dims: Mapping[str, int], dtype: str
-) -> dict[str, int]:
-    """The dispatch table's setting for a shape (the default where its bucket was not tuned)."""
-    bucket = bucket_of(spec, dims, dtype)
-    for entry in report.dispatch:
-        if entry.bucket == bucket:
-            return dict(entry.tunables)
-    return dict(report.default_tunables)
-
-
 def tune(
     evaluator: EvaluatorLike,
     spec: OperationSpec,
@@ -150,40 +140,82 @@ def tune(
             f"{max_configs} not tried (max_configs)"
         )
         configs = configs[:max_configs]
-    buckets = group_by_bucket(spec, shapes, dtype)
-    clock = _Budget(budget_s)
-    verdicts = _Verdicts()
+    sweep = _Sweep(
+        evaluator,
+        spec,
+        implementation,
+        impl,
+        baseline,
+        extra_shapes,
+        dtype,
+        buckets=group_by_bucket(spec, shapes, dtype),
+        clock=_Budget(budget_s),
+    )
+    # Every (bucket, setting) timing is independent: they go to the evaluator's idle GPUs at
+    # once (a pool), each timing setting and default together on one GPU; then each bucket's
+    # verification of its pick, also at once. Results are gathered in the serial order, so the
+    # report reads the same whatever the evaluator's width.
+    pairs = [(bucket, config) for bucket in sweep.buckets for config in configs]
+    attempts = spread(evaluator, [partial(sweep.time_one, b, c) for b, c in pairs])
+    by_bucket: dict[str, list[_Attempt]] = {bucket: [] for bucket in sweep.buckets}
+    for (bucket, _), attempt in zip(pairs, attempts, strict=True):
+        by_bucket[bucket].append(attempt)
+    selected = spread(
+        evaluator, [partial(sweep.select, bucket, found) for bucket, found in by_bucket.items()]
+    )
+    for (entry, refused), found in zip(selected, by_bucket.values(), strict=True):
+        report.tried += sum(a.tried for a in found)
+        report.skipped.extend(a.skipped for a in found if a.skipped is not None)
+        report.skipped.extend(refused)
+        report.dispatch.append(entry)
+    report.seconds = time.monotonic() - started
+    return report
 
-    def time_one(
-        bucket: str, bucket_shapes: list[dict[str, int]], config: dict[str, int]
-    ) -> _Attempt:
+
+@dataclass
+class _Sweep:
+    """One implementation's sweep: what timing a setting and selecting a bucket's pick need."""
+
+    evaluator: EvaluatorLike
+    spec: OperationSpec
+    implementation: Path
+    impl: Implementation
+    baseline: Path
+    extra_shapes: Sequence[Mapping[str, int]]
+    dtype: str
+    buckets: dict[str, list[dict[str, int]]]
+    clock: _Budget
+    verdicts: _Verdicts = field(default_factory=lambda: _Verdicts())
+
+    def time_one(self, bucket: str, config: dict[str, int]) -> _Attempt:
         """Time one setting against the default on one bucket (one bench: one GPU)."""
         label = f"{bucket}: {config_label(config)}"
-        if clock.spent():
+        if self.clock.spent():
             return _Attempt(skipped=f"{label}: time budget spent")
+        header = self.impl.header
         unmet = next(
             (
                 need
-                for d in bucket_shapes
-                if (need := impl.header.unmet_requirement(d, DTYPES[dtype], config))
+                for d in self.buckets[bucket]
+                if (need := header.unmet_requirement(d, DTYPES[self.dtype], config))
             ),
             None,
         )
         if unmet:
             return _Attempt(skipped=f"{label}: requires {unmet}")
         try:
-            timing = evaluator.bench(
-                spec,
-                implementation,
-                against=implementation,
-                shapes=bucket_shapes,
-                dtypes=[dtype],
+            timing = self.evaluator.bench(
+                self.spec,
+                self.implementation,
+                against=self.implementation,
+                shapes=self.buckets[bucket],
+                dtypes=[self.dtype],
                 tunables=config,
             )
         except Exception as exc:  # a faulty configuration never stops the sweep
             return _Attempt(skipped=f"{label}: {exc}".splitlines()[0])
         finally:
-            clock.start()
+            self.clock.start()
         if timing.rejection is not None:
             return _Attempt(
                 tried=True,
@@ -197,21 +229,24 @@ def tune(
             timed=_Timed(timing.geomean_speedup, timing.geomean_speedup_err, config),
         )
 
-    def verified(config: dict[str, int]) -> Verdict:
-        return verdicts.get(
+    def verified(self, config: dict[str, int]) -> Verdict:
+        return self.verdicts.get(
             config_label(config),
-            lambda: evaluator.check(
-                spec, baseline, implementation, extra_shapes=extra_shapes, tunables=config
+            lambda: self.evaluator.check(
+                self.spec,
+                self.baseline,
+                self.implementation,
+                extra_shapes=self.extra_shapes,
+                tunables=config,
             ),
         )
 
-    def select(bucket: str, attempts: list[_Attempt]) -> tuple[DispatchEntry, list[str]]:
+    def select(self, bucket: str, attempts: list[_Attempt]) -> tuple[DispatchEntry, list[str]]:
         """The bucket's dispatch entry, and why settings faster than the default lost."""
-        bucket_shapes = buckets[bucket]
         refused: list[str] = []
 
         def passes(timed: _Timed) -> bool:
-            verdict = verified(timed.config)
+            verdict = self.verified(timed.config)
             if not verdict.accepted:
                 refused.append(
                     f"{bucket}: {config_label(timed.config)}: {timed.geomean_speedup:.2f}x but "
@@ -223,7 +258,7 @@ def tune(
         # tried, the next best when verification refuses it
         ranked = [a.timed for a in attempts if a.timed is not None]
         winner = final_pick(ranked, passes)
-        labels = [spec.contract.label(d) for d in bucket_shapes]
+        labels = [self.spec.contract.label(d) for d in self.buckets[bucket]]
         if winner is not None:
             entry = DispatchEntry(
                 bucket=bucket,
@@ -234,34 +269,12 @@ def tune(
                 verified=True,
             )
         else:
+            default = self.impl.header.default_tunables()
             entry = DispatchEntry(
                 bucket=bucket,
                 tunables=default,
                 shapes=labels,
                 speedup_vs_default=1.0,
-                verified=verified(default).accepted,
+                verified=self.verified(default).accepted,
             )
         return entry, refused
-
-    # Every (bucket, setting) timing is independent: they go to the evaluator's idle GPUs at
-    # once (a pool), each timing setting and default together on one GPU; then each bucket's
-    # verification of its pick, also at once. Results are gathered in the serial order, so the
-    # report reads the same whatever the evaluator's width.
-    sweep = [(bucket, config) for bucket in buckets for config in configs]
-    attempts = spread(
-        evaluator,
-        [partial(time_one, bucket, buckets[bucket], config) for bucket, config in sweep],
-    )
-    by_bucket: dict[str, list[_Attempt]] = {bucket: [] for bucket in buckets}
-    for (bucket, _), attempt in zip(sweep, attempts, strict=True):
-        by_bucket[bucket].append(attempt)
-    selected = spread(
-        evaluator, [partial(select, bucket, found) for bucket, found in by_bucket.items()]
-    )
-    for (entry, refused), found in zip(selected, by_bucket.values(), strict=True):
-        report.tried += sum(a.tried for a in found)
-        report.skipped.extend(a.skipped for a in found if a.skipped is not None)
-        report.skipped.extend(refused)
-        report.dispatch.append(entry)
-    report.seconds = time.monotonic() - started
-    return report

@@ -72,14 +72,11 @@ from astra_graph.harness.thresholds import (
     code_thresholds,
     requires_thresholds,
 )
-from astra_graph.kernel.contract import OperationSpec
+from astra_graph.kernel.contract import HIDDEN_SUITES, OperationSpec
 from astra_graph.kernel.dtypes import DType
 
 LARGE_CASE_BYTES = 256 * 1024 * 1024
 """After a case this large the memory pool's cached blocks are released."""
-HIDDEN_SUITES = ("heldout",)
-"""Suites whose shapes no agent may see: a rejection's message names no shape or value for them
-(the evidence keeps everything, for people; callers must not put it in prompts)."""
 STALE_DETAIL = (
     "every failing element still holds the correct result for the previous inputs: the kernel "
     "replayed a cached result or did not recompute when its inputs changed"

@@ -40,6 +40,9 @@ from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER, DType
 
 CONTRACT_FILE = "contract.toml"
 SUITE_NAMES = ("tuning", "heldout", "edge")
+HIDDEN_SUITES = ("heldout",)
+"""Suites whose shapes no agent may see: a check's message on them names no shape (the
+evaluator leaves them to the worker, whose rejections there name none)."""
 ELEM_BYTES = "elem_bytes"
 """Name bound in expressions to the byte size of the element type under test."""
 

@@ -60,11 +60,6 @@ class KernelParam:
     name: str
     const: bool
 
-    @property
-    def known_type(self) -> str | None:
-        """The contract's name for the spelled type (``int64`` for ``std::int64_t``), or None."""
-        return TYPE_ALIASES.get(_STD_PREFIX.sub("", self.base_type))
-
 
 def _strip_comments(source: str) -> str:
     source = re.sub(r"/\*.*?\*/", " ", source, flags=re.S)

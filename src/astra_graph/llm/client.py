@@ -16,25 +16,20 @@ OpenAI-compatible server (``base_url``): vLLM, SGLang, Ollama, llama.cpp, LM Stu
 - **Truncation** (``finish_reason == "length"``) is kept on the reply; ``max_output_tokens`` is
   the output limit sent with every request (None: the server's own).
 - **Tokens** the server reports are counted for every reply, usable or not.
-- The API key comes from ``OPENAI_API_KEY`` or ``ASTRA_API_KEY`` and lives only inside the
-  client objects: it never enters the graph state, the checkpoint, ``run.json`` or a log.
-- :func:`preflight` checks an endpoint before a run starts: a well-formed URL, a server that
-  answers, a key it accepts and a model it serves.
-- Cost is estimated from :data:`PRICES_PER_MILLION` (USD per million input and output tokens,
-  OpenAI's list prices as of 2025); a model not in the table costs ``None`` (unknown).
+
+Beside it: :mod:`~astra_graph.llm.settings` (settings, key, prices), :mod:`~astra_graph.llm.errors`
+(one-line errors), :mod:`~astra_graph.llm.chat` (the chat model and :class:`Reply`) and
+:mod:`~astra_graph.llm.preflight` (checking an endpoint before a run).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Coroutine, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
-from urllib.parse import urlparse
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import httpx
 import openai
@@ -45,259 +40,23 @@ from langchain_openai import ChatOpenAI
 from langgraph.errors import GraphBubbleUp
 from pydantic import BaseModel
 
+from astra_graph.llm.chat import ChatModel, Reply, StructuredMethod, raw_reply
+from astra_graph.llm.errors import describe_error, refuses_method
 from astra_graph.llm.external import EXTERNAL
 from astra_graph.llm.external_chat import ExternalChat
 from astra_graph.llm.replies import RawReply, ReplyProblem, read_structured, schema_instruction
+from astra_graph.llm.settings import PLACEHOLDER_KEY, LLMSettings, api_key, is_reasoning_model
 from astra_graph.llm.usage import AgentName, Usage
 
-DEFAULT_MODEL = "o4-mini"
-API_KEY_VARIABLES = ("OPENAI_API_KEY", "ASTRA_API_KEY")
-PLACEHOLDER_KEY = "not-needed"
-"""Sent to a ``base_url`` server when no key is set (local servers ignore it)."""
-OPENAI_URL = "https://api.openai.com/v1"
-PREFLIGHT_TIMEOUT_S = 20.0
-"""How long preflight waits for each answer: a reachable server answers /models at once."""
-
 log = structlog.get_logger(__name__)
-StructuredMethod = Literal["json_schema", "function_calling", "json_mode", "text"]
 METHODS: tuple[StructuredMethod, ...] = ("json_schema", "function_calling", "json_mode", "text")
 """Tried in this order: the strongest guarantee first, plain text (always accepted) last."""
-REFUSAL_STATUSES = frozenset({400, 415, 422, 501})
-"""Statuses with which servers refuse a request parameter they do not support."""
-_CONTEXT_WORDS = ("context length", "context window", "maximum context", "too many tokens")
-
-PRICES_PER_MILLION: dict[str, tuple[float, float]] = {
-    "o4-mini": (1.10, 4.40),
-    "o3": (2.00, 8.00),
-    "o3-mini": (1.10, 4.40),
-    "o1": (15.00, 60.00),
-    "gpt-5": (1.25, 10.00),
-    "gpt-5-mini": (0.25, 2.00),
-    "gpt-5-nano": (0.05, 0.40),
-    "gpt-4.1": (2.00, 8.00),
-    "gpt-4.1-mini": (0.40, 1.60),
-    "gpt-4.1-nano": (0.10, 0.40),
-    "gpt-4o": (2.50, 10.00),
-    "gpt-4o-mini": (0.15, 0.60),
-    EXTERNAL: (0.0, 0.0),  # answered outside (astra reply, Studio): no tokens, no cost
-}
-
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
-ValueT = TypeVar("ValueT")
-
-
-@dataclass(frozen=True)
-class LLMSettings:
-    """Which models the agents use and how they are called. Holds no secret."""
-
-    model: str = DEFAULT_MODEL
-    base_url: str | None = None
-    agent_models: Mapping[str, str] = field(default_factory=dict)
-    """A different model for some agents, e.g. ``{"planning": "o3"}``."""
-    timeout_s: float = 600.0
-    """The limit on one request, its retries and their waits included."""
-    max_retries: int = 3
-    """Retries of a request on connection errors, timeouts, 408, 409, 429 and 5xx (the SDK's)."""
-    max_output_tokens: int | None = None
-    """The output-token limit of each request (reasoning included); None: the server's."""
-    reasoning_effort: str | None = None
-    temperature: float | None = None
-    """Only for models that accept one; ignored for reasoning models."""
-
-    def model_for(self, agent: AgentName) -> str:
-        return self.agent_models.get(agent, self.model)
-
-    def endpoint(self) -> str:
-        return self.base_url or OPENAI_URL
-
-
-def api_key() -> str | None:
-    """The key from the environment (OPENAI_API_KEY, then ASTRA_API_KEY), or None."""
-    for name in API_KEY_VARIABLES:
-        value = os.environ.get(name, "").strip()
-        if value:
-            return value
-    return None
-
-
-def endpoint_problem(
-    settings: LLMSettings, agents: Iterable[AgentName] | None = None
-) -> str | None:
-    """Why no model can be called (no key and no base URL), or None.
-
-    None also when every agent (of ``agents``, or every model named in ``settings``) is
-    external: those are answered outside, with no endpoint.
-    """
-    if not served_models(settings, agents):
-        return None
-    if api_key() is None and not settings.base_url:
-        return (
-            "no model endpoint configured: set OPENAI_API_KEY (or ASTRA_API_KEY), "
-            "or pass --base-url for an OpenAI-compatible server"
-        )
-    return None
-
-
-def served_models(settings: LLMSettings, agents: Iterable[AgentName] | None = None) -> list[str]:
-    """The models a server must answer for (of ``agents``, or every model named in
-    ``settings``): all but the external ones."""
-    named = (
-        [settings.model_for(a) for a in agents]
-        if agents is not None
-        else [settings.model, *settings.agent_models.values()]
-    )
-    return [m for m in dict.fromkeys(named) if m != EXTERNAL]
-
-
-def is_reasoning_model(model: str) -> bool:
-    name = model.rsplit("/", 1)[-1].lower()
-    return name.startswith("gpt-5") or (len(name) > 1 and name[0] == "o" and name[1].isdigit())
-
-
-def estimate_cost(model: str, input_tokens: int, output_tokens: int) -> float | None:
-    price = PRICES_PER_MILLION.get(model.rsplit("/", 1)[-1].lower())
-    if price is None:
-        return None
-    return (input_tokens * price[0] + output_tokens * price[1]) / 1e6
-
-
-# --- errors as one line -----------------------------------------------------------------------
-
-
-def _squash(text: str, limit: int = 300) -> str:
-    return " ".join(text.split())[:limit]
-
-
-def server_message(exc: openai.APIStatusError) -> str:
-    """The server's own error message, not the SDK's wrapping of it."""
-    body = exc.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            return _squash(str(inner["message"]))
-        if isinstance(inner, str):
-            return _squash(inner)
-    return _squash(exc.message)
-
-
-def _root_cause(exc: BaseException) -> str:
-    """What went wrong underneath a connection error: the SDK wraps the transport's error
-    ("Server disconnected without sending a response.") and langchain-openai wraps the SDK's
-    ("Connection error."), so the innermost message is the one that says something."""
-    seen = {id(exc)}
-    inner: BaseException = exc
-    while True:
-        cause = inner.__cause__ or inner.__context__
-        if cause is None or id(cause) in seen:
-            break
-        seen.add(id(cause))
-        inner = cause
-    return _squash(str(inner)) or type(inner).__name__
-
-
-def describe_error(exc: BaseException, endpoint: str) -> str:
-    """One line: what failed and what the server said."""
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code} from {endpoint}: {server_message(exc)}"
-    if isinstance(exc, openai.APITimeoutError):
-        return f"no answer from {endpoint} in time (timeout)"
-    if isinstance(exc, openai.APIConnectionError):
-        return f"cannot connect to {endpoint}: {_root_cause(exc)}"
-    return f"{type(exc).__name__}: {_squash(str(exc)) or 'no message'}"
-
-
-def refuses_method(exc: BaseException) -> bool:
-    """The server refused a request parameter (as opposed to failing the request)."""
-    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in REFUSAL_STATUSES:
-        return False
-    message = server_message(exc).lower()
-    return not any(word in message for word in _CONTEXT_WORDS)
-
-
-# --- the chat model ---------------------------------------------------------------------------
-
-
-class ChatModel(ChatOpenAI):
-    """``ChatOpenAI`` that keeps the ``reasoning_content`` (or ``reasoning``) field that vLLM,
-    SGLang, DeepSeek and others put beside the content; the base class drops it."""
-
-    def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
-        result = super()._create_chat_result(response, generation_info)
-        data = response if isinstance(response, dict) else response.model_dump()
-        for generation, choice in zip(result.generations, data.get("choices") or [], strict=False):
-            message = choice.get("message") or {}
-            reasoning = message.get("reasoning_content") or message.get("reasoning")
-            if isinstance(reasoning, str) and reasoning:
-                generation.message.additional_kwargs["reasoning_content"] = reasoning
-        return result
-
-
-def message_text(message: AIMessage) -> str:
-    """The text of a reply, whether ``content`` is a string or a list of content blocks."""
-    if isinstance(message.content, str):
-        return message.content
-    parts = []
-    for block in message.content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
-
-def raw_reply(message: AIMessage) -> RawReply:
-    """The reply as the pipeline reads it: a tool call's arguments if there is one, else the
-    content; the finish reason; the reasoning text."""
-    text = message_text(message)
-    if message.tool_calls:
-        text = json.dumps(message.tool_calls[0]["args"])
-    elif message.invalid_tool_calls:
-        text = str(message.invalid_tool_calls[0].get("args") or text)
-    reasoning = message.additional_kwargs.get("reasoning_content")
-    return RawReply(
-        text=text,
-        finish_reason=message.response_metadata.get("finish_reason"),
-        reasoning=reasoning if isinstance(reasoning, str) else None,
-    )
 
 
 def _tokens(message: Any) -> tuple[int, int]:
     meta = getattr(message, "usage_metadata", None) or {}
     return int(meta.get("input_tokens", 0)), int(meta.get("output_tokens", 0))
-
-
-@dataclass
-class Reply(Generic[ValueT]):
-    """One agent call: the value or a one-line problem, its tokens (every reply the server
-    billed, usable or not), the requests made and the structured-output method used."""
-
-    value: ValueT | None
-    problem: str | None
-    model: str
-    input_tokens: int = 0
-    output_tokens: int = 0
-    requests: int = 0
-    method: StructuredMethod | None = None
-    endpoint: str | None = None
-    notes: list[str] = field(default_factory=list)
-    """How the method was found: the methods the server refused, and its answers."""
-    raw: RawReply | None = None
-
-    def usage(self, agent: AgentName, round_number: int) -> Usage:
-        return Usage(
-            agent=agent,
-            round=round_number,
-            model=self.model,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            cost_usd=estimate_cost(self.model, self.input_tokens, self.output_tokens),
-            method=self.method,
-            endpoint=self.endpoint if self.method else None,
-            failure=self.problem,
-            requests=self.requests,
-            failed_calls=1 if self.problem else 0,
-            notes=self.notes,
-        )
 
 
 @dataclass
@@ -561,110 +320,3 @@ class LLM:
         reply.output_tokens += answer.output_tokens
         reply.raw = answer.reply or reply.raw
         return answer
-
-
-def every_call_failed(usage: Iterable[Usage]) -> str | None:
-    """When no LLM call of a run gave a usable reply: one line naming the last failure."""
-    calls = list(usage)
-    if not calls or any(u.failed_calls < u.calls for u in calls):
-        return None
-    return f"every LLM call failed ({len(calls)} calls); the last: {calls[-1].failure}"
-
-
-# --- preflight --------------------------------------------------------------------------------
-
-
-class EndpointError(ValueError):
-    """The model endpoint cannot serve this run; the message names the flag and the answer."""
-
-
-def _url_problem(url: str) -> str | None:
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        return (
-            f"--base-url {url!r}: expected an http:// or https:// URL such as http://host:8000/v1"
-        )
-    try:
-        _ = parsed.port
-    except ValueError as exc:
-        return f"--base-url {url!r}: {exc}"
-    return None
-
-
-def _key_source() -> str:
-    for name in API_KEY_VARIABLES:
-        if os.environ.get(name, "").strip():
-            return name
-    return "OPENAI_API_KEY (none set)"
-
-
-def preflight(settings: LLMSettings, agents: Iterable[AgentName]) -> None:
-    """Check the endpoint before a run starts; raise EndpointError with one line if it cannot
-    serve: a malformed URL, no answer, a refused key, or a model it does not serve.
-
-    ``/models`` answers the first three at once; a model it does not list is tried with a
-    one-token request, since some servers (llama.cpp) answer to any model name.
-    """
-    models = served_models(settings, agents)
-    if not models:
-        return  # every agent is answered outside: no endpoint to check
-    endpoint = settings.endpoint()
-    flag = "--base-url " + endpoint if settings.base_url else f"the OpenAI API ({endpoint})"
-    if settings.base_url and (problem := _url_problem(settings.base_url)):
-        raise EndpointError(problem)
-    client = openai.OpenAI(
-        base_url=endpoint,
-        api_key=api_key() or PLACEHOLDER_KEY,
-        max_retries=1,
-        timeout=PREFLIGHT_TIMEOUT_S,
-    )
-    with client:
-        served: list[str] | None = None
-        try:
-            served = [m.id for m in client.models.list()]
-        except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-            raise EndpointError(
-                f"{_key_source()}: {flag} refused the key: {describe_error(exc, endpoint)}"
-            ) from None
-        except openai.APIStatusError:
-            served = None  # no /models on this server: the one-token request decides
-        except openai.APIConnectionError as exc:
-            raise EndpointError(f"{flag}: {describe_error(exc, endpoint)}") from None
-        except Exception:  # an answer that is not an OpenAI model list (an HTML page, ...)
-            served = None
-        for model in models:
-            if served is not None and model in served:
-                continue
-            option = "--model" if model == settings.model else "--agent-model"
-            _probe(client, f"{option} {model}", model, flag, served)
-
-
-def _probe(
-    client: openai.OpenAI, option: str, model: str, flag: str, served: list[str] | None
-) -> None:
-    """A one-token request: does the server answer for ``model``?"""
-    endpoint = str(client.base_url).rstrip("/")
-    try:
-        client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "Say OK."}], max_tokens=1
-        )
-    except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
-        raise EndpointError(
-            f"{_key_source()}: {flag} refused the key: {describe_error(exc, endpoint)}"
-        ) from None
-    except openai.APIStatusError as exc:
-        message = server_message(exc).lower()
-        if exc.status_code == 404 and "model" not in message and served is None:
-            raise EndpointError(  # neither /models nor /chat/completions exist there
-                f"{flag}: no OpenAI-compatible API at this URL (POST /chat/completions: "
-                f"{describe_error(exc, endpoint)}); most servers serve it under /v1"
-            ) from None
-        if exc.status_code == 404 or (exc.status_code in REFUSAL_STATUSES and "model" in message):
-            listed = f" (it serves: {', '.join(served[:8])})" if served else ""
-            raise EndpointError(
-                f"{option}: not served by {endpoint}{listed}: {describe_error(exc, endpoint)}"
-            ) from None
-        if exc.status_code not in (400, 422):  # 400/422: a parameter it dislikes, model known
-            raise EndpointError(f"{flag}: {describe_error(exc, endpoint)}") from None
-    except Exception as exc:  # no connection, or an answer that is not a chat completion
-        raise EndpointError(f"{flag}: {describe_error(exc, endpoint)}") from None

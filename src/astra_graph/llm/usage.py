@@ -1,8 +1,8 @@
 """Which agents call a model, and what their calls cost: the record the LLM client writes.
 
-It sits below the LLM client (:mod:`astra_graph.llm.client`) and the graph's state
-(:mod:`astra_graph.loop.state`), which both use it, so that the client never imports the graph's
-state. Pydantic only.
+It sits below the LLM client (:mod:`astra_graph.llm.client`, :mod:`astra_graph.llm.chat`) and
+the graph's state (:mod:`astra_graph.loop.state`), which both use it, so that the client never
+imports the graph's state. Pydantic only.
 """
 
 from __future__ import annotations

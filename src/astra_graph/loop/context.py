@@ -19,7 +19,8 @@ from pydantic.json_schema import SkipJsonSchema
 from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.results import TimingMode
-from astra_graph.llm.client import DEFAULT_MODEL, LLM, LLMSettings
+from astra_graph.llm.client import LLM
+from astra_graph.llm.settings import DEFAULT_MODEL, LLMSettings
 
 
 @cache

@@ -11,6 +11,7 @@ import difflib
 
 from astra_graph.harness.results import ShapeTiming, Verdict
 from astra_graph.llm.usage import Usage
+from astra_graph.loop.records import RoundRecord
 from astra_graph.loop.state import OptimizationResult
 from astra_graph.report import plots
 from astra_graph.report.blocks import Block, Code, Figure, Heading, Table, Text
@@ -229,6 +230,13 @@ def round_points(run: Run) -> list[plots.RoundPoint]:
     ]
 
 
+def _role(record: RoundRecord, branch: int) -> str:
+    """How the selection rule saw a candidate: carried forward, or a contender beside it."""
+    if branch == record.chosen:
+        return " (carried)"
+    return " (contender)" if branch in record.contender_branches else ""
+
+
 def candidates_table(run: Run) -> Table | None:
     """Every candidate of the best-of-K rounds (None when every round had one candidate)."""
     records = [r.record for r in run.rounds if r.record is not None]
@@ -244,7 +252,7 @@ def candidates_table(run: Run) -> Table | None:
             rows.append(
                 [
                     str(record.round),
-                    str(c.branch) + (" (carried)" if c.branch == record.chosen else ""),
+                    str(c.branch) + _role(record, c.branch),
                     c.plan.summary if c.plan is not None else "-",
                     str(c.attempts),
                     outcome,

@@ -211,6 +211,19 @@ def roofline(
     ordered = sorted(shapes, key=lambda s: s.bytes_moved)
     fig = Figure(figsize=(max(6.5, 0.9 * len(ordered) + 3.0), 4.6))
     ax = fig.add_subplot()
+    peak = max(_achieved(ax, ordered, label), _limits(ax, ordered, copy_bandwidth_gbps))
+    ax.set_ylim(0, peak * 1.12 if math.isfinite(peak) and peak > 0 else 1.0)
+    if ordered or copy_bandwidth_gbps:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.set_xlabel("shape (dims, dtype; bytes moved per call)")
+    ax.set_ylabel("achieved bandwidth (GB/s)")
+    ax.set_title(title)
+    ax.grid(True, axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def _achieved(ax: Axes, ordered: Sequence[ShapeTiming], label: str) -> float:
+    """The baseline's and the kernel's achieved GB/s per shape; the highest drawn."""
     peak = 0.0
     if ordered:
         positions = list(range(len(ordered)))
@@ -236,6 +249,12 @@ def roofline(
     else:
         ax.set_xticks([])
         _no_data(ax, "no timed shapes")
+    return peak
+
+
+def _limits(ax: Axes, ordered: Sequence[ShapeTiming], copy_bandwidth_gbps: float | None) -> float:
+    """The latency floor per shape and the roof (or the copy bandwidth); the highest drawn."""
+    peak = 0.0
     floors = [
         (i, s.bytes_moved / s.copy_floor.median_us / 1e3)
         for i, s in enumerate(ordered)
@@ -270,14 +289,7 @@ def roofline(
             label=f"copy bandwidth {copy_bandwidth_gbps:,.0f} GB/s (roof)",
         )
         peak = max(peak, copy_bandwidth_gbps)
-    ax.set_ylim(0, peak * 1.12 if math.isfinite(peak) and peak > 0 else 1.0)
-    if ordered or copy_bandwidth_gbps:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    ax.set_xlabel("shape (dims, dtype; bytes moved per call)")
-    ax.set_ylabel("achieved bandwidth (GB/s)")
-    ax.set_title(title)
-    ax.grid(True, axis="y", alpha=0.3)
-    return _png(fig)
+    return peak
 
 
 def compare_speedups(

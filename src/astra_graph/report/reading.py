@@ -17,10 +17,12 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from astra_graph.harness import selection
 from astra_graph.harness.results import BenchReport, ShapeTiming, Verdict
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.llm.external import EXTERNAL
-from astra_graph.loop.state import OptimizationResult, RoundRecord
+from astra_graph.loop.records import RoundRecord
+from astra_graph.loop.state import OptimizationResult
 from astra_graph.store.rundir import BASELINE_BENCH, BENCH, BEST, HELDOUT_VERDICT, RUN_JSON, VERDICT
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -178,6 +180,11 @@ def _round_dirs(run_dir: Path) -> dict[int, Path]:
     return {int(p.name): p for p in rounds_dir.iterdir() if p.is_dir() and p.name.isdigit()}
 
 
+def _speed(row: RoundRow) -> selection.Speed | None:
+    """A round's speedup as the selection rule reads it; None when it has none."""
+    return None if row.speedup is None else selection.Speed(row.speedup, row.speedup_err)
+
+
 def _merge_rounds(run_dir: Path, result: OptimizationResult | None) -> list[RoundRow]:
     rows: dict[int, RoundRow] = {}
     records = result.rounds if result else []
@@ -247,8 +254,8 @@ def load_run(run_dir: Path | str) -> Run:
 
     shapes = list(result.shapes) if result else []
     if not shapes:
-        timed = [r for r in rounds if r.accepted and r.bench is not None and r.speedup]
-        best_round = max(timed, key=lambda r: r.speedup or 0.0, default=None)
+        timed = [r for r in rounds if r.accepted and r.bench is not None]
+        best_round = selection.best_by(timed, _speed)
         if best_round is not None and best_round.bench is not None:
             shapes = list(best_round.bench.shapes)
 

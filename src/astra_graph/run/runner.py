@@ -34,17 +34,14 @@ from astra_graph.harness.results import TimingMode
 from astra_graph.kernel.catalog import resolve
 from astra_graph.llm import external
 from astra_graph.llm import usage as usage_module
-from astra_graph.llm.client import (
-    DEFAULT_MODEL,
-    LLM,
-    EndpointError,
-    LLMSettings,
-    endpoint_problem,
-    every_call_failed,
-    preflight,
-)
+from astra_graph.llm.client import LLM
+from astra_graph.llm.errors import every_call_failed
+from astra_graph.llm.preflight import EndpointError, preflight
+from astra_graph.llm.settings import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.llm.usage import AgentName
 from astra_graph.loop import graph, single_graph
+from astra_graph.loop import plans as plans_module
+from astra_graph.loop import records as records_module
 from astra_graph.loop import state as state_module
 from astra_graph.loop.context import Context
 from astra_graph.loop.graph import recursion_limit
@@ -101,7 +98,7 @@ def checkpoint_serializer() -> JsonPlusSerializer:
     """The checkpoint serializer, allowed to rebuild exactly our state's models and no others."""
     allowed = [
         (cls.__module__, cls.__name__)
-        for module in (state_module, usage_module, models_module)
+        for module in (state_module, records_module, plans_module, usage_module, models_module)
         for cls in vars(module).values()
         if isinstance(cls, type)
         and issubclass(cls, BaseModel)
@@ -158,8 +155,8 @@ def optimize(
     suites, the baseline's profile, per-bucket tuning and finalize, with no agent rounds.
     The model ``external`` for an agent makes its requests interrupts: the run returns with
     status ``waiting``; ``answer`` (with ``resume``) is the reply to the request it waits for.
-    The model endpoint is checked first (:func:`astra_graph.llm.client.preflight`), before any run
-    directory exists. A run in which no LLM call gave a usable reply ends ``failed`` with the
+    The model endpoint is checked first (:func:`astra_graph.llm.preflight.preflight`), before any
+    run directory exists. A run in which no LLM call gave a usable reply ends ``failed`` with the
     last failure as its error.
     Every precondition (arguments, kernel, endpoint, a GPU for the default evaluator) is
     checked before anything is written. Raises ConfigurationError (bad arguments, an endpoint

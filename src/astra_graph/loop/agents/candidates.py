@@ -19,7 +19,8 @@ runs on its own copy of the state with ``branch`` set and the round's record nar
 whose reducers merge the K (``state.merge_rounds`` by round and branch). The evaluations go
 through the shared evaluator, which with a GPU pool runs them on idle GPUs at once. The branch
 ends with the same ``measure`` step as a lone candidate (``agents/profiling.py``). The round's
-record then carries the fastest accepted candidate forward (``RoundRecord.carried``), and
+record then carries the best contender forward by the selection rule (``RoundRecord.carried``:
+of the accepted candidates faster than the baseline beyond the noise, the best), and
 :func:`join` tells the round's outcome and copies the carried candidate's files into the
 round's folder.
 """
@@ -40,7 +41,8 @@ from astra_graph.loop.agents import coding, profiling, repair, testing
 from astra_graph.loop.agents.common import emit
 from astra_graph.loop.agents.profiling import round_outcome
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import CandidateRecord, RoundRecord, State, merge_rounds
+from astra_graph.loop.records import CandidateRecord, RoundRecord, merge_rounds
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import BENCH, VERDICT, carried_copy, round_dir, write_model
 
 BRANCH_NODE = "candidate"

@@ -4,11 +4,13 @@ The reply is free text, read by :func:`astra_graph.llm.replies.read_code`: the w
 (a fenced block, or bare code with prose around it), or a unified diff applied to the source
 the agent was shown. A reply cut off by the output limit, a diff that does not apply or a reply
 with no code is never compiled: its repair prompt goes back to the agent. Before anything is
-compiled, :func:`read_candidate` checks that the file's header parses against the contract,
-that the kernel's parameter list matches the contract's arguments, and that the launch geometry
-and requirements work for every visible shape. A problem is fed back to the coding agent (the
-repair edge), as are compile and launch failures found by ``verify``. Each attempt lands in the
-candidate's record (``state.Attempt``); what the next attempt is told is computed from it.
+compiled, :func:`read_candidate` checks that the file's header parses against the contract and
+applies the one interface rule (:func:`astra_graph.harness.validation.interface_check`: the
+kernel's parameter list, the requirements and the launch geometry on every visible shape, at the
+evaluator's GPU's architecture, sm_90 when it cannot say). A problem is fed back to the coding
+agent (the repair edge), as are compile and launch failures found by ``verify``. Each attempt
+lands in the candidate's record (``state.Attempt``); what the next attempt is told is computed
+from it.
 """
 
 from __future__ import annotations
@@ -18,14 +20,11 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from astra_graph.harness.compile import DEFAULT_ARCH
-from astra_graph.harness.geometry import launch_problem
 from astra_graph.harness.results import Verdict
-from astra_graph.kernel import expr, loaded
+from astra_graph.harness.validation import Arch, interface_check
+from astra_graph.kernel import loaded
 from astra_graph.kernel.contract import ContractError, OperationSpec
-from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import Implementation, load_implementation
-from astra_graph.kernel.signature import interface_problem as parameters_problem
 from astra_graph.llm import prompts
 from astra_graph.llm.replies import RawReply, ReplyProblem, read_code
 from astra_graph.loop.agents.common import (
@@ -39,47 +38,25 @@ from astra_graph.loop.agents.common import (
     visible_shapes,
 )
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import Attempt, CandidateRecord, Plan, State
+from astra_graph.loop.plans import Plan
+from astra_graph.loop.records import Attempt, CandidateRecord
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import attempt_file, write_text
 
 
 def read_candidate(
-    spec: OperationSpec, path: Path, source: str, shapes: list[dict[str, int]]
+    spec: OperationSpec, path: Path, source: str, shapes: list[dict[str, int]], arch: Arch
 ) -> tuple[Implementation | None, str | None]:
     """The file parsed (None if its header does not), and why it cannot implement the contract
-    on the visible shapes (None if it can). The parse is handed on, so the file is parsed once."""
+    on the visible shapes at ``arch`` (None if it can): the interface rule of
+    :func:`astra_graph.harness.validation.interface_check`. The parse is handed on, so the file
+    is parsed once."""
     try:
         impl = load_implementation(path, spec.contract, source)
     except ContractError as exc:
         return None, str(exc)
-    return impl, interface_problem(spec, impl, shapes)
-
-
-def interface_problem(
-    spec: OperationSpec, impl: Implementation, shapes: list[dict[str, int]]
-) -> str | None:
-    """Why the parsed file cannot implement the contract on the visible shapes, or None."""
-    for dtype_name in spec.contract.dtypes:
-        problem = parameters_problem(spec, impl, dtype_name)
-        if problem:
-            return problem
-        dtype = DTYPES[dtype_name]
-        for tunables in impl.header.configurations():
-            for dims in shapes:
-                label = spec.contract.label(dims)
-                try:
-                    unmet = impl.header.unmet_requirement(dims, dtype, tunables)
-                except (expr.ExprError, ArithmeticError) as exc:
-                    return f"header.requires: {exc} (shape {label})"
-                if unmet:
-                    return (
-                        f"header.requires: {unmet!r} excludes shape {label} ({dtype_name}); "
-                        "every tuning and edge shape must be supported"
-                    )
-                problem = launch_problem(impl.header, dims, dtype, tunables, DEFAULT_ARCH, label)
-                if problem:
-                    return problem
-    return None
+    problems = interface_check(spec, impl, arch, shapes)
+    return impl, problems[0].message if problems else None
 
 
 def repair_text(state: State) -> str:
@@ -149,7 +126,8 @@ def take_candidate(
     if source is not None:
         file = attempt_file(state.run_dir, k, n, state.branch_folder)
         write_text(file, source)
-        impl, problem = read_candidate(spec, path, source, visible_shapes(spec, state))
+        arch = context_of(runtime).compile_arch  # the evaluator's GPU's; asked if needed
+        impl, problem = read_candidate(spec, path, source, visible_shapes(spec, state), arch)
         if problem:
             verdict = Verdict.reject("interface_mismatch", problem)
         else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from langgraph.runtime import Runtime
@@ -18,7 +17,9 @@ from astra_graph.kernel.header import Implementation
 from astra_graph.llm import prompts
 from astra_graph.loop.agents.summary import summarize
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import CandidateRecord, Plan, RoundRecord, State
+from astra_graph.loop.plans import Plan
+from astra_graph.loop.records import CandidateRecord, RoundRecord
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import BENCH, CANDIDATE, VERDICT, branch_dir, write_model
 
 MAX_EXTRA_SHAPES = 8
@@ -40,12 +41,6 @@ ROLES = {
 def context_of(runtime: Runtime[Context]) -> Context:
     """The run's context, or the defaults when none was given (a run started from Studio)."""
     return runtime.context if runtime.context is not None else DEFAULT_CONTEXT
-
-
-def load_kernel(path: str | Path) -> tuple[OperationSpec, Implementation]:
-    """The implementation file's contract (beside it, or named by its header) and the file,
-    read once per version of the files (:mod:`astra_graph.kernel.loaded`)."""
-    return loaded.kernel(path)
 
 
 def load_baseline(state: State) -> tuple[OperationSpec, Implementation]:
@@ -74,39 +69,47 @@ def parameters_text(spec: OperationSpec) -> str:
 
 
 def contract_text(spec: OperationSpec) -> str:
-    """What the contract says, compactly: dims, types, parameters, traffic, tolerance, notes."""
+    """What the contract says, compactly: dims, types, parameters, traffic, tolerance, notes
+    (the sentences are ``prompts/contract.md`` and the files it names)."""
     c = spec.contract
-    lines = ["Dims:"]
+    dims = []
     for name, dim in c.dims.items():
         limits = [f"min {dim.min}"]
         if dim.max is not None:
             limits.append(f"max {dim.max}")
         if dim.multiple_of > 1:
             limits.append(f"multiple of {dim.multiple_of}")
-        lines.append(f"- {name}: {', '.join(limits)}. {dim.description}".rstrip())
-    lines.append(f"Element types T: {', '.join(c.dtypes)}")
-    lines.append(f"Kernel parameters, in order: {parameters_text(spec)}")
-    lines.append(f"Fewest bytes one call moves: {c.bytes_moved}")
-    tolerances = ", ".join(f"{k}: atol {t.atol}, rtol {t.rtol}" for k, t in c.tolerance.items())
-    lines.append(f"Tolerance: {tolerances}; error at most {c.error_ratio}x the starting kernel's")
-    lines.append(
-        "Alignment of the base pointers: " + ", ".join(f"{a.name} {a.align} B" for a in c.args)
+        dims.append(f"- {name}: {', '.join(limits)}. {dim.description}".rstrip())
+    specials = [
+        _prompt(
+            "special",
+            special=special.name,
+            values="; ".join(f"{arg} set to {vals}" for arg, vals in special.values.items()),
+            fraction=f"{special.fraction:.0%}",
+            description=special.description,
+        ).rstrip()
+        for special in c.specials
+    ]
+    notes = [f"Notes: {' '.join(c.notes.split())}"] if c.notes.strip() else []
+    return _prompt(
+        "contract",
+        dims="\n".join(dims),
+        dtypes=", ".join(c.dtypes),
+        parameters=parameters_text(spec),
+        bytes_moved=c.bytes_moved,
+        tolerances=", ".join(f"{k}: atol {t.atol}, rtol {t.rtol}" for k, t in c.tolerance.items()),
+        error_ratio=c.error_ratio,
+        alignment=", ".join(f"{a.name} {a.align} B" for a in c.args),
+        determinism=_prompt("deterministic" if c.deterministic else "atomics_allowed"),
+        specials="".join(f"\n{line}" for line in specials),
+        notes="".join(f"\n{line}" for line in notes),
     )
-    lines.append(
-        "Determinism: every rerun must give bit-identical outputs (no atomics whose order "
-        "changes results)"
-        if c.deterministic
-        else "Determinism: not required; atomics are allowed (no bit-for-bit rerun check)"
-    )
-    for special in c.specials:
-        values = "; ".join(f"{arg} set to {vals}" for arg, vals in special.values.items())
-        lines.append(
-            f"Special inputs '{special.name}' (checked on every suite): {values} in "
-            f"{special.fraction:.0%} of elements. {special.description}".rstrip()
-        )
-    if c.notes.strip():
-        lines.append(f"Notes: {' '.join(c.notes.split())}")
-    return "\n".join(lines)
+
+
+def _prompt(prompt: str, **values: object) -> str:
+    """``prompts/<name>.md`` filled in, without the file's final newline (these are pieces of
+    a prompt, joined by the caller)."""
+    return prompts.render(prompt, **values).removesuffix("\n")
 
 
 def shapes_text(shapes: Iterable[Mapping[str, int]]) -> str:
@@ -220,16 +223,14 @@ def kernel_brief(spec: OperationSpec, state: State) -> str:
     profile = "not measured yet"
     if best is not None and best.bench is not None:
         profile = summarize(best.bench, f"Profile of {best.describe()}")
-    return "\n\n".join(
-        [
-            reference_text(spec),
-            gpu_text(best.bench if best is not None and best.bench else state.baseline),
-            "Shapes the candidate is checked and timed on (tuning suite, the testing agent's "
-            "extra shapes, edge cases): " + shapes_text(visible_shapes(spec, state)),
-            prompts.quote("Profile of the current best implementation", profile),
-            dispatch_text(best.dispatch if best is not None else None),
-            history_text(state.history),
-        ]
+    return _prompt(
+        "brief",
+        reference=reference_text(spec),
+        gpu=gpu_text(best.bench if best is not None and best.bench else state.baseline),
+        shapes=shapes_text(visible_shapes(spec, state)),
+        profile=prompts.quote("Profile of the current best implementation", profile),
+        dispatch=dispatch_text(best.dispatch if best is not None else None),
+        history=history_text(state.history),
     )
 
 

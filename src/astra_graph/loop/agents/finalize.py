@@ -24,9 +24,10 @@ from astra_graph.harness.results import Verdict
 from astra_graph.harness.selection import final_pick
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.loop.agents.common import context_of, emit, load_baseline
+from astra_graph.loop.best import Best, contenders
 from astra_graph.loop.context import Context
 from astra_graph.loop.result import result_from_state
-from astra_graph.loop.state import Best, State, contenders
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import (
     BEST,
     BEST_DISPATCH,

@@ -26,7 +26,9 @@ from astra_graph.loop.agents.common import (
     system_prompt,
 )
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import Plan, PlanSet, RoundRecord, State
+from astra_graph.loop.plans import Plan, PlanSet
+from astra_graph.loop.records import RoundRecord
+from astra_graph.loop.state import State
 
 
 def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:

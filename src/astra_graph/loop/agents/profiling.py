@@ -23,8 +23,10 @@ from astra_graph.harness.results import BenchReport, Verdict
 from astra_graph.harness.worker import WorkerError, WorkerTimeout
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.loop.agents.common import context_of, emit, load_baseline, write_candidate_files
+from astra_graph.loop.best import best_so_far
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import RoundRecord, State, best_so_far, merge_rounds
+from astra_graph.loop.records import RoundRecord, merge_rounds
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import BASELINE_BENCH, write_model
 
 

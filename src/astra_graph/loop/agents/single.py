@@ -28,7 +28,9 @@ from astra_graph.loop.agents.common import (
     system_prompt,
 )
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import Plan, RoundRecord, State, merge_rounds
+from astra_graph.loop.plans import Plan
+from astra_graph.loop.records import RoundRecord, merge_rounds
+from astra_graph.loop.state import State
 
 PLAN_CHARS = 400
 

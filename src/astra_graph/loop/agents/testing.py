@@ -34,7 +34,8 @@ from astra_graph.loop.agents.common import (
     write_candidate_files,
 )
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import ShapeProposals, State, TestSuite
+from astra_graph.loop.plans import ShapeProposals, TestSuite
+from astra_graph.loop.state import State
 
 VISIBLE_SUITES = ("tuning", "edge")
 """The contract suites a candidate is checked on during the rounds; held-out comes at the end."""

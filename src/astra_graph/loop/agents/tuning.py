@@ -25,8 +25,10 @@ from astra_graph.harness.worker import WorkerError
 from astra_graph.kernel import loaded
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.loop.agents.common import context_of, emit, load_baseline
+from astra_graph.loop.best import best_so_far
 from astra_graph.loop.context import Context
-from astra_graph.loop.state import RoundRecord, State, Tuned, best_so_far, merge_rounds
+from astra_graph.loop.records import RoundRecord, Tuned, merge_rounds
+from astra_graph.loop.state import State
 from astra_graph.store.rundir import round_dir, write_model
 
 TUNING_FILE = "tuning.json"
