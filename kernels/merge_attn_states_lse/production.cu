@@ -2,35 +2,47 @@
 // SGLang ships) at every shape. The rows (token, head) are contiguous in memory; a block of
 // (ceil(head_dim / (8 * VECS)), rows) threads merges `rows` consecutive rows, each thread VECS
 // consecutive 16-byte vectors (8 elements each) of one row.
-// Why this layout: FlashInfer gives one block all heads of a token (rows = heads), and measured
-// on the H100 (issue 25) that beat our former fixed 8-row, 128-thread blocks at every decode
-// shape (0.86x at 1x32x128 and 7x28x128, 0.92x at 200x20x64, 0.95x at 16x64x128) and tied at
-// large ones, so the default (ROWS = 0) is exactly that grid: one block per token while a token
-// fits in 1024 threads. Unlike FlashInfer, rows are counted flat, so a token wider than 1024
-// threads (64 heads at head_dim 256) is split over blocks instead of failing, any head_dim that
-// is a multiple of 8 works, and ROWS > 0 (a fixed row count per block, grid no longer tied to
-// the token count) and VECS (elements per thread) are tunables the tuner can pick per shape
-// bucket. Every thread issues its loads (its vectors and the two LSEs) before any arithmetic,
-// so a decode-size launch waits on one round trip to memory. The weights are computed by every
-// lane of a row: the lanes of one warp run that arithmetic in the same instructions, so sharing
-// it through shared memory would only add a barrier; the merged LSE is stored by one lane.
-// The weights use the hardware exp2 and an approximate reciprocal of a sum in [1, 2] (a few fp32
-// ulps, far inside the fp16/bf16 tolerance); the merged LSE keeps the accurate log2f, since it is
-// checked as fp32. An empty side (LSE -inf) gets weight exactly 0 and the other exactly 1
-// (exp2(0) = 1 and 1/1 = 1 are exact), so it passes through bit-exact; both empty: v = 0 and
-// s = -inf. Loads carry the L1::no_allocate streaming hint (STREAM = 1) in launches of up to
-// LARGE_LAUNCH_THREADS threads: measured on the H100 (2026-11-24, benchmarks/merge_sweep.py) it
-// shortened those by ~2%, while in larger launches, many waves long and bandwidth-bound, it cost
-// bandwidth. STREAM = 0 drops it everywhere (a tunable, so the sweep can confirm it per shape).
-// astra: description = FlashInfer's grid (a block per token) or ROWS rows per block, VECS 16-byte vectors per thread, loads first
+// The grid (ROWS = 0, the default) is a pure function of the sizes, chosen from measurements on
+// the H100 (2026-11-25, benchmarks/results/2026-11-25-h100/: merge_sweep.json, anchors-*.md):
+// - above DECODE_TOKENS = 256 tokens, FlashInfer's grid, one block per token (rows = heads):
+//   there it tied or beat FlashInfer's own kernel (1.00-1.06x at 512-8192 tokens);
+// - up to 256 tokens (decode), blocks of DECODE_BLOCK_THREADS = 128 threads (8 rows at
+//   head_dim 128): the sweep of fixed row counts found 8 or 16 rows (128-256 threads) fastest at
+//   every decode shape up to 256 tokens, 1-7% ahead of one block per token (16x64x128: 2.28-2.30
+//   vs 2.45 us), since more, smaller blocks spread a small launch's loads over more SMs.
+// A token wider than 1024 threads (64 heads at head_dim 256) is split over blocks instead of
+// failing, any head_dim that is a multiple of 8 works, and ROWS > 0 (a fixed row count per
+// block) and VECS (elements per thread) are tunables the tuner can pick per shape bucket.
+// At decode the kernel is pure latency, so the path from launch to the last store is kept as
+// short as FlashInfer's (counted in the SASS for sm_90): the row index is 32-bit (rows < 2^31,
+// a requirement below) and becomes a 64-bit element offset in one wide multiply-add; every
+// thread issues its loads (its vectors and the two LSEs) before any arithmetic; the weights use
+// the hardware ex2, rcp and lg2 approximations with denormals flushed, without the range fix-ups
+// and the polynomial log2f that the accurate library calls compile to (their tail, ~30
+// dependent instructions before the store of s_merged, was the gap to FlashInfer at 1 token).
+// Accuracy: the sum of the weights lies in [1, 2], where rcp.approx and lg2.approx are within a
+// few fp32 ulps (lg2: absolute error ~2^-22), far inside the fp16/bf16 tolerance of v_merged and
+// the 1e-5 absolute tolerance of s_merged; a weight below 2^-126 flushed to 0 changes v_merged by
+// less than 2^-126 relative. An empty side (LSE -inf) gets weight exactly 0 and the other exactly
+// 1 (ex2(0) = 1 and rcp(1) = 1 are exact), and s_merged is then the other side's LSE copied, not
+// recomputed, so it passes through bit-exact; both empty: the weights' sum is 0, both scales 0,
+// v = 0 and s = lg2(0) + (-inf) = -inf, as FlashInfer computes it.
+// The weights are computed by every lane of a row: the lanes of one warp run that arithmetic in
+// the same instructions, so sharing it through shared memory would only add a barrier; the
+// merged LSE is stored by one lane.
+// Loads carry the L1::no_allocate streaming hint only with STREAM = 1, in launches of up to
+// LARGE_LAUNCH_THREADS threads: on 2026-11-24 it shortened mid-size launches by ~2%, but the
+// 2026-11-25 sweep found it 2-4% slower at the decode shapes with one block per token (1x32x128
+// 1.97 vs 1.92 us, 16x64x128 2.56 vs 2.45) and within the noise elsewhere, so it is off by default.
+// astra: description = a block per token above 256 tokens, 128-thread blocks at decode (or ROWS rows per block), VECS 16-byte vectors per thread, loads first, hardware ex2/rcp/lg2
 // astra: entry = merge_attn_states_lse_vec<T, VECS, STREAM>
-// astra: grid = ceil_div(tokens * heads, max(1, min(ROWS + (ROWS == 0) * heads, 1024 // ceil_div(head_dim // 8, VECS))))
-// astra: block = (ceil_div(head_dim // 8, VECS), max(1, min(ROWS + (ROWS == 0) * heads, 1024 // ceil_div(head_dim // 8, VECS))))
+// astra: grid = ceil_div(tokens * heads, max(1, min(ROWS + (ROWS == 0) * ((tokens > 256) * heads + (tokens <= 256) * max(1, 128 // ceil_div(head_dim // 8, VECS))), 1024 // ceil_div(head_dim // 8, VECS))))
+// astra: block = (ceil_div(head_dim // 8, VECS), max(1, min(ROWS + (ROWS == 0) * ((tokens > 256) * heads + (tokens <= 256) * max(1, 128 // ceil_div(head_dim // 8, VECS))), 1024 // ceil_div(head_dim // 8, VECS))))
 // astra: tunable ROWS = 0, 1, 2, 4, 8, 16
 // astra: tunable VECS = 1, 2
-// astra: tunable STREAM = 1, 0
+// astra: tunable STREAM = 0, 1
 // astra: requires = head_dim % 8 == 0
-// astra: requires = ceil_div(tokens * heads, max(1, min(ROWS + (ROWS == 0) * heads, 1024 // ceil_div(head_dim // 8, VECS)))) < 2 ** 31
+// astra: requires = tokens * heads < 2 ** 31
 
 #define LARGE_LAUNCH_THREADS 4194304  // above this many threads, loads drop the streaming hint
 
@@ -42,6 +54,23 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(flo
     return __float2bfloat16_rn(v);
 }
 __device__ __forceinline__ float neg_inf() { return __int_as_float(0xff800000); }
+
+// hardware approximations, denormals flushed (the header says why they are accurate enough)
+__device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float rcp(float x) {
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+__device__ __forceinline__ float lg2(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 // read-only data streamed once; `hint` is uniform across the launch
 __device__ __forceinline__ uint4 load_stream(const uint4* p, bool hint) {
@@ -61,14 +90,17 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
                                           T* __restrict__ v_merged, float* __restrict__ s_merged,
                                           int tokens, int heads, int head_dim) {
     constexpr int kVec = 16 / sizeof(T);
-    const size_t row = (size_t)blockIdx.x * blockDim.y + threadIdx.y;  // token * heads + head
-    if (row >= (size_t)tokens * heads) {
+    // token * heads + head; the header requires tokens * heads < 2^31
+    const unsigned row = blockIdx.x * blockDim.y + threadIdx.y;
+    if (row >= (unsigned)(tokens * heads)) {
         return;
     }
-    const size_t threads = (size_t)gridDim.x * blockDim.x * blockDim.y;
-    const bool hint = kStream != 0 && threads <= LARGE_LAUNCH_THREADS;
-    const size_t base = row * head_dim;
-    const int first = threadIdx.x * kVecs * kVec;  // this thread's first column
+    const unsigned first = threadIdx.x * (kVecs * kVec);  // this thread's first column
+    const size_t base = (size_t)row * (unsigned)head_dim + first;  // one wide multiply-add
+    bool hint = false;
+    if (kStream != 0) {
+        hint = (size_t)gridDim.x * blockDim.x * blockDim.y <= LARGE_LAUNCH_THREADS;
+    }
 
     uint4 a_raw[kVecs];
     uint4 b_raw[kVecs];
@@ -76,26 +108,26 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
     for (int j = 0; j < kVecs; ++j) {
         // a row whose vector count is not a multiple of kVecs leaves its last thread short;
         // with one vector a thread, the block's width is the row's: no check is compiled
-        if (kVecs == 1 || first + j * kVec < head_dim) {
-            a_raw[j] = load_stream(reinterpret_cast<const uint4*>(v_a + base + first + j * kVec), hint);
-            b_raw[j] = load_stream(reinterpret_cast<const uint4*>(v_b + base + first + j * kVec), hint);
+        if (kVecs == 1 || first + j * kVec < (unsigned)head_dim) {
+            a_raw[j] = load_stream(reinterpret_cast<const uint4*>(v_a + base + j * kVec), hint);
+            b_raw[j] = load_stream(reinterpret_cast<const uint4*>(v_b + base + j * kVec), hint);
         }
     }
     const float sa = __ldg(s_a + row);
     const float sb = __ldg(s_b + row);
 
+    // both sides empty: sa - m is (-inf) - (-inf) = NaN, which fmaxf turns into -inf, weight 0
     const float m = fmaxf(sa, sb);
-    const bool empty = m == neg_inf();
-    const float wa = empty ? 0.0f : exp2f(sa - m);
-    const float wb = empty ? 0.0f : exp2f(sb - m);
-    const float sum = wa + wb;
-    const float inv = empty ? 0.0f : __fdividef(1.0f, sum);
+    const float wa = ex2(fmaxf(sa - m, neg_inf()));
+    const float wb = ex2(fmaxf(sb - m, neg_inf()));
+    const float sum = wa + wb;  // in [1, 2], or 0 when both sides are empty
+    const float inv = sum > 0.0f ? rcp(sum) : 0.0f;
     const float ka = wa * inv;
     const float kb = wb * inv;
 
 #pragma unroll
     for (int j = 0; j < kVecs; ++j) {
-        if (kVecs == 1 || first + j * kVec < head_dim) {
+        if (kVecs == 1 || first + j * kVec < (unsigned)head_dim) {
             const T* a = reinterpret_cast<const T*>(&a_raw[j]);
             const T* b = reinterpret_cast<const T*>(&b_raw[j]);
             uint4 o_raw;
@@ -104,10 +136,14 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
             for (int k = 0; k < kVec; ++k) {
                 o[k] = from_f32<T>(fmaf(ka, to_f32(a[k]), kb * to_f32(b[k])));
             }
-            *reinterpret_cast<uint4*>(v_merged + base + first + j * kVec) = o_raw;
+            *reinterpret_cast<uint4*>(v_merged + base + j * kVec) = o_raw;
         }
     }
     if (threadIdx.x == 0) {
-        s_merged[row] = empty ? m : log2f(sum) + m;
+        // one side empty (the other's weight exactly 1): that side's LSE, bit-exact; selects
+        // rather than branches, so the store waits on nothing but lg2
+        const float merged = lg2(sum) + m;
+        const float one_side = wb == 0.0f ? sa : sb;
+        s_merged[row] = (wa == 0.0f || wb == 0.0f) ? one_side : merged;
     }
 }
