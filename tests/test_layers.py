@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("harness", {"harness"}),
     ("services over the harness", {"tuning", "validation"}),
     ("LLM client", {"replies", "external_chat", "llm", "context"}),
-    ("state and records", {"state", "result", "report"}),
+    ("state and records", {"state", "result", "report", "export"}),
     ("agents", {"agents"}),
     ("graphs", {"graph", "single_graph", "progress"}),
     ("runner", {"runner", "many"}),
