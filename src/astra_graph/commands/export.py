@@ -21,6 +21,10 @@ from typing import TYPE_CHECKING
 
 from astra_graph.commands import UsageError
 
+FIXTURES = Path("tests/fixtures/framework_ops")
+"""Framework-style originals the project writes itself, laid out as a framework tree (their
+``framework.toml`` ``[source] file`` paths), relative to the repository root."""
+
 if TYPE_CHECKING:
     from astra_graph.export.torch_package import FinishedRun
 
@@ -51,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--original",
         type=Path,
         help="the framework-style original .cu with a torch launcher (--verify, "
-        "--gate; default: tests/fixtures/framework_ops/<op>.cu)",
+        "--gate; default: tests/fixtures/framework_ops/<framework.toml [source] file>)",
     )
     p.set_defaults(run=run)
 
@@ -64,11 +68,11 @@ def run(args: argparse.Namespace) -> int:
     try:
         finished = check_exportable(args.run_dir)
         out = args.out or args.run_dir / "export"
+        arch = args.arch or gpu_arch() or DEFAULT_ARCH
         if args.format == "patch":
-            return _patch(finished, out, args)
+            return _patch(finished, out, arch, args)
         if args.framework_root or args.check:
             raise UsageError("--framework-root and --check go with --format patch")
-        arch = args.arch or gpu_arch() or DEFAULT_ARCH
         package = export_torch(finished, out, arch=arch, name=args.name)
     except ExportError as exc:
         raise UsageError(str(exc)) from None
@@ -87,8 +91,9 @@ def _original(finished: FinishedRun, args: argparse.Namespace) -> Path:
         if not args.original.is_file():
             raise UsageError(f"--original: {args.original} not found")
         return Path(args.original)
-    default = Path("tests/fixtures/framework_ops") / f"{finished.spec.name}.cu"
-    if not default.is_file():
+    source = finished.framework.source
+    default = FIXTURES / source.file if source else None
+    if default is None or not default.is_file():
         raise UsageError(f"--original: no default {default}; name the framework-style original")
     return default
 
@@ -121,15 +126,15 @@ def _on_gpu(finished: FinishedRun, package: Path, out: Path, args: argparse.Name
     return status
 
 
-def _patch(finished: FinishedRun, out: Path, args: argparse.Namespace) -> int:
+def _patch(finished: FinishedRun, out: Path, arch: str, args: argparse.Namespace) -> int:
     from astra_graph.export.patch import check_patch, write_patch
 
     if args.framework_root is None:
         raise UsageError("--format patch needs --framework-root DIR (the framework checkout)")
-    diff_path, patched = write_patch(finished, args.framework_root, out)
+    diff_path, patched = write_patch(finished, args.framework_root, out, arch)
     print(f"astra export: wrote {diff_path}")
     if args.check:
-        problem = check_patch(finished, args.framework_root, patched)
+        problem = check_patch(finished, args.framework_root, patched, arch)
         if problem:
             print(f"astra export: --check: {problem}")
             return 1

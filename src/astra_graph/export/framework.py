@@ -133,7 +133,7 @@ class FrameworkOp(BaseModel):
     def mutated(self) -> list[str]:
         return [a.name for a in self.args if a.mutated]
 
-    def schema(self) -> str:
+    def torch_schema(self) -> str:
         """The argument list for ``torch.library`` (``(Tensor(a!) out, Tensor input) -> ()``)."""
         items = []
         for i, arg in enumerate(self.args):
@@ -188,14 +188,14 @@ def parse_op(file: FrameworkFile, contract: Contract) -> FrameworkOp:
     if missing:
         raise ValueError(f"op.schema: the contract's {missing[0]!r} has no argument in the op")
     names = {a.name for a in args}
-    for i, target in enumerate(file.patch):
-        for name in target.params:
+    for i, patch in enumerate(file.patch):
+        for name in patch.params:
             if name not in names:
                 raise ValueError(f"patch[{i}].params: {name!r} is not an argument of op.schema")
-        missing_params = sorted(names - set(target.params))
+        missing_params = sorted(names - set(patch.params))
         if missing_params:
             raise ValueError(f"patch[{i}].params: op argument {missing_params[0]!r} is missing")
-        for name in target.optional:
+        for name in patch.optional:
             if not next(a for a in args if a.name == name).mutated:
                 raise ValueError(f"patch[{i}].optional: {name!r} is not an output (Tensor!)")
     return FrameworkOp(
