@@ -60,18 +60,20 @@ class Runtime:
         return self._arch[device]
 
     def _function(self, device: int, cubin: str, name: str, smem: int) -> Any:
-        key = (device, cubin, name)
-        function = self._functions.get(key)
-        if function is None:
-            with cupy.cuda.Device(device):
-                module = cupy.RawModule(path=str(self.folder / cubin))
-                function = module.get_function(name)
-                if smem > DEFAULT_SMEM_LIMIT:
-                    function.max_dynamic_shared_size_bytes = smem
-            self._functions[key] = function
-        elif smem > DEFAULT_SMEM_LIMIT and function.max_dynamic_shared_size_bytes < smem:
+        if not any(key[0] == device for key in self._functions):
+            self._load_all(device)
+        function = self._functions[(device, cubin, name)]
+        if smem > DEFAULT_SMEM_LIMIT and function.max_dynamic_shared_size_bytes < smem:
             function.max_dynamic_shared_size_bytes = smem
         return function
+
+    def _load_all(self, device: int) -> None:
+        """Load every cubin of the table at the first call on a device: loading a module is
+        not allowed while a CUDA graph is being captured, and a later call may pick another."""
+        with cupy.cuda.Device(device):
+            for cubin, name in self.dispatch.TABLE.kernels.values():
+                module = cupy.RawModule(path=str(self.folder / cubin))
+                self._functions[(device, cubin, name)] = module.get_function(name)
 
     def _stream(self, device: int) -> Any:
         handle = torch.cuda.current_stream(device).cuda_stream
