@@ -174,7 +174,7 @@ def test_op_source_declares_the_framework_signature(exported: tuple[str, Path, P
     framework = read_run(run).framework
     tree = ast.parse((package / "op.py").read_text())
     function = next(
-        n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == framework.name
+        n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == framework.name
     )
     assert [a.arg for a in function.args.args] == [a.name for a in framework.args]
     decorator = function.decorator_list[0]

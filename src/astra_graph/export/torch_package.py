@@ -151,16 +151,26 @@ from . import _launch, dispatch
 OP = {qualname!r}
 FRAMEWORK_OP = {fw.qualname!r}
 RUNTIME = _launch.Runtime(Path(__file__).parent / "kernels", dispatch, OP)
+# torch registers an op name once per process: importing another export of this op (a newer
+# package, a test) keeps that registration and makes this import's runtime serve it
+SLOT = _launch.slot(OP)
+SLOT["runtime"] = RUNTIME
 
 
-@torch.library.custom_op(OP, mutates_args={tuple(fw.mutated)!r}, device_types="cuda")
-def {fw.name}({signature}) -> None:
-    RUNTIME.run({{{tensors}}}, {{{params}}}, ({names},))
+def _define():  # type: ignore[no-untyped-def]
+    @torch.library.custom_op(OP, mutates_args={tuple(fw.mutated)!r}, device_types="cuda")
+    def {fw.name}({signature}) -> None:
+        SLOT["runtime"].run({{{tensors}}}, {{{params}}}, ({names},))
+
+    @{fw.name}.register_fake
+    def _({signature}) -> None:
+        return None
+
+    return {fw.name}
 
 
-@{fw.name}.register_fake
-def _({signature}) -> None:
-    return None
+{fw.name} = SLOT.get("op") or _define()
+SLOT["op"] = {fw.name}
 
 
 PATCHER = _launch.Patcher(

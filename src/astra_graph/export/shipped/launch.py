@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
+import types
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,16 @@ _C_TYPES: dict[str, type[np.generic]] = {
 }
 DEFAULT_SMEM_LIMIT = 48 * 1024
 """Dynamic shared memory a kernel may use before its attribute must be raised (CUDA's rule)."""
+REGISTRY_MODULE = "_astra_exported_ops"
+
+
+def slot(op: str) -> dict[str, Any]:
+    """Process-wide state of one exported op: its torch registration (``op``) and the runtime
+    serving it (``runtime``). Kept outside the package's own modules, which a second import of
+    an export (another version of the package) replaces, because torch keeps op names."""
+    registry = sys.modules.setdefault(REGISTRY_MODULE, types.ModuleType(REGISTRY_MODULE))
+    ops: dict[str, dict[str, Any]] = registry.__dict__.setdefault("ops", {})
+    return ops.setdefault(op, {})
 
 
 class Runtime:
