@@ -124,3 +124,29 @@ def test_cpp_geometry_equals_the_harness(op: str, tmp_path: Path) -> None:
     assert built.returncode == 0, built.stderr[:2000]
     out = subprocess.run([str(binary)], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == expected
+
+
+def test_check_without_torch_is_a_missing_tool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("torch is installed here: --check would build")
+    run_dir = finished_run(tmp_path, "silu_and_mul")
+    argv = [
+        "export",
+        str(run_dir),
+        "--format",
+        "patch",
+        "--framework-root",
+        str(FRAMEWORK),
+        "--check",
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--check:" in err and len(err.strip().splitlines()) == 1

@@ -380,14 +380,15 @@ def write_patch(run: FinishedRun, root: Path, out: Path, arch: str) -> tuple[Pat
 
 def check_patch(run: FinishedRun, root: Path, patched: Path, arch: str) -> str | None:
     """Compile the patched file with nvcc and torch's headers; None when it builds, else one
-    line saying why not."""
+    line saying why not. A missing nvcc or torch is an ExportError (a missing tool, not a
+    failed build)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
-        return "nvcc not found on PATH"
+        raise ExportError("--check: nvcc not found on PATH")
     try:
         from torch.utils.cpp_extension import include_paths
     except ImportError:
-        return "torch is not installed: its headers are needed to build a framework file"
+        raise ExportError("--check: torch is not installed; its headers build the file") from None
     source = run.framework.source
     assert source is not None  # write_patch checked
     command = [
