@@ -245,12 +245,12 @@ def dispatcher(run: FinishedRun, arch: str) -> str:
     rows = next(iter(contract.dims))
     lines += [
         f"  const int64_t rows = std::max<int64_t>({rows}, 1);",
-        f"  const bool decode = rows <= {DECODE_MAX_ROWS};",
+        f"  [[maybe_unused]] const bool decode = rows <= {DECODE_MAX_ROWS};",
         f"  const double row_bytes = double({cpp(contract.bytes_moved)}) / double(rows);",
     ]
     classes = ROW_CLASSES
     chain = " : ".join(f"row_bytes < {limit} ? {i}" for i, (limit, _) in enumerate(classes))
-    lines.append(f"  const int row_class = {chain} : {len(classes)};")
+    lines.append(f"  [[maybe_unused]] const int row_class = {chain} : {len(classes)};")
     class_index = {name: i for i, (_, name) in enumerate(classes)} | {
         LARGEST_ROW_CLASS: len(classes)
     }
