@@ -5,14 +5,17 @@ original built from source, gate on a model block; one JSON per step and a summa
 
 For each shipped operation: an offline run of its production kernel (``optimize(...,
 rounds=0)``: the contract's suites, the per-bucket tuning sweep, finalize; no model endpoint),
-``astra export --format torch`` of that run directory, ``--verify`` (every suite shape and dtype
-against ``tests/fixtures/framework_ops``, opcheck, CUDA-graph replay, torch.compile, graph and
-eager timing, host overhead) and ``--gate`` (a Llama-3-8B block around the op, decode and
-prefill). The three originals are built as torch extensions in background processes while the
-first run tunes on the GPU (their builds are CPU work, about a minute each).
+``astra export --format torch`` of that run directory, ``--format patch`` of it against the
+framework-style file (built with nvcc in the background, as ``--check`` does), ``--verify``
+(every suite shape and dtype against ``tests/fixtures/framework_ops``, opcheck, CUDA-graph
+replay, torch.compile, graph and eager timing, host overhead) and ``--gate`` (a Llama-3-8B
+block around the op, decode and prefill). The three originals are built as torch extensions
+in background processes while the first run tunes on the GPU (their builds are CPU work,
+about a minute each).
 
-Writes DIR/runs/<run>/..., DIR/export-<op>/{verify,gate}-<op>.json and DIR/round_trip.json
-(device, date, commit, per-op summaries); the last lines printed are the summary.
+Writes DIR/runs/<run>/..., DIR/export-<op>/{verify,gate}-<op>.json, <op>.patch and
+DIR/round_trip.json (device, date, commit, per-op summaries); the last lines printed are the
+summary.
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import torch
 
 from astra_graph.catalog import resolve
 from astra_graph.export.gate import gate
+from astra_graph.export.patch import check_patch, write_patch
 from astra_graph.export.torch_package import export_torch, read_run
 from astra_graph.export.verify import verify
 from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
@@ -70,6 +75,8 @@ def main() -> None:
         for op in ops
     }
     summary: dict[str, dict[str, object]] = {}
+    nvcc = ThreadPoolExecutor(max_workers=len(ops))  # patched-file builds: CPU, beside the GPU
+    checks: dict[str, Future[str | None]] = {}
     for op in ops:
         started = time.monotonic()
         entry: dict[str, object] = {}
@@ -84,7 +91,10 @@ def main() -> None:
             entry["run_seconds"] = round(time.monotonic() - started, 1)
             run = read_run(Path(result.run_dir))
             export_dir = args.out / f"export-{op}"
-            package = export_torch(run, export_dir, arch=gpu_arch() or DEFAULT_ARCH)
+            arch = gpu_arch() or DEFAULT_ARCH
+            package = export_torch(run, export_dir, arch=arch)
+            _, patched = write_patch(run, FIXTURES, export_dir, arch)
+            checks[op] = nvcc.submit(check_patch, run, FIXTURES, patched, arch)
             builds[op].wait()
             assert run.framework.source is not None
             original = FIXTURES / run.framework.source.file
@@ -106,6 +116,13 @@ def main() -> None:
         entry["seconds"] = round(time.monotonic() - started, 1)
         summary[op] = entry
         print(f"{op}: {json.dumps(entry)}", flush=True)
+    for op, check in checks.items():
+        try:
+            problem = check.result()
+        except Exception as exc:  # a missing tool: reported beside the op
+            problem = f"{type(exc).__name__}: {exc}"
+        summary[op]["patch_builds"] = problem is None
+        summary[op]["patch_problem"] = problem
     spec_device = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
     record = {
         "device": spec_device,
@@ -120,7 +137,10 @@ def main() -> None:
         if "error" in entry:
             print(f"{op}: ERROR {entry['error']}")
         else:
-            print(f"{entry['verify']}\n  {entry['gate']}")
+            built = (
+                "builds" if entry.get("patch_builds") else f"FAILS: {entry.get('patch_problem')}"
+            )
+            print(f"{entry['verify']}\n  {entry['gate']}\n  patched framework file {built}")
 
 
 if __name__ == "__main__":
