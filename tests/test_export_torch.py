@@ -8,7 +8,7 @@ import importlib
 import sys
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -30,6 +30,7 @@ class _Recorder:
 
         class Function:
             max_dynamic_shared_size_bytes = 48 * 1024
+            shared_size_bytes = 0
 
             def __init__(self, name: str) -> None:
                 self.name = name
@@ -57,8 +58,17 @@ class _Recorder:
         self.module = types.ModuleType("cupy")
         self.module.RawModule = Module  # type: ignore[attr-defined]
         self.module.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
-            Device=Device, ExternalStream=lambda handle, device: ("stream", handle, device)
+            Device=Device,
+            ExternalStream=lambda handle, device: ("stream", handle, device),
+            runtime=types.SimpleNamespace(
+                getDeviceProperties=lambda device: {"sharedMemPerBlockOptin": 227 * 1024}
+            ),
         )
+
+
+class _Device(NamedTuple):
+    type: str
+    index: int
 
 
 class _CudaTensor:
@@ -66,7 +76,7 @@ class _CudaTensor:
 
     def __init__(self, shape: tuple[int, ...], dtype: Any, address: int) -> None:
         self.shape, self.dtype, self.address = shape, dtype, address
-        self.device = types.SimpleNamespace(type="cuda", index=0)
+        self.device = _Device("cuda", 0)
 
     def is_contiguous(self) -> bool:
         return True
@@ -114,6 +124,12 @@ def test_runtime_launches_what_the_header_says(package: tuple[Any, _Recorder, An
         dims, DTYPES["float16"], plan.tunables
     )
     assert kw["stream"] == ("stream", 77, 0)
+    assert recorder.launches[-1][0] == name  # the kernels were loaded with the first call
+    tensors["residual"] = _CudaTensor((tokens, hidden), torch.float16, (2 << 20) + 2)
+    called: list[tuple[Any, ...]] = []
+    runtime.fallback = lambda *a: called.append(a)
+    runtime.run(tensors, {"eps": 1e-5}, ("original",))  # the same sizes, a misaligned pointer
+    assert called == [("original",)] and "aligned" in runtime.last_reason
     expected = {"input": 1 << 20, "residual": 2 << 20, "weight": 3 << 20, "hidden": hidden}
     for binding, value in zip(run.impl.bindings, args, strict=True):
         if binding.name == "eps":

@@ -39,6 +39,9 @@ _C_TYPES: dict[str, type[np.generic]] = {
 }
 DEFAULT_SMEM_LIMIT = 48 * 1024
 """Dynamic shared memory a kernel may use before its attribute must be raised (CUDA's rule)."""
+PLAN_CACHE = 4096
+"""Distinct (sizes, dtypes, device) keys whose plans are kept: a serving engine sees a few
+hundred (one per batch size and layer shape); beyond the limit plans are computed per call."""
 REGISTRY_MODULE = "_astra_exported_ops"
 
 
@@ -62,6 +65,7 @@ class Runtime:
         self._functions: dict[tuple[int, str, str], Any] = {}
         self._streams: dict[int, Any] = {}
         self._arch: dict[int, str] = {}
+        self._plans: dict[tuple[Any, ...], Any] = {}
         self.last_reason: str | None = None
         """Why the last call went to the original op (None: it ran the exported kernel)."""
 
@@ -71,21 +75,25 @@ class Runtime:
             self._arch[device] = f"sm_{major}{minor}"
         return self._arch[device]
 
-    def _function(self, device: int, cubin: str, name: str, smem: int) -> Any:
+    def _function(self, device: int, cubin: str, name: str) -> Any:
         if not any(key[0] == device for key in self._functions):
             self._load_all(device)
-        function = self._functions[(device, cubin, name)]
-        if smem > DEFAULT_SMEM_LIMIT and function.max_dynamic_shared_size_bytes < smem:
-            function.max_dynamic_shared_size_bytes = smem
-        return function
+        return self._functions[(device, cubin, name)]
 
     def _load_all(self, device: int) -> None:
-        """Load every cubin of the table at the first call on a device: loading a module is
-        not allowed while a CUDA graph is being captured, and a later call may pick another."""
+        """Load every cubin of the table at the first call on a device, and allow each kernel
+        all the dynamic shared memory the GPU offers: neither a module load nor a change of a
+        function's attributes belongs inside CUDA-graph capture, and a later call may pick
+        another setting or a larger shape."""
         with cupy.cuda.Device(device):
+            optin = cupy.cuda.runtime.getDeviceProperties(device)["sharedMemPerBlockOptin"]
             for cubin, name in self.dispatch.TABLE.kernels.values():
                 module = cupy.RawModule(path=str(self.folder / cubin))
-                self._functions[(device, cubin, name)] = module.get_function(name)
+                function = module.get_function(name)
+                limit = optin - function.shared_size_bytes
+                if limit > DEFAULT_SMEM_LIMIT:
+                    function.max_dynamic_shared_size_bytes = limit
+                self._functions[(device, cubin, name)] = function
 
     def _stream(self, device: int) -> Any:
         handle = torch.cuda.current_stream(device).cuda_stream
@@ -95,7 +103,27 @@ class Runtime:
         return stream
 
     def plan(self, tensors: dict[str, torch.Tensor]) -> Any:
-        """The launch for these contract-named tensors, or the reason (a string) not to."""
+        """The launch for these contract-named tensors, or the reason (a string) not to.
+
+        The plan depends on sizes, dtypes, contiguity and the device only, so it is computed
+        once per such key (at most :data:`PLAN_CACHE` keys) and only the alignment of the
+        pointers is checked on every call: the host time of a call is what a decode step pays.
+        """
+        key = tuple((t.shape, t.dtype, t.device, t.is_contiguous()) for t in tensors.values())
+        launch = self._plans.get(key)
+        if launch is None:
+            launch = self._plan(tensors)
+            if len(self._plans) < PLAN_CACHE:
+                self._plans[key] = launch
+        if isinstance(launch, str):
+            return launch
+        align = self.dispatch.TABLE.arg_align
+        for name, tensor in tensors.items():
+            if tensor.data_ptr() % align[name]:
+                return f"{name}: address not {align[name]}-byte aligned"
+        return launch
+
+    def _plan(self, tensors: dict[str, torch.Tensor]) -> Any:
         first = next(iter(tensors.values()))
         if first.device.type != "cuda":
             return f"tensors on {first.device}, expected CUDA"
@@ -108,7 +136,6 @@ class Runtime:
             {n: tuple(t.shape) for n, t in tensors.items()},
             {n: str(t.dtype).removeprefix("torch.") for n, t in tensors.items()},
             self.arch(first.device.index or 0),
-            {n: t.data_ptr() for n, t in tensors.items()},
         )
 
     def run(
@@ -139,7 +166,7 @@ class Runtime:
                 args.append(_C_TYPES[ctype](params[name]))
             else:
                 args.append(_C_TYPES[ctype](value))
-        function = self._function(device, launch.cubin, launch.function, launch.smem)
+        function = self._function(device, launch.cubin, launch.function)
         function(
             launch.grid,
             launch.block,
