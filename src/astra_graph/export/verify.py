@@ -170,7 +170,9 @@ def _opcheck_and_compile(
     these run on a few cases; every suite shape goes through the eager and graph checks."""
     spec, fw = run.spec, run.framework
     first, heldout = spec.contract.suite("tuning")[0], spec.contract.suite("heldout")[0]
-    cases = [(first, dtype, ("opcheck", "compile")) for dtype in spec.contract.dtypes]
+    cases: list[tuple[dict[str, int], str, tuple[str, ...]]] = [
+        (first, dtype, ("opcheck", "compile")) for dtype in spec.contract.dtypes
+    ]
     cases.append((heldout, spec.contract.dtypes[0], ("compile",)))
     checks: list[dict[str, Any]] = []
 
