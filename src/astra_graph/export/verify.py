@@ -187,7 +187,7 @@ def _opcheck_and_compile(
             entry: dict[str, Any] = {"check": kind, "shape": where, "ok": True, "error": None}
             try:
                 if kind == "opcheck":
-                    torch.library.opcheck(exported, op_arguments(fw, spec, cloned(inputs)))
+                    torch.library.opcheck(exported, tuple(op_arguments(fw, spec, cloned(inputs))))
                 else:
                     want, got = cloned(inputs), cloned(inputs)
                     original(*op_arguments(fw, spec, want))
