@@ -6,7 +6,8 @@ module must be placed in a layer: a new one is a decision, not an accident. The 
 the layers (each package's docstring says what it may import); inside ``loop`` the state sits
 below the nodes and the nodes below the graphs.
 
-    kernel, store  < harness  < llm  < loop (state < agents < graphs)  < report  < run
+    kernel, store  < harness  < llm  < loop (state < agents < graphs)  < report  < export
+    < run
     < commands  < cli
 """
 
@@ -32,6 +33,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("loop: agents", {"loop.agents"}),
     ("graphs", {"loop.graph", "loop.single_graph", "loop.progress"}),
     ("report", {"report"}),
+    ("export", {"export"}),
     ("run", {"run"}),
     ("commands", {"commands"}),
     ("cli", {"cli", "__main__", "__init__"}),

@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "bench": "time an implementation per shape (and against another)",
     "optimize": "make a kernel faster with the agents, and prove it",
     "reply": "answer the request a waiting run (external agents) stopped at, continue",
+    "export": "a run's kernel as a drop-in torch op or a framework patch; verify and gate it",
 }
 """Each subcommand and its one-line summary (``astra --help`` shows these)."""
 

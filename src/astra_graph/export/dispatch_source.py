@@ -1,0 +1,202 @@
+"""Write the exported package's ``dispatch.py``: the run's decisions as plain Python data.
+
+The contract's and header's expressions (shapes, grid, block, shared memory, requirements,
+bytes moved) become ``lambda e: ...`` over a dict of dims and tunables: each was parsed by
+:mod:`astra_graph.kernel.expr`, whose grammar is a subset of Python's, so rewriting every free name
+``x`` to ``e["x"]`` and unparsing gives the same arithmetic without shipping the evaluator.
+The functions it calls (``ceil_div``, ``round_up``, ``log2``) come from the shipped core.
+
+The verified domain per dim is the contract's range where it has one; an unbounded dim is
+verified up to :data:`astra_graph.harness.plan.RANDOM_BEYOND_SUITES` times its suites' largest
+value (the whole-domain check draws random shapes up to there), so that is where the export
+stops and the original op takes over.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import pprint
+from collections.abc import Mapping
+
+from astra_graph.harness.buckets import DECODE_MAX_ROWS, LARGEST_ROW_CLASS, ROW_CLASSES
+from astra_graph.harness.plan import RANDOM_BEYOND_SUITES
+from astra_graph.harness.results import TuningReport
+from astra_graph.kernel import expr
+from astra_graph.kernel.contract import OperationSpec, TensorArg
+from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER
+from astra_graph.kernel.header import Implementation
+
+
+class ExportError(ValueError):
+    """The run cannot be exported as asked; ``str()`` is one line naming what and why."""
+
+
+class _Lookup(ast.NodeTransformer):
+    """``name`` -> ``e["name"]`` for every free name (called function names stay)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        node.args = [self.visit(a) for a in node.args]
+        return node
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.Subscript(
+            value=ast.Name(id="e", ctx=ast.Load()), slice=ast.Constant(node.id), ctx=ast.Load()
+        )
+
+
+def python_lambda(text: str | int) -> str:
+    """``lambda e: ...`` computing the expression ``text`` from a dict ``e`` of names."""
+    if isinstance(text, int):
+        return f"lambda e: {text}"
+    tree = _Lookup().visit(copy.deepcopy(expr.parse(text)))  # parse() is cached: never edit it
+    return f"lambda e: {ast.unparse(tree.body)}"
+
+
+def tuple_lambda(items: list[str | int]) -> str:
+    """``lambda e: (a, b)`` computing a tuple of expressions (a shape)."""
+    bodies = [python_lambda(item).removeprefix("lambda e: ") for item in items]
+    return f"lambda e: ({''.join(body + ', ' for body in bodies)})"
+
+
+def dim_sources(spec: OperationSpec) -> dict[str, tuple[str, int, int]]:
+    """Where each dim is read: the first argument (inputs before outputs) with an axis that is
+    the dim or a whole multiple of it (``2 * d``); raises ExportError for a dim with none."""
+    contract = spec.contract
+    ordered: list[TensorArg] = sorted(contract.args, key=lambda a: a.role == "output")
+    found: dict[str, tuple[str, int, int]] = {}
+    for dim in contract.dims:
+        for arg in ordered:
+            for axis, entry in enumerate(arg.shape):
+                factor = _factor_of(entry, dim)
+                if factor is not None:
+                    found.setdefault(dim, (arg.name, axis, factor))
+        if dim not in found:
+            raise ExportError(
+                f"{spec.folder}: dim {dim!r} is no axis (or whole multiple of one) of any "
+                "argument, so a launch cannot read it from the tensors"
+            )
+    return found
+
+
+def _factor_of(entry: str | int, dim: str) -> int | None:
+    if isinstance(entry, int):
+        return None
+    body = expr.parse(entry).body
+    if isinstance(body, ast.Name) and body.id == dim:
+        return 1
+    if isinstance(body, ast.BinOp) and isinstance(body.op, ast.Mult):
+        for a, b in ((body.left, body.right), (body.right, body.left)):
+            if (
+                isinstance(a, ast.Name)
+                and a.id == dim
+                and isinstance(b, ast.Constant)
+                and isinstance(b.value, int)
+                and b.value > 0
+            ):
+                return b.value
+    return None
+
+
+def verified_domain(spec: OperationSpec) -> dict[str, tuple[int, int, int]]:
+    """Dim -> (lowest, highest, multiple of) that the verification covered (module docstring)."""
+    contract = spec.contract
+    out: dict[str, tuple[int, int, int]] = {}
+    for name, dim in contract.dims.items():
+        seen = [d[name] for suite in ("tuning", "heldout", "edge") for d in contract.suite(suite)]
+        high = dim.max if dim.max is not None else RANDOM_BEYOND_SUITES * max([*seen, dim.min])
+        out[name] = (max(dim.min, 1), high, dim.multiple_of)
+    return out
+
+
+def render(
+    spec: OperationSpec,
+    impl: Implementation,
+    dispatch: TuningReport | None,
+    *,
+    arch: str,
+    kernels: Mapping[str, tuple[str, str]],
+    run_id: str,
+) -> str:
+    """The text of ``dispatch.py`` for this run's implementation and dispatch table."""
+    contract = spec.contract
+    header = impl.header
+    scalars = {s.name: s for s in contract.scalars}
+    params: list[str] = []
+    for b in impl.bindings:
+        if b.kind == "tensor":
+            params.append(f"('tensor', {b.name!r}, None, None)")
+        elif b.kind == "scalar" and scalars[b.name].value is None:
+            params.append(f"('param', {b.name!r}, {b.dtype!r}, None)")
+        else:
+            value = b.value if b.kind == "expr" else scalars[b.name].value
+            assert value is not None  # a scalar without a default is computed from the dims
+            params.append(f"('value', {b.name!r}, {b.dtype!r}, {python_lambda(value)})")
+    shapes = {a.name: tuple_lambda(a.shape) for a in contract.args}
+    table_dispatch = {
+        entry.bucket: dict(entry.tunables)
+        for entry in (dispatch.dispatch if dispatch else [])
+        if entry.verified
+    }
+    requires = [f"({r!r}, {python_lambda(r)})" for r in header.requires]
+    arg_dtypes = {a.name: ("T" if a.dtype == TYPE_PARAMETER else a.dtype) for a in contract.args}
+
+    def fmt(value: object) -> str:
+        return pprint.pformat(value, indent=4, width=96, sort_dicts=False)
+
+    lines = [
+        f'"""Dispatch of {contract.name} as run {run_id} chose it (generated by astra export).',
+        "",
+        "Pure Python: plan(shapes, dtypes, arch) gives the launch or the reason to use the",
+        "original op; it needs neither torch nor a GPU.",
+        '"""',
+        "",
+        "from ._core import Launch, Table, ceil_div, log2, round_up",
+        "from ._core import output_shape as _output_shape",
+        "from ._core import plan as _plan",
+        "",
+        "__all__ = ['TABLE', 'Launch', 'plan', 'output_shape']",
+        "_FUNCTIONS = (ceil_div, log2, round_up)  # called by the expressions below",
+        "",
+        "TABLE = Table(",
+        f"    op={contract.name!r},",
+        f"    arch={arch!r},",
+        f"    dtypes={tuple(contract.dtypes)!r},",
+        f"    elem_bytes={ {d: DTYPES[d].itemsize for d in contract.dtypes}!r},",
+        f"    arg_dtypes={fmt(arg_dtypes)},",
+        f"    arg_align={fmt({a.name: a.align for a in contract.args})},",
+        "    shapes={",
+        *(f"        {name!r}: {fn}," for name, fn in shapes.items()),
+        "    },",
+        f"    dim_sources={fmt(dim_sources(spec))},",
+        f"    domain={fmt(verified_domain(spec))},",
+        f"    decode_max_rows={DECODE_MAX_ROWS},",
+        f"    row_classes={ROW_CLASSES!r},",
+        f"    largest_row_class={LARGEST_ROW_CLASS!r},",
+        f"    bytes_moved={python_lambda(contract.bytes_moved)},",
+        f"    dispatch={fmt(table_dispatch)},",
+        f"    default_tunables={fmt(dict(header.default_tunables()))},",
+        "    requires=(",
+        *(f"        {r}," for r in requires),
+        "    ),",
+        f"    grid={python_lambda(header.grid)},",
+        f"    block={python_lambda(header.block)},",
+        f"    smem={python_lambda(header.smem)},",
+        "    params=(",
+        *(f"        {p}," for p in params),
+        "    ),",
+        f"    kernels={fmt(dict(kernels))},",
+        ")",
+        "",
+        "",
+        "def plan(shapes, dtypes, arch, pointers=None):  # type: ignore[no-untyped-def]",
+        '    """The launch for these tensors on a GPU of ``arch``, or why the original runs."""',
+        "    return _plan(TABLE, shapes, dtypes, arch, pointers)",
+        "",
+        "",
+        "def output_shape(name, shapes):  # type: ignore[no-untyped-def]",
+        '    """An output shape from the input sizes, or None."""',
+        "    return _output_shape(TABLE, name, shapes)",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,415 @@
+"""``astra export --format patch``: a unified diff that puts the run's kernel into the framework's
+own launcher, ready to open as a pull request.
+
+The framework file and its launcher come from ``[source]`` of ``framework.toml`` (the
+:class:`~astra_graph.export.framework.FrameworkSource` record ``astra import`` writes). The
+patch adds, just above the launcher:
+
+- the run's kernel source once per tunable setting the dispatch table uses, each copy in its own
+  namespace with the tunables ``#define``d around it (the harness passes them as ``-D``; a
+  framework builds the file once, so every setting needs its own instantiation);
+- ``astra_<op>::launch(...)``: a host function taking the launcher's own arguments, which checks
+  the GPU, dtypes, contiguity, alignment and the verified domain, picks the setting for the
+  shape's bucket, computes the geometry and launches on ``at::cuda::getCurrentCUDAStream()``,
+  returning false for anything it does not cover;
+
+and one line at the top of the launcher, ``if (astra_<op>::launch(args...)) return;``, so every
+shape outside the domain still takes the framework's own path. The contract's expressions are
+written as C++ over ``int64_t`` with Python's floor division and modulo (helpers in the patch),
+so the geometry equals what the harness verified.
+
+``--check`` compiles the patched file with nvcc against torch's headers and the framework's
+include folders (``[source] include_dirs``); the result is one line.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import re
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+from astra_graph.export.dispatch_source import ExportError, dim_sources, verified_domain
+from astra_graph.export.torch_package import FinishedRun, settings_used
+from astra_graph.harness.buckets import DECODE_MAX_ROWS, LARGEST_ROW_CLASS, ROW_CLASSES
+from astra_graph.kernel import expr
+from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER
+from astra_graph.kernel.header import split_top_level
+
+NVCC_TIMEOUT_S = 600
+"""A torch-header build of one file takes about a minute on the H100 machine; ten is a hang."""
+DEFAULT_SMEM_LIMIT = 48 * 1024
+_SCALAR_TYPES = {
+    "float16": "at::ScalarType::Half",
+    "bfloat16": "at::ScalarType::BFloat16",
+    "float32": "at::ScalarType::Float",
+    "float64": "at::ScalarType::Double",
+    "int32": "at::ScalarType::Int",
+    "int64": "at::ScalarType::Long",
+}
+_C_TYPES = {"int32": "int32_t", "int64": "int64_t", "float32": "float", "float64": "double"}
+HELPERS = """\
+inline int64_t floordiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));  // Python's //, as the harness computes
+}
+inline int64_t mod(int64_t a, int64_t b) { return a - floordiv(a, b) * b; }
+inline int64_t ceil_div(int64_t a, int64_t b) { return -floordiv(-a, b); }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+inline int64_t power(int64_t a, int64_t b) { int64_t r = 1; while (b-- > 0) r *= a; return r; }
+inline double log2(double x) { return std::log2(x); }"""
+
+
+class _Cpp:
+    """An :mod:`astra_graph.kernel.expr` expression as C++ over ``int64_t`` names."""
+
+    def __call__(self, text: str | int) -> str:
+        if isinstance(text, int):
+            return f"int64_t({text})"
+        return self.node(expr.parse(text).body)
+
+    def node(self, node: ast.AST) -> str:
+        match node:
+            case ast.Constant(value=int() as value):
+                return f"int64_t({value})"
+            case ast.Constant(value=float() as value):
+                return repr(value)
+            case ast.Name(id=name):
+                return name
+            case ast.UnaryOp(op=ast.USub(), operand=operand):
+                return f"(-{self.node(operand)})"
+            case ast.UnaryOp(op=ast.UAdd(), operand=operand):
+                return self.node(operand)
+            case ast.BinOp(left=left, op=op, right=right):
+                a, b = self.node(left), self.node(right)
+                functions = {ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.Pow: "power"}
+                if type(op) in functions:
+                    return f"{functions[type(op)]}({a}, {b})"
+                if isinstance(op, ast.Div):
+                    return f"(double({a}) / double({b}))"
+                symbol = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*"}[type(op)]
+                return f"({a} {symbol} {b})"
+            case ast.Compare(left=left, ops=ops, comparators=comparators):
+                symbols = {
+                    ast.Eq: "==",
+                    ast.NotEq: "!=",
+                    ast.Lt: "<",
+                    ast.LtE: "<=",
+                    ast.Gt: ">",
+                    ast.GtE: ">=",
+                }
+                parts, current = [], self.node(left)
+                for cmp, right in zip(ops, comparators, strict=True):
+                    nxt = self.node(right)
+                    parts.append(f"({current} {symbols[type(cmp)]} {nxt})")
+                    current = nxt
+                return f"int64_t({' && '.join(parts)})"
+            case ast.BoolOp(op=op, values=values):
+                joiner = " && " if isinstance(op, ast.And) else " || "
+                return f"int64_t({joiner.join(f'bool({self.node(v)})' for v in values)})"
+            case ast.Call(func=ast.Name(id=name), args=args):
+                items = [self.node(a) for a in args]
+                if name in ("min", "max"):
+                    out = items[0]
+                    for item in items[1:]:
+                        out = f"std::{name}<int64_t>({out}, {item})"
+                    return out
+                return f"{name}({', '.join(items)})"
+        raise ExportError(f"cannot write {ast.unparse(node)!r} as C++")
+
+    def dims3(self, text: str | int) -> str:
+        """``dim3(x, y, z)`` of a grid or block expression (a number or a tuple)."""
+        body = None if isinstance(text, int) else expr.parse(text).body
+        items = body.elts if isinstance(body, ast.Tuple) else None
+        parts = [self.node(e) for e in items] if items else [self(text)]
+        return f"dim3({', '.join(f'unsigned({p})' for p in parts)})"
+
+
+cpp = _Cpp()
+
+_INCLUDE = re.compile(r"^\s*#\s*include\b")
+
+
+def _launcher_span(text: str, launcher: str, where: str) -> tuple[int, int, list[str]]:
+    """(offset of the launcher's definition, offset just after its opening brace, its
+    parameter names) in ``text``; raises ExportError when the launcher is not defined there."""
+    pattern = re.compile(rf"^[ \t]*(?:[\w:<>&*]+[ \t]+)+{launcher}[ \t]*\(", re.MULTILINE)
+    for match in pattern.finditer(text):
+        depth, i = 1, match.end()
+        while i < len(text) and depth:
+            depth += (text[i] == "(") - (text[i] == ")")
+            i += 1
+        rest = text[i:].lstrip()
+        if not rest.startswith("{"):
+            continue  # a declaration, not the definition
+        params = split_top_level(text[match.end() : i - 1])
+        names = [re.findall(r"[A-Za-z_]\w*", p.split("=")[0])[-1] for p in params if p.strip()]
+        return match.start(), text.index("{", i) + 1, names
+    raise ExportError(f"{where}: no definition of the launcher {launcher!r} found")
+
+
+def kernel_copies(run: FinishedRun) -> tuple[list[str], str]:
+    """(the kernel's #include lines, the kernel once per setting in its own namespace)."""
+    includes, body = [], []
+    for line in run.impl.source.splitlines():
+        if _INCLUDE.match(line):
+            includes.append(line.strip())
+        elif line.strip() != "#pragma once":
+            body.append(line)
+    copies = []
+    for i, setting in enumerate(settings_used(run)):
+        defines = [f"#define {k} {v}" for k, v in sorted(setting.items())]
+        undefines = [f"#undef {k}" for k in sorted(setting)]
+        copies.append(
+            "\n".join(
+                [
+                    f"namespace astra_{run.spec.name}_{i} {{",
+                    *defines,
+                    *body,
+                    *undefines,
+                    f"}}  // namespace astra_{run.spec.name}_{i}",
+                ]
+            )
+        )
+    return includes, "\n\n".join(copies)
+
+
+def dispatcher(run: FinishedRun, arch: str) -> str:
+    """``namespace astra_<op> { bool launch(...) }``: the host-side dispatch in C++."""
+    spec, fw, header = run.spec, run.framework, run.impl.header
+    contract = spec.contract
+    op = spec.name
+    by_contract = fw.by_contract()
+    tensor_of = {a.name: by_contract[a.name].name for a in contract.args}
+    cpp_types = {
+        "Tensor": "const torch::Tensor&",
+        "Tensor!": "const torch::Tensor&",
+        "float": "double",
+        "int": "int64_t",
+    }  # the C++ types of torch's schema types
+    params = [f"{cpp_types[s.kind]} {s.name}" for s in fw.args]
+    major, minor = arch.removeprefix("sm_")[:-1], arch[-1]
+    typed = next((a for a in contract.args if a.dtype == TYPE_PARAMETER), contract.args[0])
+    lines = [
+        f"namespace astra_{op} {{",
+        HELPERS,
+        "",
+        f"// {op} from astra-graph run {run.result.run_id}: the kernel verified on {arch} for",
+        "// the shapes below; false hands the call back to the launcher's own code.",
+        f"inline bool launch({', '.join(params)}) {{",
+        f"  const at::cuda::OptionalCUDAGuard device_guard(device_of({fw.args[0].name}));",
+        "  const auto* props = at::cuda::getCurrentDeviceProperties();",
+        f"  if (props->major != {major} || props->minor != {minor}) return false;",
+    ]
+    for a in contract.args:
+        t = tensor_of[a.name]
+        lines.append(
+            f"  if (!{t}.is_cuda() || !{t}.is_contiguous() || "
+            f"reinterpret_cast<uintptr_t>({t}.data_ptr()) % {a.align} != 0) return false;"
+        )
+        lines.append(f"  if ({t}.dim() != {len(a.shape)}) return false;")
+    lines.append("  int dtype_index = -1;")
+    for i, dtype in enumerate(contract.dtypes):
+        lines.append(
+            f"  if ({tensor_of[typed.name]}.scalar_type() == {_SCALAR_TYPES[dtype]}) "
+            f"dtype_index = {i};"
+        )
+    lines.append("  if (dtype_index < 0) return false;")
+    for a in contract.args:
+        if a.dtype == TYPE_PARAMETER:
+            lines.append(
+                f"  if ({tensor_of[a.name]}.scalar_type() != "
+                f"{tensor_of[typed.name]}.scalar_type()) return false;"
+            )
+        else:
+            lines.append(
+                f"  if ({tensor_of[a.name]}.scalar_type() != {_SCALAR_TYPES[a.dtype]}) "
+                "return false;"
+            )
+    item_sizes = ", ".join(str(DTYPES[d].itemsize) for d in contract.dtypes)
+    lines.append(f"  const int64_t item_sizes[] = {{{item_sizes}}};")
+    lines.append("  [[maybe_unused]] const int64_t elem_bytes = item_sizes[dtype_index];")
+    for dim, (arg, axis, factor) in dim_sources(spec).items():
+        t = tensor_of[arg]
+        lines.append(f"  if ({t}.size({axis}) % {factor} != 0) return false;")
+        lines.append(f"  const int64_t {dim} = {t}.size({axis}) / {factor};")
+    for dim, (low, high, multiple) in verified_domain(spec).items():
+        lines.append(
+            f"  if ({dim} < {low} || {dim} > {high} || {dim} % {multiple} != 0) return false;"
+        )
+    for a in contract.args:
+        for axis, entry in enumerate(a.shape):
+            lines.append(f"  if ({tensor_of[a.name]}.size({axis}) != {cpp(entry)}) return false;")
+    rows = next(iter(contract.dims))
+    lines += [
+        f"  const int64_t rows = std::max<int64_t>({rows}, 1);",
+        f"  [[maybe_unused]] const bool decode = rows <= {DECODE_MAX_ROWS};",
+        f"  const double row_bytes = double({cpp(contract.bytes_moved)}) / double(rows);",
+    ]
+    classes = ROW_CLASSES
+    chain = " : ".join(f"row_bytes < {limit} ? {i}" for i, (limit, _) in enumerate(classes))
+    lines.append(f"  [[maybe_unused]] const int row_class = {chain} : {len(classes)};")
+    class_index = {name: i for i, (_, name) in enumerate(classes)} | {
+        LARGEST_ROW_CLASS: len(classes)
+    }
+    settings = settings_used(run)
+    lines.append("  int setting = 0;  // the implementation's defaults")
+    for chosen in run.dispatch.dispatch if run.dispatch else []:
+        if not chosen.verified:
+            continue
+        phase, row_class = chosen.bucket.split("/")
+        index = settings.index({**settings[0], **chosen.tunables})
+        lines.append(
+            f"  if ({'' if phase == 'decode' else '!'}decode && row_class == "
+            f"{class_index[row_class]}) setting = {index};  // {chosen.bucket}"
+        )
+    lines.append("  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();")
+    lines.append("  switch (setting) {")
+    scalars = {s.name: s for s in contract.scalars}
+    for i, setting in enumerate(settings):
+        lines.append(f"    case {i}: {{")
+        for name, value in sorted(setting.items()):
+            lines.append(f"      [[maybe_unused]] const int64_t {name} = {value};")
+        for clause in header.requires:
+            lines.append(f"      if (!({cpp(clause)})) return false;")
+        lines.append(f"      const dim3 grid = {cpp.dims3(header.grid)};")
+        lines.append(f"      const dim3 block = {cpp.dims3(header.block)};")
+        lines.append(f"      const int64_t smem = {cpp(header.smem)};")
+        for d, dtype in enumerate(contract.dtypes):
+            element = DTYPES[dtype]
+            entry = header.entry_for(element, setting).lstrip(":")
+            args = []
+            for b in run.impl.bindings:
+                if b.kind == "tensor":
+                    tensor = next(a for a in contract.args if a.name == b.name)
+                    ctype = contract.dtype_of(tensor, dtype).ctype
+                    args.append(f"reinterpret_cast<{ctype}*>({tensor_of[b.name]}.data_ptr())")
+                elif b.kind == "scalar" and scalars[b.name].default is not None:
+                    args.append(
+                        f"static_cast<{_C_TYPES[b.dtype or 'int32']}>({by_contract[b.name].name})"
+                    )
+                else:
+                    computed = b.value if b.kind == "expr" else scalars[b.name].value
+                    assert computed is not None  # computed from the dims
+                    args.append(f"static_cast<{_C_TYPES[b.dtype or 'int32']}>({cpp(computed)})")
+            lines += [
+                f"      if (dtype_index == {d}) {{",
+                f"        auto kernel = astra_{op}_{i}::{entry};",
+                f"        if (smem > {DEFAULT_SMEM_LIMIT}) cudaFuncSetAttribute(kernel, "
+                "cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));",
+                f"        kernel<<<grid, block, smem, stream>>>({', '.join(args)});",
+                "        return true;",
+                "      }",
+            ]
+        lines.append("      return false;")
+        lines.append("    }")
+    lines += ["  }", "  return false;", "}", f"}}  // namespace astra_{op}"]
+    return "\n".join(lines)
+
+
+def patched_text(run: FinishedRun, original: str, where: str, arch: str) -> str:
+    """The framework file with the kernel, the dispatcher and the launcher's first line added."""
+    source = run.framework.source
+    assert source is not None  # write_patch checked
+    start, body, names = _launcher_span(original, source.launcher, where)
+    if len(names) != len(run.framework.args):
+        raise ExportError(
+            f"{where}: launcher {source.launcher} takes {len(names)} arguments, the op "
+            f"{run.framework.qualname} {len(run.framework.args)}"
+        )
+    includes, copies = kernel_copies(run)
+    wanted = [
+        "#include <ATen/cuda/CUDAContext.h>",
+        "#include <c10/cuda/CUDAGuard.h>",
+        "#include <cuda_fp16.h>",
+        "#include <cuda_bf16.h>",
+        "#include <cmath>",
+        "#include <cstdint>",
+        "#include <algorithm>",
+        *includes,
+    ]
+    added_includes = [i for i in dict.fromkeys(wanted) if i not in original]
+    block = "\n".join(
+        [
+            f"// --- astra-graph: {run.spec.name}, run {run.result.run_id} "
+            "(astra export --format patch) ---",
+            *added_includes,
+            "",
+            copies,
+            "",
+            dispatcher(run, arch),
+            f"// --- end astra-graph: {run.spec.name} ---",
+            "",
+            "",
+        ]
+    )
+    call = f"\n  if (astra_{run.spec.name}::launch({', '.join(names)})) return;"
+    return original[:start] + block + original[start:body] + call + original[body:]
+
+
+def write_patch(run: FinishedRun, root: Path, out: Path, arch: str) -> tuple[Path, Path]:
+    """Write ``<out>/<op>.patch`` (a unified diff, paths relative to ``root``) and the patched
+    file under ``<out>/patched/``; returns both paths."""
+    source = run.framework.source
+    if source is None:
+        raise ExportError(
+            f"{run.spec.folder}/framework.toml: no [source] (file, launcher, kernel): the op "
+            "was not imported from a framework file"
+        )
+    path = root / source.file
+    if not path.is_file():
+        raise ExportError(f"--framework-root: {path} not found ([source] file = {source.file!r})")
+    original = path.read_text()
+    patched = patched_text(run, original, str(path), arch)
+    diff = difflib.unified_diff(
+        original.splitlines(keepends=True),
+        patched.splitlines(keepends=True),
+        fromfile=f"a/{source.file}",
+        tofile=f"b/{source.file}",
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    diff_path = out / f"{run.spec.name}.patch"
+    diff_path.write_text("".join(diff))
+    patched_path = out / "patched" / source.file
+    patched_path.parent.mkdir(parents=True, exist_ok=True)
+    patched_path.write_text(patched)
+    return diff_path, patched_path
+
+
+def check_patch(run: FinishedRun, root: Path, patched: Path, arch: str) -> str | None:
+    """Compile the patched file with nvcc and torch's headers; None when it builds, else one
+    line saying why not. A missing nvcc or torch is an ExportError (a missing tool, not a
+    failed build)."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise ExportError("--check: nvcc not found on PATH")
+    try:
+        from torch.utils.cpp_extension import include_paths
+    except ImportError:
+        raise ExportError("--check: torch is not installed; its headers build the file") from None
+    source = run.framework.source
+    assert source is not None  # write_patch checked
+    command = [
+        nvcc,
+        "-c",
+        str(patched),
+        "-o",
+        str(patched.with_suffix(".o")),
+        "-std=c++17",
+        f"-arch={arch}",
+        "--expt-relaxed-constexpr",
+        *(f"-I{p}" for p in include_paths()),
+        f"-I{sysconfig.get_paths()['include']}",
+        *(f"-I{root / d}" for d in source.include_dirs),
+        f"-I{(root / source.file).parent}",
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=NVCC_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"nvcc took over {NVCC_TIMEOUT_S} s"
+    if done.returncode:
+        errors = [line for line in done.stderr.splitlines() if "error" in line]
+        return f"nvcc failed: {(errors or done.stderr.splitlines() or ['?'])[0]}"
+    return None

@@ -1,0 +1,204 @@
+"""``astra export --verify``: the exported op against the framework's original, on the GPU.
+
+The original is the framework-style ``.cu`` built from source as a torch extension
+(``measure.load_original``); the export is the package just written, imported as a serving
+process would. On every shape of every suite (held-out included) in every dtype of the
+contract, with the same torch tensors on both sides:
+
+- the written tensors agree within the contract's tolerance, and the export really ran its own
+  kernel (a shape it hands to the original would agree trivially, so that counts as a failure);
+- a CUDA graph that captured the export, replayed on fresh inputs, gives the same result;
+- both are timed side by side in CUDA graphs with the inputs rotated so L2 stays cold, and
+  eagerly; the graph time is set beside the run's own device time (``astra bench``) for the
+  same shape where the run timed it.
+
+Per dtype, on the first tuning shape: ``torch.library.opcheck`` and a
+``torch.compile(fullgraph=True)`` function calling the op (again on the first held-out shape).
+The per-call host overhead of both ops is measured on the smallest shape. Returns a JSON-ready
+dict; ``passed`` is the verdict.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from astra_graph.export.measure import (
+    capture,
+    cloned,
+    compare_graphs,
+    copies_for,
+    eager_us,
+    host_us,
+    load_original,
+    load_package,
+    make_inputs,
+    mismatch,
+    op_arguments,
+)
+from astra_graph.export.torch_package import FinishedRun
+from astra_graph.harness.selection import call
+from astra_graph.kernel.contract import SUITE_NAMES
+
+SEED = 20261125
+
+
+def _bench_times(run: FinishedRun) -> dict[tuple[str, str], float]:
+    """(shape label, dtype) -> the run's device time of its result for that shape."""
+    shapes = run.result.shapes or (run.result.baseline.shapes if run.result.baseline else [])
+    return {(s.label, s.dtype): s.candidate.median_us for s in shapes if s.candidate is not None}
+
+
+def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, Any]:
+    spec, fw = run.spec, run.framework
+    original = load_original(spec, fw, original_source)
+    exported = load_package(package).load(fallback=original)
+    runtime = sys.modules[f"{package.name}.op"].RUNTIME
+    generator = torch.Generator(device="cuda")
+    generator.manual_seed(SEED)
+    bench = _bench_times(run)
+    rows: list[dict[str, Any]] = []
+    failures: list[str] = []
+
+    def args_of(tensors: dict[str, torch.Tensor]) -> list[Any]:
+        return op_arguments(fw, spec, tensors)
+
+    for suite in SUITE_NAMES:
+        for dims in spec.contract.suite(suite):
+            for dtype in spec.contract.dtypes:
+                label = spec.contract.label(dims)
+                where = f"{suite} {label} {dtype}"
+                inputs = make_inputs(spec, dims, dtype, generator)
+                want, got = cloned(inputs), cloned(inputs)
+                original(*args_of(want))
+                exported(*args_of(got))
+                torch.cuda.synchronize()
+                row: dict[str, Any] = {"suite": suite, "shape": label, "dtype": dtype}
+                row["fallback_reason"] = runtime.last_reason
+                row["mismatch"] = mismatch(spec, dtype, got, want)
+                replayed = cloned(inputs)
+                graph = capture([partial(exported, *args_of(replayed))])
+                for name, tensor in replayed.items():
+                    tensor.copy_(inputs[name])
+                graph.replay()
+                torch.cuda.synchronize()
+                row["graph_mismatch"] = mismatch(spec, dtype, replayed, want)
+                del graph, replayed
+                for key in ("fallback_reason", "mismatch", "graph_mismatch"):
+                    if row[key] is not None:
+                        failures.append(f"{where}: {key}: {row[key]}")
+                bytes_per_call = sum(t.numel() * t.element_size() for t in inputs.values())
+                copies = copies_for(bytes_per_call)
+                sides = {
+                    "original": [cloned(inputs) for _ in range(copies)],
+                    "exported": [cloned(inputs) for _ in range(copies)],
+                }
+                graphs = {
+                    name: (
+                        capture([partial(op, *args_of(s)) for s in sets]),
+                        copies,
+                    )
+                    for (name, sets), op in zip(sides.items(), (original, exported), strict=True)
+                }
+                timing = compare_graphs(graphs)
+                row.update({f"graph_{k}": v for k, v in timing.items()})
+                row["graph_call"] = call(timing["speedup"], timing["speedup_err"])
+                row["eager_original_us"] = eager_us(
+                    partial(original, *args_of(sides["original"][0]))
+                )
+                row["eager_exported_us"] = eager_us(
+                    partial(exported, *args_of(sides["exported"][0]))
+                )
+                bench_us = bench.get((label, dtype))
+                row["bench_us"] = bench_us
+                row["graph_over_bench"] = (
+                    None if bench_us is None else timing["exported_us"] / bench_us
+                )
+                del graphs, sides
+                rows.append(row)
+    checks = _opcheck_and_compile(run, original, exported, generator, failures)
+    smallest = min(
+        (d for s in SUITE_NAMES for d in spec.contract.suite(s)),
+        key=lambda d: spec.contract.bytes_for(d, spec.contract.dtypes[0]),
+    )
+    small = make_inputs(spec, smallest, spec.contract.dtypes[0], generator)
+    host = {
+        "shape": spec.contract.label(smallest),
+        "original_us": host_us(partial(original, *args_of(cloned(small)))),
+        "exported_us": host_us(partial(exported, *args_of(cloned(small)))),
+    }
+    passed = not failures
+    speedups = [r["graph_speedup"] for r in rows]
+    summary = (
+        f"{spec.name}: {len(rows)} shape/dtype cases, "
+        f"{'all equal to the original' if passed else f'{len(failures)} failures'}; "
+        f"opcheck/compile {'ok' if all(c['ok'] for c in checks) else 'FAILED'}; "
+        f"graph speedup over the original {min(speedups):.2f}x-{max(speedups):.2f}x; "
+        f"host overhead {host['exported_us']:.1f} us/call (original {host['original_us']:.1f})"
+    )
+    return {
+        "op": spec.name,
+        "framework_op": fw.qualname,
+        "run_id": run.result.run_id,
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "passed": passed,
+        "failures": failures,
+        "cases": rows,
+        "checks": checks,
+        "host_overhead": host,
+        "summary": summary,
+    }
+
+
+def _opcheck_and_compile(
+    run: FinishedRun,
+    original: Any,
+    exported: Any,
+    generator: torch.Generator,
+    failures: list[str],
+) -> list[dict[str, Any]]:
+    """opcheck and torch.compile(fullgraph=True) per dtype on the first tuning shape, and the
+    compiled function again on the first held-out shape (a new size: the recompile a serving
+    engine's next batch size triggers); failures appended.
+
+    Each opcheck traces the op several ways and each compile runs Inductor, seconds apiece, so
+    these run on a few cases; every suite shape goes through the eager and graph checks."""
+    spec, fw = run.spec, run.framework
+    first, heldout = spec.contract.suite("tuning")[0], spec.contract.suite("heldout")[0]
+    cases: list[tuple[dict[str, int], str, tuple[str, ...]]] = [
+        (first, dtype, ("opcheck", "compile")) for dtype in spec.contract.dtypes
+    ]
+    cases.append((heldout, spec.contract.dtypes[0], ("compile",)))
+    checks: list[dict[str, Any]] = []
+
+    def through_compile(*args: Any) -> None:
+        exported(*args)
+
+    compiled = torch.compile(through_compile, fullgraph=True)
+    for dims, dtype, kinds in cases:
+        where = f"{spec.contract.label(dims)} {dtype}"
+        inputs = make_inputs(spec, dims, dtype, generator)
+        for kind in kinds:
+            entry: dict[str, Any] = {"check": kind, "shape": where, "ok": True, "error": None}
+            try:
+                if kind == "opcheck":
+                    torch.library.opcheck(exported, tuple(op_arguments(fw, spec, cloned(inputs))))
+                else:
+                    want, got = cloned(inputs), cloned(inputs)
+                    original(*op_arguments(fw, spec, want))
+                    compiled(*op_arguments(fw, spec, got))
+                    torch.cuda.synchronize()
+                    problem = mismatch(spec, dtype, got, want)
+                    if problem:
+                        raise AssertionError(f"compiled result differs: {problem}")
+            except Exception as exc:  # any failure of either check is reported, not raised
+                entry["ok"] = False
+                entry["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+                failures.append(f"{kind} {where}: {entry['error']}")
+            checks.append(entry)
+    return checks
