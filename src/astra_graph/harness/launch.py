@@ -18,6 +18,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -109,6 +110,14 @@ _SCALAR_TYPES: dict[str, type[np.generic]] = {
 }
 
 
+@cache
+def _sm_count() -> int:
+    """The current GPU's multiprocessor count (``sm_count`` in launch geometry)."""
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+
+
 @dataclass
 class LoadedKernel:
     """One instantiation (element type, tunables) compiled and loaded in this process."""
@@ -126,7 +135,7 @@ class LoadedKernel:
         self, dims: Mapping[str, int]
     ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """(grid, block, dynamic shared memory bytes) from the header, for one shape."""
-        return self.impl.header.launch(dims, self.dtype, self.tunables)
+        return self.impl.header.launch(dims, self.dtype, self.tunables, _sm_count())
 
     def unsupported(self, dims: Mapping[str, int]) -> str | None:
         """The header's ``requires`` clause that ``dims`` breaks, or None."""

@@ -1,0 +1,9 @@
+"""Framework kernels as the framework writes them (``astra import``).
+
+One module per job: :mod:`~astra_graph.framework.parse` reads C++ with tree-sitter (kernels,
+launchers, launch sites, macros), :mod:`~astra_graph.framework.flatten` inlines a file's
+framework includes into one self-contained file, :mod:`~astra_graph.framework.launchers` maps a
+launcher's arguments to kernel parameters, dims, dtypes and launch geometry, and
+:mod:`~astra_graph.framework.device` prepares the device code for NVRTC (c10 types as CUDA's,
+the headers NVRTC lacks). Nothing here imports the harness or LangGraph.
+"""
