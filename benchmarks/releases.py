@@ -8,8 +8,8 @@ no registry. Nothing here is committed: the cache folder is in ``.gitignore``.
 
 Wheels come through ``pip download --no-deps``. An sdist whose metadata cannot be built here
 (vLLM's build requirements pin a torch this machine cannot resolve, so ``pip download`` stops
-after downloading it) is fetched through the registry's simple index (its JSON form) instead, and its SHA-256 checked
-against the one the registry publishes.
+after downloading it) is fetched through the registry's simple index (its JSON form)
+instead, and its SHA-256 checked against the one the registry publishes.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ an import that points upwards fails here before it can tie the layers into a kno
 module must be placed in a layer: a new one is a decision, not an accident.
 
     contract, header, models (pure data and rules)
-    < harness (compile, check, time)  < services over the harness (tuning, validation)
+    < harness (compile, check, time)  < services over the harness (tuning, validation, framework)
     < LLM client and replies  < the graph's state and the run's records
     < agents (the nodes)  < graphs  < runner  < commands  < cli
 """
@@ -17,7 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from astra_graph.cli import COMMANDS
+from astra_graph.cli import COMMANDS, MODULES
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "astra_graph"
 
@@ -27,7 +27,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         "selection", "rundir", "prompts", "provenance", "plots", "external", "usage",
     }),
     ("harness", {"harness"}),
-    ("services over the harness", {"tuning", "validation"}),
+    ("services over the harness", {"tuning", "validation", "framework"}),
     ("LLM client", {"replies", "external_chat", "llm", "context"}),
     ("state and records", {"state", "result", "report"}),
     ("agents", {"agents"}),
@@ -116,7 +116,7 @@ def test_above_the_graphs_the_nodes_are_reached_only_through_them() -> None:
 
 
 def test_commands_do_not_import_each_other_or_the_cli() -> None:
-    commands = {f"astra_graph.commands.{name}" for name in COMMANDS}
+    commands = {f"astra_graph.commands.{MODULES.get(name, name)}" for name in COMMANDS}
     found = [
         f"{name} imports {target}"
         for name, path in modules()
@@ -145,7 +145,7 @@ AGENT_COMMANDS = ("optimize", "reply")
 def test_the_other_commands_start_without_langgraph_langchain_or_matplotlib() -> None:
     """What the import check cannot see: a lower module that pulls a heavy library in through
     a third-party package. Imports the modules in a fresh interpreter and looks."""
-    quick = [name for name in COMMANDS if name not in AGENT_COMMANDS]
+    quick = [MODULES.get(name, name) for name in COMMANDS if name not in AGENT_COMMANDS]
     code = (
         "import importlib, sys\n"
         f"for name in {quick!r}: importlib.import_module('astra_graph.commands.' + name)\n"

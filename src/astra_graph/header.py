@@ -171,7 +171,7 @@ class ImplementationHeader(BaseModel):
         known = known_names(info)
         for item in value:
             try:
-                check_names(item, None if known is None else known | {ELEM_BYTES}, "name")
+                check_names(item, None if known is None else known | {ELEM_BYTES, SM_COUNT}, "name")
             except expr.ExprError as exc:
                 raise ValueError(str(exc)) from None
         return value
@@ -209,9 +209,19 @@ class ImplementationHeader(BaseModel):
         return {name: values[0] for name, values in self.tunables.items()}
 
     def env(
-        self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
+        self,
+        dims: Mapping[str, int],
+        dtype: DType,
+        tunables: Mapping[str, int],
+        sm_count: int = DEFAULT_SM_COUNT,
     ) -> dict[str, int]:
-        return {**dims, **self.default_tunables(), **tunables, ELEM_BYTES: dtype.itemsize}
+        return {
+            **dims,
+            **self.default_tunables(),
+            **tunables,
+            ELEM_BYTES: dtype.itemsize,
+            SM_COUNT: sm_count,
+        }
 
     def unmet_requirement(
         self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
@@ -230,7 +240,7 @@ class ImplementationHeader(BaseModel):
         sm_count: int = DEFAULT_SM_COUNT,
     ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """(grid, block, dynamic shared memory bytes) for one shape on a GPU of ``sm_count``."""
-        env = {**self.env(dims, dtype, tunables), SM_COUNT: sm_count}
+        env = self.env(dims, dtype, tunables, sm_count)
         return (
             expr.evaluate_dims3(self.grid, env),
             expr.evaluate_dims3(self.block, env),

@@ -304,7 +304,7 @@ def analyse(
     for param, arg in zip(kernel.params, launch.args, strict=True):
         raw = arg.strip()
         inner = strip_cast(raw)
-        if param.type in {s for s in ()} or (
+        if (
             not param.pointer
             and CPP_TYPES.get(param.type) is None
             and _element_type(param, targs) is None
@@ -366,7 +366,7 @@ def analyse(
     if not dtypes:
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
-        dtypes = {next(t.element for t in tensors.values() if t.element)}  # type: ignore[misc]
+        dtypes = {next(t.element for t in tensors.values() if t.element is not None)}
     entry_args = [re.sub(rf"\b{ELEMENT_TYPE_NAME}\b", "T", a) for a in launch.template_args]
     entry = f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified
     unsupported = sorted(dtypes - {"float32", "float64", "float16", "bfloat16"})

@@ -315,6 +315,11 @@ def _split_args(call: Node) -> list[str]:
     return [text(a) for a in (args.named_children if args else [])]
 
 
+def _substitute(body: str, mapping: dict[str, str]) -> str:
+    """A macro body with its parameters replaced by whole token."""
+    return re.sub(r"\b\w+\b", lambda m: mapping.get(m[0], m[0]), body)
+
+
 def expand_launching_macros(source: str, macros: dict[str, Macro]) -> str:
     """``source`` with every call of a macro whose body launches a kernel replaced by the body.
 
@@ -339,8 +344,7 @@ def expand_launching_macros(source: str, macros: dict[str, Macro]) -> str:
         mapping = dict(zip(macro.params, values, strict=False))
         if macro.params and macro.params[-1] == "__VA_ARGS__":
             mapping["__VA_ARGS__"] = ", ".join(values[len(macro.params) - 1 :])
-        body = re.sub(r"\b\w+\b", lambda m, table=mapping: table.get(m[0], m[0]), macro.body)
-        edits.append((call.start_byte, call.end_byte, body))
+        edits.append((call.start_byte, call.end_byte, _substitute(macro.body, mapping)))
     for start, end, replacement in sorted(edits, reverse=True):
         data = data[:start] + replacement.encode() + data[end:]
     return data.decode(errors="replace")
@@ -360,8 +364,8 @@ def parse_source(source: str) -> Source:
         fields = []
         for member in body.named_children:
             if member.type == "field_declaration":
-                for declarator in member.children_by_field_name("declarator"):
-                    decl_text = text(declarator)
+                for field_node in member.children_by_field_name("declarator"):
+                    decl_text = text(field_node)
                     fields.append(
                         Param(
                             text=text(member),

@@ -107,7 +107,10 @@ _SCALAR_TYPES: dict[str, type[np.generic]] = {
     "int64": np.int64,
     "float32": np.float32,
     "float64": np.float64,
+    "bool": np.bool_,
 }
+NULL_POINTER_ARGUMENT = np.uint64(0)
+"""A null device pointer: 8 bytes, as every pointer parameter of a 64-bit kernel."""
 
 
 @cache
@@ -147,6 +150,9 @@ class LoadedKernel:
         for binding in self.impl.bindings:
             if binding.kind == "tensor":
                 args.append(case.arrays[binding.name])
+                continue
+            if binding.kind == "null":
+                args.append(NULL_POINTER_ARGUMENT)
                 continue
             assert binding.dtype is not None
             if binding.kind == "scalar":
