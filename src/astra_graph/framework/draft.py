@@ -151,6 +151,8 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
         if kind == "bool":
             default: float = DEFAULT_FLAG
             notes.append(f"scalars.{name}: bool drafted as {DEFAULT_FLAG}; check the other value")
+        elif name in analysis.constants:
+            default = analysis.constants[name]
         else:
             default = DEFAULT_EPSILON if "eps" in name.lower() else DEFAULT_FLOAT
         lines += [
@@ -192,6 +194,7 @@ def header_text(analysis: Analysis) -> str:
             f"// astra: grid = {analysis.grid}",
             f"// astra: block = {analysis.block}",
             f"// astra: smem = {analysis.smem}",
+            *(f"// astra: requires = {r}" for r in analysis.requires),
         ]
     )
 

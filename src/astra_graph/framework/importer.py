@@ -20,7 +20,7 @@ from astra_graph.dtypes import DTYPES
 from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import write_operation
 from astra_graph.framework.flatten import flatten
-from astra_graph.framework.launchers import Analysis, Unmapped, analyse
+from astra_graph.framework.launchers import Analysis, Unmapped, analyse, device_constants
 from astra_graph.framework.parse import parse_source
 from astra_graph.harness import nvrtc
 
@@ -53,9 +53,10 @@ class ImportReport(BaseModel):
     launchers: list[LauncherResult]
 
 
-def op_name(launcher: str, kernel: str, several: bool) -> str:
-    """A contract name (lower case, digits, underscores) for one launch site."""
-    base = launcher if not several else f"{launcher}_{kernel}"
+def op_name(launcher: str, index: int, several: bool) -> str:
+    """A contract name (lower case, digits, underscores) for one launch site: the launcher's,
+    with the site's number (1, 2, ...) where the launcher has several."""
+    base = launcher if not several else f"{launcher}_{index + 1}"
     name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base).lower()
     name = re.sub(r"[^a-z0-9_]", "_", name)
     return name if re.match(r"[a-z_]", name) else f"op_{name}"
@@ -68,6 +69,11 @@ def _instantiations(analysis: Analysis) -> list[str]:
     return [re.sub(r"\bT\b", DTYPES[d].ctype, analysis.entry) for d in analysis.dtypes]
 
 
+def _first_error(log: str) -> str:
+    errors = nvrtc.first_errors(log, limit=1)
+    return errors[0] if errors else log.strip()[:300]
+
+
 def import_file(
     path: Path, folders: list[Path], out: Path, *, arch: str = "sm_90", only: str | None = None
 ) -> ImportReport:
@@ -76,36 +82,40 @@ def import_file(
     parsed = parse_source(flat.text)
     device = device_source(flat.text)
     results: list[LauncherResult] = []
+    device_facts = device_constants(arch, nvrtc.version())
     analyses: list[tuple[LauncherResult, Analysis]] = []
     for launcher in parsed.launchers:
         if only is not None and launcher.name != only:
             continue
         several = len(launcher.launches) > 1
-        for launch in launcher.launches:
-            kernel = launch.kernel.rsplit("::", 1)[-1]
+        for index, launch in enumerate(launcher.launches):
             result = LauncherResult(
                 launcher=launcher.name, kernel=launch.kernel, line=launch.line, imported=False
             )
             results.append(result)
             try:
-                analysis = analyse(launcher, launch, parsed.kernels, parsed.macros)
+                analysis = analyse(launcher, launch, parsed.kernels, parsed.macros, device_facts)
             except Unmapped as exc:
                 result.reason = str(exc)
                 continue
-            result.op = op_name(launcher.name, kernel, several)
+            result.op = op_name(launcher.name, index, several)
             result.dtypes = list(analysis.dtypes)
             analyses.append((result, analysis))
     entries = sorted({e for _, a in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()
     compiled = compile_device(device.text, entries, arch) if entries else None
-    error = ""
-    if compiled is not None and not compiled.ok:
-        errors = nvrtc.first_errors(compiled.log, limit=1)
-        error = errors[0] if errors else compiled.log.strip()[:300]
+    error = "" if compiled is None or compiled.ok else _first_error(compiled.log)
+    seconds = compiled.seconds if compiled else 0.0
     for result, analysis in analyses:
-        if compiled is None or not compiled.ok:
-            result.reason = f"device code does not compile with NVRTC: {error}"
-            continue
+        if compiled is not None and not compiled.ok:
+            # one program for every site failed: compile this site alone to say whose it is
+            alone = compile_device(device.text, _instantiations(analysis), arch)
+            seconds += alone.seconds
+            if not alone.ok:
+                result.reason = (
+                    f"device code does not compile with NVRTC: {_first_error(alone.log)}"
+                )
+                continue
         try:
             written = write_operation(
                 out / (result.op or ""), result.op or "", analysis, device.text, path.name
@@ -121,7 +131,7 @@ def import_file(
         files_read=[str(f) for f in flat.files],
         kept_includes=flat.kept,
         compiler=f"NVRTC {major}.{minor} ({COMPILER_REASON})",
-        compile_seconds=round(compiled.seconds, 3) if compiled else 0.0,
+        compile_seconds=round(seconds, 3),
         compiled=bool(compiled and compiled.ok),
         compile_error=error,
         launchers=results,

@@ -27,6 +27,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import Kernel, Launch, Launcher, Macro, Param, _parser, text
 from astra_graph.header import SM_COUNT
 
@@ -84,6 +85,9 @@ _DATA_PTR = re.compile(
     r"^(?:\(\s*[\w:<>\s*]+\)\s*)?(?P<tensor>\w+)\s*(?:\.|->)\s*(?:const_|mutable_)?data_ptr\s*(?:<(?P<type>[^>]*)>)?\s*\(\s*\)$"
 )
 _CAST = re.compile(r"^(?:reinterpret_cast|static_cast)\s*<[^()]*>\s*\((?P<inner>.*)\)$", re.S)
+_C_CAST = re.compile(r"^\(\s*(?:const\s+)?[\w:]+\s*\)\s*(?P<inner>[\w.]+)$")
+_FLOAT_LITERAL = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?$")
+_COMPARISONS = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 
 
 @dataclass
@@ -112,7 +116,8 @@ class Analysis:
     launcher: str
     kernel: Kernel
     entry: str
-    """``ns::kernel<T, 1024>``: ``scalar_t`` as ``T``."""
+    """``ns::kernel<astra_framework_t<T>, 1024>``: ``scalar_t`` as the framework's type for
+    the element type under test (``c10::Half`` for ``__half``)."""
     dtypes: tuple[str, ...]
     bindings: list[Binding]
     tensors: dict[str, TensorUse]
@@ -123,12 +128,16 @@ class Analysis:
     smem: str
     scalars: dict[str, str]
     """Launcher parameters passed by value: name -> dtype (float32, float64, bool)."""
+    constants: dict[str, float]
+    """Scalars the launcher passes as a literal: name -> the literal (their default)."""
+    requires: list[str]
+    """The ``if`` conditions the launch sits under, as expressions over the dims."""
     notes: list[str]
 
 
 def strip_cast(expression: str) -> str:
     expression = expression.strip()
-    while match := _CAST.match(expression):
+    while match := _CAST.match(expression) or _C_CAST.match(expression):
         expression = match["inner"].strip()
     return expression
 
@@ -173,8 +182,16 @@ def _macro_types(body: str, macros: dict[str, Macro], seen: set[str]) -> set[str
 class _Translator:
     """C++ host expressions to contract expressions with placeholders for tensor queries."""
 
-    def __init__(self, launcher: Launcher, tensors: dict[str, TensorUse]) -> None:
+    def __init__(
+        self,
+        launcher: Launcher,
+        launch: Launch,
+        tensors: dict[str, TensorUse],
+        device: dict[str, int],
+    ) -> None:
         self.launcher = launcher
+        self.locals = launch.locals
+        self.device = device
         self.tensors = tensors
         self.params = {p.name: p for p in launcher.params}
         self.host_dims: set[str] = set()
@@ -207,7 +224,16 @@ class _Translator:
             return f"({self._node(node.named_children[0], depth)})"
         if kind == "binary_expression":
             op = text(node.child_by_field_name("operator"))
-            python = {"/": "//", "+": "+", "-": "-", "*": "*", "%": "%"}.get(op)
+            python = {
+                "/": "//",
+                "+": "+",
+                "-": "-",
+                "*": "*",
+                "%": "%",
+                "&&": "and",
+                "||": "or",
+                **_COMPARISONS,
+            }.get(op)
             if python is None:
                 raise Unmapped(f"operator {op!r} in {text(node)!r}")
             left = self._node(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
@@ -221,14 +247,32 @@ class _Translator:
             return self._call(node, depth)
         if kind == "sizeof_expression":
             return "elem_bytes"
+        if kind == "conditional_expression":
+            parts = [
+                node.child_by_field_name(f) for f in ("condition", "consequence", "alternative")
+            ]
+            if any(p is None for p in parts):
+                raise Unmapped(f"cannot read {text(node)!r}")
+            inner = ", ".join(self._node(p, depth) for p in parts)  # type: ignore[arg-type]
+            return f"select({inner})"
+        if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "!":
+            return f"({self._node(node.child_by_field_name('argument'), depth)}) == 0"  # type: ignore[arg-type]
+        if kind in ("true", "false"):
+            return "1" if kind == "true" else "0"
         raise Unmapped(f"{kind.replace('_', ' ')} {text(node)!r} in a size expression")
 
     def _name(self, node: Node, depth: int) -> str:
         name = text(node)
         if name.endswith("multiProcessorCount"):
             return SM_COUNT
-        if name in self.launcher.locals:
-            return f"({self.expression(self.launcher.locals[name], depth + 1)})"
+        if name in self.device:
+            return str(self.device[name])
+        if node.type == "field_expression" and "->" in name:
+            field_name = text(node.child_by_field_name("field"))
+            if field_name in ("major", "minor") and "prop" in name.lower():
+                return str(self.device[f"cc_{field_name}"])
+        if name in self.locals:
+            return f"({self.expression(self.locals[name], depth + 1)})"
         param = self.params.get(name)
         if param is not None and CPP_TYPES.get(param.type) in ("int32", "int64"):
             self.host_dims.add(name)
@@ -251,7 +295,16 @@ class _Translator:
             if method == "numel" and not args:
                 self._tensor(tensor).numel = True
                 return f"{tensor}__numel"
+            if method == "element_size" and not args:
+                self._tensor(tensor)
+                return "elem_bytes"
+            if method == "dim" and not args:
+                self._tensor(tensor)
+                return f"{tensor}__dim"
         short = name.rsplit("::", 1)[-1]
+        if short == "dim3":
+            inner = ", ".join(self._node(a, depth) for a in args)
+            return f"({inner},)" if len(args) == 1 else f"({inner})"
         if short in ("min", "max") and len(args) == 2:
             inner = ", ".join(self._node(a, depth) for a in args)
             return f"{short}({inner})"
@@ -281,10 +334,28 @@ def _element_type(param: Param, template_args: dict[str, str]) -> str | None:
     return CPP_TYPES.get(spelled)
 
 
+def device_constants(arch: str, cuda_version: tuple[int, int]) -> dict[str, int]:
+    """What a launcher may ask of the build and the GPU, fixed by the import's target:
+    ``CUDA_VERSION`` (the compiler's, 13050 for 13.5) and the compute capability of ``arch``."""
+    digits = arch.removeprefix("sm_").rstrip("a")
+    return {
+        "CUDA_VERSION": cuda_version[0] * 1000 + cuda_version[1] * 10,
+        "cc_major": int(digits[:-1]),
+        "cc_minor": int(digits[-1]),
+    }
+
+
 def analyse(
-    launcher: Launcher, launch: Launch, kernels: list[Kernel], macros: dict[str, Macro]
+    launcher: Launcher,
+    launch: Launch,
+    kernels: list[Kernel],
+    macros: dict[str, Macro],
+    device: dict[str, int],
 ) -> Analysis:
-    """The contract-level description of one launch; raises Unmapped with the reason."""
+    """The contract-level description of one launch; raises Unmapped with the reason.
+
+    ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU.
+    """
     kernel = _resolve_kernel(launch, kernels)
     if len(launch.args) != len(kernel.params):
         raise Unmapped(
@@ -296,9 +367,10 @@ def analyse(
     for name, args in launch.dispatch:
         dtypes |= dispatch_dtypes(name, args, macros)
     tensors: dict[str, TensorUse] = {}
-    translator = _Translator(launcher, tensors)
+    translator = _Translator(launcher, launch, tensors, device)
     bindings: list[Binding] = []
     scalars: dict[str, str] = {}
+    constants: dict[str, float] = {}
     notes: list[str] = []
     host = {p.name: p for p in launcher.params}
     for param, arg in zip(kernel.params, launch.args, strict=True):
@@ -334,13 +406,24 @@ def analyse(
             continue
         kind = CPP_TYPES.get(targs.get(param.type, param.type))
         if kind in ("float32", "float64", "bool"):
-            source = host.get(inner)
-            if source is None:
+            value = launch.locals.get(inner, inner) if inner not in host else inner
+            value = strip_cast(value)
+            if value in host:
+                scalars[value] = kind
+                bindings.append(Binding(param.name, "scalar", value, kind))
+            elif _FLOAT_LITERAL.match(value) or value in ("true", "false"):
+                constant = {"true": 1.0, "false": 0.0}.get(value)
+                number = constant if constant is not None else float(value.rstrip("fF"))
+                name = param.name if param.name not in host else f"{param.name}_value"
+                scalars[name] = kind
+                constants[name] = number
+                bindings.append(Binding(param.name, "scalar", name, kind))
+                notes.append(f"scalars.{name}: the launcher passes the constant {value}")
+            else:
                 raise Unmapped(
-                    f"{param.name!r} ({param.type}) gets {raw!r}, not a launcher parameter"
+                    f"{param.name!r} ({param.type}) gets {raw!r}, neither a launcher "
+                    "parameter nor a constant"
                 )
-            scalars[source.name] = kind
-            bindings.append(Binding(param.name, "scalar", source.name, kind))
             continue
         if kind in ("int32", "int64"):
             bindings.append(Binding(param.name, "expr", translator.expression(inner), kind))
@@ -348,11 +431,11 @@ def analyse(
         raise Unmapped(f"kernel parameter {param.name!r} has unsupported type {param.type!r}")
     geometry = [launch.grid, launch.block, launch.smem]
     grid, block, smem = (
-        translator.expression(launcher.locals.get(g, g)) if g.strip() else "0" for g in geometry
+        translator.expression(launch.locals.get(g, g)) if g.strip() else "0" for g in geometry
     )
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
-    shapes, dims = _shapes(launcher, tensors, notes)
+    shapes, dims = _shapes(launch, tensors, notes)
     for name in translator.host_dims:
         if name not in dims:
             dims.append(name)
@@ -363,11 +446,23 @@ def analyse(
     for binding in bindings:
         if binding.kind == "expr":
             binding.value = finish(binding.value)
+    requires = []
+    for condition, positive in launch.conditions:
+        try:
+            translated = finish(translator.expression(condition))
+        except Unmapped as exc:
+            branch = "then" if positive else "else"
+            notes.append(f"launch condition {condition!r} ({branch}) not expressed: {exc}")
+            continue
+        requires.append(translated if positive else f"({translated}) == 0")
     if not dtypes:
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
         dtypes = {next(t.element for t in tensors.values() if t.element is not None)}
-    entry_args = [re.sub(rf"\b{ELEMENT_TYPE_NAME}\b", "T", a) for a in launch.template_args]
+    entry_args = [
+        re.sub(rf"\b{ELEMENT_TYPE_NAME}\b", f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
+        for a in launch.template_args
+    ]
     entry = f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified
     unsupported = sorted(dtypes - {"float32", "float64", "float16", "bfloat16"})
     if unsupported:
@@ -385,12 +480,14 @@ def analyse(
         block=finish(block),
         smem=finish(smem),
         scalars=scalars,
+        constants=constants,
+        requires=requires,
         notes=notes,
     )
 
 
-def _local_for(launcher: Launcher, tensor: str, index: int, rank: int) -> str | None:
-    for name, value in launcher.locals.items():
+def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None:
+    for name, value in launch.locals.items():
         compact = re.sub(r"\s+", "", value)
         for i in {index, index - rank}:
             if "." not in name and compact in (f"{tensor}.size({i})", f"{tensor}.sizes()[{i}]"):
@@ -399,7 +496,7 @@ def _local_for(launcher: Launcher, tensor: str, index: int, rank: int) -> str | 
 
 
 def _shapes(
-    launcher: Launcher, tensors: dict[str, TensorUse], notes: list[str]
+    launch: Launch, tensors: dict[str, TensorUse], notes: list[str]
 ) -> tuple[dict[str, list[str]], list[str]]:
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
@@ -412,7 +509,7 @@ def _shapes(
         )
         axes = []
         for axis in range(rank):
-            local = _local_for(launcher, name, axis, rank)
+            local = _local_for(launch, name, axis, rank)
             dim = local or (
                 "tokens" if axis == 0 and rank > 1 and main is None else f"{name}_{axis}"
             )
@@ -443,6 +540,8 @@ def _substitute(
         axes = shapes[tensor]
         if what == "numel":
             return "(" + " * ".join(axes) + ")"
+        if what == "dim":
+            return str(len(axes))
         i = int(index.lstrip("m")) * (-1 if index.startswith("m") else 1)
         i = i + len(axes) if i < 0 else i
         if not 0 <= i < len(axes):
@@ -455,5 +554,5 @@ def _substitute(
     names = "|".join(re.escape(t) for t in tensors)
     if not names:
         return expression
-    pattern = rf"\b(?P<tensor>{names})__(?P<what>size|stride|numel)(?:__(?P<index>m?\d+))?\b"
+    pattern = rf"\b(?P<tensor>{names})__(?P<what>size|stride|numel|dim)(?:__(?P<index>m?\d+))?\b"
     return re.sub(pattern, one, expression)

@@ -98,6 +98,12 @@ class Launch:
     dispatch: tuple[tuple[str, tuple[str, ...]], ...]
     """The enclosing dispatch macro calls, innermost first: (macro name, argument texts)."""
     line: int
+    locals: dict[str, str] = field(default_factory=dict)
+    """Each local variable visible at the launch and its initialiser (``d`` ->
+    ``input.size(-1) / 2``; ``dim3 grid(n)`` -> ``n``), inner scopes winning; a field assigned
+    before the launch (``params.rows = ...``) is keyed ``params.rows``."""
+    conditions: tuple[tuple[str, bool], ...] = ()
+    """The ``if`` conditions the launch sits under: (condition, True in its then-branch)."""
 
 
 @dataclass(frozen=True)
@@ -106,9 +112,6 @@ class Launcher:
 
     name: str
     params: tuple[Param, ...]
-    locals: dict[str, str]
-    """Each local variable's initialiser (``d`` -> ``input.size(-1) / 2``; ``dim3 grid(n)`` ->
-    ``n``); a field assigned later (``params.rows = ...``) is keyed ``params.rows``."""
     launches: tuple[Launch, ...]
     line: int
 
@@ -244,6 +247,7 @@ def _launch(call: Node) -> Launch:
         kernel = scope + text(template.child_by_field_name("name"))
     else:
         kernel = text(name_node)
+    scoped, conditions = _scope(call)
     config = [text(c) for c in (_launch_of(call) or call).named_children]
     config += ["0", "0"][: max(0, 4 - len(config))]
     args = call.child_by_field_name("arguments")
@@ -257,6 +261,8 @@ def _launch(call: Node) -> Launch:
         args=tuple(text(a) for a in (args.named_children if args else [])),
         dispatch=_dispatch_chain(call),
         line=call.start_point[0] + 1,
+        locals=scoped,
+        conditions=conditions,
     )
 
 
@@ -271,9 +277,10 @@ def _walk(node: Node, types: tuple[str, ...]) -> list[Node]:
     return found
 
 
-def _locals(body: Node) -> dict[str, str]:
+def _declared(node: Node) -> dict[str, str]:
+    """What one statement declares or assigns to a field: name -> initialiser text."""
     out: dict[str, str] = {}
-    for decl in _walk(body, ("declaration",)):
+    for decl in _walk(node, ("declaration",)):
         for child in decl.named_children:
             if child.type == "function_declarator":  # `dim3 grid(n);` parses as a declaration
                 params = child.child_by_field_name("parameters")
@@ -287,11 +294,41 @@ def _locals(body: Node) -> dict[str, str]:
                 out[name] = ", ".join(text(a) for a in value.named_children)
             elif value is not None:
                 out[name] = text(value)
-    for assign in _walk(body, ("assignment_expression",)):
+    for assign in _walk(node, ("assignment_expression",)):
         left = assign.child_by_field_name("left")
         if left is not None and left.type == "field_expression":
             out[text(left)] = text(assign.child_by_field_name("right"))
     return out
+
+
+def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
+    """The locals visible at a launch (inner scopes win) and the ``if`` conditions around it."""
+    scopes: list[Node] = []
+    conditions: list[tuple[str, bool]] = []
+    node: Node | None = call
+    while node is not None and node.type != "function_definition":
+        parent = node.parent
+        if node.type == "compound_statement":
+            scopes.append(node)
+        if parent is not None and parent.type == "if_statement":
+            condition = parent.child_by_field_name("condition")
+            consequence = parent.child_by_field_name("consequence")
+            if condition is not None and node != condition:
+                inside_then = (
+                    consequence is not None
+                    and node.start_byte >= consequence.start_byte
+                    and node.end_byte <= consequence.end_byte
+                )
+                conditions.append((text(condition).strip().strip("()").strip(), inside_then))
+        node = parent
+    found: dict[str, str] = {}
+    for scope in reversed(scopes):
+        for statement in scope.named_children:
+            if statement.start_byte >= call.start_byte:
+                break
+            if statement.type in ("declaration", "expression_statement"):
+                found.update(_declared(statement))
+    return found, tuple(reversed(conditions))
 
 
 def _macros(root: Node) -> dict[str, Macro]:
@@ -408,7 +445,6 @@ def parse_source(source: str) -> Source:
                 Launcher(
                     name=name,
                     params=_params(declarator),
-                    locals=_locals(body),
                     launches=tuple(_launch(c) for c in calls),
                     line=line,
                 )
