@@ -75,14 +75,18 @@ def _is_host_variable(node: Node) -> bool:
     raw = text(node)
     if "constexpr" in raw.split("=", 1)[0] or raw.lstrip().startswith(("using", "typedef")):
         return False
-    return not any(
-        c.type == "function_declarator"
-        or (
-            c.child_by_field_name("declarator") is not None
-            and c.child_by_field_name("declarator").type == "function_declarator"
-        )  # type: ignore[union-attr]
+    declares_function = any(
+        c.type == "function_declarator" or _declarator_type(c) == "function_declarator"
         for c in node.named_children
-    ) and any(c.type in ("init_declarator", "identifier") for c in node.named_children)
+    )
+    return not declares_function and any(
+        c.type in ("init_declarator", "identifier") for c in node.named_children
+    )
+
+
+def _declarator_type(node: Node) -> str | None:
+    declarator = node.child_by_field_name("declarator")
+    return None if declarator is None else declarator.type
 
 
 _SCOPES = (
