@@ -101,6 +101,17 @@ def import_file(
             result.op = op_name(launcher.name, index, several)
             result.dtypes = list(analysis.dtypes)
             analyses.append((result, analysis))
+    for function, line, call in parsed.other_launches:
+        if only is None or function == only:
+            results.append(
+                LauncherResult(
+                    launcher=function,
+                    kernel="?",
+                    line=line,
+                    imported=False,
+                    reason=f"launches through {call}(), which is not read yet (only <<<>>>)",
+                )
+            )
     entries = sorted({e for _, a in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()
     compiled = compile_device(device.text, entries, arch) if entries else None

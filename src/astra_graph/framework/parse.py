@@ -30,6 +30,16 @@ if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
 
+LAUNCH_CALLS = (
+    "cudaLaunchKernelEx",
+    "cudaLaunchKernel",
+    "cudaLaunchCooperativeKernel",
+    "LaunchKernel",
+)
+"""Launch APIs other than ``<<<>>>`` (FlashInfer's ``cudaLaunchKernelEx``, SGLang's JIT
+``LaunchKernel(...)(kernel, params)``): found and reported, not imported yet."""
+
+
 class ParserUnavailable(RuntimeError):
     """tree-sitter or its CUDA grammar is not installed."""
 
@@ -132,6 +142,9 @@ class Source:
     macros: dict[str, Macro] = field(default_factory=dict)
     structs: dict[str, list[Param]] = field(default_factory=dict)
     """Struct and class fields by unqualified name (a kernel's ``Params`` argument)."""
+    other_launches: list[tuple[str, int, str]] = field(default_factory=list)
+    """Host functions that launch through an API call rather than ``<<<>>>``: (function,
+    line, the call), so that they are reported rather than missed."""
 
 
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "struct", "typename", "class"}
@@ -439,7 +452,13 @@ def parse_source(source: str) -> Source:
         body = definition.child_by_field_name("body")
         if body is None:
             continue
-        calls = [c for c in _walk(body, ("call_expression",)) if _launch_of(c) is not None]
+        every_call = _walk(body, ("call_expression",))
+        calls = [c for c in every_call if _launch_of(c) is not None]
+        for call in every_call:
+            callee = text(call.child_by_field_name("function")).rsplit("::", 1)[-1]
+            if callee in LAUNCH_CALLS or callee.startswith(LAUNCH_CALLS):
+                out.other_launches.append((name, call.start_point[0] + 1, callee))
+                break
         if calls:
             out.launchers.append(
                 Launcher(
