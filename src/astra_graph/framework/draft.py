@@ -78,7 +78,8 @@ def _axis_values(analysis: Analysis, dim: str) -> tuple[tuple[int, ...], tuple[i
     return OTHER[:1], OTHER[1:]
 
 
-def _suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int]], int]:
+def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int]], int]:
+    """(tuning shapes, held-out shapes, how many were left out for size)."""
     values = {d: _axis_values(analysis, d) for d in analysis.dims}
     tuning, heldout = [], []
     for tokens_index in range(max(len(v[0]) for v in values.values())):
@@ -110,7 +111,7 @@ def _toml(value: object) -> str:
 def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[str]]:
     """The drafted ``contract.toml`` and what was assumed."""
     notes = list(analysis.notes)
-    tuning, heldout, dropped = _suites(analysis)
+    tuning, heldout, dropped = suites(analysis)
     if dropped:
         notes.append(f"suites: {dropped} shape(s) above {MAX_SUITE_BYTES} bytes left out")
     if not tuning or not heldout:

@@ -16,13 +16,16 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from astra_graph import expr
+from astra_graph.contract import ELEM_BYTES
 from astra_graph.dtypes import DTYPES
 from astra_graph.framework.device import compile_device, device_source
-from astra_graph.framework.draft import write_operation
+from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.launchers import Analysis, Unmapped, analyse, device_constants
 from astra_graph.framework.parse import parse_source
 from astra_graph.harness import nvrtc
+from astra_graph.header import DEFAULT_SM_COUNT, SM_COUNT
 
 COMPILER_REASON = (
     "device code only, launchers read by the parser: nvcc on the whole file needs torch's "
@@ -69,6 +72,24 @@ def _instantiations(analysis: Analysis) -> list[str]:
     return [re.sub(r"\bT\b", DTYPES[d].ctype, analysis.entry) for d in analysis.dtypes]
 
 
+def _never_taken(analysis: Analysis) -> str:
+    """Why the launcher never takes this launch on the import's GPU for serving shapes (its
+    ``if`` conditions false on every suite shape and dtype), or ''."""
+    if not analysis.requires:
+        return ""
+    tuning, heldout, _ = suites(analysis)
+    env_base = {SM_COUNT: DEFAULT_SM_COUNT}
+    for dims in [*tuning, *heldout]:
+        for dtype in analysis.dtypes:
+            env = {**env_base, **dims, ELEM_BYTES: DTYPES[dtype].itemsize}
+            try:
+                if all(expr.evaluate(r, env) for r in analysis.requires):
+                    return ""
+            except expr.ExprError:
+                return ""  # cannot tell here: the harness evaluates it per shape
+    return f"never launched for the suite shapes on this GPU (requires {analysis.requires[-1]})"
+
+
 def _first_error(log: str) -> str:
     errors = nvrtc.first_errors(log, limit=1)
     return errors[0] if errors else log.strip()[:300]
@@ -94,7 +115,9 @@ def import_file(
             )
             results.append(result)
             try:
-                analysis = analyse(launcher, launch, parsed.kernels, parsed.macros, device_facts)
+                analysis = analyse(
+                    launcher, launch, parsed.kernels, parsed.macros, device_facts, parsed.constants
+                )
             except Unmapped as exc:
                 result.reason = str(exc)
                 continue
@@ -127,6 +150,10 @@ def import_file(
                     f"device code does not compile with NVRTC: {_first_error(alone.log)}"
                 )
                 continue
+        never = _never_taken(analysis)
+        if never:
+            result.reason = never
+            continue
         try:
             written = write_operation(
                 out / (result.op or ""), result.op or "", analysis, device.text, path.name

@@ -135,6 +135,23 @@ class Analysis:
     notes: list[str]
 
 
+_OPTIONAL = re.compile(r"^(?P<condition>[^?]+)\?(?P<then>[^:]+):\s*(?:nullptr|NULL)\s*$")
+
+
+def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str]) -> str:
+    """The ``data_ptr`` expression behind a pointer argument: a local holding it is followed,
+    and an optional tensor (``has_x ? x->data_ptr<T>() : nullptr``) is taken as given."""
+    if argument in launch.locals:
+        argument = strip_cast(launch.locals[argument])
+    optional = _OPTIONAL.match(argument)
+    if optional:
+        notes.append(
+            f"{param}: optional tensor, imported as given ({optional['condition'].strip()} true)"
+        )
+        argument = strip_cast(optional["then"].strip())
+    return argument
+
+
 def strip_cast(expression: str) -> str:
     expression = expression.strip()
     while match := _CAST.match(expression) or _C_CAST.match(expression):
@@ -188,10 +205,12 @@ class _Translator:
         launch: Launch,
         tensors: dict[str, TensorUse],
         device: dict[str, int],
+        constants: dict[str, str],
     ) -> None:
         self.launcher = launcher
         self.locals = launch.locals
         self.device = device
+        self.constants = constants
         self.tensors = tensors
         self.params = {p.name: p for p in launcher.params}
         self.host_dims: set[str] = set()
@@ -199,6 +218,7 @@ class _Translator:
     def expression(self, source: str, depth: int = 0) -> str:
         if depth > 16:
             raise Unmapped(f"{source!r}: locals refer to each other too deeply")
+        source = self._templated_constants(source)
         tree = _parser().parse(f"auto __e = {source};".encode())
         decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
         init = decl.child_by_field_name("declarator") if decl is not None else None
@@ -206,6 +226,23 @@ class _Translator:
         if value is None or tree.root_node.has_error:
             raise Unmapped(f"cannot read expression {source!r}")
         return self._node(value, depth)
+
+    def _templated_constants(self, source: str) -> str:
+        """Constants of class template specialisations (``VecTraits<true>::N``) replaced by
+        their values before parsing: in an expression the parser cannot tell their ``<`` from
+        a comparison."""
+        compact = re.sub(r"\s+", "", source)
+        if "<" not in compact or "::" not in compact:
+            return source
+        for key, value in sorted(self.constants.items(), key=lambda kv: -len(kv[0])):
+            if "<" not in key:
+                continue
+            parts = key.split("::")
+            for start in range(len(parts) - 1):
+                suffix = "::".join(parts[start:])
+                if suffix in compact:
+                    compact = compact.replace(suffix, f"({value})")
+        return compact
 
     def _tensor(self, name: str) -> TensorUse:
         param = self.params.get(name)
@@ -267,6 +304,13 @@ class _Translator:
             return SM_COUNT
         if name in self.device:
             return str(self.device[name])
+        compact = re.sub(r"\s+", "", name).lstrip(":")
+        constant = next(
+            (v for k, v in self.constants.items() if k == compact or k.endswith(f"::{compact}")),
+            None,
+        )
+        if constant is not None:
+            return f"({self.expression(constant, depth + 1)})"
         if node.type == "field_expression" and "->" in name:
             field_name = text(node.child_by_field_name("field"))
             if field_name in ("major", "minor") and "prop" in name.lower():
@@ -351,10 +395,12 @@ def analyse(
     kernels: list[Kernel],
     macros: dict[str, Macro],
     device: dict[str, int],
+    source_constants: dict[str, str] | None = None,
 ) -> Analysis:
     """The contract-level description of one launch; raises Unmapped with the reason.
 
-    ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU.
+    ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU;
+    ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's.
     """
     kernel = _resolve_kernel(launch, kernels)
     if len(launch.args) != len(kernel.params):
@@ -367,7 +413,7 @@ def analyse(
     for name, args in launch.dispatch:
         dtypes |= dispatch_dtypes(name, args, macros)
     tensors: dict[str, TensorUse] = {}
-    translator = _Translator(launcher, launch, tensors, device)
+    translator = _Translator(launcher, launch, tensors, device, source_constants or {})
     bindings: list[Binding] = []
     scalars: dict[str, str] = {}
     constants: dict[str, float] = {}
@@ -386,6 +432,7 @@ def analyse(
                 "and other class types cannot be passed yet"
             )
         if param.pointer:
+            inner = _pointer_source(inner, launch, param.name, notes)
             if inner in ("nullptr", "NULL", "0"):
                 bindings.append(Binding(param.name, "null", "", "pointer"))
                 continue

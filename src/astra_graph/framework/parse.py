@@ -142,6 +142,9 @@ class Source:
     macros: dict[str, Macro] = field(default_factory=dict)
     structs: dict[str, list[Param]] = field(default_factory=dict)
     """Struct and class fields by unqualified name (a kernel's ``Params`` argument)."""
+    constants: dict[str, str] = field(default_factory=dict)
+    """``constexpr`` values at namespace or class scope by qualified name
+    (``vllm::VecTraits<true>::ARCH_MAX_VEC_SIZE`` -> ``32``), which launchers use in sizes."""
     other_launches: list[tuple[str, int, str]] = field(default_factory=list)
     """Host functions that launch through an API call rather than ``<<<>>>``: (function,
     line, the call), so that they are reported rather than missed."""
@@ -400,6 +403,38 @@ def expand_launching_macros(source: str, macros: dict[str, Macro]) -> str:
     return data.decode(errors="replace")
 
 
+def _scope_names(node: Node) -> list[str]:
+    """Namespaces and classes (``VecTraits<true>``) around a node, outermost first."""
+    names = []
+    parent = node.parent
+    while parent is not None:
+        if parent.type in ("namespace_definition", "struct_specifier", "class_specifier"):
+            names.append(re.sub(r"\s+", "", text(parent.child_by_field_name("name"))))
+        parent = parent.parent
+    return [n for n in reversed(names) if n]
+
+
+def _constants(root: Node) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for node in _walk(root, ("field_declaration", "declaration")):
+        if "constexpr" not in text(node).split("=", 1)[0]:
+            continue
+        if node.type == "field_declaration":
+            declarator = node.child_by_field_name("declarator")
+            value = node.child_by_field_name("default_value")
+        else:
+            init = next((c for c in node.named_children if c.type == "init_declarator"), None)
+            declarator = init.child_by_field_name("declarator") if init else None
+            value = init.child_by_field_name("value") if init else None
+        if declarator is None or value is None or node.parent is None:
+            continue
+        if node.parent.type == "compound_statement":
+            continue  # a function's local: the launch's own scope reads those
+        name = "::".join([*_scope_names(node), text(declarator)])
+        found[name] = text(value)
+    return found
+
+
 def parse_source(source: str) -> Source:
     """Kernels, launchers, macros and structs of one translation unit (already flattened)."""
     macros = _macros(_parser().parse(source.encode()).root_node)
@@ -433,6 +468,7 @@ def parse_source(source: str) -> Source:
                         )
                     )
         out.structs[name] = fields
+    out.constants = _constants(tree.root_node)
     for definition in _walk(tree.root_node, ("function_definition",)):
         declarator = _function_declarator(definition)
         if declarator is None:
@@ -456,8 +492,9 @@ def parse_source(source: str) -> Source:
         calls = [c for c in every_call if _launch_of(c) is not None]
         for call in every_call:
             callee = text(call.child_by_field_name("function")).rsplit("::", 1)[-1]
-            if callee in LAUNCH_CALLS or callee.startswith(LAUNCH_CALLS):
-                out.other_launches.append((name, call.start_point[0] + 1, callee))
+            api = next((c for c in LAUNCH_CALLS if callee.startswith(c)), None)
+            if api is not None:
+                out.other_launches.append((name, call.start_point[0] + 1, api))
                 break
         if calls:
             out.launchers.append(
