@@ -162,7 +162,7 @@ def test_c10_half_takes_the_frameworks_path_not_the_generic_one() -> None:
         "#include <type_traits>\n"
         "template <typename scalar_t> __global__ void k(scalar_t* x) {\n"
         "  if constexpr (std::is_same_v<scalar_t, c10::Half>) { x[0] = x[0] * x[0]; }\n"
-        "  else { static_assert(!std::is_same_v<scalar_t, __half>, \"generic path\"); }\n"
+        '  else { static_assert(!std::is_same_v<scalar_t, __half>, "generic path"); }\n'
         "}\n"
     )
     source = torch_types() + kernel
@@ -208,8 +208,8 @@ def test_contract_nullptr_binding_and_bool_scalar(tmp_path: Path) -> None:
     text = (
         'name = "op"\nsummary = "s"\ndtypes = ["float32"]\nreference = "r.py:op"\n'
         'bytes_moved = "n * 4"\nparams = ["x", "bias = nullptr", "flag"]\n'
-        "[dims.n]\n[[args]]\nname = \"x\"\ndtype = \"T\"\nshape = [\"n\"]\nrole = \"inout\"\n"
-        "[[scalars]]\nname = \"flag\"\ndtype = \"bool\"\ndefault = {flag}\n"
+        '[dims.n]\n[[args]]\nname = "x"\ndtype = "T"\nshape = ["n"]\nrole = "inout"\n'
+        '[[scalars]]\nname = "flag"\ndtype = "bool"\ndefault = {flag}\n'
         "[tolerance.float32]\natol = 0\nrtol = 0\n"
         "[suites]\ntuning = [{{ n = 4 }}]\nheldout = [{{ n = 5 }}]\n"
     )
