@@ -4,7 +4,8 @@
 (:mod:`releases`, into ``.frameworks/``), runs ``astra import`` on their activation,
 normalization, rotary, attention-state-merge and quantization files, then ``astra validate`` on
 every operation that came in. ``--gpu`` also checks each validated operation against itself on
-the GPU (the original kernel as candidate and as baseline, its reference the original as oracle).
+the GPU (the original kernel as candidate and as baseline, its reference the original as oracle);
+``--only TEXT`` keeps the files whose path contains TEXT, ``--checks N`` checks the first N.
 The tuner-only speedup column is ``n/a`` for every imported operation: an import declares no
 tunables (the launcher's sizes are fixed by the framework), so there is nothing to tune yet.
 
@@ -90,14 +91,18 @@ def _device() -> str:
         return "cpu"
 
 
-def _check_on_gpu(rows: list[dict[str, Any]]) -> None:
+def _check_on_gpu(rows: list[dict[str, Any]], limit: int | None) -> None:
     from astra_graph.contract import load_contract
     from astra_graph.harness.evaluator import Evaluator
 
+    done = 0
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         for row in rows:
-            if not row["validated"]:
+            if not row.get("validated"):
                 continue
+            if limit is not None and done >= limit:
+                break
+            done += 1
             folder = Path(row["folder"])
             spec = load_contract(folder)
             production = folder / "production.cu"
@@ -112,6 +117,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--gpu", action="store_true", help="also check each op against itself")
     parser.add_argument("--out", default="/tmp/astra-frameworks", help="where ops are written")
     parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--only", help="only the files whose path contains this text")
+    parser.add_argument("--checks", type=int, help="check at most this many operations on the GPU")
     args = parser.parse_args(argv)
     out = Path(args.out)
     rows: list[dict[str, Any]] = []
@@ -119,6 +126,8 @@ def main(argv: list[str]) -> int:
         root = fetch(name)
         folders = include_folders(root, [root / f for f in INCLUDE_ROOTS[name]], None)
         for relative in files:
+            if args.only and args.only not in f"{name}/{relative}":
+                continue
             path = root / relative
             if not path.is_file():
                 rows.append(
@@ -151,7 +160,7 @@ def main(argv: list[str]) -> int:
                     row["validated"], row["validate_failure"] = _validated(Path(result.folder))
                 rows.append(row)
     if args.gpu:
-        _check_on_gpu(rows)
+        _check_on_gpu(rows, args.checks)
     print(f"{'launcher':<48} {'imported':<60} {'valid':<6} {'checked':<8} tuner")
     for row in rows:
         imported = "yes" if row["imported"] else f"no: {row['reason']}"[:60]
