@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.device import FRAMEWORK_TYPE
-from astra_graph.framework.parse import Kernel, Launch, Launcher, Macro, Param, _parser, text
+from astra_graph.framework.parse import (
+    TYPE_ALIAS,
+    Kernel,
+    Launch,
+    Launcher,
+    Macro,
+    Param,
+    _parser,
+    text,
+)
 from astra_graph.header import SM_COUNT
 
 if TYPE_CHECKING:
@@ -332,7 +341,10 @@ class _Translator:
             tensor = text(function.child_by_field_name("argument"))
             method = text(function.child_by_field_name("field"))
             if method in ("size", "stride") and len(args) == 1:
-                index = int(self.expression(text(args[0]), depth + 1).strip("()"))
+                index_text = self.expression(text(args[0]), depth + 1).strip("()")
+                if not re.fullmatch(r"-?\d+", index_text):
+                    raise Unmapped(f"{text(node)!r}: the axis is not a constant")
+                index = int(index_text)
                 use = self._tensor(tensor)
                 use.indices.add(index)
                 return f"{tensor}__{method}__{'m' if index < 0 else ''}{abs(index)}"
@@ -345,7 +357,7 @@ class _Translator:
             if method == "dim" and not args:
                 self._tensor(tensor)
                 return f"{tensor}__dim"
-        short = name.rsplit("::", 1)[-1]
+        short = name.split("<", 1)[0].rsplit("::", 1)[-1]  # std::min<int64_t> is min
         if short == "dim3":
             inner = ", ".join(self._node(a, depth) for a in args)
             return f"({inner},)" if len(args) == 1 else f"({inner})"
@@ -373,6 +385,7 @@ def _resolve_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
 
 def _element_type(param: Param, template_args: dict[str, str]) -> str | None:
     spelled = template_args.get(param.type, param.type)
+    spelled = template_args.get(TYPE_ALIAS + spelled, spelled)
     if spelled in (ELEMENT_TYPE_NAME, "T"):
         return "T"
     return CPP_TYPES.get(spelled)
@@ -408,7 +421,23 @@ def analyse(
             f"{launch.kernel} takes {len(kernel.params)} parameters, the launch passes "
             f"{len(launch.args)}"
         )
-    targs = dict(zip((t.name for t in kernel.template), launch.template_args, strict=False))
+    notes: list[str] = []
+    aliases = {
+        k: v
+        for k, v in launch.locals.items()
+        if k.startswith(TYPE_ALIAS) and v == ELEMENT_TYPE_NAME
+    }
+    targs = {
+        **aliases,
+        **dict(zip((t.name for t in kernel.template), launch.template_args, strict=False)),
+    }
+    element_names = {ELEMENT_TYPE_NAME, *(k.removeprefix(TYPE_ALIAS) for k in aliases)}
+    if len(aliases) > 1:
+        notes.append(
+            "nested dispatches ("
+            + ", ".join(k.removeprefix(TYPE_ALIAS) for k in aliases)
+            + "): imported with one element type for all"
+        )
     dtypes: set[str] = set()
     for name, args in launch.dispatch:
         dtypes |= dispatch_dtypes(name, args, macros)
@@ -417,7 +446,6 @@ def analyse(
     bindings: list[Binding] = []
     scalars: dict[str, str] = {}
     constants: dict[str, float] = {}
-    notes: list[str] = []
     host = {p.name: p for p in launcher.params}
     for param, arg in zip(kernel.params, launch.args, strict=True):
         raw = arg.strip()
@@ -443,7 +471,10 @@ def analyse(
             spelled = (match["type"] or "").strip()
             use.element = (
                 "T"
-                if spelled in (ELEMENT_TYPE_NAME, "") and _element_type(param, targs) == "T"
+                if (spelled in element_names or spelled == "")
+                and _element_type(param, targs) == "T"
+                else "T"
+                if spelled in element_names
                 else CPP_TYPES.get(spelled) or _element_type(param, targs)
             )
             if use.element is None:
@@ -506,8 +537,9 @@ def analyse(
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
         dtypes = {next(t.element for t in tensors.values() if t.element is not None)}
+    element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
     entry_args = [
-        re.sub(rf"\b{ELEMENT_TYPE_NAME}\b", f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
+        re.sub(element_pattern, f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
         for a in launch.template_args
     ]
     entry = f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified

@@ -40,6 +40,10 @@ LAUNCH_CALLS = (
 ``LaunchKernel(...)(kernel, params)``): found and reported, not imported yet."""
 
 
+TYPE_ALIAS = "using "
+"""Prefix of a :attr:`Launch.locals` key that holds a type alias (``using query_t = scalar_t``)."""
+
+
 class ParserUnavailable(RuntimeError):
     """tree-sitter or its CUDA grammar is not installed."""
 
@@ -310,6 +314,10 @@ def _declared(node: Node) -> dict[str, str]:
                 out[name] = ", ".join(text(a) for a in value.named_children)
             elif value is not None:
                 out[name] = text(value)
+    for alias in _walk(node, ("alias_declaration",)):
+        out[f"{TYPE_ALIAS}{text(alias.child_by_field_name('name'))}"] = text(
+            alias.child_by_field_name("type")
+        )
     for assign in _walk(node, ("assignment_expression",)):
         left = assign.child_by_field_name("left")
         if left is not None and left.type == "field_expression":
@@ -342,7 +350,7 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
         for statement in scope.named_children:
             if statement.start_byte >= call.start_byte:
                 break
-            if statement.type in ("declaration", "expression_statement"):
+            if statement.type in ("declaration", "expression_statement", "alias_declaration"):
                 found.update(_declared(statement))
     return found, tuple(reversed(conditions))
 
