@@ -221,6 +221,42 @@ def test_contract_nullptr_binding_and_bool_scalar(tmp_path: Path) -> None:
         load_contract(folder)
 
 
+INLINE = """
+namespace fw {
+constexpr int kVec = 8;
+template <typename scalar_t, bool VEC>
+__global__ void rope(scalar_t* q, scalar_t* k, const int d) {}
+}  // namespace fw
+void rope(torch::Tensor& q, std::optional<torch::Tensor> k) {
+  int d = q.size(-1);
+  int tokens = q.numel() / d;
+  AT_DISPATCH_REDUCED_FLOATING_TYPES(q.scalar_type(), "rope", [&] {
+    using query_t = scalar_t;
+    if (d % fw::kVec == 0) {
+      fw::rope<query_t, true><<<tokens, std::min<int64_t>(d / fw::kVec, 1024)>>>(
+          q.data_ptr<query_t>(), k.has_value() ? k->data_ptr<query_t>() : nullptr, d);
+    }
+  });
+}
+"""
+
+
+def test_constants_aliases_optional_tensors_and_conditions() -> None:
+    source = parse_source(INLINE)
+    launcher = source.launchers[0]
+    found = analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, H100, source.constants
+    )
+    assert found.entry == "fw::rope<astra_framework_t<T>, true>"
+    assert found.dtypes == ("float16", "bfloat16")
+    assert [b.kind for b in found.bindings] == ["tensor", "tensor", "expr"]
+    assert any("optional tensor" in note for note in found.notes)
+    (requirement,) = found.requires
+    assert expr.evaluate(requirement, {"tokens": 3, "d": 128})
+    assert not expr.evaluate(requirement, {"tokens": 3, "d": 100})
+    assert expr.evaluate_dims3(found.block, {"tokens": 3, "d": 128}) == (16, 1, 1)
+
+
 def test_select_is_cpp_conditional() -> None:
     assert expr.evaluate_int("select(tokens < 256, 1024, 256)", {"tokens": 7}) == 1024
     assert expr.evaluate_int("select(tokens < 256, 1024, 256)", {"tokens": 4096}) == 256

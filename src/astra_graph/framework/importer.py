@@ -22,7 +22,7 @@ from astra_graph.dtypes import DTYPES
 from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import flatten
-from astra_graph.framework.launchers import Analysis, Unmapped, analyse, device_constants
+from astra_graph.framework.launchers import Analysis, analyse, device_constants
 from astra_graph.framework.parse import parse_source
 from astra_graph.harness import nvrtc
 from astra_graph.header import DEFAULT_SM_COUNT, SM_COUNT
@@ -118,8 +118,8 @@ def import_file(
                 analysis = analyse(
                     launcher, launch, parsed.kernels, parsed.macros, device_facts, parsed.constants
                 )
-            except Unmapped as exc:
-                result.reason = str(exc)
+            except ValueError as exc:  # Unmapped, or a launcher this analysis cannot read
+                result.reason = str(exc) or type(exc).__name__
                 continue
             result.op = op_name(launcher.name, index, several)
             result.dtypes = list(analysis.dtypes)
