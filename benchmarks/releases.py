@@ -109,10 +109,10 @@ def _unpack(archive: Path, release: Release, target: Path) -> None:
                     out.write_bytes(z.read(member))
         return
     with tarfile.open(archive) as t:
-        for member in t.getmembers():
-            inner = member.name.split("/", 1)[1] if "/" in member.name else ""
-            if member.isfile() and _keep(inner, release.keep):
-                source = t.extractfile(member)
+        for entry in t.getmembers():
+            inner = entry.name.split("/", 1)[1] if "/" in entry.name else ""
+            if entry.isfile() and _keep(inner, release.keep):
+                source = t.extractfile(entry)
                 assert source is not None  # a regular file always has contents
                 out = target / inner
                 out.parent.mkdir(parents=True, exist_ok=True)
