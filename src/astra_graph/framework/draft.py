@@ -17,8 +17,11 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from astra_graph import expr
+from astra_graph.contract import ELEM_BYTES
 from astra_graph.dtypes import DTYPES
 from astra_graph.framework.launchers import Analysis
+from astra_graph.header import DEFAULT_SM_COUNT, SM_COUNT
 
 TOKENS_TUNING = (1, 64, 4096)
 """Token counts of a serving workload: one decode token, a decode batch, a prefill chunk."""
@@ -52,6 +55,10 @@ DEFAULT_FLOAT = 1.0
 """Default of any other float parameter (a scale): the identity."""
 DEFAULT_FLAG = 1
 """Default of a bool parameter (true); the other value is reported as left to check."""
+PATH_OFFSETS = (2, 4, 1, 6, 3, 8)
+"""Moves of one dim tried when no serving shape takes a launch: a framework's scalar fallback
+runs for sizes off its vector width (``d % 8 != 0``), which an even offset of the last axis
+reaches for 16-bit types, an odd one for 32-bit."""
 ORACLE_PRECISION = ("float64", "float32")
 """The oracle runs at the first of these that the dispatch instantiates."""
 
@@ -96,7 +103,46 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
     kept_tuning = [d for d in tuning if fits(d)]
     kept_heldout = [d for d in heldout if fits(d)]
     dropped = len(tuning) + len(heldout) - len(kept_tuning) - len(kept_heldout)
-    return kept_tuning, kept_heldout, dropped
+    return _taken(analysis, kept_tuning), _taken(analysis, kept_heldout), dropped
+
+
+def takes(analysis: Analysis, dims: dict[str, int]) -> bool | None:
+    """Whether the launcher takes this launch for ``dims`` on the import's GPU (every dtype it
+    dispatches is tried), or None when a condition cannot be evaluated here."""
+    for dtype in analysis.dtypes:
+        env = {SM_COUNT: DEFAULT_SM_COUNT, **dims, ELEM_BYTES: DTYPES[dtype].itemsize}
+        try:
+            if all(expr.evaluate(r, env) for r in analysis.requires):
+                return True
+        except expr.ExprError:
+            return None
+    return False
+
+
+def _taken(analysis: Analysis, shapes: list[dict[str, int]]) -> list[dict[str, int]]:
+    """The shapes that take this launch; where none does, each shape with one dim moved by the
+    first of :data:`PATH_OFFSETS` that makes it take the launch (a fallback path for sizes off
+    the vector width); empty when no such shape is found."""
+    if not analysis.requires:
+        return shapes
+    kept = [d for d in shapes if takes(analysis, d) is not False]
+    if kept:
+        return kept
+    moved = []
+    for dims in shapes:
+        for offset in PATH_OFFSETS:
+            found = next(
+                (
+                    {**dims, name: dims[name] + offset}
+                    for name in reversed(list(dims))
+                    if takes(analysis, {**dims, name: dims[name] + offset})
+                ),
+                None,
+            )
+            if found is not None:
+                moved.append(found)
+                break
+    return moved
 
 
 def _toml(value: object) -> str:
