@@ -146,6 +146,18 @@ def main(argv: list[str]) -> int:
             target = out / name / Path(relative).stem
             report = import_file(path, folders, target, arch=args.arch)
             print(f"{name} {relative}: {report.compiler}, {report.compile_seconds:.1f} s")
+            if not report.launchers:
+                reason = "no host function in the file launches a kernel (the framework's "
+                reason += "generated code does)"
+                rows.append(
+                    {
+                        "framework": name,
+                        "file": relative,
+                        "launcher": "-",
+                        "imported": False,
+                        "reason": reason,
+                    }
+                )
             for result in report.launchers:
                 row: dict[str, Any] = {
                     "framework": name,
