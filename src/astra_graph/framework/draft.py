@@ -13,6 +13,7 @@ The contract's suites use serving shapes (below); any shape whose tensors would 
 
 from __future__ import annotations
 
+import ast
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,9 +243,20 @@ def header_text(analysis: Analysis) -> str:
             f"// astra: grid = {analysis.grid}",
             f"// astra: block = {analysis.block}",
             f"// astra: smem = {analysis.smem}",
-            *(f"// astra: requires = {r}" for r in analysis.requires),
+            *(f"// astra: requires = {r}" for r in [*analysis.requires, *_non_empty(analysis)]),
         ]
     )
+
+
+def _non_empty(analysis: Analysis) -> list[str]:
+    """``grid >= 1`` and ``block >= 1`` where they are single numbers: the framework never
+    launches an empty grid or block (its callers never pass such sizes), so shapes that would
+    give one are outside the operation rather than launch errors."""
+    out = []
+    for value in (analysis.grid, analysis.block):
+        if not isinstance(expr.parse(value).body, ast.Tuple):
+            out.append(f"{value} >= 1")
+    return out
 
 
 def reference_text(op: str, oracle_dtype: str) -> str:
