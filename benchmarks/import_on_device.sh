@@ -24,7 +24,7 @@ timeout 90 python3 -m astra_graph check "$ops/fused_add_rms_norm/production.cu" 
   "$ops/fused_add_rms_norm/production.cu" > "$out/check-self.txt" 2>&1
 echo "check original vs original rc=$?: $(head -1 "$out/check-self.txt")"
 
-(cd benchmarks && timeout 150 python3 frameworks.py --gpu --only vllm/csrc/activation_kernels.cu \
+(cd benchmarks && timeout 200 python3 frameworks.py --gpu --only vllm/csrc/activation_kernels.cu \
   --limit "$limit" --out "$out/frameworks") > "$out/frameworks.txt" 2>&1
 echo "frameworks rc=$?: $(tail -1 "$out/frameworks.txt")"
 cp benchmarks/results/frameworks-*.json "$out/" 2>/dev/null
