@@ -6,8 +6,8 @@ module must be placed in a layer: a new one is a decision, not an accident. The 
 the layers (each package's docstring says what it may import); inside ``loop`` the state sits
 below the nodes and the nodes below the graphs.
 
-    kernel, store  < harness  < llm  < loop (state < agents < graphs)  < report  < export
-    < run
+    kernel, store  < harness  < framework  < llm  < loop (state < agents < graphs)  < report
+    < export  < run
     < commands  < cli
 """
 
@@ -18,13 +18,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from astra_graph.cli import COMMANDS
+from astra_graph.cli import COMMANDS, MODULES
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "astra_graph"
 
 LAYERS: list[tuple[str, set[str]]] = [
     ("kernel and run store", {"kernel", "store"}),
     ("harness", {"harness"}),
+    ("framework sources", {"framework"}),
     ("LLM client", {"llm"}),
     ("loop: state and records", {
         "loop", "loop.plans", "loop.records", "loop.best", "loop.state", "loop.context",
@@ -124,7 +125,7 @@ def test_above_the_graphs_the_nodes_are_reached_only_through_them() -> None:
 
 
 def test_commands_do_not_import_each_other_or_the_cli() -> None:
-    commands = {f"astra_graph.commands.{name}" for name in COMMANDS}
+    commands = {f"astra_graph.commands.{MODULES.get(name, name)}" for name in COMMANDS}
     found = [
         f"{name} imports {target}"
         for name, path in modules()
@@ -153,7 +154,7 @@ AGENT_COMMANDS = ("optimize", "reply")
 def test_the_other_commands_start_without_langgraph_langchain_or_matplotlib() -> None:
     """What the import check cannot see: a lower module that pulls a heavy library in through
     a third-party package. Imports the modules in a fresh interpreter and looks."""
-    quick = [name for name in COMMANDS if name not in AGENT_COMMANDS]
+    quick = [MODULES.get(name, name) for name in COMMANDS if name not in AGENT_COMMANDS]
     code = (
         "import importlib, sys\n"
         f"for name in {quick!r}: importlib.import_module('astra_graph.commands.' + name)\n"

@@ -22,6 +22,7 @@ from astra_graph.commands import UsageError
 COMMANDS: dict[str, str] = {
     "kernels": "list the operations and their implementations",
     "new": "draft contract.toml and reference.py from a kernel file",
+    "import": "bring in a framework's kernel file as written (every launcher)",
     "validate": "check an operation or a kernel file without a GPU",
     "compile": "compile an implementation and report its resources",
     "report": "write report.md and report.html for a run directory",
@@ -32,6 +33,8 @@ COMMANDS: dict[str, str] = {
     "export": "a run's kernel as a drop-in torch op or a framework patch; verify and gate it",
 }
 """Each subcommand and its one-line summary (``astra --help`` shows these)."""
+MODULES = {"import": "import_"}
+"""Subcommands whose module name differs (``import`` is a Python keyword)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -54,7 +57,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for name, summary in COMMANDS.items():
         command = sub.add_parser(name, help=summary, description=summary)
         if argv is None or name == chosen:
-            importlib.import_module(f"astra_graph.commands.{name}").add_arguments(command)
+            module = MODULES.get(name, name)
+            importlib.import_module(f"astra_graph.commands.{module}").add_arguments(command)
             _add_path_option(command)
     return parser
 

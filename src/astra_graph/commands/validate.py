@@ -64,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
     report(True, "contract", f"{folder / CONTRACT_FILE} ({spec.name})")
     problem = reference_problem(spec)
     tiny = spec.contract.label(smallest_shape(spec))
-    report(problem is None, "reference", problem or f"runs on {tiny} ({spec.contract.dtypes[0]})")
+    ran = f"runs on {tiny} ({spec.contract.dtypes[0]})"
+    if spec.contract.oracle is not None:
+        ran = f"the original kernel ({spec.contract.oracle}) is the oracle; it runs on the GPU only"
+    report(problem is None, "reference", problem or ran)
     paths = files or spec.implementations()
     if not paths:
         report(False, "kernels", f"{folder}: no .cu implementation")

@@ -18,6 +18,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -106,7 +107,18 @@ _SCALAR_TYPES: dict[str, type[np.generic]] = {
     "int64": np.int64,
     "float32": np.float32,
     "float64": np.float64,
+    "bool": np.bool_,
 }
+NULL_POINTER_ARGUMENT = np.uint64(0)
+"""A null device pointer: 8 bytes, as every pointer parameter of a 64-bit kernel."""
+
+
+@cache
+def _sm_count() -> int:
+    """The current GPU's multiprocessor count (``sm_count`` in launch geometry)."""
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
 
 
 @dataclass
@@ -126,7 +138,7 @@ class LoadedKernel:
         self, dims: Mapping[str, int]
     ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
         """(grid, block, dynamic shared memory bytes) from the header, for one shape."""
-        return self.impl.header.launch(dims, self.dtype, self.tunables)
+        return self.impl.header.launch(dims, self.dtype, self.tunables, _sm_count())
 
     def unsupported(self, dims: Mapping[str, int]) -> str | None:
         """The header's ``requires`` clause that ``dims`` breaks, or None."""
@@ -138,6 +150,9 @@ class LoadedKernel:
         for binding in self.impl.bindings:
             if binding.kind == "tensor":
                 args.append(case.arrays[binding.name])
+                continue
+            if binding.kind == "null":
+                args.append(NULL_POINTER_ARGUMENT)
                 continue
             assert binding.dtype is not None
             if binding.kind == "scalar":

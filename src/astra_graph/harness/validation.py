@@ -53,8 +53,15 @@ def smallest_shape(spec: OperationSpec) -> dict[str, int]:
 
 
 def reference_problem(spec: OperationSpec) -> str | None:
-    """Why the reference cannot be imported or run on a tiny NumPy case, or None."""
+    """Why the reference cannot be imported or run on a tiny NumPy case, or None.
+
+    An operation whose reference is its original kernel (``oracle``) is not run here: that
+    reference runs on the GPU only; its file must exist.
+    """
     where = f"{spec.folder}: reference"
+    oracle = spec.contract.oracle
+    if oracle is not None:
+        return None if (spec.folder / oracle).is_file() else f"{where}: oracle {oracle!r} not found"
     try:
         reference = spec.reference
     except ContractError as exc:

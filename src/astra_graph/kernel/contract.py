@@ -152,10 +152,13 @@ class TensorArg(Strict):
 
 
 class ScalarArg(Strict):
-    """A by-value kernel parameter: from the dims (``value``) or a parameter (``default``)."""
+    """A by-value kernel parameter: from the dims (``value``) or a parameter (``default``).
+
+    A ``bool`` parameter (a framework's flag) takes a ``default`` of 0 or 1.
+    """
 
     name: str = Field(pattern=r"^[A-Za-z_]\w*$")
-    dtype: Literal["int32", "int64", "float32", "float64"]
+    dtype: Literal["int32", "int64", "float32", "float64", "bool"]
     value: str | int | None = None
     default: float | None = None
     range: tuple[float, float] | None = Field(
@@ -179,6 +182,8 @@ class ScalarArg(Strict):
     def _one_source(self) -> ScalarArg:
         if (self.value is None) == (self.default is None):
             raise ValueError(f"scalar {self.name!r} needs exactly one of 'value' or 'default'")
+        if self.dtype == "bool" and (self.value is not None or self.default not in (0, 1)):
+            raise ValueError(f"scalar {self.name!r}: a bool needs 'default' = 0 or 1")
         if self.range is not None:
             low, high = self.range
             if self.default is None or not 0 < low <= self.default <= high:
@@ -253,6 +258,9 @@ class Contract(Strict):
         description="accept candidates whose requires is narrower than the dims' domain; "
         "their requires is then recorded as the kernel's domain (the baseline serves the rest)",
     )
+    oracle: str | None = Field(None, pattern=r"^[\w.-]+\.cu$")
+    """An implementation file beside the contract whose outputs are the reference (an imported
+    framework kernel: :mod:`astra_graph.harness.oracle`); it runs on the GPU only."""
 
     @field_validator("dtypes")
     @classmethod
@@ -412,6 +420,8 @@ class OperationSpec(BaseModel):
 # --- the kernel's parameter list --------------------------------------------------------------
 
 BINDING_INT_TYPES = ("int32", "int64")
+NULL_POINTER = "nullptr"
+"""A ``params`` value that passes a null pointer."""
 _BINDING = re.compile(
     r"^(?P<name>[A-Za-z_]\w*)\s*(?::\s*(?P<dtype>\w+)\s*)?(?:=\s*(?P<value>.+))?$"
 )
@@ -422,11 +432,12 @@ class Binding(Strict):
 
     ``tensor``: the device pointer of the contract argument ``name``; ``scalar``: the contract
     scalar ``name`` by value; ``expr``: a whole number computed from the dims (``value``), of
-    width ``dtype`` (a stride, a row count).
+    width ``dtype`` (a stride, a row count); ``null``: a null pointer (``name = nullptr``, a
+    framework's optional tensor left out).
     """
 
     name: str
-    kind: Literal["tensor", "scalar", "expr"]
+    kind: Literal["tensor", "scalar", "expr", "null"]
     dtype: str | None = None
     value: str | None = None
 
@@ -441,9 +452,9 @@ def default_bindings(contract: Contract) -> list[Binding]:
 def parse_bindings(items: list[str], contract: Contract, where: str) -> list[Binding]:
     """Bindings for a ``params`` list; raises ValueError naming the item (``where[i]: ...``).
 
-    Each item is a contract tensor or scalar by name, or ``name[: int32|int64] = expression``
-    over the dims (int32 unless said). Every tensor must appear exactly once; contract scalars
-    the kernel does not take may be left out.
+    Each item is a contract tensor or scalar by name, ``name[: int32|int64] = expression``
+    over the dims (int32 unless said), or ``name = nullptr`` (a null pointer). Every tensor
+    must appear exactly once; contract scalars the kernel does not take may be left out.
     """
     tensors = {a.name for a in contract.args}
     scalars = {s.name: s for s in contract.scalars}
@@ -473,6 +484,11 @@ def parse_bindings(items: list[str], contract: Contract, where: str) -> list[Bin
             continue
         if name in tensors or name in scalars:
             raise ValueError(f"{where}[{i}]: {name!r} is a contract argument; give it without '='")
+        if value.strip() == NULL_POINTER:
+            if dtype is not None:
+                raise ValueError(f"{where}[{i}]: {name!r} = {NULL_POINTER} takes no type")
+            out.append(Binding(name=name, kind="null"))
+            continue
         if dtype is not None and dtype not in BINDING_INT_TYPES:
             raise ValueError(
                 f"{where}[{i}]: type {dtype!r}, expected one of {list(BINDING_INT_TYPES)}"

@@ -46,7 +46,10 @@ FUNCTIONS: dict[str, Callable[..., Number]] = {
     "ceil_div": _ceil_div,
     "round_up": _round_up,
     "log2": lambda x: int(math.log2(x)) if float(x).is_integer() else math.log2(x),
+    "select": lambda condition, a, b: a if condition else b,
 }
+"""``select(c, a, b)`` is C++'s ``c ? a : b`` (a framework launcher's block size chosen by the
+token count); both branches are evaluated."""
 
 _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Add: operator.add,

@@ -32,6 +32,13 @@ from astra_graph.kernel.contract import (
 )
 from astra_graph.kernel.dtypes import TYPE_PARAMETER, DType
 
+SM_COUNT = "sm_count"
+"""Name bound in launch geometry to the GPU's multiprocessor count (a framework's persistent
+kernels launch ``sm_count * k`` blocks); the harness binds the device's own."""
+DEFAULT_SM_COUNT = 132
+"""``sm_count`` where no GPU is asked (checks without a GPU): an H100 SXM's 132 SMs, the GPU
+the project's measurements are made on."""
+
 MAX_TUNABLE_COMBINATIONS = 4096
 """A header may declare at most this many tunable settings (their product), so that listing
 them is always cheap; a sweep times far fewer (``tuning.DEFAULT_MAX_CONFIGS``)."""
@@ -142,7 +149,7 @@ class ImplementationHeader(BaseModel):
     def _geometry(cls, value: str, info: ValidationInfo) -> str:
         known = known_names(info)
         try:
-            check_names(value, None if known is None else known | {ELEM_BYTES}, "name")
+            check_names(value, None if known is None else known | {ELEM_BYTES, SM_COUNT}, "name")
         except expr.ExprError as exc:
             raise ValueError(str(exc)) from None
         return value
@@ -165,7 +172,7 @@ class ImplementationHeader(BaseModel):
         known = known_names(info)
         for item in value:
             try:
-                check_names(item, None if known is None else known | {ELEM_BYTES}, "name")
+                check_names(item, None if known is None else known | {ELEM_BYTES, SM_COUNT}, "name")
             except expr.ExprError as exc:
                 raise ValueError(str(exc)) from None
         return value
@@ -203,9 +210,19 @@ class ImplementationHeader(BaseModel):
         return {name: values[0] for name, values in self.tunables.items()}
 
     def env(
-        self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
+        self,
+        dims: Mapping[str, int],
+        dtype: DType,
+        tunables: Mapping[str, int],
+        sm_count: int = DEFAULT_SM_COUNT,
     ) -> dict[str, int]:
-        return {**dims, **self.default_tunables(), **tunables, ELEM_BYTES: dtype.itemsize}
+        return {
+            **dims,
+            **self.default_tunables(),
+            **tunables,
+            ELEM_BYTES: dtype.itemsize,
+            SM_COUNT: sm_count,
+        }
 
     def unmet_requirement(
         self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
@@ -217,10 +234,14 @@ class ImplementationHeader(BaseModel):
         return None
 
     def launch(
-        self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
+        self,
+        dims: Mapping[str, int],
+        dtype: DType,
+        tunables: Mapping[str, int],
+        sm_count: int = DEFAULT_SM_COUNT,
     ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-        """(grid, block, dynamic shared memory bytes) for one shape."""
-        env = self.env(dims, dtype, tunables)
+        """(grid, block, dynamic shared memory bytes) for one shape on a GPU of ``sm_count``."""
+        env = self.env(dims, dtype, tunables, sm_count)
         return (
             expr.evaluate_dims3(self.grid, env),
             expr.evaluate_dims3(self.block, env),

@@ -173,6 +173,8 @@ def _expected(spec: OperationSpec, binding: Binding, dtype: str) -> tuple[bool, 
     if binding.kind == "tensor":
         arg = next(a for a in spec.contract.args if a.name == binding.name)
         return True, spec.contract.dtype_of(arg, dtype).name
+    if binding.kind == "null":
+        return True, "null"
     assert binding.dtype is not None
     return False, binding.dtype
 
@@ -208,6 +210,8 @@ def interface_problem(
         if param.pointer != pointer:
             what = "a pointer" if pointer else "a value"
             return f"{where}: {label} must be {what} for {binding.name!r}"
+        if binding.kind == "null":
+            continue  # a null pointer fits any pointer parameter
         spelled = bound.get(param.base_type, param.base_type)
         actual = TYPE_ALIASES.get(_STD_PREFIX.sub("", spelled))
         if actual is None:

@@ -61,7 +61,13 @@ def parameters_text(spec: OperationSpec) -> str:
         ctype = "T" if arg.dtype == "T" else DTYPES[arg.dtype].ctype
         shape = ", ".join(str(s) for s in arg.shape)
         items.append(f"`{const}{ctype}* {arg.name}` ({arg.role}, [{shape}])")
-    scalar_types = {"int32": "int", "int64": "long long", "float32": "float", "float64": "double"}
+    scalar_types = {
+        "int32": "int",
+        "int64": "long long",
+        "float32": "float",
+        "float64": "double",
+        "bool": "bool",
+    }
     for scalar in c.scalars:
         source = f"= {scalar.value}" if scalar.value is not None else "a parameter"
         items.append(f"`{scalar_types[scalar.dtype]} {scalar.name}` ({source})")

@@ -1,0 +1,217 @@
+"""A benchmark of the real world: import every launcher of pinned framework releases' kernel files.
+
+``python benchmarks/frameworks.py`` (no GPU needed) fetches the pinned releases
+(:mod:`releases`, into ``.frameworks/``), runs ``astra import`` on their activation,
+normalization, rotary, attention-state-merge and quantization files, then ``astra validate`` on
+every operation that came in. ``--gpu`` also checks each validated operation against itself on
+the GPU (the original kernel as candidate and as baseline, its reference the original as oracle);
+``--only TEXT`` keeps the files whose path contains TEXT, ``--limit N`` validates and checks
+only the first N imported operations (a GPU run in minutes).
+The tuner-only speedup column is ``n/a`` for every imported operation: an import declares no
+tunables (the launcher's sizes are fixed by the framework), so there is nothing to tune yet.
+
+Prints one row per launch site (launcher, imported or why not, validated, checked), a summary
+line last, and writes the rows with the releases' versions, this repository's commit and the
+device to ``benchmarks/results/frameworks-<device>.json``. Not run in CI (downloads, minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from releases import PINNED, fetch
+
+from astra_graph.cli import main as astra
+from astra_graph.framework.flatten import include_folders
+from astra_graph.framework.importer import import_file
+
+FILES: dict[str, tuple[str, ...]] = {
+    "vllm": (
+        "csrc/activation_kernels.cu",
+        "csrc/layernorm_kernels.cu",
+        "csrc/layernorm_quant_kernels.cu",
+        "csrc/pos_encoding_kernels.cu",
+        "csrc/attention/merge_attn_states.cu",
+        "csrc/quantization/w8a8/fp8/common.cu",
+    ),
+    "flashinfer-python": (
+        "flashinfer/data/include/flashinfer/activation.cuh",
+        "flashinfer/data/include/flashinfer/norm.cuh",
+        "flashinfer/data/include/flashinfer/pos_enc.cuh",
+        "flashinfer/data/include/flashinfer/attention/cascade.cuh",
+        "flashinfer/data/include/flashinfer/quantization.cuh",
+    ),
+    "sglang": (
+        "sglang/kernels/jit/csrc/elementwise/activation.cuh",
+        "sglang/kernels/jit/csrc/elementwise/rmsnorm.cuh",
+        "sglang/kernels/jit/csrc/elementwise/fused_add_rmsnorm.cuh",
+        "sglang/kernels/jit/csrc/elementwise/rope.cuh",
+        "sglang/kernels/jit/csrc/elementwise/pos_enc.cuh",
+    ),
+}
+"""The files a user would hand over, per release (field notes, section 8)."""
+INCLUDE_ROOTS: dict[str, tuple[str, ...]] = {
+    "vllm": ("csrc",),
+    "flashinfer-python": ("flashinfer/data/include",),
+    "sglang": ("sglang/kernels/jit/include", "sglang/kernels/jit/csrc"),
+}
+"""The framework's own include folders, relative to the unpacked release."""
+CHECK_DEADLINE_S = 240
+"""Seconds the evaluator allows one check (an imported kernel compiles several instantiations)."""
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _validated(folder: Path) -> tuple[bool, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = astra(["validate", str(folder)])
+    failed = [ln for ln in out.getvalue().splitlines() if ln.startswith("FAIL")]
+    return code == 0, (failed[0] if failed else "")
+
+
+def _commit() -> str:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() or "unknown"
+
+
+def _device() -> str:
+    try:
+        import cupy
+
+        return str(cupy.cuda.runtime.getDeviceProperties(0)["name"].decode())
+    except Exception:  # no CuPy or no GPU: the import and validate columns still stand
+        return "cpu"
+
+
+def _check_on_gpu(rows: list[dict[str, Any]], limit: int | None) -> None:
+    from astra_graph.harness.evaluator import Evaluator
+    from astra_graph.kernel.contract import load_contract
+
+    done = 0
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        for row in rows:
+            if not row.get("validated"):
+                continue
+            if limit is not None and done >= limit:
+                break
+            done += 1
+            folder = Path(row["folder"])
+            spec = load_contract(folder)
+            production = folder / "production.cu"
+            verdict = evaluator.check(spec, production, production)
+            row["checked"] = bool(verdict.accepted)
+            row["check_message"] = "" if verdict.accepted else str(verdict.message)
+            print(f"  checked {folder.name}: {'accepted' if verdict.accepted else verdict.message}")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gpu", action="store_true", help="also check each op against itself")
+    parser.add_argument("--out", default="/tmp/astra-frameworks", help="where ops are written")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--only", help="only the files whose path contains this text")
+    parser.add_argument(
+        "--limit", type=int, help="validate (and check) only the first N imported operations"
+    )
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    rows: list[dict[str, Any]] = []
+    for name, files in FILES.items():
+        root = fetch(name)
+        folders = include_folders(root, [root / f for f in INCLUDE_ROOTS[name]], None)
+        for relative in files:
+            if args.only and args.only not in f"{name}/{relative}":
+                continue
+            path = root / relative
+            if not path.is_file():
+                rows.append(
+                    {
+                        "framework": name,
+                        "file": relative,
+                        "launcher": "-",
+                        "imported": False,
+                        "reason": "file not in this release",
+                    }
+                )
+                continue
+            target = out / name / Path(relative).stem
+            report = import_file(path, folders, target, arch=args.arch)
+            print(f"{name} {relative}: {report.compiler}, {report.compile_seconds:.1f} s")
+            if not report.launchers:
+                reason = "no host function in the file launches a kernel (the framework's "
+                reason += "generated code does)"
+                rows.append(
+                    {
+                        "framework": name,
+                        "file": relative,
+                        "launcher": "-",
+                        "imported": False,
+                        "reason": reason,
+                    }
+                )
+            for result in report.launchers:
+                row: dict[str, Any] = {
+                    "framework": name,
+                    "file": relative,
+                    "launcher": f"{result.launcher}:{result.line}",
+                    "imported": result.imported,
+                    "reason": result.reason,
+                    "folder": result.folder,
+                    "notes": result.notes,
+                    "validated": None,
+                    "checked": None,
+                    "tuner_speedup": None,
+                }
+                validated_so_far = sum(r.get("validated") is not None for r in rows)
+                if result.imported and result.folder:
+                    if args.limit is None or validated_so_far < args.limit:
+                        row["validated"], row["validate_failure"] = _validated(Path(result.folder))
+                    else:
+                        row["validate_failure"] = "not run (--limit)"
+                rows.append(row)
+    if args.gpu:
+        _check_on_gpu(rows, args.limit)
+    print(f"{'launcher':<48} {'imported':<60} {'valid':<6} {'checked':<8} tuner")
+    for row in rows:
+        came_in = "yes" if row["imported"] else f"no: {row['reason']}"[:60]
+        state = "-" if row.get("checked") is None else ("yes" if row["checked"] else "NO")
+        label = f"{row['framework']}/{Path(row['file']).name}:{row['launcher']}"[:48]
+        valid = {True: "yes", False: "NO", None: "-"}[row.get("validated")]
+        print(f"{label:<48} {came_in:<60} {valid:<6} {state:<8} n/a")
+    device = _device()
+    RESULTS.mkdir(exist_ok=True)
+    result_file = RESULTS / f"frameworks-{device.replace(' ', '_')}.json"
+    result_file.write_text(
+        json.dumps(
+            {
+                "releases": {r.name: r.version for r in PINNED.values()},
+                "commit": _commit(),
+                "device": device,
+                "arch": args.arch,
+                "rows": rows,
+            },
+            indent=1,
+        )
+    )
+    total = len(rows)
+    imported = sum(bool(r["imported"]) for r in rows)
+    validated = sum(bool(r.get("validated")) for r in rows)
+    checked = sum(bool(r.get("checked")) for r in rows)
+    print(
+        f"{total} launch sites: {imported} imported, {validated} validated, "
+        f"{checked if args.gpu else 'not'} checked on the GPU; {result_file}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,207 @@
+"""The device part of a framework file, made self-contained for NVRTC, and compiled as written.
+
+Which compiler: NVRTC on the device part. nvcc on the whole file needs torch's headers (and a
+framework's generated ones), which CI and this project's CPU machines do not have, and a torch
+extension build takes about a minute per file on the GPU machines (field notes, section 8);
+NVRTC compiles the flattened device part with no GPU and no torch (measured on this
+project's 2-core CPU host: the layernorm fixture's three instantiations in 1.0-1.5 s, every
+instantiation of vLLM 0.33.0's activation_kernels.cu in one program in about 3 s), and its
+cubin is what the harness loads anyway. The host code is read by the parser
+(:mod:`astra_graph.framework.launchers`), never compiled.
+
+What is changed, and why the code path stays the framework's:
+
+* namespace-scope host code (functions and variables without ``__device__``/``__global__``:
+  the torch launchers, their helpers, ``TORCH_LIBRARY`` blocks) is removed: NVRTC refuses it,
+  and the launches are described in the operation's header instead;
+* torch's, ATen's and c10's includes are replaced by :data:`TORCH_TYPES_FILE`: ``c10::Half``
+  and ``c10::BFloat16`` as types of their own with torch's semantics (two bytes, float
+  arithmetic rounded back), and the kernel is instantiated with them
+  (``astra_framework_t<__half>`` is ``c10::Half``), as the framework instantiates it. So every
+  ``std::is_same_v<scalar_t, c10::Half>`` branch is taken as in the framework, and
+  specialisations for both ``half`` and ``c10::Half`` (vLLM's ``PackedTypeConverter``) stay
+  distinct. Merely declaring ``c10::Half``, and instantiating with ``__half``, would compile
+  the generic path silently (issue 23's trap; a test checks it); aliasing it to ``__half``
+  breaks those specialisations (measured on vLLM 0.33.0's activation_kernels.cu: "class
+  PackedTypeConverter<half> has already been defined");
+* ``<cub/cub.cuh>`` is replaced by CCCL's block- and warp-level headers, the NVRTC-capable
+  subset (the whole of cub pulls in host-only code NVRTC refuses: "__host__ function is not
+  allowed in JIT mode");
+* CUDA runtime and driver headers (``<cuda_runtime.h>``, ``<cuda.h>``), which NVRTC does not
+  need (their device builtins are NVRTC's own) and whose ``crt/`` and ``stdlib.h`` are missing
+  from the cuda13 wheel, are dropped, and so is every include NVRTC's folders (CUDA, CCCL, the
+  std shims) do not have: ``<numeric>``, ``<cublas_v2.h>``, host containers. A kernel that
+  really uses one of them then fails to compile with NVRTC's own message naming the symbol,
+  never silently.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from astra_graph.framework.parse import _parser, _walk, text
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+TORCH_TYPES_FILE = Path(__file__).parent / "include" / "astra_torch_types.h"
+"""c10::Half and c10::BFloat16 as distinct types with torch's semantics, and the map from the
+element type under test to the framework's (``astra_framework_t<__half>`` is ``c10::Half``)."""
+FRAMEWORK_TYPE = "astra_framework_t"
+TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "pybind11/", "Python.h", "tvm/ffi/")
+"""Includes of host frameworks: replaced by :data:`TORCH_TYPES_FILE` (once)."""
+CUB_SUBSET = (
+    "cub/block/block_reduce.cuh",
+    "cub/block/block_scan.cuh",
+    "cub/block/block_load.cuh",
+    "cub/block/block_store.cuh",
+    "cub/warp/warp_reduce.cuh",
+    "cub/thread/thread_operators.cuh",
+)
+"""CCCL's cub headers that NVRTC compiles, in place of ``<cub/cub.cuh>``."""
+RUNTIME_HEADERS = {"cuda.h", "cuda_runtime.h", "cuda_runtime_api.h"}
+"""Present in the CUDA include folder but not compilable by NVRTC from the cuda13 wheel (no
+``crt/``, ``<cuda.h>`` wants ``stdlib.h``), and not needed: NVRTC has their device builtins."""
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.M)
+_DEVICE_SPACES = ("__global__", "__device__", "__constant__", "__shared__", "__managed__")
+"""A namespace-scope definition without one of these is host code, which NVRTC refuses ("host
+functions are not allowed in JIT mode"); it is removed, launchers and helpers alike."""
+
+
+def _is_host_variable(node: Node) -> bool:
+    """A namespace-scope variable (not a function declaration, type alias or constexpr)."""
+    raw = text(node)
+    if "constexpr" in raw.split("=", 1)[0] or raw.lstrip().startswith(("using", "typedef")):
+        return False
+    declares_function = any(
+        c.type == "function_declarator" or _declarator_type(c) == "function_declarator"
+        for c in node.named_children
+    )
+    return not declares_function and any(
+        c.type in ("init_declarator", "identifier") for c in node.named_children
+    )
+
+
+def _declarator_type(node: Node) -> str | None:
+    declarator = node.child_by_field_name("declarator")
+    return None if declarator is None else declarator.type
+
+
+_SCOPES = (
+    "translation_unit",
+    "namespace_definition",
+    "declaration_list",
+    "linkage_specification",
+    "template_declaration",
+)
+
+
+def _at_namespace_scope(node: Node) -> bool:
+    """A definition outside any function or class (a free function)."""
+    parent = node.parent
+    while parent is not None:
+        if parent.type not in _SCOPES:
+            return False
+        parent = parent.parent
+    return True
+
+
+@dataclass(frozen=True)
+class DeviceSource:
+    text: str
+    removed_functions: list[str]
+    replaced_includes: list[str]
+
+
+@cache
+def torch_types() -> str:
+    """The text of :data:`TORCH_TYPES_FILE`, inlined so the file stays self-contained."""
+    body = TORCH_TYPES_FILE.read_text(encoding="utf-8").replace("#pragma once\n", "")
+    return f"// astra-import: begin torch's element types\n{body}// astra-import: end\n"
+
+
+def _replace_include(match: re.Match[str], state: dict[str, bool], replaced: list[str]) -> str:
+    name = match["name"]
+    if name.startswith(TORCH_PREFIXES):
+        replaced.append(name)
+        if state.setdefault("torch", False):
+            return f"// astra-import: {name} (torch's element types are above)"
+        state["torch"] = True
+        return torch_types()
+    if name == "cub/cub.cuh":
+        replaced.append(name)
+        return "\n".join(f"#include <{h}>" for h in CUB_SUBSET)
+    if name in RUNTIME_HEADERS or not _available(name):
+        replaced.append(name)
+        return f"// astra-import: dropped #include <{name}> (host or runtime header)"
+    return match[0]
+
+
+@cache
+def _available(name: str) -> bool:
+    """Whether NVRTC finds the header in its own folders (CUDA, CCCL, the std shims)."""
+    from astra_graph.harness import nvrtc
+
+    return any((Path(folder) / name).is_file() for folder in nvrtc.system_include_dirs())
+
+
+def device_source(flattened: str) -> DeviceSource:
+    """The flattened file with host code removed and includes made NVRTC's (see above)."""
+    data = flattened.encode()
+    tree = _parser().parse(data)
+    removed: list[tuple[int, int, str]] = []
+    for node in _walk(tree.root_node, ("function_definition", "declaration")):
+        if not _at_namespace_scope(node):
+            continue
+        head = text(node).split("{", 1)[0]
+        if any(word in head for word in _DEVICE_SPACES):
+            continue
+        if node.type == "declaration" and not _is_host_variable(node):
+            continue
+        whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
+        declarator = node.child_by_field_name("declarator")
+        name = text(declarator).split("(", 1)[0].split("=", 1)[0].strip() if declarator else "?"
+        removed.append((whole.start_byte, whole.end_byte, name))
+    for node in _walk(tree.root_node, ("expression_statement",)):
+        if (
+            node.parent is not None
+            and node.parent.type == "translation_unit"
+            and ("TORCH_LIBRARY" in text(node) or "PYBIND11_MODULE" in text(node))
+        ):
+            removed.append((node.start_byte, node.end_byte, text(node).split("(", 1)[0]))
+    for start, end, name in sorted(removed, reverse=True):
+        lines = data[start:end].count(b"\n")
+        stub = f"// astra-import: host code {name} removed (NVRTC compiles device code only)"
+        data = data[:start] + stub.encode() + b"\n" * lines + data[end:]
+    state: dict[str, bool] = {}
+    replaced: list[str] = []
+    out = _INCLUDE.sub(lambda m: _replace_include(m, state, replaced), data.decode())
+    if not state.get("torch"):
+        out = torch_types() + out
+    return DeviceSource(
+        text=out,
+        removed_functions=[name for _, _, name in sorted(removed)],
+        replaced_includes=list(dict.fromkeys(replaced)),
+    )
+
+
+@dataclass(frozen=True)
+class DeviceCompile:
+    ok: bool
+    seconds: float
+    log: str
+    lowered: dict[str, str]
+
+
+def compile_device(source: str, entries: list[str], arch: str = "sm_90") -> DeviceCompile:
+    """Compile the device source with NVRTC for ``entries`` (name expressions)."""
+    from astra_graph.harness import nvrtc
+
+    started = time.perf_counter()
+    out = nvrtc.compile_source(source, filename="imported.cu", arch=arch, name_expressions=entries)
+    return DeviceCompile(out.ok, time.perf_counter() - started, out.log, out.lowered_names)

@@ -1,0 +1,290 @@
+"""Write an imported operation: ``contract.toml``, ``production.cu`` (self-contained) and the
+``reference.py`` that runs the original kernel as the oracle.
+
+``production.cu`` is the framework file flattened and made NVRTC's
+(:mod:`astra_graph.framework.device`) under header lines that say how the launcher launched the
+kernel: its entry with the dispatch's element type as ``T``, its parameters (tensors, dims
+expressions, scalars, ``nullptr``), its grid, block and shared memory. It is what the agents
+read and rewrite, and it compiles with nothing of the framework's tree.
+
+The contract's suites use serving shapes (below); any shape whose tensors would take more than
+:data:`MAX_SUITE_BYTES` is left out, so a drafted contract can always be allocated.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from astra_graph.framework.launchers import Analysis
+from astra_graph.kernel import expr
+from astra_graph.kernel.contract import ELEM_BYTES
+from astra_graph.kernel.dtypes import DTYPES
+from astra_graph.kernel.header import DEFAULT_SM_COUNT, SM_COUNT
+
+TOKENS_TUNING = (1, 64, 4096)
+"""Token counts of a serving workload: one decode token, a decode batch, a prefill chunk."""
+TOKENS_HELDOUT = (7, 333)
+"""Token counts off the powers of two, so a kernel tuned to the tuning suite's is still tested."""
+HIDDEN_TUNING = (4096, 14336)
+"""Last axis of a 2-D tensor: Llama-3-8B's hidden size and its MLP width (the harness's random
+shapes go up to 4x beyond, so the suites stay at these)."""
+HIDDEN_HELDOUT = (5120,)
+"""Qwen2.5-14B's hidden size."""
+HEADS = (32, 8)
+"""Middle axes (heads): Llama-3-8B's query and key/value heads (tuning, held out)."""
+HEAD_SIZE = (128, 64)
+"""Last axis of a tensor of three or more axes: the common head size (tuning, held out)."""
+OTHER = (16, 5)
+"""Any other dim (a host integer parameter that is not a size): small, tuning then held out."""
+MAX_SUITE_BYTES = 2 * 2**30
+"""A suite shape whose tensors need more than this (at 4 bytes an element) is left out: far
+above every serving shape above and far below an H100's 80 GB."""
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float16": (1e-5, 1e-3),
+    "bfloat16": (1e-5, 8e-3),
+    "float32": (1e-5, 1e-6),
+    "float64": (1e-12, 1e-12),
+}
+"""(atol, rtol) per dtype: the shipped contracts' (kernels/*/contract.toml) for 16-bit types
+and float32; float64 outputs compared with a float64 oracle at 1e-12."""
+DEFAULT_EPSILON = 1e-6
+"""Default of a float parameter whose name says epsilon: the RMSNorm epsilon of Llama 3."""
+DEFAULT_FLOAT = 1.0
+"""Default of any other float parameter (a scale): the identity."""
+DEFAULT_FLAG = 1
+"""Default of a bool parameter (true); the other value is reported as left to check."""
+PATH_OFFSETS = (2, 4, 1, 6, 3, 8)
+"""Moves of one dim tried when no serving shape takes a launch: a framework's scalar fallback
+runs for sizes off its vector width (``d % 8 != 0``), which an even offset of the last axis
+reaches for 16-bit types, an odd one for 32-bit."""
+ORACLE_PRECISION = ("float64", "float32")
+"""The oracle runs at the first of these that the dispatch instantiates."""
+
+
+@dataclass(frozen=True)
+class Written:
+    folder: Path
+    notes: list[str]
+
+
+def _role(analysis: Analysis, tensor: str) -> str:
+    return "input" if analysis.tensors[tensor].const else "inout"
+
+
+def _axis_values(analysis: Analysis, dim: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    for shape in analysis.shapes.values():
+        if dim not in shape:
+            continue
+        axis, rank = shape.index(dim), len(shape)
+        if axis == 0 and rank > 1:
+            return TOKENS_TUNING, TOKENS_HELDOUT
+        if axis == rank - 1:
+            return (HIDDEN_TUNING, HIDDEN_HELDOUT) if rank <= 2 else (HEAD_SIZE[:1], HEAD_SIZE[1:])
+        return HEADS[:1], HEADS[1:]
+    return OTHER[:1], OTHER[1:]
+
+
+def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int]], int]:
+    """(tuning shapes, held-out shapes, how many were left out for size)."""
+    values = {d: _axis_values(analysis, d) for d in analysis.dims}
+    tuning, heldout = [], []
+    for tokens_index in range(max(len(v[0]) for v in values.values())):
+        tuning.append({d: v[0][min(tokens_index, len(v[0]) - 1)] for d, v in values.items()})
+    heldout.append({d: v[1][0] for d, v in values.items()})
+    if any(len(v[1]) > 1 for v in values.values()):
+        heldout.append({d: v[1][-1] for d, v in values.items()})
+
+    def fits(dims: dict[str, int]) -> bool:
+        total = sum(math.prod(dims[a] for a in shape) for shape in analysis.shapes.values())
+        return total * 4 <= MAX_SUITE_BYTES
+
+    kept_tuning = [d for d in tuning if fits(d)]
+    kept_heldout = [d for d in heldout if fits(d)]
+    dropped = len(tuning) + len(heldout) - len(kept_tuning) - len(kept_heldout)
+    return _taken(analysis, kept_tuning), _taken(analysis, kept_heldout), dropped
+
+
+def takes(analysis: Analysis, dims: dict[str, int]) -> bool | None:
+    """Whether the launcher takes this launch for ``dims`` on the import's GPU (every dtype it
+    dispatches is tried), or None when a condition cannot be evaluated here."""
+    for dtype in analysis.dtypes:
+        env = {SM_COUNT: DEFAULT_SM_COUNT, **dims, ELEM_BYTES: DTYPES[dtype].itemsize}
+        try:
+            if all(expr.evaluate(r, env) for r in analysis.requires):
+                return True
+        except expr.ExprError:
+            return None
+    return False
+
+
+def _taken(analysis: Analysis, shapes: list[dict[str, int]]) -> list[dict[str, int]]:
+    """The shapes that take this launch; where none does, each shape with one dim moved by the
+    first of :data:`PATH_OFFSETS` that makes it take the launch (a fallback path for sizes off
+    the vector width); empty when no such shape is found."""
+    if not analysis.requires:
+        return shapes
+    kept = [d for d in shapes if takes(analysis, d) is not False]
+    if kept:
+        return kept
+    moved = []
+    for dims in shapes:
+        for offset in PATH_OFFSETS:
+            found = next(
+                (
+                    {**dims, name: dims[name] + offset}
+                    for name in reversed(list(dims))
+                    if takes(analysis, {**dims, name: dims[name] + offset})
+                ),
+                None,
+            )
+            if found is not None:
+                moved.append(found)
+                break
+    return moved
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return repr(value)
+
+
+def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[str]]:
+    """The drafted ``contract.toml`` and what was assumed."""
+    notes = list(analysis.notes)
+    tuning, heldout, dropped = suites(analysis)
+    if dropped:
+        notes.append(f"suites: {dropped} shape(s) above {MAX_SUITE_BYTES} bytes left out")
+    if not tuning or not heldout:
+        raise ValueError("no suite shape fits in memory")
+    oracle = next(d for d in ORACLE_PRECISION if d in analysis.dtypes or d == "float32")
+    tested = [d for d in analysis.dtypes if d != "float64"] or ["float64"]
+    terms = []
+    for name, shape in analysis.shapes.items():
+        element = analysis.tensors[name].element
+        size = "elem_bytes" if element == "T" else str(DTYPES[element or "float32"].itemsize)
+        count = 2 if _role(analysis, name) == "inout" else 1
+        terms.append(" * ".join([*shape, size, *(["2"] if count == 2 else [])]))
+    summary = f"{analysis.launcher} ({analysis.kernel.qualified}) as {source} launches it"
+    lines = [
+        f"# Imported by `astra import {source}` from launcher {analysis.launcher}: the original",
+        "# kernel (production.cu) is the oracle; reference.py runs it on the GPU.",
+        f"name = {_toml(op)}",
+        f"summary = {_toml(summary)}",
+        f"dtypes = {_toml(tested)}",
+        f'reference = "reference.py:{op}"',
+        'oracle = "production.cu"',
+        f"bytes_moved = {_toml(' + '.join(terms))}",
+        "",
+    ]
+    for dim in analysis.dims:
+        lines += [f"[dims.{dim}]", "min = 1", ""]
+    for name, shape in analysis.shapes.items():
+        element = analysis.tensors[name].element or "T"
+        lines += [
+            "[[args]]",
+            f"name = {_toml(name)}",
+            f"dtype = {_toml(element)}",
+            f"shape = {_toml(shape)}",
+            f"role = {_toml(_role(analysis, name))}",
+            "",
+        ]
+    for name, kind in analysis.scalars.items():
+        if kind == "bool":
+            default: float = DEFAULT_FLAG
+            notes.append(f"scalars.{name}: bool drafted as {DEFAULT_FLAG}; check the other value")
+        elif name in analysis.constants:
+            default = analysis.constants[name]
+        else:
+            default = DEFAULT_EPSILON if "eps" in name.lower() else DEFAULT_FLOAT
+        lines += [
+            "[[scalars]]",
+            f"name = {_toml(name)}",
+            f"dtype = {_toml(kind)}",
+            f"default = {default!r}",
+            "",
+        ]
+    for dtype in dict.fromkeys([*tested, oracle]):
+        atol, rtol = TOLERANCES[dtype]
+        lines += [f"[tolerance.{dtype}]", f"atol = {atol!r}", f"rtol = {rtol!r}", ""]
+    lines += [
+        "[suites]",
+        f"tuning = {_toml(tuning)}",
+        f"heldout = {_toml(heldout)}",
+        "",
+    ]
+    return "\n".join(lines), notes
+
+
+def header_text(analysis: Analysis) -> str:
+    """The ``// astra:`` lines of production.cu."""
+    taken = set(analysis.tensors) | set(analysis.scalars)
+    params = []
+    for binding in analysis.bindings:
+        if binding.kind in ("tensor", "scalar"):
+            params.append(binding.value)
+            continue
+        name = binding.param if binding.param not in taken else f"{binding.param}_arg"
+        if binding.kind == "null":
+            params.append(f"{name} = nullptr")
+        else:
+            params.append(f"{name}: {binding.dtype} = {binding.value}")
+    return "\n".join(
+        [
+            f"// astra: entry = {analysis.entry}",
+            f"// astra: params = {', '.join(params)}",
+            f"// astra: grid = {analysis.grid}",
+            f"// astra: block = {analysis.block}",
+            f"// astra: smem = {analysis.smem}",
+            *(f"// astra: requires = {r}" for r in [*analysis.requires, *_non_empty(analysis)]),
+        ]
+    )
+
+
+def _non_empty(analysis: Analysis) -> list[str]:
+    """``grid >= 1`` and ``block >= 1`` where they are single numbers: the framework never
+    launches an empty grid or block (its callers never pass such sizes), so shapes that would
+    give one are outside the operation rather than launch errors."""
+    out = []
+    for value in (analysis.grid, analysis.block):
+        if not isinstance(expr.parse(value).body, ast.Tuple):
+            out.append(f"{value} >= 1")
+    return out
+
+
+def reference_text(op: str, oracle_dtype: str) -> str:
+    return (
+        f'"""Reference of {op}: the original kernel (production.cu) is the oracle.\n\n'
+        f"It runs at {oracle_dtype}, the most precise element type the framework's dispatch\n"
+        'instantiates, on the GPU (astra_graph.harness.oracle)."""\n\n'
+        "from pathlib import Path\n\n"
+        "from astra_graph.harness.oracle import original_outputs\n\n"
+        f'ORACLE_DTYPE = "{oracle_dtype}"\n\n\n'
+        f"def {op}(xp, inputs, params):\n"
+        "    return original_outputs(Path(__file__).parent, ORACLE_DTYPE, xp, inputs, params)\n"
+    )
+
+
+def write_operation(
+    folder: Path, op: str, analysis: Analysis, device_text: str, source: str
+) -> Written:
+    """Write the three files of one imported operation; raises ValueError when no suite fits."""
+    contract, notes = contract_text(analysis, op, source)
+    oracle = next(d for d in ORACLE_PRECISION if d in analysis.dtypes or d == "float32")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "contract.toml").write_text(contract)
+    (folder / "production.cu").write_text(
+        f"// {op}: {source} as the framework writes it, imported by `astra import`.\n"
+        + header_text(analysis)
+        + "\n"
+        + device_text
+    )
+    (folder / "reference.py").write_text(reference_text(op, oracle))
+    return Written(folder, notes)

@@ -1,0 +1,164 @@
+"""Import every launcher of one framework file: flatten, parse, analyse, compile, write.
+
+The steps, each its own module: :func:`~astra_graph.framework.flatten.flatten` (framework
+includes inlined), :func:`~astra_graph.framework.parse.parse_source` (kernels, launchers),
+:func:`~astra_graph.framework.launchers.analyse` (per launch site), the device source compiled
+once with NVRTC for every instantiation the launchers dispatch
+(:mod:`~astra_graph.framework.device`), then one operation folder per launch site
+(:mod:`~astra_graph.framework.draft`). The :class:`ImportReport` says, per launcher, whether it
+came in and, if not, why, in one line each.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from astra_graph.framework.device import compile_device, device_source
+from astra_graph.framework.draft import suites, write_operation
+from astra_graph.framework.flatten import flatten
+from astra_graph.framework.launchers import Analysis, analyse, device_constants
+from astra_graph.framework.parse import parse_source
+from astra_graph.harness import nvrtc
+from astra_graph.kernel.dtypes import DTYPES
+
+COMPILER_REASON = (
+    "device code only, launchers read by the parser: nvcc on the whole file needs torch's "
+    "headers, which CI and CPU hosts lack"
+)
+
+
+class LauncherResult(BaseModel):
+    launcher: str
+    kernel: str
+    line: int
+    imported: bool
+    reason: str = ""
+    op: str | None = None
+    folder: str | None = None
+    dtypes: list[str] = []
+    notes: list[str] = []
+
+
+class ImportReport(BaseModel):
+    source: str
+    files_read: list[str]
+    kept_includes: list[str]
+    compiler: str
+    compile_seconds: float
+    compiled: bool
+    compile_error: str = ""
+    launchers: list[LauncherResult]
+
+
+def op_name(launcher: str, index: int, several: bool) -> str:
+    """A contract name (lower case, digits, underscores) for one launch site: the launcher's,
+    with the site's number (1, 2, ...) where the launcher has several."""
+    base = launcher if not several else f"{launcher}_{index + 1}"
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", base).lower()
+    name = re.sub(r"[^a-z0-9_]", "_", name)
+    return name if re.match(r"[a-z_]", name) else f"op_{name}"
+
+
+def _instantiations(analysis: Analysis) -> list[str]:
+    """The name expressions of every element type the launcher dispatches."""
+    if "<" not in analysis.entry:
+        return [analysis.entry]
+    return [re.sub(r"\bT\b", DTYPES[d].ctype, analysis.entry) for d in analysis.dtypes]
+
+
+def _never_taken(analysis: Analysis) -> str:
+    """Why the launcher never takes this launch on the import's GPU for the drafted shapes (its
+    ``if`` conditions false on each of them, moved dims included), or ''."""
+    tuning, heldout, _ = suites(analysis)
+    if tuning and heldout:
+        return ""
+    return f"never launched on this GPU for serving shapes (requires {analysis.requires[-1]})"
+
+
+def _first_error(log: str) -> str:
+    errors = nvrtc.first_errors(log, limit=1)
+    return errors[0] if errors else log.strip()[:300]
+
+
+def import_file(
+    path: Path, folders: list[Path], out: Path, *, arch: str = "sm_90", only: str | None = None
+) -> ImportReport:
+    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``."""
+    flat = flatten(path, folders)
+    parsed = parse_source(flat.text)
+    device = device_source(flat.text)
+    results: list[LauncherResult] = []
+    device_facts = device_constants(arch, nvrtc.version())
+    analyses: list[tuple[LauncherResult, Analysis]] = []
+    for launcher in parsed.launchers:
+        if only is not None and launcher.name != only:
+            continue
+        several = len(launcher.launches) > 1
+        for index, launch in enumerate(launcher.launches):
+            result = LauncherResult(
+                launcher=launcher.name, kernel=launch.kernel, line=launch.line, imported=False
+            )
+            results.append(result)
+            try:
+                analysis = analyse(
+                    launcher, launch, parsed.kernels, parsed.macros, device_facts, parsed.constants
+                )
+            except ValueError as exc:  # Unmapped, or a launcher this analysis cannot read
+                result.reason = str(exc) or type(exc).__name__
+                continue
+            result.op = op_name(launcher.name, index, several)
+            result.dtypes = list(analysis.dtypes)
+            analyses.append((result, analysis))
+    for function, line, call in parsed.other_launches:
+        if only is None or function == only:
+            results.append(
+                LauncherResult(
+                    launcher=function,
+                    kernel="?",
+                    line=line,
+                    imported=False,
+                    reason=f"launches through {call}(), which is not read yet (only <<<>>>)",
+                )
+            )
+    entries = sorted({e for _, a in analyses for e in _instantiations(a)})
+    major, minor = nvrtc.version()
+    compiled = compile_device(device.text, entries, arch) if entries else None
+    error = "" if compiled is None or compiled.ok else _first_error(compiled.log)
+    seconds = compiled.seconds if compiled else 0.0
+    for result, analysis in analyses:
+        if compiled is not None and not compiled.ok:
+            # one program for every site failed: compile this site alone to say whose it is
+            alone = compile_device(device.text, _instantiations(analysis), arch)
+            seconds += alone.seconds
+            if not alone.ok:
+                result.reason = (
+                    f"device code does not compile with NVRTC: {_first_error(alone.log)}"
+                )
+                continue
+        never = _never_taken(analysis)
+        if never:
+            result.reason = never
+            continue
+        try:
+            written = write_operation(
+                out / (result.op or ""), result.op or "", analysis, device.text, path.name
+            )
+        except ValueError as exc:
+            result.reason = str(exc)
+            continue
+        result.imported = True
+        result.folder = str(written.folder)
+        result.notes = written.notes
+    return ImportReport(
+        source=str(path),
+        files_read=[str(f) for f in flat.files],
+        kept_includes=flat.kept,
+        compiler=f"NVRTC {major}.{minor} ({COMPILER_REASON})",
+        compile_seconds=round(seconds, 3),
+        compiled=bool(compiled and compiled.ok),
+        compile_error=error,
+        launchers=results,
+    )

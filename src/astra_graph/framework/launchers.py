@@ -1,0 +1,637 @@
+"""Launcher analysis: what a framework's host function passes to the kernel it launches.
+
+For one launch site (:class:`~astra_graph.framework.parse.Launch`) this works out, from the
+launcher's own expressions and nothing else:
+
+* each kernel parameter's source: a tensor's ``data_ptr`` (``input.data_ptr<scalar_t>()``,
+  ``reinterpret_cast<T*>(x.data_ptr())``), a whole number from ``size()``/``stride()``/
+  ``numel()`` expressions, a float or bool parameter of the launcher, or ``nullptr``;
+* every tensor's shape: its rank from the ``size(i)`` indices the launcher asks for (a tensor
+  used as ``[..., hidden]``, through ``numel()`` and ``size(-1)``, has two axes); an axis is
+  named after the launcher's local variable that holds it (``hidden_size = input.size(-1)``).
+  A tensor whose sizes the launcher never asks for is given the shape of the first one it does
+  ask for (the frameworks check shapes in Python, not here), and that is reported;
+* strides as those of contiguous tensors (``input.stride(-2)`` = the product of later axes);
+* the dtypes its dispatch macro instantiates (torch's ``AT_DISPATCH_*`` macros by name, a
+  framework's own macros by the scalar types their definitions name, recursively);
+* the grid, block and dynamic shared memory as expressions over those dims, with
+  ``sm_count`` for the device's multiprocessor count.
+
+C++ integer division becomes ``//``. Anything else (a conditional, a call that is not a size
+query) makes the launch not importable, with the reason; nothing is guessed silently.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from astra_graph.framework.device import FRAMEWORK_TYPE
+from astra_graph.framework.parse import (
+    TYPE_ALIAS,
+    Kernel,
+    Launch,
+    Launcher,
+    Macro,
+    Param,
+    _parser,
+    text,
+)
+from astra_graph.kernel.header import SM_COUNT
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+
+class Unmapped(ValueError):
+    """Something of the launch cannot be expressed in a contract; ``str()`` says what."""
+
+
+SCALAR_TYPES: dict[str, str] = {
+    "Float": "float32",
+    "kFloat": "float32",
+    "Double": "float64",
+    "kDouble": "float64",
+    "Half": "float16",
+    "kHalf": "float16",
+    "BFloat16": "bfloat16",
+    "kBFloat16": "bfloat16",
+}
+"""``at::ScalarType`` spellings and the contract's dtype for each (others are not supported)."""
+TORCH_DISPATCH: dict[str, tuple[str, ...]] = {
+    "AT_DISPATCH_FLOATING_TYPES": ("float32", "float64"),
+    "AT_DISPATCH_FLOATING_TYPES_AND_HALF": ("float32", "float64", "float16"),
+    "AT_DISPATCH_REDUCED_FLOATING_TYPES": ("float16", "bfloat16"),
+}
+"""The types torch's dispatch macros instantiate before their ``_AND<n>`` extras."""
+CPP_TYPES: dict[str, str] = {
+    "float": "float32",
+    "double": "float64",
+    "int": "int32",
+    "int32_t": "int32",
+    "uint32_t": "int32",
+    "unsigned": "int32",
+    "unsigned int": "int32",
+    "int64_t": "int64",
+    "uint64_t": "int64",
+    "long": "int64",
+    "long long": "int64",
+    "size_t": "int64",
+    "bool": "bool",
+    "__half": "float16",
+    "half": "float16",
+    "c10::Half": "float16",
+    "at::Half": "float16",
+    "__nv_bfloat16": "bfloat16",
+    "c10::BFloat16": "bfloat16",
+    "at::BFloat16": "bfloat16",
+}
+"""C++ spellings of the element and scalar types a contract can hold."""
+ELEMENT_TYPE_NAME = "scalar_t"
+"""What torch's dispatch macros call the element type inside their lambda."""
+_DATA_PTR = re.compile(
+    r"^(?:\(\s*[\w:<>\s*]+\)\s*)?(?P<tensor>\w+)\s*(?:\.|->)\s*(?:const_|mutable_)?data_ptr\s*(?:<(?P<type>[^>]*)>)?\s*\(\s*\)$"
+)
+_CAST = re.compile(r"^(?:reinterpret_cast|static_cast)\s*<[^()]*>\s*\((?P<inner>.*)\)$", re.S)
+_C_CAST = re.compile(r"^\(\s*(?:const\s+)?[\w:]+\s*\)\s*(?P<inner>[\w.]+)$")
+_FLOAT_LITERAL = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?$")
+_COMPARISONS = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
+
+
+@dataclass
+class TensorUse:
+    name: str
+    indices: set[int] = field(default_factory=set)
+    numel: bool = False
+    element: str | None = None
+    """The contract dtype (``T`` for ``scalar_t``) from the data_ptr or the kernel parameter."""
+    const: bool = True
+
+
+@dataclass
+class Binding:
+    """One kernel parameter: ``tensor`` (name), ``expr`` (dims expression), ``scalar`` (a
+    launcher parameter by value), ``null``."""
+
+    param: str
+    kind: str
+    value: str
+    dtype: str
+
+
+@dataclass
+class Analysis:
+    launcher: str
+    kernel: Kernel
+    entry: str
+    """``ns::kernel<astra_framework_t<T>, 1024>``: ``scalar_t`` as the framework's type for
+    the element type under test (``c10::Half`` for ``__half``)."""
+    dtypes: tuple[str, ...]
+    bindings: list[Binding]
+    tensors: dict[str, TensorUse]
+    shapes: dict[str, list[str]]
+    dims: list[str]
+    grid: str
+    block: str
+    smem: str
+    scalars: dict[str, str]
+    """Launcher parameters passed by value: name -> dtype (float32, float64, bool)."""
+    constants: dict[str, float]
+    """Scalars the launcher passes as a literal: name -> the literal (their default)."""
+    requires: list[str]
+    """The ``if`` conditions the launch sits under, as expressions over the dims."""
+    notes: list[str]
+
+
+_OPTIONAL = re.compile(r"^(?P<condition>[^?]+)\?(?P<then>[^:]+):\s*(?:nullptr|NULL)\s*$")
+
+
+def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str]) -> str:
+    """The ``data_ptr`` expression behind a pointer argument: a local holding it is followed,
+    and an optional tensor (``has_x ? x->data_ptr<T>() : nullptr``) is taken as given."""
+    if argument in launch.locals:
+        argument = strip_cast(launch.locals[argument])
+    optional = _OPTIONAL.match(argument)
+    if optional:
+        notes.append(
+            f"{param}: optional tensor, imported as given ({optional['condition'].strip()} true)"
+        )
+        argument = strip_cast(optional["then"].strip())
+    return argument
+
+
+def strip_cast(expression: str) -> str:
+    expression = expression.strip()
+    while match := _CAST.match(expression) or _C_CAST.match(expression):
+        expression = match["inner"].strip()
+    return expression
+
+
+def dispatch_dtypes(name: str, args: tuple[str, ...], macros: dict[str, Macro]) -> set[str]:
+    """The dtypes a dispatch macro call instantiates, or an empty set when unknown."""
+    found: set[str] = set()
+    base = re.sub(r"_AND\d*$", "", name)
+    if base in TORCH_DISPATCH:
+        found.update(TORCH_DISPATCH[base])
+        extras = int(name.rsplit("_AND", 1)[1] or 1) if re.search(r"_AND\d*$", name) else 0
+        for arg in args[:extras]:
+            found |= _scalar_types(arg)
+        return found
+    if name in ("AT_DISPATCH_SWITCH", "AT_DISPATCH_CASE"):
+        for arg in args:
+            found |= _scalar_types(arg) | _macro_types(arg, macros, set())
+        return found
+    if name in macros:
+        found |= _macro_types(macros[name].body, macros, {name})
+    return found
+
+
+def _scalar_types(text_: str) -> set[str]:
+    return {
+        SCALAR_TYPES[m]
+        for m in re.findall(r"(?:ScalarType::|\b)(k?\w+)\b", text_)
+        if m in SCALAR_TYPES and ("ScalarType::" + m in text_ or m.startswith("k"))
+    }
+
+
+def _macro_types(body: str, macros: dict[str, Macro], seen: set[str]) -> set[str]:
+    found = _scalar_types(body)
+    for word in set(re.findall(r"\b[A-Z_][A-Z0-9_]*\b", body)):
+        if word in macros and word not in seen:
+            found |= _macro_types(macros[word].body, macros, seen | {word})
+        elif re.sub(r"_AND\d*$", "", word) in TORCH_DISPATCH:
+            found.update(TORCH_DISPATCH[re.sub(r"_AND\d*$", "", word)])
+    return found
+
+
+class _Translator:
+    """C++ host expressions to contract expressions with placeholders for tensor queries."""
+
+    def __init__(
+        self,
+        launcher: Launcher,
+        launch: Launch,
+        tensors: dict[str, TensorUse],
+        device: dict[str, int],
+        constants: dict[str, str],
+    ) -> None:
+        self.launcher = launcher
+        self.locals = launch.locals
+        self.device = device
+        self.constants = constants
+        self.tensors = tensors
+        self.params = {p.name: p for p in launcher.params}
+        self.host_dims: set[str] = set()
+
+    def expression(self, source: str, depth: int = 0) -> str:
+        if depth > 16:
+            raise Unmapped(f"{source!r}: locals refer to each other too deeply")
+        source = self._templated_constants(source)
+        tree = _parser().parse(f"auto __e = {source};".encode())
+        decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+        init = decl.child_by_field_name("declarator") if decl is not None else None
+        value = init.child_by_field_name("value") if init is not None else None
+        if value is None or tree.root_node.has_error:
+            raise Unmapped(f"cannot read expression {source!r}")
+        return self._node(value, depth)
+
+    def _templated_constants(self, source: str) -> str:
+        """Constants of class template specialisations (``VecTraits<true>::N``) replaced by
+        their values before parsing: in an expression the parser cannot tell their ``<`` from
+        a comparison."""
+        compact = re.sub(r"\s+", "", source)
+        if "<" not in compact or "::" not in compact:
+            return source
+        for key, value in sorted(self.constants.items(), key=lambda kv: -len(kv[0])):
+            if "<" not in key:
+                continue
+            parts = key.split("::")
+            for start in range(len(parts) - 1):
+                suffix = "::".join(parts[start:])
+                if suffix in compact:
+                    compact = compact.replace(suffix, f"({value})")
+        return compact
+
+    def _tensor(self, name: str) -> TensorUse:
+        param = self.params.get(name)
+        if param is None or "Tensor" not in param.type:
+            raise Unmapped(f"{name!r} is not a tensor parameter of {self.launcher.name}")
+        return self.tensors.setdefault(name, TensorUse(name))
+
+    def _node(self, node: Node, depth: int) -> str:
+        kind = node.type
+        if kind == "number_literal":
+            literal = text(node).rstrip("uUlLfF")
+            if "." in literal or ("e" in literal.lower() and not literal.startswith("0x")):
+                raise Unmapped(f"a float literal {text(node)!r} in a size expression")
+            return str(int(literal, 0))
+        if kind == "parenthesized_expression":
+            return f"({self._node(node.named_children[0], depth)})"
+        if kind == "binary_expression":
+            op = text(node.child_by_field_name("operator"))
+            python = {
+                "/": "//",
+                "+": "+",
+                "-": "-",
+                "*": "*",
+                "%": "%",
+                "&&": "and",
+                "||": "or",
+                **_COMPARISONS,
+            }.get(op)
+            if python is None:
+                raise Unmapped(f"operator {op!r} in {text(node)!r}")
+            left = self._node(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
+            right = self._node(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
+            return f"{left} {python} {right}"
+        if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "-":
+            return f"-{self._node(node.child_by_field_name('argument'), depth)}"  # type: ignore[arg-type]
+        if kind in ("identifier", "field_expression", "qualified_identifier"):
+            return self._name(node, depth)
+        if kind == "call_expression":
+            return self._call(node, depth)
+        if kind == "sizeof_expression":
+            return "elem_bytes"
+        if kind == "conditional_expression":
+            parts = [
+                node.child_by_field_name(f) for f in ("condition", "consequence", "alternative")
+            ]
+            if any(p is None for p in parts):
+                raise Unmapped(f"cannot read {text(node)!r}")
+            inner = ", ".join(self._node(p, depth) for p in parts)  # type: ignore[arg-type]
+            return f"select({inner})"
+        if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "!":
+            return f"({self._node(node.child_by_field_name('argument'), depth)}) == 0"  # type: ignore[arg-type]
+        if kind in ("true", "false"):
+            return "1" if kind == "true" else "0"
+        raise Unmapped(f"{kind.replace('_', ' ')} {text(node)!r} in a size expression")
+
+    def _name(self, node: Node, depth: int) -> str:
+        name = text(node)
+        if name.endswith("multiProcessorCount"):
+            return SM_COUNT
+        if name in self.device:
+            return str(self.device[name])
+        compact = re.sub(r"\s+", "", name).lstrip(":")
+        constant = next(
+            (v for k, v in self.constants.items() if k == compact or k.endswith(f"::{compact}")),
+            None,
+        )
+        if constant is not None:
+            return f"({self.expression(constant, depth + 1)})"
+        if node.type == "field_expression" and "->" in name:
+            field_name = text(node.child_by_field_name("field"))
+            if field_name in ("major", "minor") and "prop" in name.lower():
+                return str(self.device[f"cc_{field_name}"])
+        if name in self.locals:
+            return f"({self.expression(self.locals[name], depth + 1)})"
+        param = self.params.get(name)
+        if param is not None and CPP_TYPES.get(param.type) in ("int32", "int64"):
+            self.host_dims.add(name)
+            return name
+        raise Unmapped(f"{name!r} is neither a size query nor a local of {self.launcher.name}")
+
+    def _call(self, node: Node, depth: int) -> str:
+        function = node.child_by_field_name("function")
+        args_node = node.child_by_field_name("arguments")
+        args = [a for a in (args_node.named_children if args_node else [])]
+        name = text(function)
+        if function is not None and function.type == "field_expression":
+            tensor = text(function.child_by_field_name("argument"))
+            method = text(function.child_by_field_name("field"))
+            if method in ("size", "stride") and len(args) == 1:
+                index_text = self.expression(text(args[0]), depth + 1).strip("()")
+                if not re.fullmatch(r"-?\d+", index_text):
+                    raise Unmapped(f"{text(node)!r}: the axis is not a constant")
+                index = int(index_text)
+                use = self._tensor(tensor)
+                use.indices.add(index)
+                return f"{tensor}__{method}__{'m' if index < 0 else ''}{abs(index)}"
+            if method == "numel" and not args:
+                self._tensor(tensor).numel = True
+                return f"{tensor}__numel"
+            if method == "element_size" and not args:
+                self._tensor(tensor)
+                return "elem_bytes"
+            if method == "dim" and not args:
+                self._tensor(tensor)
+                return f"{tensor}__dim"
+        short = name.split("<", 1)[0].rsplit("::", 1)[-1]  # std::min<int64_t> is min
+        if short == "dim3":
+            inner = ", ".join(self._node(a, depth) for a in args)
+            return f"({inner},)" if len(args) == 1 else f"({inner})"
+        if short in ("min", "max") and len(args) == 2:
+            inner = ", ".join(self._node(a, depth) for a in args)
+            return f"{short}({inner})"
+        if short in ("static_cast", "int", "int64_t") or name.startswith("static_cast"):
+            return self._node(args[0], depth)
+        if (
+            short in ("ceil_div", "div_ceil", "cdiv", "DIVIDE_ROUND_UP", "ceildiv")
+            and len(args) == 2
+        ):
+            return f"ceil_div({self._node(args[0], depth)}, {self._node(args[1], depth)})"
+        raise Unmapped(f"call {text(node)!r} in a size expression")
+
+
+def _resolve_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
+    short = launch.kernel.rsplit("::", 1)[-1]
+    matches = [k for k in kernels if k.name == short]
+    if not matches:
+        raise Unmapped(f"kernel {launch.kernel!r} is not defined in the file or its includes")
+    exact = [k for k in matches if k.qualified.endswith(launch.kernel.lstrip(":"))]
+    return (exact or matches)[0]
+
+
+def _element_type(param: Param, template_args: dict[str, str]) -> str | None:
+    spelled = template_args.get(param.type, param.type)
+    spelled = template_args.get(TYPE_ALIAS + spelled, spelled)
+    if spelled in (ELEMENT_TYPE_NAME, "T"):
+        return "T"
+    return CPP_TYPES.get(spelled)
+
+
+def device_constants(arch: str, cuda_version: tuple[int, int]) -> dict[str, int]:
+    """What a launcher may ask of the build and the GPU, fixed by the import's target:
+    ``CUDA_VERSION`` (the compiler's, 13050 for 13.5) and the compute capability of ``arch``."""
+    digits = arch.removeprefix("sm_").rstrip("a")
+    return {
+        "CUDA_VERSION": cuda_version[0] * 1000 + cuda_version[1] * 10,
+        "cc_major": int(digits[:-1]),
+        "cc_minor": int(digits[-1]),
+    }
+
+
+def analyse(
+    launcher: Launcher,
+    launch: Launch,
+    kernels: list[Kernel],
+    macros: dict[str, Macro],
+    device: dict[str, int],
+    source_constants: dict[str, str] | None = None,
+) -> Analysis:
+    """The contract-level description of one launch; raises Unmapped with the reason.
+
+    ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU;
+    ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's.
+    """
+    kernel = _resolve_kernel(launch, kernels)
+    if len(launch.args) != len(kernel.params):
+        raise Unmapped(
+            f"{launch.kernel} takes {len(kernel.params)} parameters, the launch passes "
+            f"{len(launch.args)}"
+        )
+    notes: list[str] = []
+    aliases = {
+        k: v
+        for k, v in launch.locals.items()
+        if k.startswith(TYPE_ALIAS) and v == ELEMENT_TYPE_NAME
+    }
+    targs = {
+        **aliases,
+        **dict(zip((t.name for t in kernel.template), launch.template_args, strict=False)),
+    }
+    element_names = {ELEMENT_TYPE_NAME, *(k.removeprefix(TYPE_ALIAS) for k in aliases)}
+    if len(aliases) > 1:
+        notes.append(
+            "nested dispatches ("
+            + ", ".join(k.removeprefix(TYPE_ALIAS) for k in aliases)
+            + "): imported with one element type for all"
+        )
+    dtypes: set[str] = set()
+    for name, args in launch.dispatch:
+        dtypes |= dispatch_dtypes(name, args, macros)
+    tensors: dict[str, TensorUse] = {}
+    translator = _Translator(launcher, launch, tensors, device, source_constants or {})
+    bindings: list[Binding] = []
+    scalars: dict[str, str] = {}
+    constants: dict[str, float] = {}
+    host = {p.name: p for p in launcher.params}
+    for param, arg in zip(kernel.params, launch.args, strict=True):
+        raw = arg.strip()
+        inner = strip_cast(raw)
+        if (
+            not param.pointer
+            and CPP_TYPES.get(param.type) is None
+            and _element_type(param, targs) is None
+        ):
+            raise Unmapped(
+                f"kernel parameter {param.name!r} has type {param.type!r}: by-value structs "
+                "and other class types cannot be passed yet"
+            )
+        if param.pointer:
+            inner = _pointer_source(inner, launch, param.name, notes)
+            if inner in ("nullptr", "NULL", "0"):
+                bindings.append(Binding(param.name, "null", "", "pointer"))
+                continue
+            match = _DATA_PTR.match(inner)
+            if match is None:
+                raise Unmapped(f"pointer argument {raw!r} for {param.name!r} is not a data_ptr()")
+            use = translator._tensor(match["tensor"])
+            spelled = (match["type"] or "").strip()
+            use.element = (
+                "T"
+                if (spelled in element_names or spelled == "")
+                and _element_type(param, targs) == "T"
+                else "T"
+                if spelled in element_names
+                else CPP_TYPES.get(spelled) or _element_type(param, targs)
+            )
+            if use.element is None:
+                raise Unmapped(f"tensor {use.name!r}: element type {param.type!r} is not supported")
+            use.const = use.const and param.const
+            bindings.append(Binding(param.name, "tensor", use.name, use.element))
+            continue
+        kind = CPP_TYPES.get(targs.get(param.type, param.type))
+        if kind in ("float32", "float64", "bool"):
+            value = launch.locals.get(inner, inner) if inner not in host else inner
+            value = strip_cast(value)
+            if value in host:
+                scalars[value] = kind
+                bindings.append(Binding(param.name, "scalar", value, kind))
+            elif _FLOAT_LITERAL.match(value) or value in ("true", "false"):
+                constant = {"true": 1.0, "false": 0.0}.get(value)
+                number = constant if constant is not None else float(value.rstrip("fF"))
+                name = param.name if param.name not in host else f"{param.name}_value"
+                scalars[name] = kind
+                constants[name] = number
+                bindings.append(Binding(param.name, "scalar", name, kind))
+                notes.append(f"scalars.{name}: the launcher passes the constant {value}")
+            else:
+                raise Unmapped(
+                    f"{param.name!r} ({param.type}) gets {raw!r}, neither a launcher "
+                    "parameter nor a constant"
+                )
+            continue
+        if kind in ("int32", "int64"):
+            bindings.append(Binding(param.name, "expr", translator.expression(inner), kind))
+            continue
+        raise Unmapped(f"kernel parameter {param.name!r} has unsupported type {param.type!r}")
+    geometry = [launch.grid, launch.block, launch.smem]
+    grid, block, smem = (
+        translator.expression(launch.locals.get(g, g)) if g.strip() else "0" for g in geometry
+    )
+    if not tensors:
+        raise Unmapped("the kernel takes no tensor")
+    shapes, dims = _shapes(launch, tensors, notes)
+    for name in translator.host_dims:
+        if name not in dims:
+            dims.append(name)
+
+    def finish(expression: str) -> str:
+        return _substitute(expression, tensors, shapes)
+
+    for binding in bindings:
+        if binding.kind == "expr":
+            binding.value = finish(binding.value)
+    requires = []
+    for condition, positive in launch.conditions:
+        try:
+            translated = finish(translator.expression(condition))
+        except Unmapped as exc:
+            branch = "then" if positive else "else"
+            notes.append(f"launch condition {condition!r} ({branch}) not expressed: {exc}")
+            continue
+        requires.append(translated if positive else f"({translated}) == 0")
+    if not dtypes:
+        if any(t.element == "T" for t in tensors.values()):
+            raise Unmapped("element type scalar_t with no dispatch macro that names its types")
+        dtypes = {next(t.element for t in tensors.values() if t.element is not None)}
+    element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
+    entry_args = [
+        re.sub(element_pattern, f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
+        for a in launch.template_args
+    ]
+    entry = f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified
+    unsupported = sorted(dtypes - {"float32", "float64", "float16", "bfloat16"})
+    if unsupported:
+        raise Unmapped(f"dispatch types {unsupported} are not supported")
+    return Analysis(
+        launcher=launcher.name,
+        kernel=kernel,
+        entry=entry,
+        dtypes=tuple(d for d in ("float32", "float16", "bfloat16", "float64") if d in dtypes),
+        bindings=bindings,
+        tensors=tensors,
+        shapes=shapes,
+        dims=dims,
+        grid=finish(grid),
+        block=finish(block),
+        smem=finish(smem),
+        scalars=scalars,
+        constants=constants,
+        requires=requires,
+        notes=notes,
+    )
+
+
+def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None:
+    for name, value in launch.locals.items():
+        compact = re.sub(r"\s+", "", value)
+        for i in {index, index - rank}:
+            if "." not in name and compact in (f"{tensor}.size({i})", f"{tensor}.sizes()[{i}]"):
+                return name
+    return None
+
+
+def _shapes(
+    launch: Launch, tensors: dict[str, TensorUse], notes: list[str]
+) -> tuple[dict[str, list[str]], list[str]]:
+    shapes: dict[str, list[str]] = {}
+    dims: list[str] = []
+    main: str | None = None
+    for name, use in tensors.items():
+        if not use.indices and not use.numel:
+            continue
+        rank = max(
+            [i + 1 if i >= 0 else -i for i in use.indices] + [2 if use.numel and use.indices else 1]
+        )
+        axes = []
+        for axis in range(rank):
+            local = _local_for(launch, name, axis, rank)
+            dim = local or (
+                "tokens" if axis == 0 and rank > 1 and main is None else f"{name}_{axis}"
+            )
+            axes.append(dim)
+            if dim not in dims:
+                dims.append(dim)
+        shapes[name] = axes
+        main = main or name
+    for name in tensors:
+        if name in shapes:
+            continue
+        if main is None:
+            shapes[name] = ["n"]
+            if "n" not in dims:
+                dims.append("n")
+            notes.append(f"{name}: no size is asked for in the launcher; drafted as [n]")
+        else:
+            shapes[name] = list(shapes[main])
+            notes.append(f"{name}: no size is asked for in the launcher; drafted as {main}'s shape")
+    return shapes, dims
+
+
+def _substitute(
+    expression: str, tensors: dict[str, TensorUse], shapes: dict[str, list[str]]
+) -> str:
+    def one(match: re.Match[str]) -> str:
+        tensor, what, index = match["tensor"], match["what"], match["index"]
+        axes = shapes[tensor]
+        if what == "numel":
+            return "(" + " * ".join(axes) + ")"
+        if what == "dim":
+            return str(len(axes))
+        i = int(index.lstrip("m")) * (-1 if index.startswith("m") else 1)
+        i = i + len(axes) if i < 0 else i
+        if not 0 <= i < len(axes):
+            raise Unmapped(f"{tensor}: axis {index} outside its {len(axes)} axes")
+        if what == "size":
+            return axes[i]
+        later = axes[i + 1 :]
+        return "(" + " * ".join(later) + ")" if later else "1"
+
+    names = "|".join(re.escape(t) for t in tensors)
+    if not names:
+        return expression
+    pattern = rf"\b(?P<tensor>{names})__(?P<what>size|stride|numel|dim)(?:__(?P<index>m?\d+))?\b"
+    return re.sub(pattern, one, expression)

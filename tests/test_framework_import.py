@@ -1,0 +1,262 @@
+"""``astra import``: framework files as written (issue 23), on the CPU.
+
+The fixtures under tests/fixtures/framework/csrc were written for these tests in the style of a
+serving framework: torch launchers (``AT_DISPATCH_FLOATING_TYPES_AND2`` and a framework's own
+dispatch macro defined in an included header), ``c10::BFloat16``/``c10::Half`` paths,
+``cub::BlockReduce`` through ``<cub/cub.cuh>``, a kernel in an included header, a grid from the
+SM count, a float epsilon, a bool flag, a ``nullptr`` argument and a ``Params`` struct. The
+launchers are parsed, never compiled (torch is not installed here); the device code compiles
+with NVRTC for sm_90.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from astra_graph.cli import main
+from astra_graph.framework.device import compile_device, device_source, torch_types
+from astra_graph.framework.flatten import flatten
+from astra_graph.framework.launchers import (
+    Analysis,
+    Unmapped,
+    analyse,
+    device_constants,
+    dispatch_dtypes,
+)
+from astra_graph.framework.parse import Source, parse_source
+from astra_graph.harness import nvrtc
+from astra_graph.kernel import expr
+from astra_graph.kernel.catalog import set_search_dirs
+from astra_graph.kernel.contract import ContractError, load_contract
+from astra_graph.kernel.header import load_implementation
+
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
+CSRC = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc"
+NORM = CSRC / "layernorm.cu"
+ACT = CSRC / "activation.cu"
+H100 = device_constants("sm_90", (13, 0))
+
+
+@pytest.fixture
+def needs_nvrtc() -> None:
+    try:
+        nvrtc.version()
+    except nvrtc.NvrtcUnavailable as exc:
+        pytest.skip(f"NVRTC unavailable: {exc}")
+
+
+@pytest.fixture(autouse=True)
+def _default_search_path() -> Iterator[None]:
+    set_search_dirs(None)
+    yield
+    set_search_dirs(None)
+
+
+def _source(path: Path) -> Source:
+    return parse_source(flatten(path, []).text)
+
+
+def _analysis(path: Path, launcher_name: str) -> Analysis:
+    source = _source(path)
+    launcher = next(x for x in source.launchers if x.name == launcher_name)
+    return analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+
+
+def test_the_kernel_in_an_included_header_is_found_after_flattening() -> None:
+    flat = flatten(ACT, [])
+    assert [f.name for f in flat.files] == ["activation.cu", "act_kernels.cuh", "dispatch_utils.h"]
+    assert "torch/all.h" in flat.kept and "cuda_runtime.h" in flat.kept
+    kernels = {k.qualified for k in parse_source(flat.text).kernels}
+    assert kernels == {"fw::act_and_mul_kernel"}
+    assert not parse_source(ACT.read_text()).kernels  # the file alone has no kernel
+
+
+def test_launches_inside_dispatch_lambdas_with_template_arguments() -> None:
+    source = _source(NORM)
+    launches = {x.name: x.launches for x in source.launchers}
+    assert sorted(launches) == ["copy_rows", "fused_add_rms_norm", "scale_rows"]
+    norm = launches["fused_add_rms_norm"][0]
+    assert norm.kernel == "fw::fused_add_rms_norm_kernel"
+    assert norm.template_args == ("scalar_t", "1024")
+    assert norm.dispatch[0][0] == "FW_DISPATCH_FLOATING_TYPES"
+    scale = launches["scale_rows"][0]
+    assert scale.grid == "sm_count * 2" and scale.args[2] == "nullptr"
+
+
+def test_dispatch_dtypes_from_torch_and_from_the_frameworks_own_macro() -> None:
+    source = _source(NORM)
+    torch_macro = ("at::ScalarType::Half", "at::ScalarType::BFloat16", "x.scalar_type()")
+    assert dispatch_dtypes("AT_DISPATCH_FLOATING_TYPES_AND2", torch_macro, {}) == {
+        "float32",
+        "float64",
+        "float16",
+        "bfloat16",
+    }
+    own = dispatch_dtypes("FW_DISPATCH_FLOATING_TYPES", (), source.macros)
+    assert own == {"float32", "float16", "bfloat16"}
+
+
+def test_launcher_arguments_map_to_dims_strides_scalars() -> None:
+    found = _analysis(NORM, "fused_add_rms_norm")
+    assert found.entry == "fw::fused_add_rms_norm_kernel<astra_framework_t<T>, 1024>"
+    assert found.shapes["input"] == ["tokens", "hidden_size"]
+    kinds = {b.param: (b.kind, b.value, b.dtype) for b in found.bindings}
+    assert kinds["input"] == ("tensor", "input", "T")
+    assert kinds["epsilon"] == ("scalar", "epsilon", "float32")
+    env = {"tokens": 7, "hidden_size": 4096}
+    assert expr.evaluate_int(kinds["input_stride"][1], env) == 4096  # stride(-2), contiguous
+    assert kinds["input_stride"][2] == "int64"
+    assert expr.evaluate_int(kinds["num_tokens"][1], env) == 7  # numel() / size(-1)
+    assert expr.evaluate_dims3(found.grid, env) == (7, 1, 1)
+    assert expr.evaluate_dims3(found.block, env) == (1024, 1, 1)
+    assert found.dtypes == ("float32", "float16", "bfloat16")
+    assert any("residual" in note for note in found.notes)  # its shape was assumed: said
+
+
+def test_sm_count_nullptr_and_bool_flag() -> None:
+    found = _analysis(NORM, "scale_rows")
+    assert "sm_count" in found.grid
+    assert expr.evaluate_dims3(found.grid, {"sm_count": 132}) == (264, 1, 1)
+    kinds = {b.param: b.kind for b in found.bindings}
+    assert kinds["bias"] == "null"
+    assert found.scalars == {"scale": "float32", "relu": "bool"}
+
+
+def test_a_params_struct_is_reported_not_guessed() -> None:
+    with pytest.raises(Unmapped, match="'params' has type 'RowParams'"):
+        _analysis(NORM, "copy_rows")
+    assert [f.name for f in _source(NORM).structs["RowParams"]] == ["in", "out", "rows", "cols"]
+
+
+def test_device_source_drops_host_code_and_maps_the_includes() -> None:
+    device = device_source(flatten(NORM, []).text)
+    assert {"fused_add_rms_norm", "scale_rows", "copy_rows"} <= set(device.removed_functions)
+    assert "torch::Tensor" not in device.text and "<<<" not in device.text
+    assert "#include <cub/cub.cuh>" not in device.text
+    assert "#include <cub/block/block_reduce.cuh>" in device.text
+    assert {"torch/all.h", "cub/cub.cuh", "numeric"} <= set(device.replaced_includes)
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_the_fixtures_device_code_compiles_with_nvrtc() -> None:
+    device = device_source(flatten(NORM, []).text)
+    entries = [
+        "fw::fused_add_rms_norm_kernel<astra_framework_t<__half>, 1024>",
+        "fw::fused_add_rms_norm_kernel<astra_framework_t<__nv_bfloat16>, 1024>",
+        "fw::scale_rows_kernel<astra_framework_t<float>>",
+    ]
+    out = compile_device(device.text, entries, "sm_90")
+    assert out.ok, out.log
+    assert "N3c104HalfE" in out.lowered[entries[0]]  # c10::Half, as the framework mangles it
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_c10_half_takes_the_frameworks_path_not_the_generic_one() -> None:
+    """Issue 23's trap: with c10::Half merely declared (and the kernel instantiated with
+    __half) the ``is_same_v<scalar_t, c10::Half>`` path is silently not compiled."""
+    kernel = (
+        "#include <type_traits>\n"
+        "template <typename scalar_t> __global__ void k(scalar_t* x) {\n"
+        "  if constexpr (std::is_same_v<scalar_t, c10::Half>) { x[0] = x[0] * x[0]; }\n"
+        '  else { static_assert(!std::is_same_v<scalar_t, __half>, "generic path"); }\n'
+        "}\n"
+    )
+    source = torch_types() + kernel
+    assert compile_device(source, ["k<astra_framework_t<__half>>"], "sm_90").ok
+    generic = compile_device(source, ["k<__half>"], "sm_90")
+    assert not generic.ok and "generic path" in generic.log
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_astra_import_writes_operations_that_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import", str(NORM), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("compiler: NVRTC")
+    assert "not imported copy_rows -> fw::copy_rows_kernel" in out and "by-value structs" in out
+    assert "2 of 3 launch sites imported" in out
+    spec = load_contract(tmp_path / "fused_add_rms_norm")
+    assert spec.contract.oracle == "production.cu"
+    impl = load_implementation(tmp_path / "fused_add_rms_norm" / "production.cu", spec.contract)
+    assert [b.kind for b in impl.bindings][:3] == ["tensor", "expr", "tensor"]
+    assert "#include" not in "".join(
+        line for line in impl.source.splitlines() if '"' in line and "#include" in line
+    )  # no framework include left: the file stands alone
+    scale = load_contract(tmp_path / "scale_rows")
+    assert {s.name: s.dtype for s in scale.contract.scalars} == {"scale": "float32", "relu": "bool"}
+    assert main(["validate", str(tmp_path / "scale_rows")]) == 0
+
+
+def test_astra_import_bad_input_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import", str(tmp_path / "missing.cu")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing.cu: not found" in err
+    assert main(["import", str(NORM), "--include", str(tmp_path / "nowhere")]) == 2
+    assert "not a folder" in capsys.readouterr().err
+
+
+def test_contract_nullptr_binding_and_bool_scalar(tmp_path: Path) -> None:
+    folder = tmp_path / "op"
+    folder.mkdir()
+    text = (
+        'name = "op"\nsummary = "s"\ndtypes = ["float32"]\nreference = "r.py:op"\n'
+        'bytes_moved = "n * 4"\nparams = ["x", "bias = nullptr", "flag"]\n'
+        '[dims.n]\n[[args]]\nname = "x"\ndtype = "T"\nshape = ["n"]\nrole = "inout"\n'
+        '[[scalars]]\nname = "flag"\ndtype = "bool"\ndefault = {flag}\n'
+        "[tolerance.float32]\natol = 0\nrtol = 0\n"
+        "[suites]\ntuning = [{{ n = 4 }}]\nheldout = [{{ n = 5 }}]\n"
+    )
+    (folder / "contract.toml").write_text(text.format(flag=1))
+    spec = load_contract(folder)
+    assert spec.contract.params == ["x", "bias = nullptr", "flag"]
+    (folder / "contract.toml").write_text(text.format(flag=0.5))
+    with pytest.raises(ContractError, match="a bool needs 'default' = 0 or 1"):
+        load_contract(folder)
+
+
+INLINE = """
+namespace fw {
+constexpr int kVec = 8;
+template <typename scalar_t, bool VEC>
+__global__ void rope(scalar_t* q, scalar_t* k, const int d) {}
+}  // namespace fw
+void rope(torch::Tensor& q, std::optional<torch::Tensor> k) {
+  int d = q.size(-1);
+  int tokens = q.numel() / d;
+  AT_DISPATCH_REDUCED_FLOATING_TYPES(q.scalar_type(), "rope", [&] {
+    using query_t = scalar_t;
+    if (d % fw::kVec == 0) {
+      fw::rope<query_t, true><<<tokens, std::min<int64_t>(d / fw::kVec, 1024)>>>(
+          q.data_ptr<query_t>(), k.has_value() ? k->data_ptr<query_t>() : nullptr, d);
+    }
+  });
+}
+"""
+
+
+def test_constants_aliases_optional_tensors_and_conditions() -> None:
+    source = parse_source(INLINE)
+    launcher = source.launchers[0]
+    found = analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, H100, source.constants
+    )
+    assert found.entry == "fw::rope<astra_framework_t<T>, true>"
+    assert found.dtypes == ("float16", "bfloat16")
+    assert [b.kind for b in found.bindings] == ["tensor", "tensor", "expr"]
+    assert any("optional tensor" in note for note in found.notes)
+    (requirement,) = found.requires
+    assert expr.evaluate(requirement, {"tokens": 3, "d": 128})
+    assert not expr.evaluate(requirement, {"tokens": 3, "d": 100})
+    assert expr.evaluate_dims3(found.block, {"tokens": 3, "d": 128}) == (16, 1, 1)
+
+
+def test_select_is_cpp_conditional() -> None:
+    assert expr.evaluate_int("select(tokens < 256, 1024, 256)", {"tokens": 7}) == 1024
+    assert expr.evaluate_int("select(tokens < 256, 1024, 256)", {"tokens": 4096}) == 256
