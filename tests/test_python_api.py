@@ -46,10 +46,10 @@ def test_import_astra_graph_does_not_load_langgraph() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"rounds": -1}, "rounds and max_repairs must be 0 or more"),
-        ({"max_repairs": -2}, "rounds and max_repairs must be 0 or more"),
+        ({"rounds": -1}, r"rounds \(--rounds\): expected 0 or more, got -1"),
+        ({"max_repairs": -2}, r"max_repairs \(--max-repairs\): expected 0 or more"),
         ({"agents": "many"}, "agents: expected one of"),
-        ({"timing_mode": "wall"}, "timing_mode: expected one of"),
+        ({"timing_mode": "wall"}, r"timing_mode \(--mode\): expected one of"),
     ],
 )
 def test_bad_arguments_write_nothing(tmp_path: Path, arguments: dict, message: str) -> None:
@@ -98,7 +98,7 @@ def test_worker_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
     ("arguments", "code", "message"),
     [
         (["compile", "silu_and_mul/naive", "--arch", "bogus"], 2, "--arch: expected a target"),
-        (["optimize"], 2, "KERNEL: required unless --resume"),
+        (["optimize"], 2, "(KERNEL): required unless resume (--resume RUN_DIR)"),
         (["compile", "no_such_op/naive"], 2, "no_such_op"),
         (["frobnicate"], 2, "invalid choice"),
         (["--help"], 0, "kernels"),

@@ -110,7 +110,12 @@ def contract_folder_of(path: Path) -> Path:
     return found
 
 
-def resolve(target: str | Path) -> tuple[OperationSpec, Implementation]:
+Target = tuple[OperationSpec, Implementation]
+"""A resolved kernel: its operation and the implementation (``resolve``'s answer), passed on
+as it is so that nothing resolves the same kernel twice."""
+
+
+def resolve(target: str | Path) -> Target:
     """A kernel named by path (``kernels/op/x.cu``), by ``op/impl``, or by operation name.
 
     A bare operation name means its ``production.cu``. A ``.cu`` path finds its contract in its

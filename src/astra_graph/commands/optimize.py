@@ -13,9 +13,13 @@ profile, per-bucket tuning, finalize) and says in one line how to enable the age
 ``--agents external`` makes every agent's request an interrupt answered outside (one agent:
 ``--agent-model planning=external``): the run stops at the first request with status
 ``waiting`` and one line saying where the request is and how to answer (``astra reply``).
-Exit codes: 0 a faster kernel was found and proven, an offline run finished, or the run waits
-for an external answer; 1 the run finished without beating the baseline or stopped on an error
-(resume it with ``--resume``); 2 bad input or no GPU.
+Ctrl-C or SIGTERM stops a run within a second: the model request and the evaluation in flight
+are cancelled, ``run.json`` and the report say ``interrupted`` and where, and ``--resume``
+continues there.
+Exit codes: 0 a faster kernel was found and proven on the held-out suite, an offline run
+finished, or the run waits for an external answer; 1 the run finished without beating the
+baseline or stopped on an error (resume it with ``--resume``); 2 bad input or no GPU; 130
+interrupted (resume it with ``--resume``).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any, get_args
 import structlog
 
 from astra_graph.catalog import resolve
-from astra_graph.commands import UsageError
+from astra_graph.commands import INTERRUPTED, UsageError
 from astra_graph.commands.run_output import configure_logging, show_outcome
 from astra_graph.external import EXTERNAL
 from astra_graph.harness.compile import gpu_arch
@@ -44,7 +48,14 @@ from astra_graph.harness.pool import (
 from astra_graph.llm import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.many import Summary, expand_kernels, optimize_many, summary_table, write_summary
 from astra_graph.rundir import utc_now
-from astra_graph.runner import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
+from astra_graph.runner import (
+    AGENTS_BY_MODE,
+    ConfigurationError,
+    RunFailed,
+    RunInterrupted,
+    check_arguments,
+    optimize,
+)
 from astra_graph.state import AgentMode
 from astra_graph.usage import AgentName
 
@@ -134,18 +145,8 @@ def _agent_models(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.kernels and args.resume is None:
-        raise UsageError("KERNEL: required unless --resume RUN_DIR is given")
     if args.kernels and args.resume is not None:
         raise UsageError("--resume: continues one run; give no KERNEL with it")
-    if args.rounds < 0 or args.max_repairs < 0 or args.retries < 0:
-        raise UsageError("--rounds, --max-repairs and --retries must be 0 or more")
-    if args.candidates < 1:
-        raise UsageError("--candidates must be 1 or more")
-    if args.llm_timeout <= 0:
-        raise UsageError("--llm-timeout must be more than 0 seconds")
-    if args.max_output_tokens is not None and args.max_output_tokens < 1:
-        raise UsageError("--max-output-tokens must be 1 or more")
     agents: AgentMode = "multi" if args.agents == EXTERNAL else args.agents
     settings = LLMSettings(
         model=EXTERNAL if args.agents == EXTERNAL else args.model,
@@ -156,10 +157,25 @@ def run(args: argparse.Namespace) -> int:
         max_output_tokens=args.max_output_tokens,
         reasoning_effort=args.reasoning_effort,
     )
-    offline = endpoint_problem(settings, AGENTS_BY_MODE[agents])
     kernels = expand_kernels(args.kernels)
-    for kernel in kernels:
-        resolve(kernel)  # a bad kernel is bad input (exit 2) before anything starts
+    try:  # the same check as optimize() from Python, before any pool or process starts
+        check_arguments(
+            kernel_path=kernels[0] if kernels else None,
+            resume=args.resume,
+            answer=None,
+            rounds=args.rounds,
+            max_repairs=args.max_repairs,
+            candidates=args.candidates,
+            agents=agents,
+            timing_mode=args.mode,
+            settings=settings,
+        )
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+    offline = endpoint_problem(settings, AGENTS_BY_MODE[agents])
+    # a bad kernel is bad input (exit 2) before any pool or process starts; a lone kernel is
+    # handed to optimize() resolved, so that it is resolved once
+    targets = [resolve(kernel) for kernel in kernels]
     if len(kernels) > 1 and args.agents == EXTERNAL:
         raise UsageError(f"--agents {EXTERNAL}: answers one run at a time; give one KERNEL")
     try:
@@ -200,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             result = optimize(
-                kernels[0] if kernels else None,
+                targets[0] if targets else None,
                 resume=args.resume,
                 evaluator=pool,
                 on_progress=show,
@@ -211,6 +227,9 @@ def run(args: argparse.Namespace) -> int:
         except RunFailed as exc:
             print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
             return 1
+        except RunInterrupted as exc:
+            print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
+            return INTERRUPTED
     return show_outcome(result, args.json)
 
 
