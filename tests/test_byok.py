@@ -308,3 +308,36 @@ def test_offline_optimize_runs_on_an_example_outside_its_operation_folder(
     result = optimize(path, runs_dir=tmp_path, evaluator=FakeEvaluator())
     assert result.status == "finished", result.message
     assert Path(result.best_path).read_text() == path.read_text()
+
+
+def test_operations_are_found_by_contract_name_and_path_takes_precedence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shipped = resolve("silu_and_mul")[0].folder
+    shutil.copytree(shipped, tmp_path / "my_copy")  # same contract name, another folder
+    shutil.copytree(shipped, tmp_path / "folder_name")
+    renamed = tmp_path / "folder_name" / "contract.toml"
+    renamed.write_text(renamed.read_text().replace('name = "silu_and_mul"', 'name = "by_name"'))
+    assert main(["kernels", "--path", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("\nsilu_and_mul  [") + out.startswith("silu_and_mul  [") == 1
+    (warning,) = err.splitlines()
+    assert str(shipped) in warning and "hidden by" in warning and "my_copy" in warning
+    set_search_dirs([str(tmp_path)])
+    assert resolve("silu_and_mul")[0].folder == (tmp_path / "my_copy").resolve()
+    assert resolve("by_name")[0].folder == (tmp_path / "folder_name").resolve()
+    assert main(["validate", "by_name", "--no-compile", "--path", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize("entry", ["a_file.txt", "missing_folder"])
+def test_a_kernel_path_entry_that_is_no_folder_is_bad_input(
+    entry: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "a_file.txt").write_text("not a folder")
+    monkeypatch.setenv("ASTRA_KERNEL_PATH", str(tmp_path / entry))
+    assert main(["kernels"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "ASTRA_KERNEL_PATH" in line and entry in line
