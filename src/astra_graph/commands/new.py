@@ -34,6 +34,28 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
+TUNABLE_SUFFIX = "_VALUE"
+"""Added to a drafted tunable whose name is taken in the source: a tunable is a ``-D`` macro,
+and one named after the template parameter it feeds (``BLOCK`` for ``template <int BLOCK>``)
+would replace the parameter in the included file."""
+
+
+def tunable_name(parameter: str, source: str) -> str:
+    """The tunable drafted for a value template parameter: the user's own name in macro case
+    (``BLOCK`` stays ``BLOCK``, ``blockSize`` is ``BLOCK_SIZE``, ``kBlock`` is ``BLOCK``), with
+    :data:`TUNABLE_SUFFIX` when the source already uses that name for something else."""
+    bare = parameter[1:] if re.fullmatch(r"k[A-Z]\w*", parameter) else parameter
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", bare).upper()
+    if re.search(rf"\b{re.escape(name)}\b", source):
+        name += TUNABLE_SUFFIX
+    return name
+
+
+def _is_block(tunable: str) -> bool:
+    """A tunable that reads as the block size (its name says BLOCK or THREADS)."""
+    return "BLOCK" in tunable or "THREADS" in tunable
+
+
 def _destination(args: argparse.Namespace) -> Path:
     env = [p for p in os.environ.get(PATH_VARIABLE, "").split(os.pathsep) if p]
     root = Path((args.path or env or ["."])[0])
@@ -123,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         if name == element:
             targs.append("T")
         elif kind == "value":
-            tunable = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper().lstrip("K_") or "VALUE"
+            tunable = tunable_name(name, source)
             targs.append(tunable)
             todo.append(f"header: tunable {tunable} (template parameter {name}): give its values")
         else:
@@ -201,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         f"// astra: entry = {entry}",
         f"// astra: params = {', '.join(bindings)}",
         f"// astra: grid = {first_dim}",
-        "// astra: block = 256",
+        f"// astra: block = {next((t for t in tunables if _is_block(t)), 256)}",
         *(f"// astra: tunable {t} = 256" for t in tunables),
         f'#include "{source_path.name}"',
     ]
