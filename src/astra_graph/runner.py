@@ -423,7 +423,10 @@ def optimize(
         run = _Run(stack, initial, start.settings, evaluator, timing_mode, on_progress)
         if tune_budget_s is not None:
             run.context.tune_budget_s = tune_budget_s
-        result = run.go(answer)
+        try:
+            result = run.go(answer)
+        except OSError as exc:  # run.json could not be written (a full disk, say)
+            raise RunFailed(Path(initial.run_dir), _one_line(exc)) from exc
     _write_report(Path(initial.run_dir))
     return result
 
@@ -490,15 +493,14 @@ class _Run:
             state = self.current()
             self.config["recursion_limit"] = recursion_limit(state.rounds, state.max_repairs)
             self.llm.remember_methods(state.usage)
-            if not snapshot.next:
+            # Finished means finalize's result, not an empty ``next``: a step whose every task
+            # wrote its result before the stop (the consumer stopped between a branch's end
+            # and the step's commit) shows no next node, yet the stream applies those writes
+            # and goes on. Reading that as "finished" printed an unchecked 1.3x (issue 26).
+            if state.result is not None and not snapshot.next:
                 if answer is not None:
                     raise ConfigurationError(
                         f"{self.run_dir}: the run has finished; it waits for nothing"
-                    )
-                if state.result is None:  # no step left and no verdict: nothing to resume
-                    raise ConfigurationError(
-                        f"{self.run_dir}: its checkpoint has no step left but no held-out "
-                        "checked result; start a new run"
                     )
                 return self.save(state)  # already finished
         inputs = self._inputs(snapshot, answer)
@@ -559,21 +561,26 @@ class _Run:
             return self.ask_outside()
         except KeyboardInterrupt as exc:
             stopped = self._stopped_at(str(exc) if str(exc) in SIGNAL_NAMES else "SIGINT")
-            self.save(
-                self.current() if self._saved() else state,
-                status="interrupted",
-                error=f"interrupted at {stopped.describe()}",
-                stopped_at=stopped,
-            )
-            _write_report(self.run_dir)  # an interrupted run's report says where it stopped
+            error = f"interrupted at {stopped.describe()}"
+            self._record_stop(state, status="interrupted", error=error, stopped_at=stopped)
             raise RunInterrupted(self.run_dir, stopped) from None
         except Exception as exc:
             error = _one_line(exc)
-            self.save(self.current() if self._saved() else state, status="failed", error=error)
-            _write_report(self.run_dir)  # a stopped run still gets a report that says so
+            self._record_stop(state, status="failed", error=error)
             raise RunFailed(self.run_dir, error) from exc
         finally:
             allow_jobs()
+
+    def _record_stop(self, state: State, **fields: Any) -> None:
+        """Save a stopped run's ``run.json`` and report, as far as the disk allows: a full disk
+        (the likely reason it stopped) must not replace the run's one line with a traceback;
+        the checkpoint still holds every finished step for a resume."""
+        try:
+            self.save(self.current() if self._saved() else state, **fields)
+        except OSError as exc:
+            log.warning("run_json_not_saved", run_dir=str(self.run_dir), error=_one_line(exc))
+            return
+        _write_report(self.run_dir)  # a stopped run's report says why and where
 
     def _saved(self) -> bool:
         return bool(self.graph.get_state(self.config).values)
