@@ -126,9 +126,8 @@ def test_replies_cut_at_every_byte_are_read_or_refused_never_raise() -> None:
     for cut in range(len(data) + 1):
         text = data[:cut].decode(errors="replace")
         for finish in ("stop", "length"):
-            parsed = read_code(RawReply(text, finish))
-            assert not isinstance(parsed, BaseException)
-            codes += not isinstance(parsed, ReplyProblem)
+            code = read_code(RawReply(text, finish))
+            codes += not isinstance(code, ReplyProblem)
             cases += 1
     print(f"fuzz: {cases} cut replies read; {plans} gave a plan, {codes} gave code")
     assert cases >= MIN_REPLY_CASES
