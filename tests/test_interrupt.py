@@ -32,10 +32,11 @@ LAUNCHER = TESTS / "scripted_astra.py"
 SLOW_S = 60.0
 """How long the interrupted phase would take: far beyond any wait here, so only the signal can
 end it."""
-STOP_WITHIN_S = 10.0
+STOP_WITHIN_S = 20.0
 """How long an interrupted process may take to exit: the cancellation itself takes under a
-second (0.55 s measured on 2 shared cores, report included); the rest is slack for a loaded CI
-machine. A process that waited for the slow phase would take SLOW_S."""
+second (0.5-1.4 s measured on 2 idle shared cores, run.json and report included; 10.3 s once
+with the cores loaded by 5 other runs); the rest is slack for a loaded CI machine. A process
+that waited for the slow phase would take SLOW_S."""
 START_WITHIN_S = 60.0
 """How long the run may take to reach the phase (about 3 s measured; imports dominate)."""
 SPEEDUP = 1.3

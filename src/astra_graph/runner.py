@@ -169,6 +169,7 @@ def check_arguments(
     agents: str,
     timing_mode: str,
     settings: LLMSettings,
+    tune_budget_s: float | None = None,
 ) -> None:
     """The one check of optimize's arguments (``astra optimize`` calls it too): raise
     ConfigurationError naming the argument (and its flag) and what was expected."""
@@ -188,6 +189,10 @@ def check_arguments(
             settings.max_output_tokens is not None and settings.max_output_tokens < 1,
             "max_output_tokens (--max-output-tokens): expected 1 or more, "
             f"got {settings.max_output_tokens}",
+        ),
+        (
+            tune_budget_s is not None and tune_budget_s <= 0,
+            f"tune_budget_s (--tune-budget): expected more than 0 seconds, got {tune_budget_s}",
         ),
         (
             agents not in AGENT_MODES,
@@ -405,6 +410,7 @@ def optimize(
         agents=agents,
         timing_mode=timing_mode,
         settings=settings,
+        tune_budget_s=tune_budget_s,
     )
     start = _prepare(kernel_path, resume, settings, agents, rounds, candidates)
     owned = None  # the evaluator this call starts (and closes), if none was given
@@ -617,13 +623,15 @@ class _Run:
         """Where the run stopped: the checkpoint's next node (inside a candidate branch, the
         branch's own next node), and the round and candidate of the latest progress event."""
         snapshot = self.graph.get_state(self.config, subgraphs=True)
-        node = "/".join(snapshot.next) or "start"
+        event = self.last_event
+        # no next node: the step's tasks had all written (see go()); the latest event's agent
+        # then names what was running
+        node = "/".join(snapshot.next) or str(event.get("node") or event.get("agent") or "start")
         for task in snapshot.tasks:
             inner = task.state
             if task.name == node and inner is not None and getattr(inner, "next", None):
                 node = f"{node}/{'/'.join(inner.next)}"
                 break
-        event = self.last_event
         branch = event.get("branch")
         return StoppedAt(
             node=node,

@@ -107,6 +107,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"where evaluations run: local GPUs (default) or a Ray cluster; or {BACKEND_ENV}",
     )
     p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
+    p.add_argument(
+        "--tune-budget",
+        type=float,
+        metavar="SECONDS",
+        help="time budget of each tunable sweep (default 60)",
+    )
     p.add_argument("--mode", choices=["device", "per-call"], default="device", help="timing mode")
     p.add_argument(
         "--retries", type=int, default=3, help="LLM retries on connection errors, 429 and 5xx"
@@ -169,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
             agents=agents,
             timing_mode=args.mode,
             settings=settings,
+            tune_budget_s=args.tune_budget,
         )
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
@@ -204,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
         "runs_dir": args.runs_dir,
         "timing_mode": args.mode,
         "llm_settings": settings,
+        "tune_budget_s": args.tune_budget,
     }
     with pool:
         log.info("evaluation_pool", pool=pool.describe())
