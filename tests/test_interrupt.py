@@ -179,3 +179,30 @@ def test_an_interrupted_run_stops_at_once_and_resumes_where_it_stopped(
     # the interrupted request was sent once more; nothing that had finished was asked again
     again = {a: int(a == phase.slow_agent) for a in expected_requests}
     assert requests == {a: n + again[a] for a, n in expected_requests.items()}
+
+
+def test_ctrl_c_stops_several_runs_at_once_and_each_says_where(tmp_path: Path) -> None:
+    """``astra optimize K1 K2`` runs each kernel in a thread, which signals never reach: the
+    command cancels them all, and each run directory is saved ``interrupted``."""
+    script = _script("coding")
+    script["coding"] = [script["coding"][0], *script["coding"]]  # both runs' requests held back
+    runs = tmp_path / "runs"
+    with FakeOpenAI(script) as server:
+        process = _astra(
+            server, "silu_and_mul/naive", "silu_and_mul/production", "--rounds", "1",
+            "--runs-dir", str(runs), env=_env(tmp_path),
+        )  # fmt: skip
+        _wait_for(lambda: _requests(server)["coding"] == 2, process)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        sent = time.monotonic()
+        _, err = process.communicate(timeout=SLOW_S)
+        took = time.monotonic() - sent
+    print(f"two runs: stopped {took:.2f} s after SIGINT")
+    assert process.returncode == 130, err
+    assert took < STOP_WITHIN_S and "Traceback" not in err
+    stopped = [_result(p) for p in runs.iterdir() if p.is_dir()]
+    assert len(stopped) == 2
+    for result in stopped:
+        assert result.status == "interrupted" and result.stopped_at is not None
+        assert "coding" in result.stopped_at.node

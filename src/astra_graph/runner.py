@@ -245,6 +245,19 @@ def interruptible(cancel: Callable[[], None]) -> Iterator[None]:
             signal.signal(each, handling)
 
 
+_live_runs: set[_Run] = set()
+"""The runs in progress in this process (several at once under ``optimize_many``)."""
+
+
+def cancel_runs() -> None:
+    """Cancel the model requests and evaluations of every run in progress in this process; each
+    stops at once, saved ``interrupted`` (``astra optimize K1 K2`` calls this on Ctrl-C: its
+    runs are in threads, which signals never reach). Safe from a signal handler."""
+    for run in list(_live_runs):
+        run.llm.cancel()
+    cancel_jobs()
+
+
 def default_evaluator() -> EvaluatorLike:
     """The evaluator of a run given none: the same pool as ``astra optimize`` and Studio
     (:func:`astra_graph.harness.pool.open_pool`: a worker per visible GPU, or Ray with
@@ -464,6 +477,8 @@ class _Run:
         }
         self.llm = LLM(settings)
         stack.callback(self.llm.close)
+        _live_runs.add(self)
+        stack.callback(_live_runs.discard, self)
         self.context = Context(evaluator=evaluator, llm=self.llm, timing_mode=timing_mode)
         self.last_event: dict[str, Any] = {}
         """The latest progress event: the round and candidate an interrupt stopped in."""
@@ -560,7 +575,12 @@ class _Run:
     def _drive(self, inputs: Any, state: State) -> OptimizationResult | None:
         """Stream the graph, saving ``run.json`` after every step; the waiting result if an
         external agent asked, else None. An interrupt or an error is saved before it leaves."""
-        allow_jobs()
+        # Jobs are refused from a Ctrl-C until the run has stopped; then accepted again, so
+        # that the process can go on evaluating. Several runs in threads share the refusal:
+        # their caller (astra optimize K1 K2) lifts it once all have stopped.
+        own_signals = threading.current_thread() is threading.main_thread()
+        if own_signals:
+            allow_jobs()
         try:
             with interruptible(self._cancel):
                 self._stream(inputs, state)
@@ -575,7 +595,8 @@ class _Run:
             self._record_stop(state, status="failed", error=error)
             raise RunFailed(self.run_dir, error) from exc
         finally:
-            allow_jobs()
+            if own_signals:
+                allow_jobs()
 
     def _record_stop(self, state: State, **fields: Any) -> None:
         """Save a stopped run's ``run.json`` and report, as far as the disk allows: a full disk

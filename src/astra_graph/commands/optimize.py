@@ -45,6 +45,7 @@ from astra_graph.harness.pool import (
     backend_choice,
     open_pool,
 )
+from astra_graph.harness.worker import allow_jobs
 from astra_graph.llm import DEFAULT_MODEL, LLMSettings, endpoint_problem
 from astra_graph.many import Summary, expand_kernels, optimize_many, summary_table, write_summary
 from astra_graph.rundir import utc_now
@@ -53,7 +54,9 @@ from astra_graph.runner import (
     ConfigurationError,
     RunFailed,
     RunInterrupted,
+    cancel_runs,
     check_arguments,
+    interruptible,
     optimize,
 )
 from astra_graph.state import AgentMode
@@ -252,10 +255,21 @@ def _run_many(
         log.info(fields.pop("event", "progress"), kernel=kernel, **fields)
 
     started, clock = utc_now(), time.monotonic()
+    allow_jobs()
     try:
-        runs = optimize_many(kernels, evaluator=pool, on_progress=show, **options)
+        with interruptible(cancel_runs):  # the runs are in threads: cancel them all from here
+            runs = optimize_many(kernels, evaluator=pool, on_progress=show, **options)
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        print(
+            "astra optimize: interrupted; each run directory says where it stopped "
+            "(continue one with --resume RUN_DIR)",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
+    finally:
+        allow_jobs()
     summary = Summary(
         started_at=started, seconds=time.monotonic() - clock, pool=pool.describe(), runs=runs
     )
