@@ -69,6 +69,29 @@ def test_no_gpu_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.usefixtures("plots_not_drawn")
+def test_optimize_from_python_evaluates_on_the_pool_the_cli_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rule picks the evaluator wherever a run starts (issue 21): ``optimize()`` given none
+    opens ``harness.pool.open_pool()``, as ``astra optimize`` and Studio's Context do; it used
+    to start a lone Evaluator, so candidates=4 from Python ran on one GPU."""
+    from astra_graph.harness import pool as pool_module
+
+    opened: list[tuple[str | None, str | None]] = []
+    slots = [pool_module.Slot(gpu=g, evaluator=FakeEvaluator()) for g in ("0", "1")]
+
+    def open_pool(backend: str | None = None, gpus: str | None = None) -> pool_module.GpuPool:
+        opened.append((backend, gpus))
+        return pool_module.GpuPool(slots)
+
+    monkeypatch.setattr(pool_module, "open_pool", open_pool)
+    result = optimize("silu_and_mul/naive", runs_dir=tmp_path)  # offline: no endpoint here
+    assert opened == [(None, None)]
+    assert result.status == "finished"
+    assert sum(len(s.evaluator.benches) for s in slots) > 0  # type: ignore[attr-defined]
+
+
 def test_worker_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
     """A script with no ``if __name__ == "__main__":`` guard runs once, not again in the worker."""
     marks = tmp_path / "marks.txt"

@@ -188,15 +188,7 @@ def run(args: argparse.Namespace) -> int:
     targets = [resolve(kernel) for kernel in kernels]
     if len(kernels) > 1 and args.agents == EXTERNAL:
         raise UsageError(f"--agents {EXTERNAL}: answers one run at a time; give one KERNEL")
-    try:
-        backend = backend_choice(args.backend)
-        if backend == "local" and gpu_arch() is None:
-            raise UsageError(
-                "no CUDA GPU found: the harness needs one to verify and time candidates"
-            )
-        pool = open_pool(backend, args.gpus)
-    except PoolConfigError as exc:
-        raise UsageError(str(exc)) from None
+    pool = _pool(args)
     if offline and args.resume is None:
         print(
             f"astra optimize: {offline}; agent rounds need one. Running the offline steps: "
@@ -242,6 +234,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
             return INTERRUPTED
     return show_outcome(result, args.json)
+
+
+def _pool(args: argparse.Namespace) -> GpuPool:
+    """The evaluation pool, by the rule every entry point uses (``harness.pool.open_pool``);
+    no GPU (local backend) or a bad --gpus/--backend is bad input."""
+    try:
+        backend = backend_choice(args.backend)
+        if backend == "local" and gpu_arch() is None:
+            raise UsageError(
+                "no CUDA GPU found: the harness needs one to verify and time candidates"
+            )
+        return open_pool(backend, args.gpus)
+    except PoolConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _run_many(
