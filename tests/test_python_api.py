@@ -79,7 +79,8 @@ def test_optimize_from_python_evaluates_on_the_pool_the_cli_uses(
     from astra_graph.harness import pool as pool_module
 
     opened: list[tuple[str | None, str | None]] = []
-    slots = [pool_module.Slot(gpu=g, evaluator=FakeEvaluator()) for g in ("0", "1")]
+    fakes = [FakeEvaluator(), FakeEvaluator()]
+    slots = [pool_module.Slot(gpu=g, evaluator=e) for g, e in zip("01", fakes, strict=True)]
 
     def open_pool(backend: str | None = None, gpus: str | None = None) -> pool_module.GpuPool:
         opened.append((backend, gpus))
@@ -89,7 +90,7 @@ def test_optimize_from_python_evaluates_on_the_pool_the_cli_uses(
     result = optimize("silu_and_mul/naive", runs_dir=tmp_path)  # offline: no endpoint here
     assert opened == [(None, None)]
     assert result.status == "finished"
-    assert sum(len(s.evaluator.benches) for s in slots) > 0  # type: ignore[attr-defined]
+    assert sum(len(e.benches) for e in fakes) > 0
 
 
 def test_worker_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
