@@ -181,7 +181,7 @@ def interrupted(name: str, runs: Path, expected: dict[str, Any]) -> dict[str, An
         record["stopped_at"] = stopped.get("stopped_at")
         record["best_cu_after_signal"] = (run_dir / "best.cu").exists()
         done = subprocess.run(
-            _command(server, "--resume", str(run_dir)),
+            [*_command(server, "--resume", str(run_dir)), "--tune-budget", str(TUNE_BUDGET_S)],
             capture_output=True,
             text=True,
             env=_env(),
