@@ -38,7 +38,7 @@ NAIVE = kernels_root() / "silu_and_mul" / "naive.cu"
 SEED = 26
 KILL_POINTS = 6
 """Kills of a running worker job, at random times within it."""
-RUN_FAULTS = 4
+RUN_FAULTS = 3
 """Whole runs whose harness dies at a random check or bench call."""
 DISK_FULL_POINTS = 4
 """Whole runs whose run directory fills up at a random write."""

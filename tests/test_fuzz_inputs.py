@@ -29,6 +29,9 @@ SILU = kernels_root() / "silu_and_mul"
 CUT_STEP = 23
 """Contracts are cut every this many bytes (a prime, so cuts land at every column offset of the
 file's lines over its length): about 60 cuts of the 1.4 kB contract."""
+HEADER_CUT_STEP = 5
+"""Header lines are cut every this many characters after ``// astra:`` (a cut inside every
+key, at ``=`` and inside the value, for the 20-60 character lines of the header)."""
 MIN_INPUT_CASES = 150
 MIN_REPLY_CASES = 1000
 
@@ -65,7 +68,7 @@ def _header_variants(text: bytes) -> Iterator[tuple[str, bytes]]:
     header = [i for i, line in enumerate(lines) if line.startswith(b"// astra:")]
     for i in header:
         line = lines[i]
-        for cut in range(len(b"// astra:"), len(line), 3):
+        for cut in range(len(b"// astra:"), len(line), HEADER_CUT_STEP):
             cut_line = [*lines[:i], line[:cut], b"\n", *lines[i + 1 :]]
             yield f"header line {i + 1} cut at {cut}", b"".join(cut_line)
         yield f"header line {i + 1} deleted", b"".join(lines[:i] + lines[i + 1 :])
