@@ -12,6 +12,7 @@ end ``finished`` with the same held-out-checked result as a run never interrupte
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -206,3 +207,41 @@ def test_ctrl_c_stops_several_runs_at_once_and_each_says_where(tmp_path: Path) -
     for result in stopped:
         assert result.status == "interrupted" and result.stopped_at is not None
         assert "coding" in result.stopped_at.node
+
+
+def test_a_best_of_k_resume_redoes_only_the_interrupted_candidate(tmp_path: Path) -> None:
+    """K=2: one branch has finished (coded, verified, timed) when the other's coding request is
+    interrupted; the resume sends that one request again and keeps the finished branch."""
+    plan = json.loads(_plan().content or "{}")
+    fast = text(fenced(marked(VECTORIZED, speedup=1.2)))
+    held = text(fenced(marked(VECTORIZED, speedup=SPEEDUP)))
+    script = {
+        "testing": [structured({"shapes": []})],
+        "planning": [structured({"plans": [plan, plan]})],
+        "coding": [fast, slow(held, SLOW_S), held],
+    }
+    runs = tmp_path / "runs"
+    with FakeOpenAI(script) as server:
+        process = _astra(
+            server, "silu_and_mul/naive", "--rounds", "1", "--candidates", "2",
+            "--runs-dir", str(runs), env=_env(tmp_path),
+        )  # fmt: skip
+        _wait_for(lambda: _requests(server)["coding"] == 2, process)
+        run_dir = runs / next(p.name for p in runs.iterdir() if p.is_dir())
+        # the fast branch has ended once its timing is on disk
+        _wait_for(lambda: any(run_dir.glob("rounds/1/candidates/*/bench.json")), process)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=SLOW_S)
+        assert process.returncode == 130, err
+        stopped = _result(run_dir)
+        assert stopped.status == "interrupted" and stopped.stopped_at is not None
+        resumed = _astra(server, "--resume", str(run_dir), env=_env(tmp_path))
+        _, err = resumed.communicate(timeout=START_WITHIN_S * 2)
+        assert resumed.returncode == 0, err
+        assert _requests(server)["coding"] == 3  # the interrupted request, once more
+    final = _result(run_dir)
+    assert final.status == "finished" and final.heldout is not None and final.heldout.accepted
+    (record,) = final.rounds
+    speedups = sorted(c.geomean_speedup or 0 for c in record.candidates)
+    assert speedups == pytest.approx([1.2, SPEEDUP])
+    assert final.geomean_speedup == pytest.approx(SPEEDUP)
