@@ -17,13 +17,23 @@ export PYTHONDONTWRITEBYTECODE :=
 # --compile-bytecode: compiling all 11,500 installed files took 22 of the install's 32 s on 2
 # cores, while the tests import about 4,200 of them and compiling those on first use cost no
 # measurable CPU time (make test on a fresh clone: 131 s of CPU without, 134 s with).
-$(BIN)/astra: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+# One stamp per extras value: `make demo EXTRAS=cuda12,dev` after a cuda13 install finds no
+# stamp for its value, so .venv is made anew with those extras (installing over it would leave
+# both CuPy wheels, cupy-cuda13x and cupy-cuda12x, fighting over the `cupy` module). A change
+# of pyproject.toml with the same extras installs over the existing .venv, as before. Without
+# the stamp, an existing .venv kept whatever extras came first.
+comma := ,
+STAMP := $(VENV)/.installed-$(subst $(comma),+,$(EXTRAS))
+
+$(STAMP): pyproject.toml
+	if ls $(VENV)/.installed-* >/dev/null 2>&1 && [ ! -e $@ ]; then rm -rf $(VENV); fi
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q uv
 	VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/uv pip install -q -e ".[$(EXTRAS)]"
-	touch $(BIN)/astra
+	rm -f $(VENV)/.installed-*
+	touch $@
 
-venv: $(BIN)/astra
+venv: $(STAMP)
 
 demo: venv
 	$(BIN)/astra optimize silu_and_mul

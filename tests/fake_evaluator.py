@@ -6,7 +6,10 @@
 impossible`` makes timing reject it and ``// fake: timing = crash`` makes the worker die while
 timing it; ``// fake: tuned = 1.3`` multiplies the speedup by 1.3 whenever tunables are given
 (the sweep's settings and the dispatch table, never the defaults alone). ``fail`` injects an
-exception into chosen calls, as a broken harness would.
+exception into chosen calls, as a broken harness would. ``delays_s`` makes calls slow: for
+``check`` and ``bench`` (without tunables) and ``tune`` (either, with tunables), the first such
+call sleeps that long in a real harness worker process (``harness.worker.Worker``), so that an
+interrupted evaluation is cancelled as the harness's is, its child process killed.
 
 Its reports have what the real harness's have, so prompts and reports built from them can be
 checked: a timing row per shape and dtype (each shape's limit from the same-bytes copy floor of
@@ -36,7 +39,7 @@ from astra_graph.harness.results import (
     Verdict,
 )
 from astra_graph.harness.roofline import limit_of
-from astra_graph.harness.worker import WorkerCrashed
+from astra_graph.harness.worker import Worker, WorkerCrashed
 from astra_graph.kernel.contract import OperationSpec
 
 MARK = re.compile(r"//\s*fake:\s*(\w+)\s*=\s*([\w.\-]+)")
@@ -88,6 +91,12 @@ class FakeEvaluator(EvaluatorLike):
     checks: list[dict[str, Any]] = field(default_factory=list)
     benches: list[dict[str, Any]] = field(default_factory=list)
     sanitized: list[dict[str, Any]] = field(default_factory=list)
+    delays_s: dict[str, float] = field(default_factory=dict)
+    """Seconds the first ``check``, ``bench`` or ``tune`` call takes (see the module)."""
+    worker: Worker | None = None
+    """The worker a slow call sleeps in (started by the first one)."""
+    on_slow: Callable[[str], None] | None = None
+    """Told the kind of each slow call as it starts (a test waits for it to signal the run)."""
 
     def __enter__(self) -> FakeEvaluator:
         return self
@@ -96,7 +105,19 @@ class FakeEvaluator(EvaluatorLike):
         self.close()
 
     def close(self) -> None:
-        """Nothing to stop: there is no worker process."""
+        """Stop the worker a slow call started, if any."""
+        if self.worker is not None:
+            self.worker.close()
+
+    def _wait(self, kind: str) -> None:
+        """Sleep in a worker process for the delay ``kind`` has, once."""
+        delay = self.delays_s.pop(kind, None)
+        if delay is not None:
+            self.worker = self.worker or Worker()
+            self.worker.start()
+            if self.on_slow is not None:
+                self.on_slow(kind)
+            self.worker.call("time:sleep", delay, deadline_s=delay + 60)
 
     def require_gpu(self) -> None:
         """As ``Evaluator.require_gpu``: the fake GPU is always there."""
@@ -116,6 +137,7 @@ class FakeEvaluator(EvaluatorLike):
         tunables: Mapping[str, int] | None = None,
     ) -> Verdict:
         self._maybe_fail("check", candidate)
+        self._wait("check" if not tunables else "tune")
         self.checks.append(
             {
                 "candidate": str(candidate),
@@ -162,6 +184,7 @@ class FakeEvaluator(EvaluatorLike):
         tunables: Mapping[str, int] | None = None,
     ) -> BenchReport:
         self._maybe_fail("bench", candidate)
+        self._wait("tune" if tunables else "bench")
         timed = [dict(d) for d in shapes] if shapes is not None else op.contract.suite("tuning")
         self.benches.append(
             {

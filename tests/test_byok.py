@@ -19,9 +19,9 @@ from astra_graph.harness import nvrtc
 from astra_graph.harness.cases import make_case
 from astra_graph.harness.compile import compile_implementation
 from astra_graph.kernel.catalog import resolve, set_search_dirs
-from astra_graph.kernel.contract import ContractError, load_contract
+from astra_graph.kernel.contract import ContractError, OperationSpec, load_contract
 from astra_graph.kernel.dtypes import DTYPES
-from astra_graph.kernel.header import load_implementation, split_entry
+from astra_graph.kernel.header import Implementation, load_implementation, split_entry
 from astra_graph.kernel.signature import find_signature, interface_problem
 
 pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
@@ -317,3 +317,111 @@ def test_offline_optimize_runs_on_an_example_outside_its_operation_folder(
     result = optimize(path, runs_dir=tmp_path, evaluator=FakeEvaluator())
     assert result.status == "finished", result.message
     assert Path(result.best_path).read_text() == path.read_text()
+
+
+def test_operations_are_found_by_contract_name_and_path_takes_precedence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shipped = resolve("silu_and_mul")[0].folder
+    shutil.copytree(shipped, tmp_path / "my_copy")  # same contract name, another folder
+    shutil.copytree(shipped, tmp_path / "folder_name")
+    renamed = tmp_path / "folder_name" / "contract.toml"
+    renamed.write_text(renamed.read_text().replace('name = "silu_and_mul"', 'name = "by_name"'))
+    assert main(["kernels", "--path", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert out.count("\nsilu_and_mul  [") + out.startswith("silu_and_mul  [") == 1
+    (warning,) = err.splitlines()
+    assert str(shipped) in warning and "hidden by" in warning and "my_copy" in warning
+    set_search_dirs([str(tmp_path)])
+    assert resolve("silu_and_mul")[0].folder == (tmp_path / "my_copy").resolve()
+    assert resolve("by_name")[0].folder == (tmp_path / "folder_name").resolve()
+    assert main(["validate", "by_name", "--no-compile", "--path", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize("entry", ["a_file.txt", "missing_folder"])
+def test_a_kernel_path_entry_that_is_no_folder_is_bad_input(
+    entry: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "a_file.txt").write_text("not a folder")
+    monkeypatch.setenv("ASTRA_KERNEL_PATH", str(tmp_path / entry))
+    assert main(["kernels"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "ASTRA_KERNEL_PATH" in line and entry in line
+
+
+TEMPLATED = """\
+template <typename T, int BLOCK, int blockRows, int kVecs>
+__global__ void scale_kernel(T* out, const T* x, int n) {
+  int i = blockIdx.x * BLOCK + threadIdx.x;
+  if (i < n) out[i] = x[i];
+}
+"""
+
+
+def test_new_drafts_tunables_from_the_names_the_user_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from astra_graph.kernel.drafting import TUNABLE_SUFFIX, tunable_name
+
+    assert tunable_name("blockRows", TEMPLATED) == "BLOCK_ROWS"
+    assert tunable_name("kVecs", TEMPLATED) == "VECS"
+    assert tunable_name("BLOCK", TEMPLATED) == "BLOCK" + TUNABLE_SUFFIX  # BLOCK is taken
+    assert tunable_name("KERNEL_SIZE", "") == "KERNEL_SIZE"  # not "ERNEL_SIZE"
+    source = tmp_path / "scale.cuh"
+    source.write_text(TEMPLATED)
+    args = ["new", "my_scale", "--from", str(source), "--entry", "scale_kernel"]
+    assert main([*args, "--path", str(tmp_path)]) == 0
+    capsys.readouterr()
+    header = (tmp_path / "my_scale" / "production.cu").read_text()
+    block = "BLOCK" + TUNABLE_SUFFIX
+    assert f"entry = scale_kernel<T, {block}, BLOCK_ROWS, VECS>" in header
+    assert f"block = {block}" in header and f"tunable {block} = " in header
+    assert "B_L_O_C_K" not in header
+    spec = load_contract(tmp_path / "my_scale")
+    impl = load_implementation(tmp_path / "my_scale" / "production.cu", spec.contract)
+    assert interface_problem(spec, impl, "float16") is None
+
+
+def _one_op(tmp_path: Path, source: str, header: str) -> tuple[OperationSpec, Implementation]:
+    folder = tmp_path / "scale"
+    folder.mkdir()
+    (folder / "scale.cuh").write_text(source)
+    (folder / "contract.toml").write_text(
+        'name = "scale"\nsummary = "copy"\ndtypes = ["float16"]\nreference = "reference.py:f"\n'
+        'bytes_moved = "2 * n * elem_bytes"\n[dims.n]\nmin = 1\n'
+        '[[args]]\nname = "out"\ndtype = "T"\nshape = ["n"]\nrole = "output"\n'
+        '[[args]]\nname = "x"\ndtype = "T"\nshape = ["n"]\nrole = "input"\n'
+        '[[scalars]]\nname = "n"\ndtype = "int32"\nvalue = "n"\n'
+        "[tolerance.float16]\natol = 0.0\nrtol = 0.0\n"
+        "[suites]\ntuning = [{ n = 64 }]\nheldout = [{ n = 65 }]\n"
+    )
+    (folder / "reference.py").write_text("def f(xp, inputs, params):\n    return {}\n")
+    (folder / "production.cu").write_text(f'{header}\n#include "scale.cuh"\n')
+    spec = load_contract(folder)
+    return spec, load_implementation(folder / "production.cu", spec.contract)
+
+
+def test_a_tunable_named_after_a_template_parameter_is_one_line_naming_both(
+    tmp_path: Path,
+) -> None:
+    header = (
+        "// astra: entry = scale_kernel<T, BLOCK, 1, 1>\n// astra: grid = n\n"
+        "// astra: block = BLOCK\n// astra: tunable BLOCK = 128, 256"
+    )
+    spec, impl = _one_op(tmp_path, TEMPLATED, header)
+    problem = interface_problem(spec, impl, "float16")
+    assert problem is not None and "\n" not in problem
+    assert "tunable BLOCK" in problem and "template parameter BLOCK" in problem
+
+
+def test_an_entry_absent_from_the_file_is_an_interface_error(tmp_path: Path) -> None:
+    header = (
+        "// astra: entry = no_such_kernel<T, 64, 1, 1>\n// astra: grid = n\n// astra: block = 64"
+    )
+    spec, impl = _one_op(tmp_path, TEMPLATED, header)
+    problem = interface_problem(spec, impl, "float16")
+    assert problem is not None and "\n" not in problem
+    assert "'no_such_kernel<T, 64, 1, 1>' names no function" in problem

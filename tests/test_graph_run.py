@@ -405,3 +405,13 @@ def test_a_runs_dir_that_is_a_file_is_bad_input(tmp_path: Path) -> None:
     blocker.write_text("not a folder")
     with pytest.raises(ConfigurationError, match="runs_dir"):
         optimize(NAIVE, runs_dir=blocker, evaluator=FakeEvaluator())
+
+
+def test_no_rounds_never_calls_the_testing_agent(tmp_path: Path) -> None:
+    # extra shapes would only test candidates, and with rounds=0 there are none (issue 26)
+    with FakeOpenAI({}) as server:
+        result = run(server, tmp_path, rounds=0)
+    assert server.for_agent("testing", answered=False) == []
+    assert not server.unscripted
+    assert result.status == "finished" and result.test_suite is not None
+    assert result.test_suite.extra == []

@@ -226,6 +226,9 @@ def test_a_persistent_429_fails_the_call_loudly(tmp_path: Path) -> None:
     assert usage.failure is not None and "HTTP 429" in usage.failure
     notes = "\n".join(result.rounds[0].notes)
     assert "planning: LLM call failed: HTTP 429" in notes
+    (planned,) = result.rounds[0].candidates
+    assert planned.plan is not None and "HTTP 429" in planned.plan.summary
+    assert "unusable" not in planned.plan.summary  # a refused request is not a bad reply
     assert result.status == "finished"  # other calls worked
     assert "HTTP 429" in (Path(result.run_dir) / "report.md").read_text()
 

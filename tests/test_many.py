@@ -140,7 +140,7 @@ def test_cli_optimizes_a_folder_of_operations_and_prints_the_summary(
     [
         (["silu_and_mul", "no_such_op"], "no_such_op: no such kernel file or operation"),
         (["silu_and_mul", "--resume", "runs/x"], "--resume: continues one run"),
-        (["silu_and_mul", "--candidates", "0"], "--candidates must be 1 or more"),
+        (["silu_and_mul", "--candidates", "0"], "candidates (--candidates): expected 1 or more"),
         (["silu_and_mul", "--gpus", "3"], "--gpus: GPU 3 is not visible"),
         (["silu_and_mul", "--backend", "ray", "--gpus", "0"], "--gpus: chooses GPUs of this"),
     ],

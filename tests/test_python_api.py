@@ -46,10 +46,10 @@ def test_import_astra_graph_does_not_load_langgraph() -> None:
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"rounds": -1}, "rounds and max_repairs must be 0 or more"),
-        ({"max_repairs": -2}, "rounds and max_repairs must be 0 or more"),
+        ({"rounds": -1}, r"rounds \(--rounds\): expected 0 or more, got -1"),
+        ({"max_repairs": -2}, r"max_repairs \(--max-repairs\): expected 0 or more"),
         ({"agents": "many"}, "agents: expected one of"),
-        ({"timing_mode": "wall"}, "timing_mode: expected one of"),
+        ({"timing_mode": "wall"}, r"timing_mode \(--mode\): expected one of"),
     ],
 )
 def test_bad_arguments_write_nothing(tmp_path: Path, arguments: dict, message: str) -> None:
@@ -67,6 +67,31 @@ def test_no_gpu_writes_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     with pytest.raises(HarnessUnavailable, match="no CUDA GPU"):
         optimize("silu_and_mul/naive", runs_dir=tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.usefixtures("plots_not_drawn")
+def test_optimize_from_python_evaluates_on_the_pool_the_cli_uses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One rule picks the evaluator wherever a run starts (issue 21): ``optimize()`` given none
+    opens ``harness.backends.open_pool()``, as ``astra optimize`` and Studio's Context do; it used
+    to start a lone Evaluator, so candidates=4 from Python ran on one GPU."""
+    from astra_graph.harness import backends
+    from astra_graph.harness import pool as pool_module
+
+    opened: list[tuple[str | None, str | None]] = []
+    fakes = [FakeEvaluator(), FakeEvaluator()]
+    slots = [pool_module.Slot(gpu=g, evaluator=e) for g, e in zip("01", fakes, strict=True)]
+
+    def open_pool(backend: str | None = None, gpus: str | None = None) -> pool_module.GpuPool:
+        opened.append((backend, gpus))
+        return pool_module.GpuPool(slots)
+
+    monkeypatch.setattr(backends, "open_pool", open_pool)
+    result = optimize("silu_and_mul/naive", runs_dir=tmp_path)  # offline: no endpoint here
+    assert opened == [(None, None)]
+    assert result.status == "finished"
+    assert sum(len(e.benches) for e in fakes) > 0
 
 
 def test_worker_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
@@ -98,7 +123,7 @@ def test_worker_does_not_rerun_an_unguarded_script(tmp_path: Path) -> None:
     ("arguments", "code", "message"),
     [
         (["compile", "silu_and_mul/naive", "--arch", "bogus"], 2, "--arch: expected a target"),
-        (["optimize"], 2, "KERNEL: required unless --resume"),
+        (["optimize"], 2, "(KERNEL): required unless resume (--resume RUN_DIR)"),
         (["compile", "no_such_op/naive"], 2, "no_such_op"),
         (["frobnicate"], 2, "invalid choice"),
         (["--help"], 0, "kernels"),

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from astra_graph.harness import timing
+from astra_graph.harness.clock import ClockGuard
 from astra_graph.harness.results import Measurement
 
 
@@ -115,6 +116,7 @@ class _LoggingTimer(timing.Timer):
     def __init__(self) -> None:
         self.stream = _Stream()
         self.log: list[str] = []
+        self.clock = ClockGuard("no GPU in this test")
 
     def flush_l2(self) -> None:
         self.log.append("flush")
@@ -154,6 +156,7 @@ class _ScriptedTimer(timing.Timer):
         self.rng = np.random.default_rng(3)
         self.jitter = jitter
         self.stream = None
+        self.clock = ClockGuard("no GPU in this test")
 
     def _noisy(self, name: str, count: int) -> list[float]:
         base = self.times_us[name]

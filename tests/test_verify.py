@@ -334,8 +334,11 @@ def test_template_parameter_names_are_bound_from_the_entry(tmp_path: Path) -> No
 
 
 def test_kernel_made_by_a_macro_is_not_second_guessed(tmp_path: Path) -> None:
-    impl = _impl("#define MAKE(name) __global__ void name(float a) {}\nMAKE(k2)\n", tmp_path)
+    # the entry's name is in the file, its definition is beyond a reading of the source
+    impl = _impl("#define MAKE(name) __global__ void name(float a) {}\nMAKE(k)\n", tmp_path)
     assert interface_problem(SILU, impl, "float16") is None
+    absent = _impl("#define MAKE(name) __global__ void name(float a) {}\nMAKE(k2)\n", tmp_path)
+    assert "names no function" in (interface_problem(SILU, absent, "float16") or "")
 
 
 def test_evaluator_rejects_bad_interfaces_without_a_gpu(tmp_path: Path) -> None:

@@ -21,10 +21,13 @@ from astra_graph.harness import evaluator as evaluator_module
 from astra_graph.harness.evaluator import Evaluator, HarnessUnavailable
 from astra_graph.harness.results import BenchReport, Evidence, Verdict
 from astra_graph.harness.worker import (
+    JobCancelled,
     JobFailed,
     Worker,
     WorkerCrashed,
     WorkerTimeout,
+    allow_jobs,
+    cancel_jobs,
     progress,
     retire,
 )
@@ -136,6 +139,38 @@ def test_job_runs_and_the_process_is_reused(worker: Worker) -> None:
     first = worker.call(f"{ME}:pid", None, deadline_s=60)
     assert first != os.getpid()
     assert worker.call(f"{ME}:pid", None, deadline_s=60) == first
+    assert worker.call(f"{ME}:sleep", 0.01, deadline_s=60) == "woke"
+
+
+def test_a_cancelled_job_kills_its_child_from_another_thread(worker: Worker) -> None:
+    """Ctrl-C reaches only the main thread; an evaluation in a branch's thread must end too,
+    and leave no process behind on the GPU (issue 26)."""
+    import threading
+
+    child = worker.call(f"{ME}:pid", None, deadline_s=60)
+    raised: list[BaseException] = []
+
+    def evaluate() -> None:
+        try:
+            worker.call(f"{ME}:sleep", 60, deadline_s=120)
+        except BaseException as exc:  # the test reads what the thread got
+            raised.append(exc)
+
+    thread = threading.Thread(target=evaluate)
+    thread.start()
+    time.sleep(0.3)
+    try:
+        cancel_jobs()
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+        assert len(raised) == 1 and isinstance(raised[0], JobCancelled)
+        with pytest.raises(JobCancelled, match="not started"):
+            worker.call(f"{ME}:pid", None, deadline_s=60)
+    finally:
+        allow_jobs()
+    assert not worker.alive
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # the child is gone, not left running
     assert worker.call(f"{ME}:sleep", 0.01, deadline_s=60) == "woke"
 
 

@@ -1,7 +1,9 @@
 """The ``astra`` command line. Each subcommand lives in ``astra_graph.commands.<name>``.
 
 Exit codes: 0 success, 1 a negative result (e.g. a rejected candidate), 2 bad input, a missing
-GPU or tool, said in one line on stderr. No traceback reaches the user for expected failures.
+GPU or tool, said in one line on stderr, 130 interrupted (Ctrl-C, also while starting). No
+traceback reaches the user for expected failures. A reader that closes the pipe early
+(``astra kernels | head -1``) ends the command quietly.
 ``python -m astra_graph.cli`` and ``python -m astra_graph`` behave exactly as ``astra``.
 
 Only the chosen subcommand's module is imported (``astra --help`` lists the summaries below
@@ -13,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from astra_graph.commands import UsageError
+from astra_graph.commands import INTERRUPTED, UsageError
 
 COMMANDS: dict[str, str] = {
     "kernels": "list the operations and their implementations",
@@ -77,6 +80,17 @@ def _add_path_option(command: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(arguments)
+    except KeyboardInterrupt:  # Ctrl-C while starting (imports) or in a quick command
+        print(f"astra {_chosen(arguments) or ''}: interrupted".replace(" :", ":"), file=sys.stderr)
+        return INTERRUPTED
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say, to no one
+        _quiet_stdout()
+        return 0
+
+
+def _main(arguments: list[str]) -> int:
     args = build_parser(arguments).parse_args(arguments)
     # imported after parsing: the contract module loads pydantic and NumPy
     from astra_graph.kernel.catalog import set_search_dirs
@@ -84,13 +98,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         set_search_dirs(args.path)
-        return int(args.run(args))
+        code = int(args.run(args))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
+        return code
     except (ContractError, UsageError) as exc:
         print(f"astra {args.command}: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"astra {args.command}: interrupted", file=sys.stderr)
-        return 130
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit finds no closed pipe
+    (the remedy the ``signal`` module's documentation gives, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

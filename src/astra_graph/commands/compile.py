@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from dataclasses import asdict
 
-from astra_graph.commands import UsageError
+from astra_graph.commands import UsageError, check_arch
 from astra_graph.harness.compile import (
     DEFAULT_ARCH,
     CompileFailed,
@@ -34,8 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     spec, impl = resolve(args.kernel)
     for arch in args.arch or []:
-        if not re.fullmatch(r"sm_\d+a?", arch):
-            raise UsageError(f"--arch: expected a target such as sm_90 or sm_90a, got {arch!r}")
+        check_arch("--arch", arch)
     arches = args.arch or list(dict.fromkeys([DEFAULT_ARCH, gpu_arch() or DEFAULT_ARCH]))
     problems = [line for arch in arches for line in interface_problems(spec, impl, arch)]
     if problems:  # the same signature and geometry rules as astra validate and the checks

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
-from astra_graph.kernel.catalog import scan
+from astra_graph.kernel.catalog import scan, shadowed
 from astra_graph.kernel.contract import SUITE_NAMES, ContractError, OperationSpec
 from astra_graph.kernel.header import load_implementation
 
@@ -56,6 +57,8 @@ def describe(spec: OperationSpec) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     specs, broken = scan()
+    for line in shadowed():  # not broken, but the user should know which one is used
+        print(f"astra kernels: warning: {line}", file=sys.stderr)
     described = [describe(spec) for spec in specs]
     broken += [i["error"] for op in described for i in op["implementations"] if "error" in i]
     if args.json:

@@ -13,9 +13,13 @@ profile, per-bucket tuning, finalize) and says in one line how to enable the age
 ``--agents external`` makes every agent's request an interrupt answered outside (one agent:
 ``--agent-model planning=external``): the run stops at the first request with status
 ``waiting`` and one line saying where the request is and how to answer (``astra reply``).
-Exit codes: 0 a faster kernel was found and proven, an offline run finished, or the run waits
-for an external answer; 1 the run finished without beating the baseline or stopped on an error
-(resume it with ``--resume``); 2 bad input or no GPU.
+Ctrl-C or SIGTERM stops a run within a second: the model request and the evaluation in flight
+are cancelled, ``run.json`` and the report say ``interrupted`` and where, and ``--resume``
+continues there.
+Exit codes: 0 a faster kernel was found and proven on the held-out suite, an offline run
+finished, or the run waits for an external answer; 1 the run finished without beating the
+baseline or stopped on an error (resume it with ``--resume``); 2 bad input or no GPU; 130
+interrupted (resume it with ``--resume``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any, get_args
 
 import structlog
 
-from astra_graph.commands import UsageError
+from astra_graph.commands import INTERRUPTED, UsageError
 from astra_graph.commands.run_output import configure_logging, show_outcome
 from astra_graph.harness.backends import open_pool
 from astra_graph.harness.compile import gpu_arch
@@ -39,6 +43,7 @@ from astra_graph.harness.pool import (
     PoolConfigError,
     backend_choice,
 )
+from astra_graph.harness.worker import allow_jobs
 from astra_graph.kernel.catalog import resolve
 from astra_graph.llm.external import EXTERNAL
 from astra_graph.llm.settings import DEFAULT_MODEL, LLMSettings, endpoint_problem
@@ -51,7 +56,16 @@ from astra_graph.run.many import (
     summary_table,
     write_summary,
 )
-from astra_graph.run.runner import AGENTS_BY_MODE, ConfigurationError, RunFailed, optimize
+from astra_graph.run.runner import (
+    AGENTS_BY_MODE,
+    ConfigurationError,
+    RunFailed,
+    RunInterrupted,
+    cancel_runs,
+    check_arguments,
+    interruptible,
+    optimize,
+)
 from astra_graph.store.rundir import utc_now
 
 
@@ -102,6 +116,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"where evaluations run: local GPUs (default) or a Ray cluster; or {BACKEND_ENV}",
     )
     p.add_argument("--runs-dir", default="runs", help="where run directories go (default runs/)")
+    p.add_argument(
+        "--tune-budget",
+        type=float,
+        metavar="SECONDS",
+        help="time budget of each tunable sweep (default 60)",
+    )
     p.add_argument("--mode", choices=["device", "per-call"], default="device", help="timing mode")
     p.add_argument(
         "--retries", type=int, default=3, help="LLM retries on connection errors, 429 and 5xx"
@@ -140,18 +160,8 @@ def _agent_models(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.kernels and args.resume is None:
-        raise UsageError("KERNEL: required unless --resume RUN_DIR is given")
     if args.kernels and args.resume is not None:
         raise UsageError("--resume: continues one run; give no KERNEL with it")
-    if args.rounds < 0 or args.max_repairs < 0 or args.retries < 0:
-        raise UsageError("--rounds, --max-repairs and --retries must be 0 or more")
-    if args.candidates < 1:
-        raise UsageError("--candidates must be 1 or more")
-    if args.llm_timeout <= 0:
-        raise UsageError("--llm-timeout must be more than 0 seconds")
-    if args.max_output_tokens is not None and args.max_output_tokens < 1:
-        raise UsageError("--max-output-tokens must be 1 or more")
     agents: AgentMode = "multi" if args.agents == EXTERNAL else args.agents
     settings = LLMSettings(
         model=EXTERNAL if args.agents == EXTERNAL else args.model,
@@ -162,21 +172,29 @@ def run(args: argparse.Namespace) -> int:
         max_output_tokens=args.max_output_tokens,
         reasoning_effort=args.reasoning_effort,
     )
-    offline = endpoint_problem(settings, AGENTS_BY_MODE[agents])
     kernels = expand_kernels(args.kernels)
-    for kernel in kernels:
-        resolve(kernel)  # a bad kernel is bad input (exit 2) before anything starts
+    try:  # the same check as optimize() from Python, before any pool or process starts
+        check_arguments(
+            kernel_path=kernels[0] if kernels else None,
+            resume=args.resume,
+            answer=None,
+            rounds=args.rounds,
+            max_repairs=args.max_repairs,
+            candidates=args.candidates,
+            agents=agents,
+            timing_mode=args.mode,
+            settings=settings,
+            tune_budget_s=args.tune_budget,
+        )
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
+    offline = endpoint_problem(settings, AGENTS_BY_MODE[agents])
+    # a bad kernel is bad input (exit 2) before any pool or process starts; a lone kernel is
+    # handed to optimize() resolved, so that it is resolved once
+    targets = [resolve(kernel) for kernel in kernels]
     if len(kernels) > 1 and args.agents == EXTERNAL:
         raise UsageError(f"--agents {EXTERNAL}: answers one run at a time; give one KERNEL")
-    try:
-        backend = backend_choice(args.backend)
-        if backend == "local" and gpu_arch() is None:
-            raise UsageError(
-                "no CUDA GPU found: the harness needs one to verify and time candidates"
-            )
-        pool = open_pool(backend, args.gpus)
-    except PoolConfigError as exc:
-        raise UsageError(str(exc)) from None
+    pool = _pool(args)
     if offline and args.resume is None:
         print(
             f"astra optimize: {offline}; agent rounds need one. Running the offline steps: "
@@ -194,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
         "runs_dir": args.runs_dir,
         "timing_mode": args.mode,
         "llm_settings": settings,
+        "tune_budget_s": args.tune_budget,
     }
     with pool:
         log.info("evaluation_pool", pool=pool.describe())
@@ -206,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
 
         try:
             result = optimize(
-                kernels[0] if kernels else None,
+                targets[0] if targets else None,
                 resume=args.resume,
                 evaluator=pool,
                 on_progress=show,
@@ -217,7 +236,24 @@ def run(args: argparse.Namespace) -> int:
         except RunFailed as exc:
             print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
             return 1
+        except RunInterrupted as exc:
+            print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
+            return INTERRUPTED
     return show_outcome(result, args.json)
+
+
+def _pool(args: argparse.Namespace) -> GpuPool:
+    """The evaluation pool, by the rule every entry point uses (``harness.pool.open_pool``);
+    no GPU (local backend) or a bad --gpus/--backend is bad input."""
+    try:
+        backend = backend_choice(args.backend)
+        if backend == "local" and gpu_arch() is None:
+            raise UsageError(
+                "no CUDA GPU found: the harness needs one to verify and time candidates"
+            )
+        return open_pool(backend, args.gpus)
+    except PoolConfigError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _run_many(
@@ -231,10 +267,21 @@ def _run_many(
         log.info(fields.pop("event", "progress"), kernel=kernel, **fields)
 
     started, clock = utc_now(), time.monotonic()
+    allow_jobs()
     try:
-        runs = optimize_many(kernels, evaluator=pool, on_progress=show, **options)
+        with interruptible(cancel_runs):  # the runs are in threads: cancel them all from here
+            runs = optimize_many(kernels, evaluator=pool, on_progress=show, **options)
     except ConfigurationError as exc:
         raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        print(
+            "astra optimize: interrupted; each run directory says where it stopped "
+            "(continue one with --resume RUN_DIR)",
+            file=sys.stderr,
+        )
+        return INTERRUPTED
+    finally:
+        allow_jobs()
     summary = Summary(
         started_at=started, seconds=time.monotonic() - clock, pool=pool.describe(), runs=runs
     )

@@ -72,12 +72,22 @@ def format_result(result: OptimizationResult) -> str:
     return "\n".join(lines)
 
 
+def proven(result: OptimizationResult) -> bool:
+    """A result a command may print as the run's outcome: only finalize marks a run
+    ``finished``, after the winner passed the held-out suite (a dispatch table's settings each
+    passed it in the sweep); a running, interrupted or failed run's best is unproven."""
+    return result.status == "finished"
+
+
 def show_outcome(result: OptimizationResult, as_json: bool) -> int:
-    """Print the result (or, for a waiting run, the one line saying what to answer); exit code."""
+    """Print the result (or, for a waiting run, the one line saying what to answer); exit code.
+
+    A run that has not finished with a held-out-checked result gets one line saying where it
+    stands and never exit code 0: an unproven speedup is never shown as a result."""
     pending = waiting_for(result.external) if result.status == "waiting" else None
     if as_json:
         print(result.model_dump_json(indent=2))
-    elif pending is None:
+    elif pending is None and proven(result):
         print(format_result(result))
     if pending is not None:
         print(
@@ -85,7 +95,11 @@ def show_outcome(result: OptimizationResult, as_json: bool) -> int:
             file=sys.stderr if as_json else sys.stdout,
         )
         return 0
-    if result.status == "failed":
-        print(f"astra optimize: run failed: {result.error}", file=sys.stderr)
+    if not proven(result):
+        why = result.error or f"the run is {result.status}, with no held-out-checked result"
+        print(
+            f"astra optimize: run {result.status}: {why}; continue with --resume {result.run_dir}",
+            file=sys.stderr,
+        )
         return 1
     return 0 if result.improved or result.agents == "offline" else 1

@@ -10,10 +10,9 @@ all pass, 1 when any fails, 2 when the target does not exist or NVRTC is missing
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
-from astra_graph.commands import UsageError
+from astra_graph.commands import UsageError, check_arch
 from astra_graph.harness.compile import DEFAULT_ARCH, CompileFailed, compile_implementation
 from astra_graph.harness.nvrtc import NvrtcUnavailable
 from astra_graph.harness.validation import interface_problems, reference_problem, smallest_shape
@@ -46,8 +45,7 @@ def _target(text: str) -> tuple[Path, list[Path] | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not re.fullmatch(r"sm_\d+a?", args.arch):
-        raise UsageError(f"--arch: expected a target such as sm_90, got {args.arch!r}")
+    check_arch("--arch", args.arch)
     folder, files = _target(args.target)
     failed = False
 

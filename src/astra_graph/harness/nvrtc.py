@@ -215,3 +215,16 @@ def first_errors(log: str, limit: int = 5) -> list[str]:
     return [ln.strip() for ln in log.splitlines() if _ERROR_LINE.match(ln.strip())][:limit] or [
         ln.strip() for ln in log.splitlines() if "error" in ln
     ][:limit]
+
+
+@cache
+def supported_archs() -> tuple[int, ...]:
+    """The compute capabilities this NVRTC compiles for (90 for sm_90), from the library
+    itself (``nvrtcGetSupportedArchs``), so that a flag naming another is bad input before any
+    compile runs."""
+    lib, _ = _library()
+    count = ctypes.c_int()
+    _check(lib, lib.nvrtcGetNumSupportedArchs(ctypes.byref(count)), "nvrtcGetNumSupportedArchs")
+    archs = (ctypes.c_int * count.value)()
+    _check(lib, lib.nvrtcGetSupportedArchs(archs), "nvrtcGetSupportedArchs")
+    return tuple(archs)

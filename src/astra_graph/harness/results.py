@@ -164,6 +164,19 @@ class GpuInfo(BaseModel):
     l2_bytes: int
 
 
+class ClockReport(BaseModel):
+    """The GPU's SM clock while a BenchReport was timed (``harness.clock``): its range, the
+    rounds of samples discarded because the GPU throttled or changed its clock, and every
+    such event; or why the clock could not be read (then no sample was discarded)."""
+
+    readable: bool
+    unreadable_because: str | None = None
+    sm_mhz_min: int | None = None
+    sm_mhz_max: int | None = None
+    rounds_discarded: int = 0
+    events: list[str] = []
+
+
 class BenchReport(BaseModel):
     op: str
     mode: TimingMode
@@ -186,6 +199,8 @@ class BenchReport(BaseModel):
     """What the reader should know: shapes skipped, tools missing, partly warm data."""
     seconds: float = 0.0
     """Wall time of the timing run in the worker (inputs, references, sampling, re-checks)."""
+    clock: ClockReport | None = None
+    """The SM clock while timing; None in reports written before it was recorded."""
 
 
 class Evaluation(BaseModel):

@@ -20,6 +20,9 @@ and thermal drift hit both alike:
     them then read 109% of the roof on the H100, 2026-11-24.)
   * Samples are taken in rounds until the relative standard error of every side's median is
     below :data:`TARGET_RSE`, or the sample or time budget runs out.
+  * The SM clock is read (NVML, ``harness.clock``) before and after every round; a round taken
+    while the GPU throttled or changed its clock is discarded and taken again, a bounded number
+    of times per shape (nvbench discards such samples too).
 
 ``per-call``: the Astra paper's protocol, kept for comparison with its numbers. 20 warm-up calls,
   then 100 calls, each bracketed by an event pair with a synchronisation before and after it,
@@ -45,6 +48,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from astra_graph.harness.clock import ClockGuard, nvml_source
 from astra_graph.harness.results import Measurement
 
 IQR_TO_SIGMA = 1.349
@@ -228,6 +232,9 @@ class Timer:
         self._flush_buffer = cupy.empty(flush_bytes // 4, dtype=cupy.int32)
         self._flush_value = 0
         reset_persisting_l2()
+        pci_bus_id = cupy.cuda.Device().pci_bus_id
+        self.clock = ClockGuard(nvml_source(pci_bus_id))
+        """The SM clock around every round of samples (``harness.clock``)."""
 
     def flush_l2(self) -> None:
         """Write the whole flush buffer (a value that changes every time) on the timing stream."""
@@ -335,11 +342,15 @@ class Timer:
                 methods.append("events+l2flush")
         samples: list[list[float]] = [[] for _ in subjects]
         deadline = time.perf_counter() + budget_s
+        self.clock.start_block()
         while True:
+            before = self.clock.read()
             if use_graph:
                 new = self.graph_round(subjects, graphs, launches, SAMPLES_PER_ROUND)
             else:
                 new = self.flushed_round(subjects, SAMPLES_PER_ROUND)
+            if self.clock.disturbed(before, self.clock.read()):
+                continue  # taken while throttled or at another clock: take the round again
             for collected, fresh in zip(samples, new, strict=True):
                 collected.extend(fresh)
             enough = converged(samples, target_rse)
@@ -355,6 +366,7 @@ class Timer:
                 subject.prepare(0, self.stream)
                 subject.launch(0, self.stream)
         samples: list[list[float]] = [[] for _ in subjects]
+        self.clock.read()  # recorded for the report; the paper's protocol discards nothing
         for _ in range(PER_CALL_CALLS):
             for i, subject in enumerate(subjects):
                 subject.prepare(0, self.stream)
@@ -367,5 +379,6 @@ class Timer:
                 end.record(self.stream)
                 end.synchronize()
                 samples[i].append(self._cupy.cuda.get_elapsed_time(start, end) * 1000.0)
+        self.clock.read()
         method = f"per-call ({PER_CALL_WARMUP} warm-up, {PER_CALL_CALLS} calls, host launch incl.)"
         return [summarize(s, method) for s in samples]

@@ -23,6 +23,11 @@ Supervision, on the parent's side of a pipe:
 
 A worker whose parent dies exits within a second, even while a kernel hangs.
 
+* **cancellation**: :func:`cancel_jobs` (the runner calls it on Ctrl-C or SIGTERM) makes every
+  job in flight, in any thread, kill its child within :data:`CANCEL_POLL_S` and raise
+  :class:`JobCancelled`, and every later call raise it at once, until :func:`allow_jobs`. A
+  cancelled evaluation leaves no process on the GPU; the job is run again on resume.
+
 The child's stdout and stderr (file descriptors 1 and 2, so C libraries and device ``printf``
 included) go to a log file, emptied before every job and capped in size, never to the
 parent's terminal; :meth:`Worker.log_tail` gives its end for verdicts and logs.
@@ -54,6 +59,10 @@ TAIL_BYTES = 4000
 STARTUP_TIMEOUT_S = 120.0
 ORPHAN_POLL_S = 0.5
 """How often a worker checks that its parent is still alive."""
+CANCEL_POLL_S = 0.1
+"""How often a waiting parent looks for a cancellation: an interrupted run stops within it."""
+
+_cancelled = threading.Event()
 
 
 class WorkerError(RuntimeError):
@@ -75,6 +84,21 @@ class WorkerCrashed(WorkerError):
     def __init__(self, message: str, *, exitcode: int | None, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.exitcode = exitcode
+
+
+class JobCancelled(KeyboardInterrupt):
+    """The job was cancelled (:func:`cancel_jobs`) and its child killed. A KeyboardInterrupt,
+    not a WorkerError: the candidate did nothing wrong, and no verdict may record it."""
+
+
+def cancel_jobs() -> None:
+    """Cancel every job in flight in this process and refuse new ones (signal-handler safe)."""
+    _cancelled.set()
+
+
+def allow_jobs() -> None:
+    """Accept jobs again (a new run in the same process)."""
+    _cancelled.clear()
 
 
 class JobFailed(WorkerError):
@@ -344,6 +368,8 @@ class Worker:
         Raises WorkerTimeout (child killed), WorkerCrashed (child died) or JobFailed (the job
         raised; the child lives on). After any of them the next call works.
         """
+        if _cancelled.is_set():
+            raise JobCancelled(f"{target}: not started, the run was interrupted")
         self.start()
         assert self._conn is not None
         self.last_progress = None
@@ -368,7 +394,15 @@ class Worker:
                 raise WorkerTimeout(
                     f"{target} killed: {what}", log=log, last_progress=self.last_progress
                 )
-            if not self._conn.poll(limit - now):
+            if _cancelled.is_set():
+                self._kill()
+                raise JobCancelled(f"{target}: cancelled, the run was interrupted")
+            try:
+                ready = self._conn.poll(min(limit - now, CANCEL_POLL_S))
+            except BaseException:  # Ctrl-C in this thread: the child must not run on
+                self._kill()
+                raise
+            if not ready:
                 continue
             try:
                 message = self._conn.recv()

@@ -2,14 +2,19 @@
 
 Operations are folders holding ``contract.toml``. They are looked for, in order, in the folders
 given with ``--path`` (:func:`set_search_dirs`), in :data:`PATH_VARIABLE` (``os.pathsep``
-separated), then in the shipped ``kernels/``. The first folder holding an operation's name wins.
-Listing never stops at a broken operation: :func:`scan` gives every loadable one and one line
-per broken one.
+separated), then in the shipped ``kernels/``. An operation is known by its contract's ``name``,
+both when listed and when resolved (a folder's own name only stands in for a contract too broken
+to give one). The first folder on the path holding a name wins, so ``--path`` takes precedence;
+every later folder with the same name is reported by :func:`shadowed`, one line each, rather than
+listed twice. A path entry that is a file, or names nothing, is an error naming it. Listing
+never stops at a broken operation: :func:`scan` gives every loadable one and one line per
+broken one.
 """
 
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
 
 from astra_graph.kernel.contract import (
@@ -46,21 +51,58 @@ def set_search_dirs(dirs: list[str] | None) -> None:
 
 
 def search_dirs() -> list[Path]:
-    """The folders searched for operations, first match first."""
-    env = [Path(p).expanduser() for p in os.environ.get(PATH_VARIABLE, "").split(os.pathsep) if p]
-    ordered = [*_extra_dirs, *env, kernels_root()]
+    """The folders searched for operations, first match first. An entry of
+    :data:`PATH_VARIABLE` that is not a folder is a ContractError naming it."""
+    env = [p for p in os.environ.get(PATH_VARIABLE, "").split(os.pathsep) if p]
+    for raw in env:
+        folder = Path(raw).expanduser()
+        if not folder.is_dir():
+            what = "a file" if folder.exists() else "not found"
+            raise ContractError(
+                f"{PATH_VARIABLE}: {raw!r} is {what}; expected folders of operations, "
+                f"separated by {os.pathsep!r}"
+            )
+    ordered = [*_extra_dirs, *(Path(p).expanduser() for p in env), kernels_root()]
     return list(dict.fromkeys(p.resolve() for p in ordered if p.is_dir()))
 
 
-def operation_folders() -> list[Path]:
-    """Every operation folder on the search path, one per name (the first one found)."""
+def _contract_name(folder: Path) -> str:
+    """The ``name`` of the folder's contract, read without loading the rest; the folder's own
+    name when the file cannot give one (``scan`` then reports what is broken)."""
+    try:
+        with (folder / CONTRACT_FILE).open("rb") as file:
+            name = tomllib.load(file).get("name")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return folder.name
+    return name if isinstance(name, str) and name else folder.name
+
+
+def _by_name() -> tuple[dict[str, Path], list[str]]:
+    """(the first folder of each operation name on the search path, one line per later one)."""
     found: dict[str, Path] = {}
+    hidden: list[str] = []
     for root in search_dirs():
-        if (root / CONTRACT_FILE).is_file():  # a --path naming an operation folder itself
-            found.setdefault(root.name, root)
-        for contract in sorted(root.glob(f"*/{CONTRACT_FILE}")):
-            found.setdefault(contract.parent.name, contract.parent)
+        folders = [root] if (root / CONTRACT_FILE).is_file() else []  # --path naming one op
+        folders += [c.parent for c in sorted(root.glob(f"*/{CONTRACT_FILE}"))]
+        for folder in folders:
+            name = _contract_name(folder)
+            first = found.setdefault(name, folder)
+            if first != folder:
+                hidden.append(
+                    f"{folder}: operation {name!r} is hidden by {first} (earlier on the path)"
+                )
+    return found, hidden
+
+
+def operation_folders() -> list[Path]:
+    """Every operation folder on the search path, one per contract name (the first found)."""
+    found, _ = _by_name()
     return [found[name] for name in sorted(found)]
+
+
+def shadowed() -> list[str]:
+    """One line for each operation folder hidden by an earlier one of the same name."""
+    return _by_name()[1]
 
 
 def scan() -> tuple[list[OperationSpec], list[str]]:
@@ -83,11 +125,9 @@ def operations() -> list[OperationSpec]:
 
 
 def find_operation(name: str) -> Path | None:
-    """The folder of the operation called ``name`` on the search path, or None."""
-    for folder in operation_folders():
-        if folder.name == name:
-            return folder
-    return None
+    """The folder of the operation whose contract is called ``name`` (as listed), or None."""
+    found, _ = _by_name()
+    return found.get(name)
 
 
 def contract_folder_of(path: Path) -> Path:
@@ -110,7 +150,12 @@ def contract_folder_of(path: Path) -> Path:
     return found
 
 
-def resolve(target: str | Path) -> tuple[OperationSpec, Implementation]:
+Target = tuple[OperationSpec, Implementation]
+"""A resolved kernel: its operation and the implementation (``resolve``'s answer), passed on
+as it is so that nothing resolves the same kernel twice."""
+
+
+def resolve(target: str | Path) -> Target:
     """A kernel named by path (``kernels/op/x.cu``), by ``op/impl``, or by operation name.
 
     A bare operation name means its ``production.cu``. A ``.cu`` path finds its contract in its

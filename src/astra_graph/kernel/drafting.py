@@ -85,7 +85,7 @@ def draft_operation(
     params = _sort_params(found[1], todo)
     kinds = template_kinds(source, kernel)
     element = next((name for name, kind in kinds if kind == "type"), None)
-    targs = _template_arguments(kinds, element, todo)
+    targs = _template_arguments(kinds, element, source, todo)
     entry = f"{qualified}<{', '.join(targs)}>" if targs else qualified
     tunables = [t for t, (_, kind) in zip(targs, kinds, strict=True) if kind == "value"]
     include_dir = os.path.relpath(source_path.resolve().parent, folder.resolve())
@@ -95,7 +95,7 @@ def draft_operation(
         f"// astra: entry = {entry}",
         f"// astra: params = {', '.join(params.bindings)}",
         f"// astra: grid = {params.dims[0]}",
-        "// astra: block = 256",
+        f"// astra: block = {next((t for t in tunables if _is_block(t)), 256)}",
         *(f"// astra: tunable {t} = 256" for t in tunables),
         f'#include "{source_path.name}"',
     ]
@@ -144,8 +144,30 @@ def _sort_params(params: list[KernelParam], todo: list[str]) -> _Params:
     return found
 
 
+TUNABLE_SUFFIX = "_VALUE"
+"""Added to a drafted tunable whose name is taken in the source: a tunable is a ``-D`` macro,
+and one named after the template parameter it feeds (``BLOCK`` for ``template <int BLOCK>``)
+would replace the parameter in the included file."""
+
+
+def tunable_name(parameter: str, source: str) -> str:
+    """The tunable drafted for a value template parameter: the user's own name in macro case
+    (``BLOCK`` stays ``BLOCK``, ``blockSize`` is ``BLOCK_SIZE``, ``kBlock`` is ``BLOCK``), with
+    :data:`TUNABLE_SUFFIX` when the source already uses that name for something else."""
+    bare = parameter[1:] if re.fullmatch(r"k[A-Z]\w*", parameter) else parameter
+    name = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", bare).upper()
+    if re.search(rf"\b{re.escape(name)}\b", source):
+        name += TUNABLE_SUFFIX
+    return name
+
+
+def _is_block(tunable: str) -> bool:
+    """A tunable that reads as the block size (its name says BLOCK or THREADS)."""
+    return "BLOCK" in tunable or "THREADS" in tunable
+
+
 def _template_arguments(
-    kinds: list[tuple[str, str]], element: str | None, todo: list[str]
+    kinds: list[tuple[str, str]], element: str | None, source: str, todo: list[str]
 ) -> list[str]:
     """The entry's template arguments: T for the element type, a tunable per value parameter."""
     targs = []
@@ -153,7 +175,7 @@ def _template_arguments(
         if name == element:
             targs.append("T")
         elif kind == "value":
-            tunable = re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper().lstrip("K_") or "VALUE"
+            tunable = tunable_name(name, source)
             targs.append(tunable)
             todo.append(f"header: tunable {tunable} (template parameter {name}): give its values")
         else:

@@ -179,6 +179,49 @@ def _expected(spec: OperationSpec, binding: Binding, dtype: str) -> tuple[bool, 
     return False, binding.dtype
 
 
+def entry_problem(impl: Implementation, texts: Sequence[str]) -> str | None:
+    """One line when the header's entry names a function that appears nowhere in the file or
+    the local headers it includes (NVRTC would only say ``__nv_name_map``); None when the name
+    is there, even if its definition is beyond this reading (built by a macro, say)."""
+    name = impl.header.kernel_name
+    if any(re.search(rf"\b{re.escape(name)}\b", _strip_comments(t)) for t in texts):
+        return None
+    return (
+        f"{impl.path}: header.entry: {impl.header.entry!r} names no function in the file or "
+        f"the headers it includes from its folder; expected the __global__ kernel's name"
+    )
+
+
+_DECLARED = r"(?:\bint|\bunsigned|\blong|\bsize_t|\bauto|\bconstexpr)"
+"""Words that declare a name a macro would then replace. Not ``#define``: ``#ifndef BLOCK /
+#define BLOCK 256`` is the usual way to give a tunable a default, and harmless."""
+
+
+def tunable_collision(
+    impl: Implementation, texts: Sequence[str], template_names: Sequence[str]
+) -> str | None:
+    """One line naming both when a tunable (a ``-D`` macro) has the name of one of the kernel's
+    template parameters or of something the source declares: the macro would replace it, and
+    NVRTC's complaint (``expected a "," or ">"``) names neither."""
+    for tunable in impl.header.tunables:
+        if tunable in template_names:
+            return (
+                f"{impl.path}: header.tunable {tunable}: the kernel "
+                f"{impl.header.kernel_name} has a template parameter {tunable}, and a tunable "
+                "is a -D macro that would replace it; rename the tunable (pass it as the "
+                f"template argument: entry = {impl.header.kernel_name}<..., NEW_NAME>)"
+            )
+        for text in texts:
+            declared = re.search(rf"{_DECLARED}\s+{re.escape(tunable)}\b", _strip_comments(text))
+            if declared is not None:
+                return (
+                    f"{impl.path}: header.tunable {tunable}: the source declares "
+                    f"{declared[0]!r}, and a tunable is a -D macro that would replace it; "
+                    "rename one of them"
+                )
+    return None
+
+
 def interface_problem(
     spec: OperationSpec, impl: Implementation, dtype: str, tunables: Mapping[str, int] | None = None
 ) -> str | None:
@@ -190,10 +233,15 @@ def interface_problem(
     found (in the file or the local headers it includes) is not checked. The message is one line
     naming the parameter by position and as the kernel spells it.
     """
+    texts = [impl.source, *local_headers(impl.source, include_folders(impl, spec.include_paths))
+             .values()]  # fmt: skip
     found = find_signature(impl, spec.include_paths)
     if found is None:
-        return None
+        return entry_problem(impl, texts)
     template_names, params = found
+    collision = tunable_collision(impl, texts, template_names)
+    if collision is not None:
+        return collision
     settings = {**impl.header.default_tunables(), **(tunables or {})}
     _, entry_args = split_entry(impl.header.entry_for(DTYPES[dtype], settings))
     bound = dict(zip(template_names, entry_args or [], strict=False))

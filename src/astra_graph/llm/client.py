@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine, Iterable
+from concurrent.futures import CancelledError, Future
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -88,17 +89,53 @@ async def _recording(runnable: Any, messages: list[BaseMessage], seen: list[str]
     return await runnable.ainvoke(messages)
 
 
+class RequestCancelled(KeyboardInterrupt):
+    """The run was interrupted (Ctrl-C, SIGTERM) while this request was in flight: the request
+    was cancelled, its connection closed. A KeyboardInterrupt, so that no node's ``except
+    Exception`` records it as the model's failure: the run stops and a resume sends it again."""
+
+
 class _EventLoop:
-    """A private event loop on a daemon thread: requests run there under a deadline."""
+    """A private event loop on a daemon thread: requests run there under a deadline.
+
+    :meth:`cancel` cancels every request in flight (the asyncio task, so httpx closes the
+    connection at once) and every later one, until :meth:`allow`: a request blocked for minutes
+    on a slow server must not hold an interrupted run open."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
+        self._in_flight: set[Future[Any]] = set()
+        self._cancelled = False
+        self._guard = threading.RLock()  # re-entrant: cancel() runs in a signal handler
 
     def run(self, coroutine: Coroutine[Any, Any, Any], limit: float) -> Any:
         bounded = asyncio.wait_for(coroutine, timeout=limit)
-        return asyncio.run_coroutine_threadsafe(bounded, self.loop).result()
+        with self._guard:
+            if self._cancelled:
+                bounded.close()
+                raise RequestCancelled("the run was interrupted before the request was sent")
+            future = asyncio.run_coroutine_threadsafe(bounded, self.loop)
+            self._in_flight.add(future)
+        try:
+            return future.result()
+        except CancelledError:
+            raise RequestCancelled("the run was interrupted during the request") from None
+        except BaseException:  # interrupted while waiting (the main thread's Ctrl-C): stop it
+            future.cancel()
+            raise
+        finally:
+            with self._guard:
+                self._in_flight.discard(future)
+
+    def cancel(self) -> None:
+        """Cancel the requests in flight and refuse new ones (safe from a signal handler)."""
+        with self._guard:
+            self._cancelled = True
+            in_flight = list(self._in_flight)
+        for future in in_flight:
+            future.cancel()
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -123,6 +160,7 @@ class LLM:
         self._http: httpx.AsyncClient | None = None
         """One HTTP client for every model, with the hook that records error answers."""
         self._lock = threading.Lock()
+        self._cancelled = False
 
     def remember_methods(self, usage: Iterable[Usage]) -> None:
         """Keep the methods a run found before it stopped (its usage records), so a resumed run
@@ -146,6 +184,15 @@ class LLM:
             log.warning("llm_client_close_failed", error=str(exc))
         finally:
             loop.close()
+
+    def cancel(self) -> None:
+        """Cancel the requests in flight and every later one: each raises
+        :class:`RequestCancelled` within a second (the runner calls this on Ctrl-C or SIGTERM;
+        an external agent's request is a file, not a connection, and needs nothing)."""
+        self._cancelled = True  # no lock: the handler may interrupt a holder of self._lock
+        loop = self._loop
+        if loop is not None:
+            loop.cancel()
 
     def chat_model(self, agent: AgentName) -> ChatOpenAI:
         with self._lock:  # candidate branches ask at once: one model and one client each
@@ -199,6 +246,8 @@ class LLM:
         with self._lock:
             if self._loop is None and not external:
                 self._loop = _EventLoop()
+        if self._cancelled and not external:  # read after the loop exists: see cancel()
+            raise RequestCancelled("the run was interrupted before the request was sent")
         limit = self.settings.timeout_s
         seen: list[str] = []
         try:

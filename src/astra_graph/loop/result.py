@@ -11,8 +11,7 @@ from pathlib import Path
 
 from astra_graph.harness.results import Verdict
 from astra_graph.kernel import loaded
-from astra_graph.loop.best import Best
-from astra_graph.loop.state import OptimizationResult, RunStatus, State
+from astra_graph.loop.state import Best, OptimizationResult, RunStatus, State, StoppedAt
 from astra_graph.store.rundir import BEST, utc_now
 
 
@@ -24,6 +23,7 @@ def result_from_state(
     heldout: Verdict | None = None,
     message: str = "",
     error: str | None = None,
+    stopped_at: StoppedAt | None = None,
 ) -> OptimizationResult:
     """The run's result so far. Until finalize has chosen (``final``), the best so far shows."""
     run_dir = Path(state.run_dir)
@@ -41,6 +41,7 @@ def result_from_state(
         kernel=state.kernel,
         status=status,
         error=error,
+        stopped_at=stopped_at,
         agents=state.agents,
         models=state.models,
         rounds_requested=state.rounds,

@@ -32,8 +32,23 @@ from astra_graph.loop.records import Attempt, CandidateRecord, RoundRecord, Tune
 
 AgentMode = Literal["multi", "single", "offline"]
 """``offline``: no LLM; the contract's suites, the baseline profile, tuning and finalize."""
-RunStatus = Literal["running", "waiting", "finished", "failed"]
-"""``waiting``: stopped at an external agent's request until it is answered (``astra reply``)."""
+RunStatus = Literal["running", "waiting", "finished", "failed", "interrupted"]
+"""``waiting``: stopped at an external agent's request until it is answered (``astra reply``);
+``interrupted``: stopped by Ctrl-C or SIGTERM at ``stopped_at``, to be resumed there."""
+
+
+class StoppedAt(BaseModel):
+    """Where an interrupted run stopped: the node that was running (inside a candidate branch,
+    ``candidate/<node>``), the round (0: before the first) and the candidate branch, if any."""
+
+    node: str
+    round: int = 0
+    candidate: int | None = None
+    signal: str = "SIGINT"
+
+    def describe(self) -> str:
+        branch = f", candidate {self.candidate}" if self.candidate is not None else ""
+        return f"{self.node} (round {self.round}{branch}) on {self.signal}"
 
 
 class OptimizationResult(BaseModel):
@@ -45,6 +60,8 @@ class OptimizationResult(BaseModel):
     kernel: str
     status: RunStatus = "running"
     error: str | None = None
+    stopped_at: StoppedAt | None = None
+    """Where an ``interrupted`` run stopped (``--resume`` continues there)."""
     agents: AgentMode = "multi"
     models: dict[str, str] = {}
     rounds_requested: int

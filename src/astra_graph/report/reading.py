@@ -121,6 +121,9 @@ class Run:
             return "unknown: no run.json"
         if result.status == "failed":
             return f"run failed: {result.error or 'no error recorded'}"
+        if result.status == "interrupted":
+            where = result.stopped_at.describe() if result.stopped_at else "an unknown step"
+            return f"interrupted at {where}: no held-out-checked result yet (resume it)"
         if result.status == "running":
             return "unfinished: the run is still going, or stopped without a word (resume it)"
         heldout = result.heldout

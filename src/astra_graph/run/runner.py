@@ -5,6 +5,17 @@ round files the nodes write, and ``checkpoint.sqlite`` (LangGraph's SqliteSaver,
 id). ``optimize(..., resume=run_dir)`` continues a killed or failed run from its last completed
 node; finished rounds are not repeated.
 
+Ctrl-C or SIGTERM (:func:`interruptible`) cancels the model request and the evaluation in
+flight (each ends within a second, the evaluation's worker killed), saves ``run.json`` as
+``interrupted`` with where it stopped (:class:`~astra_graph.loop.state.StoppedAt`) and raises
+:class:`RunInterrupted`. The checkpoint holds every finished step, so ``resume`` re-runs only
+the interrupted node: the request is sent again, nothing finished is redone.
+
+One rule picks the evaluator wherever a run starts (the CLI, ``optimize()`` from Python,
+Studio, the notebook): :func:`astra_graph.harness.backends.open_pool`, one worker per visible
+GPU, or Ray actors with ``ASTRA_BACKEND=ray``. :func:`check_arguments` is the one check of
+optimize's arguments, for this function and ``astra optimize`` alike.
+
 A run with external agents (model ``external``, see :mod:`astra_graph.llm.external`) stops at an
 agent's request with status ``waiting`` after writing the request files; ``optimize(None,
 resume=run_dir, answer=text)`` records the answer beside the request, then continues the run
@@ -14,11 +25,14 @@ the recorded answer and does not ask again.
 
 from __future__ import annotations
 
+import signal
 import sqlite3
-from collections.abc import Callable, Mapping
-from contextlib import ExitStack
-from dataclasses import replace
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import FrameType
 from typing import Any, cast, get_args
 
 import structlog
@@ -31,7 +45,8 @@ from pydantic import BaseModel, ValidationError
 from astra_graph.harness import results as models_module
 from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.results import TimingMode
-from astra_graph.kernel.catalog import resolve
+from astra_graph.harness.worker import allow_jobs, cancel_jobs
+from astra_graph.kernel.catalog import Target, resolve
 from astra_graph.llm import external
 from astra_graph.llm import usage as usage_module
 from astra_graph.llm.client import LLM
@@ -47,7 +62,14 @@ from astra_graph.loop.context import Context
 from astra_graph.loop.graph import recursion_limit
 from astra_graph.loop.progress import progress_event
 from astra_graph.loop.result import result_from_state
-from astra_graph.loop.state import AgentMode, OptimizationResult, RunInput, RunOutput, State
+from astra_graph.loop.state import (
+    AgentMode,
+    OptimizationResult,
+    RunInput,
+    RunOutput,
+    State,
+    StoppedAt,
+)
 from astra_graph.store.rundir import CHECKPOINT, RUN_JSON, new_run_dir, utc_now, write_model
 
 log = structlog.get_logger(__name__)
@@ -122,8 +144,230 @@ def _write_report(run_dir: Path) -> None:
         log.warning("report_failed", run_dir=str(run_dir), error=_one_line(exc))
 
 
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped the run; ``run.json`` says ``interrupted`` and where.
+
+    A KeyboardInterrupt, as Python's own Ctrl-C is, so that a caller's ``except Exception``
+    does not take it for a failed run."""
+
+    def __init__(self, run_dir: Path, stopped_at: StoppedAt) -> None:
+        self.run_dir = run_dir
+        self.stopped_at = stopped_at
+        super().__init__(f"{run_dir}: interrupted at {stopped_at.describe()}")
+
+
+def check_arguments(
+    *,
+    kernel_path: str | Path | Target | None,
+    resume: str | Path | None,
+    answer: str | None,
+    rounds: int,
+    max_repairs: int,
+    candidates: int,
+    agents: str,
+    timing_mode: str,
+    settings: LLMSettings,
+    tune_budget_s: float | None = None,
+) -> None:
+    """The one check of optimize's arguments (``astra optimize`` calls it too): raise
+    ConfigurationError naming the argument (and its flag) and what was expected."""
+    problems = [
+        (rounds < 0, f"rounds (--rounds): expected 0 or more, got {rounds}"),
+        (max_repairs < 0, f"max_repairs (--max-repairs): expected 0 or more, got {max_repairs}"),
+        (candidates < 1, f"candidates (--candidates): expected 1 or more, got {candidates}"),
+        (
+            settings.max_retries < 0,
+            f"max_retries (--retries): expected 0 or more, got {settings.max_retries}",
+        ),
+        (
+            settings.timeout_s <= 0,
+            f"timeout_s (--llm-timeout): expected more than 0 seconds, got {settings.timeout_s}",
+        ),
+        (
+            settings.max_output_tokens is not None and settings.max_output_tokens < 1,
+            "max_output_tokens (--max-output-tokens): expected 1 or more, "
+            f"got {settings.max_output_tokens}",
+        ),
+        (
+            tune_budget_s is not None and tune_budget_s <= 0,
+            f"tune_budget_s (--tune-budget): expected more than 0 seconds, got {tune_budget_s}",
+        ),
+        (
+            agents not in AGENT_MODES,
+            f"agents: expected one of {list(AGENT_MODES)}, got {agents!r}",
+        ),
+        (
+            timing_mode not in TIMING_MODES,
+            f"timing_mode (--mode): expected one of {list(TIMING_MODES)}, got {timing_mode!r}",
+        ),
+        (
+            resume is None and kernel_path is None,
+            "kernel_path (KERNEL): required unless resume (--resume RUN_DIR) is given",
+        ),
+        (
+            answer is not None and resume is None,
+            "answer: only for a waiting run (give resume=RUN_DIR)",
+        ),
+    ]
+    for wrong, message in problems:
+        if wrong:
+            raise ConfigurationError(message)
+
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What interrupts a run: Ctrl-C, and ``kill``'s default (a scheduler ending a job)."""
+
+
+@contextmanager
+def interruptible(cancel: Callable[[], None]) -> Iterator[None]:
+    """While inside, SIGINT and SIGTERM call ``cancel()`` (which stops the model request and
+    the evaluation in flight, in whatever thread) and raise KeyboardInterrupt naming the
+    signal in the main thread. Later signals are ignored until the block ends, so that the
+    interrupted run's ``run.json`` and report are written whole. Outside the main thread (a
+    Python caller's own thread) signals cannot be caught, and nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        for each in SIGNALS:
+            signal.signal(each, signal.SIG_IGN)
+        cancel()
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {each: signal.signal(each, handler) for each in SIGNALS}
+    try:
+        yield
+    finally:
+        for each, handling in previous.items():
+            signal.signal(each, handling)
+
+
+_live_runs: set[_Run] = set()
+"""The runs in progress in this process (several at once under ``optimize_many``)."""
+
+
+def cancel_runs() -> None:
+    """Cancel the model requests and evaluations of every run in progress in this process; each
+    stops at once, saved ``interrupted`` (``astra optimize K1 K2`` calls this on Ctrl-C: its
+    runs are in threads, which signals never reach). Safe from a signal handler."""
+    for run in list(_live_runs):
+        run.llm.cancel()
+    cancel_jobs()
+
+
+def default_evaluator() -> EvaluatorLike:
+    """The evaluator of a run given none: the same pool as ``astra optimize`` and Studio
+    (:func:`astra_graph.harness.backends.open_pool`: a worker per visible GPU, or Ray with
+    ``ASTRA_BACKEND=ray``). HarnessUnavailable, before anything is written, without a GPU."""
+    from astra_graph.harness.backends import open_pool
+    from astra_graph.harness.pool import PoolConfigError
+
+    try:
+        pool = open_pool()
+    except PoolConfigError as exc:
+        raise ConfigurationError(str(exc)) from None
+    try:
+        first = pool.slots[0].evaluator
+        require = getattr(first, "require_gpu", None)
+        if callable(require):
+            require()
+    except BaseException:
+        pool.close()
+        raise
+    return pool
+
+
+@dataclass
+class _Start:
+    """What preparation settled: the run's settings and mode, and the run it resumes."""
+
+    settings: LLMSettings
+    agents: AgentMode
+    rounds: int
+    candidates: int
+    target: Target | None
+    previous: OptimizationResult | None
+
+
+def _prepare(
+    kernel_path: str | Path | Target | None,
+    resume: str | Path | None,
+    settings: LLMSettings,
+    agents: AgentMode,
+    rounds: int,
+    candidates: int,
+) -> _Start:
+    """Resolve the kernel (once) or read the run to resume, settle the mode, and check the
+    model endpoint; nothing is written here."""
+    target = None
+    if resume is None and kernel_path is not None:  # the one place a kernel is resolved
+        target = kernel_path if isinstance(kernel_path, tuple) else resolve(kernel_path)
+    previous = read_result(Path(resume).resolve()) if resume is not None else None
+    if previous is not None and previous.models:
+        # a resumed run keeps the model (or external answers) each of its agents started with
+        settings = replace(settings, agent_models={**settings.agent_models, **previous.models})
+    no_endpoint = endpoint_problem(
+        settings, AGENTS_BY_MODE[previous.agents if previous is not None else agents]
+    )
+    if previous is not None and no_endpoint and previous.agents != "offline":
+        raise ConfigurationError(f"resuming a {previous.agents!r} run: {no_endpoint}")
+    if agents == "offline" or no_endpoint:
+        agents, rounds = "offline", 0
+    if candidates > 1 and agents == "single":
+        raise ConfigurationError(
+            "candidates: best-of-K rounds need the multi-agent graph (K plans from the planner)"
+        )
+    if candidates > 1 and external.EXTERNAL in (
+        settings.model_for("planning"),
+        settings.model_for("coding"),
+    ):
+        raise ConfigurationError(
+            "candidates: best-of-K rounds need model endpoints for planning and coding "
+            "(external agents answer one request at a time)"
+        )
+    mode = previous.agents if previous is not None else agents
+    if mode != "offline" and not no_endpoint:  # the endpoint must answer before the run starts
+        try:
+            preflight(settings, AGENTS_BY_MODE[mode])
+        except EndpointError as exc:
+            raise ConfigurationError(str(exc)) from None
+    if previous is not None:
+        agents, rounds = previous.agents, previous.rounds_requested
+        candidates = previous.candidates_per_round
+    return _Start(settings, agents, rounds, candidates, target, previous)
+
+
+def _place(start: _Start, runs_dir: str | Path | None, resume: str | Path | None) -> State:
+    """The run's initial state, in a new run directory (or the resumed run's)."""
+    if resume is not None and start.previous is not None:
+        run_dir = Path(resume).resolve()
+        kernel, started_at = start.previous.kernel, start.previous.started_at
+    else:
+        assert start.target is not None
+        spec, impl = start.target
+        root = Path(runs_dir or "runs").resolve()
+        try:
+            run_dir = new_run_dir(root, spec.name).resolve()
+        except OSError as exc:
+            raise ConfigurationError(
+                f"runs_dir: cannot create a run directory in {root}: {exc}"
+            ) from None
+        kernel, started_at = str(impl.path.resolve()), utc_now()
+    return State(
+        kernel=kernel,
+        run_dir=str(run_dir),
+        rounds=start.rounds,
+        max_repairs=0,  # set by the caller, which knows the resumed run's own
+        candidates=start.candidates,
+        agents=start.agents,
+        models={agent: start.settings.model_for(agent) for agent in AGENTS_BY_MODE[start.agents]},
+        started_at=started_at,
+    )
+
+
 def optimize(
-    kernel_path: str | Path | None,
+    kernel_path: str | Path | Target | None,
     rounds: int = 5,
     model: str = DEFAULT_MODEL,
     base_url: str | None = None,
@@ -143,10 +387,13 @@ def optimize(
 ) -> OptimizationResult:
     """Make ``kernel_path`` faster in ``rounds`` rounds of the agent loop; prove it or keep it.
 
-    ``kernel_path`` is a ``.cu`` file or ``op/impl`` (as ``astra compile`` takes). ``model`` and
-    ``base_url`` choose the chat model (any OpenAI-compatible server); ``agent_models`` gives
-    some agents another model; ``llm_settings`` replaces all three (timeouts, retries). The
-    evaluator defaults to the harness's ``Evaluator`` (a worker process with the GPU).
+    ``kernel_path`` is a ``.cu`` file or ``op/impl`` (as ``astra compile`` takes), or the
+    pair :func:`astra_graph.kernel.catalog.resolve` gave for one (``astra optimize`` resolves
+    first).
+    ``model`` and ``base_url`` choose the chat model (any OpenAI-compatible server);
+    ``agent_models`` gives some agents another model; ``llm_settings`` replaces all three
+    (timeouts, retries). The evaluator defaults to :func:`default_evaluator`, the pool that
+    ``astra optimize`` uses.
     ``candidates`` is K, candidates per round (K plans, verified and timed at once: a
     ``harness.pool.GpuPool`` evaluator spreads them over GPUs); ``tune_budget_s`` bounds each
     tunable sweep (default: the Context's).
@@ -160,220 +407,259 @@ def optimize(
     last failure as its error.
     Every precondition (arguments, kernel, endpoint, a GPU for the default evaluator) is
     checked before anything is written. Raises ConfigurationError (bad arguments, an endpoint
-    that cannot serve the run), ContractError (bad kernel), HarnessUnavailable (no GPU) or
-    RunFailed.
+    that cannot serve the run), ContractError (bad kernel), HarnessUnavailable (no GPU),
+    RunFailed, or RunInterrupted (Ctrl-C or SIGTERM, in the main thread).
     """
-    # Preconditions first, in this order, and nothing is written before all of them hold:
-    # arguments, the kernel (or the run to resume), the model endpoint, the GPU.
-    if rounds < 0 or max_repairs < 0:
-        raise ConfigurationError("rounds and max_repairs must be 0 or more")
-    if agents not in AGENT_MODES:
-        raise ConfigurationError(f"agents: expected one of {list(AGENT_MODES)}, got {agents!r}")
-    if timing_mode not in TIMING_MODES:
-        raise ConfigurationError(
-            f"timing_mode: expected one of {list(TIMING_MODES)}, got {timing_mode!r}"
-        )
-    if resume is None and kernel_path is None:
-        raise ConfigurationError("kernel_path: required unless resume is given")
-    target = resolve(kernel_path) if resume is None and kernel_path is not None else None
     settings = llm_settings or LLMSettings(
         model=model, base_url=base_url, agent_models=dict(agent_models or {})
     )
-    if answer is not None and resume is None:
-        raise ConfigurationError("answer: only for a waiting run (give resume=RUN_DIR)")
-    previous = read_result(Path(resume).resolve()) if resume is not None else None
-    if previous is not None and previous.models:
-        # a resumed run keeps the model (or external answers) each of its agents started with
-        settings = replace(settings, agent_models={**settings.agent_models, **previous.models})
-    no_endpoint = endpoint_problem(
-        settings, AGENTS_BY_MODE[previous.agents if previous is not None else agents]
-    )
-    if previous is not None and no_endpoint and previous.agents != "offline":
-        raise ConfigurationError(f"resuming a {previous.agents!r} run: {no_endpoint}")
-    if agents == "offline" or no_endpoint:
-        agents, rounds = "offline", 0
-    if candidates < 1:
-        raise ConfigurationError("candidates: expected 1 or more candidates per round")
-    if candidates > 1 and agents == "single":
-        raise ConfigurationError(
-            "candidates: best-of-K rounds need the multi-agent graph (K plans from the planner)"
-        )
-    if candidates > 1 and external.EXTERNAL in (
-        settings.model_for("planning"),
-        settings.model_for("coding"),
-    ):
-        raise ConfigurationError(
-            "candidates: best-of-K rounds need model endpoints for planning and coding "
-            "(external agents answer one request at a time)"
-        )
-    mode = previous.agents if previous is not None else agents
-    if mode != "offline" and not no_endpoint:  # the endpoint must answer before the run starts
-        try:
-            preflight(settings, AGENTS_BY_MODE[mode])
-        except EndpointError as exc:
-            raise ConfigurationError(str(exc)) from None
-    owned = None  # the harness Evaluator this call starts (and closes), if none was given
-    if evaluator is None:
-        from astra_graph.harness.evaluator import Evaluator
-
-        owned = evaluator = Evaluator()
-    try:
-        if owned is not None:
-            owned.require_gpu()  # HarnessUnavailable: no run directory without a GPU
-        if resume is not None and previous is not None:
-            run_dir = Path(resume).resolve()
-            agents, kernel, rounds = previous.agents, previous.kernel, previous.rounds_requested
-            candidates = previous.candidates_per_round
-            started_at = previous.started_at
-        else:
-            assert target is not None
-            spec, impl = target
-            root = Path(runs_dir or "runs").resolve()
-            try:
-                run_dir = new_run_dir(root, spec.name).resolve()
-            except OSError as exc:
-                raise ConfigurationError(
-                    f"runs_dir: cannot create a run directory in {root}: {exc}"
-                ) from None
-            kernel, started_at = str(impl.path.resolve()), utc_now()
-    except BaseException:
-        if owned is not None:
-            owned.close()
-        raise
-    initial = State(
-        kernel=kernel,
-        run_dir=str(run_dir),
+    check_arguments(
+        kernel_path=kernel_path,
+        resume=resume,
+        answer=answer,
         rounds=rounds,
         max_repairs=max_repairs,
         candidates=candidates,
         agents=agents,
-        models={agent: settings.model_for(agent) for agent in AGENTS_BY_MODE[agents]},
-        started_at=started_at,
+        timing_mode=timing_mode,
+        settings=settings,
+        tune_budget_s=tune_budget_s,
     )
-
-    def save(state: State, **fields: Any) -> OptimizationResult:
-        result = state.result if state.result is not None else result_from_state(state, **fields)
-        result = result.model_copy(update={"external": external.load_exchanges(run_dir)})
-        write_model(run_dir / RUN_JSON, result)
-        return result
-
-    def notify(event: dict[str, Any]) -> None:
-        if on_progress is not None:
-            on_progress(event)
-
+    start = _prepare(kernel_path, resume, settings, agents, rounds, candidates)
+    owned = None  # the evaluator this call starts (and closes), if none was given
+    if evaluator is None:
+        owned = evaluator = default_evaluator()
+    try:
+        initial = _place(start, runs_dir, resume)
+    except BaseException:
+        if owned is not None:
+            owned.close()
+        raise
+    initial.max_repairs = max_repairs
     with ExitStack() as stack:
         if owned is not None:
             stack.callback(owned.close)
-        connection = sqlite3.connect(run_dir / CHECKPOINT, check_same_thread=False)
+        run = _Run(stack, initial, start.settings, evaluator, timing_mode, on_progress)
+        if tune_budget_s is not None:
+            run.context.tune_budget_s = tune_budget_s
+        try:
+            result = run.go(answer)
+        except OSError as exc:  # run.json could not be written (a full disk, say)
+            raise RunFailed(Path(initial.run_dir), _one_line(exc)) from exc
+    _write_report(Path(initial.run_dir))
+    return result
+
+
+class _Run:
+    """One run's graph, checkpoint and run directory: resume it, drive it, save it."""
+
+    def __init__(
+        self,
+        stack: ExitStack,
+        initial: State,
+        settings: LLMSettings,
+        evaluator: EvaluatorLike,
+        timing_mode: TimingMode,
+        on_progress: ProgressCallback | None,
+    ) -> None:
+        self.initial = initial
+        self.run_dir = Path(initial.run_dir)
+        self.on_progress = on_progress
+        connection = sqlite3.connect(self.run_dir / CHECKPOINT, check_same_thread=False)
         stack.callback(connection.close)
         saver = SqliteSaver(connection, serde=checkpoint_serializer())
         # the mode's graph, compiled with this run's saver (LangGraph attaches it at compile time)
-        compiled = GRAPHS[agents].builder.compile(checkpointer=saver, name=GRAPHS[agents].name)
-        config: dict[str, Any] = {
-            "configurable": {"thread_id": run_dir.name},
-            "recursion_limit": recursion_limit(rounds, max_repairs),
+        mode = GRAPHS[initial.agents]
+        self.graph = mode.builder.compile(checkpointer=saver, name=mode.name)
+        self.config: dict[str, Any] = {
+            "configurable": {"thread_id": self.run_dir.name},
+            "recursion_limit": recursion_limit(initial.rounds, initial.max_repairs),
         }
-        llm = LLM(settings)
-        stack.callback(llm.close)
-        context = Context(evaluator=evaluator, llm=llm, timing_mode=timing_mode)
-        if tune_budget_s is not None:
-            context.tune_budget_s = tune_budget_s
+        self.llm = LLM(settings)
+        stack.callback(self.llm.close)
+        _live_runs.add(self)
+        stack.callback(_live_runs.discard, self)
+        self.context = Context(evaluator=evaluator, llm=self.llm, timing_mode=timing_mode)
+        self.last_event: dict[str, Any] = {}
+        """The latest progress event: the round and candidate an interrupt stopped in."""
 
-        def as_state(values: Any) -> State:
-            return values if isinstance(values, State) else State.model_validate(values)
+    def save(self, state: State, **fields: Any) -> OptimizationResult:
+        result = state.result if state.result is not None else result_from_state(state, **fields)
+        result = result.model_copy(update={"external": external.load_exchanges(self.run_dir)})
+        write_model(self.run_dir / RUN_JSON, result)
+        return result
 
-        def current() -> State:
-            return as_state(compiled.get_state(config).values)
+    def notify(self, event: dict[str, Any]) -> None:
+        self.last_event = event
+        if self.on_progress is not None:
+            self.on_progress(event)
 
-        def ask_outside() -> OptimizationResult | None:
-            """At an external agent's request: write its files, save the run as waiting."""
-            snapshot = compiled.get_state(config)
-            if not snapshot.interrupts:
-                return None
-            state = current()
-            external.record_questions(run_dir, snapshot.interrupts, state.completed_rounds)
-            return save(state, status="waiting")
+    def current(self) -> State:
+        values = self.graph.get_state(self.config).values
+        return values if isinstance(values, State) else State.model_validate(values)
 
-        snapshot = compiled.get_state(config)
+    def ask_outside(self) -> OptimizationResult | None:
+        """At an external agent's request: write its files, save the run as waiting."""
+        snapshot = self.graph.get_state(self.config)
+        if not snapshot.interrupts:
+            return None
+        state = self.current()
+        external.record_questions(self.run_dir, snapshot.interrupts, state.completed_rounds)
+        return self.save(state, status="waiting")
+
+    def go(self, answer: str | None) -> OptimizationResult:
+        """Resume (or start) the run, drive it to its end or next stop, and save it."""
+        snapshot = self.graph.get_state(self.config)
         if snapshot.values:  # resuming: the run's own repair cap sets its step limit
-            config["recursion_limit"] = recursion_limit(rounds, current().max_repairs)
-            llm.remember_methods(current().usage)
-        if snapshot.values and not snapshot.next:
-            if answer is not None:
-                raise ConfigurationError(f"{run_dir}: the run has finished; it waits for nothing")
-            return save(current())  # already finished
-        given = set(RunInput.model_fields)  # the graph's input schema: what a caller sets
-        inputs: Any = None if snapshot.values else initial.model_dump(include=given)
-        if inputs is not None:
-            save(initial)
-        if snapshot.interrupts:  # waiting for an external answer
-            pending = external.record_questions(
-                run_dir, snapshot.interrupts, current().completed_rounds
-            )
-            if answer is not None:
-                unanswered = external.waiting_for(pending)
-                if unanswered is None:
+            state = self.current()
+            self.config["recursion_limit"] = recursion_limit(state.rounds, state.max_repairs)
+            self.llm.remember_methods(state.usage)
+            # Finished means finalize's result, not an empty ``next``: a step whose every task
+            # wrote its result before the stop (the consumer stopped between a branch's end
+            # and the step's commit) shows no next node, yet the stream applies those writes
+            # and goes on. Reading that as "finished" printed an unchecked 1.3x (issue 26).
+            if state.result is not None and not snapshot.next:
+                if answer is not None:
                     raise ConfigurationError(
-                        f"{run_dir}: its request already has an answer; "
-                        "continue with astra optimize --resume"
+                        f"{self.run_dir}: the run has finished; it waits for nothing"
                     )
-                try:
-                    external.record_answer(unanswered, answer)
-                except external.ExternalError as exc:
-                    raise ConfigurationError(str(exc)) from None
-            answers = external.answers_for(run_dir, [i.id for i in snapshot.interrupts])
-            if not answers:
-                waiting = ask_outside()
-                assert waiting is not None
-                return waiting
-            inputs = Command(resume=answers)
-        elif answer is not None:
-            raise ConfigurationError(f"{run_dir}: not waiting for an answer")
-        state = current() if snapshot.values else initial
-        waiting = None
-        finished: list[tuple[str, Any]] = []  # nodes of the current step, told once it is saved
-        try:
-            # "values" hands over the whole state after each step (no checkpoint re-read);
-            # "updates" names the nodes that ran and what they returned; "custom" is progress.
-            for part in compiled.stream(
-                inputs,
-                config,
-                context=context,
-                stream_mode=["values", "updates", "custom"],
-                subgraphs=True,  # the agents' messages from inside the candidate branches
-                durability="sync",  # a resume starts from the step run.json last showed
-            ):
-                # several modes with subgraphs: (namespace, mode, chunk) triples
-                namespace, stream, chunk = cast(tuple[tuple[str, ...], str, Any], part)
-                if stream == "custom":
-                    notify(chunk)
-                elif namespace:  # a step inside a branch: its record arrives with the branch
-                    if stream == "updates":
-                        save(state)  # keeps the branch's external answers in run.json
-                elif stream == "updates":
-                    finished += [(n, u) for n, u in chunk.items() if n != "__interrupt__"]
-                else:  # the state after a step of the graph itself
-                    state = as_state(chunk)
-                    save(state)
-                    for node, update in finished:
-                        notify(progress_event(node, state, update))
-                    finished.clear()
-            waiting = ask_outside()
-        except BaseException as exc:
-            error = _one_line(exc) if not isinstance(exc, KeyboardInterrupt) else "interrupted"
-            save(
-                current() if compiled.get_state(config).values else state,
-                status="failed",
-                error=error,
-            )
-            _write_report(run_dir)  # a stopped run still gets a report that says so
-            if isinstance(exc, Exception):
-                raise RunFailed(run_dir, error) from exc
-            raise
-        result = waiting if waiting is not None else save(state)
+                return self.save(state)  # already finished
+        inputs = self._inputs(snapshot, answer)
+        if isinstance(inputs, OptimizationResult):
+            return inputs
+        state = self.current() if snapshot.values else self.initial
+        waiting = self._drive(inputs, state)
+        result = waiting if waiting is not None else self.save(self.current())
         all_failed = every_call_failed(result.usage) if result.status == "finished" else None
         if all_failed is not None:  # a run whose agents never got an answer has failed
             result = result.model_copy(update={"status": "failed", "error": all_failed})
-            write_model(run_dir / RUN_JSON, result)
-    _write_report(run_dir)
-    return result
+            write_model(self.run_dir / RUN_JSON, result)
+        return result
+
+    def _inputs(self, snapshot: Any, answer: str | None) -> Any:
+        """What the graph is streamed with: the initial state, None (a resume), a Command
+        with the external answers; or the saved result of a run still waiting for one."""
+        if not snapshot.values:
+            self.save(self.initial)
+            return self.initial.model_dump(include=set(RunInput.model_fields))
+        if not snapshot.interrupts:
+            if answer is not None:
+                raise ConfigurationError(f"{self.run_dir}: not waiting for an answer")
+            return None
+        pending = external.record_questions(
+            self.run_dir, snapshot.interrupts, self.current().completed_rounds
+        )
+        if answer is not None:
+            unanswered = external.waiting_for(pending)
+            if unanswered is None:
+                raise ConfigurationError(
+                    f"{self.run_dir}: its request already has an answer; "
+                    "continue with astra optimize --resume"
+                )
+            try:
+                external.record_answer(unanswered, answer)
+            except external.ExternalError as exc:
+                raise ConfigurationError(str(exc)) from None
+        answers = external.answers_for(self.run_dir, [i.id for i in snapshot.interrupts])
+        if not answers:
+            waiting = self.ask_outside()
+            assert waiting is not None
+            return waiting
+        return Command(resume=answers)
+
+    def _cancel(self) -> None:
+        """Stop the model request and the evaluations in flight (from the signal handler)."""
+        self.llm.cancel()
+        cancel_jobs()
+
+    def _drive(self, inputs: Any, state: State) -> OptimizationResult | None:
+        """Stream the graph, saving ``run.json`` after every step; the waiting result if an
+        external agent asked, else None. An interrupt or an error is saved before it leaves."""
+        # Jobs are refused from a Ctrl-C until the run has stopped; then accepted again, so
+        # that the process can go on evaluating. Several runs in threads share the refusal:
+        # their caller (astra optimize K1 K2) lifts it once all have stopped.
+        own_signals = threading.current_thread() is threading.main_thread()
+        if own_signals:
+            allow_jobs()
+        try:
+            with interruptible(self._cancel):
+                self._stream(inputs, state)
+            return self.ask_outside()
+        except KeyboardInterrupt as exc:
+            stopped = self._stopped_at(str(exc) if str(exc) in SIGNAL_NAMES else "SIGINT")
+            error = f"interrupted at {stopped.describe()}"
+            self._record_stop(state, status="interrupted", error=error, stopped_at=stopped)
+            raise RunInterrupted(self.run_dir, stopped) from None
+        except Exception as exc:
+            error = _one_line(exc)
+            self._record_stop(state, status="failed", error=error)
+            raise RunFailed(self.run_dir, error) from exc
+        finally:
+            if own_signals:
+                allow_jobs()
+
+    def _record_stop(self, state: State, **fields: Any) -> None:
+        """Save a stopped run's ``run.json`` and report, as far as the disk allows: a full disk
+        (the likely reason it stopped) must not replace the run's one line with a traceback;
+        the checkpoint still holds every finished step for a resume."""
+        try:
+            self.save(self.current() if self._saved() else state, **fields)
+        except OSError as exc:
+            log.warning("run_json_not_saved", run_dir=str(self.run_dir), error=_one_line(exc))
+            return
+        _write_report(self.run_dir)  # a stopped run's report says why and where
+
+    def _saved(self) -> bool:
+        return bool(self.graph.get_state(self.config).values)
+
+    def _stream(self, inputs: Any, state: State) -> None:
+        finished: list[tuple[str, Any]] = []  # nodes of the current step, told once it is saved
+        # "values" hands over the whole state after each step (no checkpoint re-read);
+        # "updates" names the nodes that ran and what they returned; "custom" is progress.
+        for part in self.graph.stream(
+            inputs,
+            self.config,
+            context=self.context,
+            stream_mode=["values", "updates", "custom"],
+            subgraphs=True,  # the agents' messages from inside the candidate branches
+            durability="sync",  # a resume starts from the step run.json last showed
+        ):
+            # several modes with subgraphs: (namespace, mode, chunk) triples
+            namespace, stream, chunk = cast(tuple[tuple[str, ...], str, Any], part)
+            if stream == "custom":
+                self.notify(chunk)
+            elif namespace:  # a step inside a branch: its record arrives with the branch
+                if stream == "updates":
+                    self.save(state)  # keeps the branch's external answers in run.json
+            elif stream == "updates":
+                finished += [(n, u) for n, u in chunk.items() if n != "__interrupt__"]
+            else:  # the state after a step of the graph itself
+                state = chunk if isinstance(chunk, State) else State.model_validate(chunk)
+                self.save(state)
+                for node, update in finished:
+                    self.notify(progress_event(node, state, update))
+                finished.clear()
+
+    def _stopped_at(self, signal_name: str) -> StoppedAt:
+        """Where the run stopped: the checkpoint's next node (inside a candidate branch, the
+        branch's own next node), and the round and candidate of the latest progress event."""
+        snapshot = self.graph.get_state(self.config, subgraphs=True)
+        event = self.last_event
+        # no next node: the step's tasks had all written (see go()); the latest event's agent
+        # then names what was running
+        node = "/".join(snapshot.next) or str(event.get("node") or event.get("agent") or "start")
+        for task in snapshot.tasks:
+            inner = task.state
+            if task.name == node and inner is not None and getattr(inner, "next", None):
+                node = f"{node}/{'/'.join(inner.next)}"
+                break
+        branch = event.get("branch")
+        return StoppedAt(
+            node=node,
+            round=int(event.get("round") or 0),
+            candidate=int(branch) if isinstance(branch, int) else None,
+            signal=signal_name,
+        )
+
+
+SIGNAL_NAMES = frozenset(each.name for each in SIGNALS)

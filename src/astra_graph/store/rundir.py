@@ -73,8 +73,12 @@ def write_text(path: Path, text: str) -> None:
     """Write through a temporary file and rename, so a reader never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except BaseException:  # a full disk: leave no half-written temporary behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_model(path: Path, model: BaseModel) -> None:

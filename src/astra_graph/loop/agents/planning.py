@@ -56,7 +56,7 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         usage, method = several.usage("planning", k), several.method
     else:
         reply = llm.ask_structured("planning", Plan, system_prompt("planning"), user)
-        plans = [reply.value] if reply.value is not None else [unusable_plan()]
+        plans = [reply.value] if reply.value is not None else [no_plan(reply.problem)]
         problem = f"planning: {reply.problem}" if reply.value is None else None
         usage, method = reply.usage("planning", k), reply.method
     if problem:
@@ -77,8 +77,10 @@ def planning(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
     return {"history": [record], "usage": [usage]}
 
 
-def unusable_plan() -> Plan:
-    return Plan(summary="(no plan: the planner's reply was unusable)", changes=[])
+def no_plan(problem: str | None = None) -> Plan:
+    """The empty plan of a round whose planner gave none, saying why in the reply's own words:
+    a failed request (HTTP 429, a timeout) is not an unusable reply."""
+    return Plan(summary=f"(no plan: {problem or 'the planner gave no plan'})", changes=[])
 
 
 def plans_for_round(
@@ -94,4 +96,4 @@ def plans_for_round(
         note = f"planning: {problem}"
     elif len(reply.plans) != k:
         note = f"planning: {len(reply.plans)} plans given, {k} asked for"
-    return given + [unusable_plan() for _ in range(k - len(given))], note
+    return given + [no_plan(problem) for _ in range(k - len(given))], note

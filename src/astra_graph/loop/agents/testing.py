@@ -42,7 +42,10 @@ VISIBLE_SUITES = ("tuning", "edge")
 
 
 def testing(state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-    """Ask the LLM for extra realistic and adversarial shapes; keep the valid ones."""
+    """Ask the LLM for extra realistic and adversarial shapes; keep the valid ones. With no
+    rounds to test candidates in (rounds=0), the contract's suites alone, with no LLM call."""
+    if state.rounds == 0:
+        return contract_suite(state, runtime)
     spec, baseline = load_baseline(state)
     tuning = spec.contract.suite("tuning")
     emit(runtime, agent="testing", round=0, message="proposing extra test shapes")
