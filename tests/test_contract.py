@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from astra_graph.harness import scenarios
+from astra_graph.harness.cases import make_case
 from astra_graph.kernel.catalog import kernels_root, operations, resolve
 from astra_graph.kernel.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
 from astra_graph.kernel.dtypes import DTYPES
@@ -296,6 +300,30 @@ def test_contract_error_is_one_line_naming_the_field(
     tmp_path: Path, old: str, new: str, expected: str
 ) -> None:
     assert contract_error(tmp_path, edited(old, new)).startswith(expected)
+
+
+def test_a_finite_input_takes_no_infinite_special_and_stays_finite_in_every_check(
+    tmp_path: Path,
+) -> None:
+    finite = edited('name = "x"\n', 'name = "x"\nfinite = true\n')
+    message = contract_error(
+        tmp_path, edited("values = { x = [-1000.0", "values = { x = [-inf", finite)
+    )
+    assert message.startswith("specials[0].values.x: 'x' is declared finite")
+    (tmp_path / "ok").mkdir()
+    spec = load_contract(write_op(tmp_path / "ok", finite))
+    assert [a.finite for a in spec.contract.args if a.name in ("x", "w")] == [True, False]
+    for name in ("float16", "bfloat16"):
+        kept = scenarios.type_values(DTYPES[name], finite=True)
+        assert all(math.isfinite(v) for v in kept)
+        assert set(kept) < set(scenarios.type_values(DTYPES[name])) - {math.nan}
+    # 2048 one-element rows of w: ~146 carry its whole_type scenario, so both NaN and inf appear
+    case = make_case(spec, {"tokens": 64, "hidden": 2048}, "float16", np.random.default_rng(5))
+    scenarios.apply(spec, case.arrays, "float16", np.random.default_rng(6))
+    x = DTYPES["float16"].to_float64(np, case.arrays["x"])
+    w = DTYPES["float16"].to_float64(np, case.arrays["w"])
+    assert np.isfinite(x).all() and (np.abs(x) == 65504.0).any()  # the largest finite stays
+    assert np.isnan(w).any() and np.isinf(w).any()  # an input not declared finite meets both
 
 
 def test_misspelt_dim_fixture_gives_exactly_one_line() -> None:

@@ -16,8 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from astra_graph.harness import scenarios
 from astra_graph.harness import worker as worker_module
-from astra_graph.harness.cases import Case
+from astra_graph.harness.cases import Case, make_case
 from astra_graph.harness.errors import Rejected
 from astra_graph.harness.plan import CaseSpec, draw_params, random_shapes
 from astra_graph.harness.verify import check_case
@@ -248,3 +249,83 @@ def test_the_cancelling_tanh_form_fails_in_the_tail_where_the_kernels_form_does_
         body(case, 1)
         error = np.abs(case.arrays["out"].astype(np.float64) - reference)
         assert bool(np.all(error <= allowed)) is inside
+
+
+# --- the references at the edges of the type (the whole_type scenarios) -----------------------
+
+
+def _stand_in(
+    op: str, arrays: dict[str, np.ndarray], dims: dict[str, int], body: Body, shape: tuple[int, ...]
+) -> Any:
+    """The stand-in's output (of ``shape``) for ``arrays`` (bf16 storage), as float64."""
+    (out,) = {a.name for a in SPECS[op].contract.args if a.role == "output"}
+    scalars = {"eps": 1e-6} if op == "rms_norm" else {}
+    case = Case(dims, "bfloat16", {**arrays, out: np.empty(shape, np.uint16)}, scalars)
+    body(case, 1)
+    return BF16.to_float64(np, case.arrays[out])
+
+
+BF16 = DTYPES["bfloat16"]
+BF16_LARGEST = 3.3895313892515355e38
+
+
+def test_rms_norm_reference_states_the_fp32_sum_of_squares_overflow() -> None:
+    # row 0: one element whose square (4e38) overflows fp32, so the whole row's rsqrt is 0 and
+    # an inf element gives NaN; row 1: 1e19 squared (1e38) stays finite, the row is normalised
+    hidden = 8
+    rows = np.ones((3, hidden))
+    rows[0, 0], rows[1, 0], rows[2, 1] = 2e19, 1e19, math.inf
+    rows[2, 0] = 2e19
+    x = BF16.from_float64(np, rows)
+    weight = BF16.from_float64(np, np.ones(hidden))
+    inputs = {"input": BF16.to_float64(np, x), "weight": BF16.to_float64(np, weight)}
+    reference = SPECS["rms_norm"].reference(np, inputs, {"eps": 1e-6, "hidden": hidden})["out"]
+    assert (reference[0] == 0).all() and (reference[1, 1:] > 0).all()
+    assert math.isnan(reference[2, 1]) and (reference[2, [0, *range(2, hidden)]] == 0).all()
+    dims = {"tokens": 3, "hidden": hidden}
+    with np.errstate(over="ignore", invalid="ignore"):
+        kernel = _stand_in("rms_norm", {"input": x, "weight": weight}, dims, rms_norm_good, x.shape)
+    same = (kernel == BF16.to_float64(np, BF16.from_float64(np, reference))) | (
+        np.isnan(kernel) & np.isnan(reference)
+    )
+    assert same.all()
+
+
+def test_gelu_tanh_reference_follows_the_fp32_form_into_the_far_tail() -> None:
+    # a = -8: 1 + tanh(u) is exactly 0 in float64 (u ~ -24.6) but a * exp(2u) ~ -3e-21 is not,
+    # and b = bf16's largest makes it ~ -1e18; a = -15: exp(-2u) overflows fp32, the result is
+    # -0; -inf / inf is NaN; +inf passes through
+    a = np.array([-8.0, -15.0, -math.inf, math.inf])
+    b = np.array([BF16_LARGEST, BF16_LARGEST, 1.0, 1.0])
+    x = BF16.from_float64(np, np.concatenate([a, b])[None, :])
+    d = len(a)
+    reference = SPECS["gelu_tanh_and_mul"].reference(np, {"x": BF16.to_float64(np, x)}, {})["out"]
+    assert reference[0, 0] < -1e17 and reference[0, 1] == 0 and np.signbit(reference[0, 1])
+    assert math.isnan(reference[0, 2]) and reference[0, 3] == math.inf
+    dims = {"tokens": 1, "d": d}
+    kernel = _stand_in("gelu_tanh_and_mul", {"x": x}, dims, gelu_tanh_good, (1, d))
+    tolerance = SPECS["gelu_tanh_and_mul"].contract.tolerance["bfloat16"]
+    finite = np.isfinite(reference)
+    error = np.abs(kernel[finite] - reference[finite])
+    assert (error <= tolerance.atol + tolerance.rtol * np.abs(reference[finite])).all()
+    assert np.isnan(kernel[0, 2]) and kernel[0, 3] == math.inf
+
+
+def test_fp8_quant_inputs_stay_finite_so_a_nan_in_out_is_always_poison() -> None:
+    spec = SPECS["per_token_fp8_quant"]
+    assert next(a for a in spec.contract.args if a.name == "x").finite
+    dims = {"tokens": 64, "hidden": 4096}
+    case = make_case(spec, dims, "bfloat16", np.random.default_rng(7))
+    scenarios.apply(spec, case.arrays, "bfloat16", np.random.default_rng(8))
+    x = BF16.to_float64(np, case.arrays["x"])
+    assert np.isfinite(x).all() and (np.abs(x) == BF16_LARGEST).any()
+
+    def writes_a_nan(case: Case, launch: int) -> None:
+        fp8_good(case, launch)
+        case.arrays["out"][0, 0] = 0x7F  # E4M3's positive NaN
+
+    verdict = _rejected("per_token_fp8_quant", writes_a_nan, {"tokens": 5, "hidden": 272})
+    # the poison's sign decides which: its own bits read as unwritten, the other NaN as a
+    # mismatch (no finite row's reference is NaN); never accepted
+    assert verdict.reason in {"unwritten_output", "mismatch"}
+    assert verdict.evidence is not None and verdict.evidence.arg == "out"

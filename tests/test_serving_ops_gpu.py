@@ -56,6 +56,8 @@ def test_naive_and_production_pass_and_production_is_timed(evaluator: Evaluator,
     _record(f"{op}/naive: {'accepted' if checked.accepted else 'REJECTED'}: {checked.message}")
     assert checked.accepted, checked.model_dump_json(indent=1)
     assert checked.cases_checked >= shapes * len(contract.dtypes)
+    # the whole domain (issue 22: its shapes and the whole_type values) was checked too
+    assert any(note.startswith("domain suite:") for note in checked.notes), checked.notes
 
     evaluation = evaluator.evaluate(spec, naive, production)
     verdict, bench = evaluation.verdict, evaluation.bench

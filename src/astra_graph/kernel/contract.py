@@ -18,6 +18,7 @@ contract's own.
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -129,6 +130,12 @@ class TensorArg(Strict):
     role: Literal["input", "output", "inout"]
     align: int = Field(16, ge=1, description="guaranteed byte alignment of the base pointer")
     init: InitSpec = InitSpec()
+    finite: bool = Field(
+        False,
+        description="NaN and +-inf are outside the op's domain for this input: the checks draw "
+        "only finite values for it (an op whose outputs cannot otherwise tell a NaN input from "
+        "an unwritten, NaN-poisoned output, such as a quantization to float8_e4m3fn)",
+    )
     description: str = ""
 
     @field_validator("dtype")
@@ -303,6 +310,12 @@ class Contract(Strict):
                 if arg_name not in inputs:
                     raise ValueError(
                         f"specials[{i}].{field}: {arg_name!r} is not an input argument"
+                    )
+            for arg_name, values in special.values.items():
+                if inputs[arg_name].finite and not all(math.isfinite(v) for v in values):
+                    raise ValueError(
+                        f"specials[{i}].values.{arg_name}: {arg_name!r} is declared finite; "
+                        "expected finite values only"
                     )
             for target, source in special.same_as.items():
                 a, b = inputs[target], inputs[source]
