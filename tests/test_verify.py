@@ -135,6 +135,28 @@ def test_nan_passes_where_the_reference_is_infinite_and_a_number_does_not() -> N
     assert found is not None and found.index == [0, 0]
 
 
+def test_an_infinity_passes_only_where_the_tolerance_reaches_it() -> None:
+    """fp16's largest is 65504 and 65520 rounds to inf: a reference of 65519.997 rounds to
+    65504, fp32 math one ulp above it to inf; far from the edge, or of the other sign, inf
+    fails."""
+    reference = np.array([[65519.997, 60000.0]])
+    got = _storage("float16", np.array([[np.inf, 60000.0]]))
+    assert output_error(SILU.contract, OUT, "float16", got, reference).finding is None
+    got = _storage("float16", np.array([[-np.inf, 60000.0]]))
+    assert output_error(SILU.contract, OUT, "float16", got, reference).finding is not None
+    got = _storage("float16", np.array([[65504.0, np.inf]]))
+    found = output_error(SILU.contract, OUT, "float16", got, reference).finding
+    assert found is not None and found.index == [0, 1]
+
+
+def test_nan_passes_where_the_reference_rounds_to_infinity() -> None:
+    """A bf16 rotation of values near the largest: float64 gives -4.9e38 (-inf in bf16), fp32
+    math inf - inf."""
+    reference = np.array([[-4.9e38, 1.0]])
+    got = _storage("bfloat16", np.array([[np.nan, 1.0]]))
+    assert output_error(SILU.contract, OUT, "bfloat16", got, reference).finding is None
+
+
 def test_nan_passes_only_where_the_reference_is_nan_or_infinite() -> None:
     reference = np.array([[np.nan, 1.0]])
     got = _storage("float16", np.array([[np.nan, 1.0]]))

@@ -43,7 +43,8 @@ __global__ void merge_attn_states_lse_naive(const T* v_a, const float* s_a, cons
         const long long row = i / head_dim;  // token * heads + head
         const float sa = s_a[row];
         const float sb = s_b[row];
-        const float m = fmaxf(sa, sb);
+        // NaN propagates as the contract's max does (fmaxf alone would drop it)
+        const float m = (sa != sa || sb != sb) ? __int_as_float(0x7fffffff) : fmaxf(sa, sb);
         const Pack<T, kWidth> a = *reinterpret_cast<const Pack<T, kWidth>*>(v_a + i);
         const Pack<T, kWidth> b = *reinterpret_cast<const Pack<T, kWidth>*>(v_b + i);
         Pack<T, kWidth> out;

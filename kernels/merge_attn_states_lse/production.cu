@@ -122,7 +122,10 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
     const float wb = ex2(fmaxf(sb - m, neg_inf()));
     const float sum = wa + wb;  // in [1, 2], or 0 when both sides are empty
     const float inv = sum > 0.0f ? rcp(sum) : 0.0f;
-    const float ka = wa * inv;
+    // a NaN or +inf LSE has no weight: the contract's max propagates NaN and +inf - +inf is
+    // NaN, so the reference's v and s are NaN there; the fmaxf guard above would weigh it 0
+    const bool undefined = (sa != sa) | (sb != sb) | (m == __int_as_float(0x7f800000));
+    const float ka = undefined ? __int_as_float(0x7fffffff) : wa * inv;
     const float kb = wb * inv;
 
 #pragma unroll
@@ -144,6 +147,7 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
         // rather than branches, so the store waits on nothing but lg2
         const float merged = lg2(sum) + m;
         const float one_side = wb == 0.0f ? sa : sb;
-        s_merged[row] = (wa == 0.0f || wb == 0.0f) ? one_side : merged;
+        const float defined = (wa == 0.0f || wb == 0.0f) ? one_side : merged;
+        s_merged[row] = undefined ? __int_as_float(0x7fffffff) : defined;
     }
 }
