@@ -20,9 +20,12 @@ pytestmark = pytest.mark.gpu
 
 REDTEAM = Path(__file__).resolve().parents[1] / "benchmarks" / "redteam"
 
-# kernel -> (reasons that name its class, a word the message or evidence must contain)
-CLASSES = {
-    "silu_and_mul/capped_grid_no_row_loop": ({"unwritten_output"}, "domain"),
+# kernel -> (reasons that name its class, words of which the message or evidence must contain
+# one: the defences that close the class)
+CLASSES: dict[str, tuple[set[str], str | tuple[str, ...]]] = {
+    # rows beyond the suites: the domain suite's maxima, or the random sample over the whole
+    # domain (on the H100 at 160c3d6 it was the random 33301x88 that caught it first)
+    "silu_and_mul/capped_grid_no_row_loop": ({"unwritten_output"}, ("domain", "random")),
     "silu_and_mul/grid_y_per_token": ({"domain"}, "65535"),
     "silu_and_mul/requires_half_the_tokens": ({"domain"}, "tokens <= 32768"),
     "silu_and_mul/int32_offsets": (
@@ -33,7 +36,12 @@ CLASSES = {
     "silu_and_mul/zero_prefix_row_shortcut": ({"mismatch"}, "zero_prefix"),
     "silu_and_mul/tile_tail_skipped_wide": ({"unwritten_output", "mismatch"}, ""),
     "fused_add_rmsnorm/smem_8_bytes_per_element": ({"domain"}, "smem"),
-    "fused_add_rmsnorm/overflow_row_written_as_zeros": ({"mismatch"}, "whole_type"),
+    # a sum of squares past fp32: bf16's largest values (whole_type) or large row magnitudes
+    # (large_magnitude: first on the H100 at 160c3d6)
+    "fused_add_rmsnorm/overflow_row_written_as_zeros": (
+        {"mismatch"},
+        ("whole_type", "large_magnitude"),
+    ),
     "merge_attn_states_lse/lse_biased_up": ({"mismatch"}, "precision loss"),
     "merge_attn_states_lse/heads_64_to_128_drop_b": ({"mismatch"}, ""),
 }
@@ -55,7 +63,8 @@ def test_each_red_team_class_is_rejected_naming_it(evaluator: Evaluator, name: s
     print(f"{name}: {verdict.reason}: {verdict.message} | {evidence[:300]}")
     assert not verdict.accepted, verdict.message
     assert verdict.reason in reasons, verdict.model_dump_json(indent=1)
-    assert word in verdict.message + evidence, verdict.model_dump_json(indent=1)
+    words = (word,) if isinstance(word, str) else word
+    assert any(w in verdict.message + evidence for w in words), verdict.model_dump_json(indent=1)
     if verdict.evidence is not None and verdict.evidence.suite == "domain":
         assert verdict.evidence.seed is not None  # the plan can be replayed
 
