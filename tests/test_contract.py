@@ -302,28 +302,35 @@ def test_contract_error_is_one_line_naming_the_field(
     assert contract_error(tmp_path, edited(old, new)).startswith(expected)
 
 
-def test_a_finite_input_takes_no_infinite_special_and_stays_finite_in_every_check(
-    tmp_path: Path,
-) -> None:
-    finite = edited('name = "x"\n', 'name = "x"\nfinite = true\n')
+def test_an_input_meets_only_the_non_finite_values_its_domain_holds(tmp_path: Path) -> None:
+    finite = edited('name = "x"\n', 'name = "x"\nnon_finite = []\n')
     message = contract_error(
         tmp_path, edited("values = { x = [-1000.0", "values = { x = [-inf", finite)
     )
-    assert message.startswith("specials[0].values.x: 'x' is declared finite")
+    assert message.startswith("specials[0].values.x: -inf is outside 'x''s domain")
+    minus_inf = edited('name = "x"\n', 'name = "x"\nnon_finite = ["-inf"]\n')
+    (tmp_path / "lse").mkdir()
+    lse = edited("values = { x = [-1000.0", "values = { x = [-inf", minus_inf)
+    assert load_contract(write_op(tmp_path / "lse", lse))
     (tmp_path / "ok").mkdir()
     spec = load_contract(write_op(tmp_path / "ok", finite))
-    assert [a.finite for a in spec.contract.args if a.name in ("x", "w")] == [True, False]
+    assert [a.non_finite for a in spec.contract.args if a.name in ("x", "w")] == [
+        [],
+        ["nan", "inf", "-inf"],
+    ]
     for name in ("float16", "bfloat16"):
-        kept = scenarios.type_values(DTYPES[name], finite=True)
+        kept = scenarios.type_values(DTYPES[name], [])
         assert all(math.isfinite(v) for v in kept)
         assert set(kept) < set(scenarios.type_values(DTYPES[name])) - {math.nan}
+        only = [v for v in scenarios.type_values(DTYPES[name], ["-inf"]) if not math.isfinite(v)]
+        assert only == [-math.inf]
     # 2048 one-element rows of w: ~146 carry its whole_type scenario, so both NaN and inf appear
     case = make_case(spec, {"tokens": 64, "hidden": 2048}, "float16", np.random.default_rng(5))
     scenarios.apply(spec, case.arrays, "float16", np.random.default_rng(6))
     x = DTYPES["float16"].to_float64(np, case.arrays["x"])
     w = DTYPES["float16"].to_float64(np, case.arrays["w"])
     assert np.isfinite(x).all() and (np.abs(x) == 65504.0).any()  # the largest finite stays
-    assert np.isnan(w).any() and np.isinf(w).any()  # an input not declared finite meets both
+    assert np.isnan(w).any() and np.isinf(w).any()  # an input of the default domain meets both
 
 
 def test_misspelt_dim_fixture_gives_exactly_one_line() -> None:

@@ -5,7 +5,7 @@ kernel can neither recognise it nor leave it in place unnoticed: :func:`nan_pois
 NaNs whose payloads are random but never a canonical NaN's (float8_e4m3fn has one NaN per sign
 and no payload: its poison is that NaN with a random sign, which a saturating conversion never
 produces from a number; a kernel that writes NaN there reads as not writing, so a contract with
-such an output keeps NaN out of its domain: ``finite = true`` on the inputs a NaN would come
+such an output keeps NaN out of its domain: ``non_finite = []`` on the inputs a NaN would come
 from, as per_token_fp8_quant's ``x``). Arithmetic only
 ever produces canonical NaNs, so an element whose bits still equal its poison's was not
 written. Integer outputs get random bits. (The later runs start from a plausible stale result

@@ -17,7 +17,7 @@
   ``whole_type_<input>`` scenario per floating input: in its rows :data:`WHOLE_TYPE_FRACTION`
   of that input's elements take a value of :func:`type_values` (NaN, +-inf, +-0, the smallest
   and largest subnormal, +-the largest finite: for bf16 its square overflows an fp32 sum of
-  squares; no NaN or +-inf for an input the contract marks ``finite = true``, outside the op's
+  squares; of NaN and +-inf only those the input's ``non_finite`` keeps in the op's
   domain), one input per scenario so that each value's effect is the reference's own
   propagation of it, not an interaction of two. Red-team kernels that squashed a NaN or -inf
   gate to 0 or wrote zeros for a row whose sum of squares overflows passed without them.
@@ -33,14 +33,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import array_module
-from astra_graph.kernel.contract import OperationSpec, Special
+from astra_graph.kernel.contract import NON_FINITE, OperationSpec, Special
 from astra_graph.kernel.dtypes import DType
 
 WHOLE_TYPE_FRACTION = 1 / 16
@@ -76,17 +76,16 @@ def _row_factors(xp: Any, rows: int, low: float, high: float, u: Any) -> Any:
     return xp.exp(math.log(low) + (math.log(high) - math.log(low)) * u[:rows])
 
 
-def type_values(element: DType, finite: bool = False) -> list[float]:
-    """The special values of a floating type: NaN, +-inf (left out when ``finite``: the
-    contract's ``finite = true`` on the input), +-0, the smallest and (negated) the largest
-    subnormal, and +-the largest finite value."""
+def type_values(element: DType, non_finite: Sequence[str] = NON_FINITE) -> list[float]:
+    """The special values of a floating type: the non-finite ones the input's domain holds
+    (the contract's ``non_finite``, all of NaN, +inf and -inf by default), +-0, the smallest
+    and (negated) the largest subnormal, and +-the largest finite value."""
     mantissa, exponent = _FLOAT_LAYOUT[element.name]
     emin = 2 - 2 ** (exponent - 1)
     largest = (2 - 2.0**-mantissa) * 2.0 ** (2 ** (exponent - 1) - 1)
     tiny = 2.0 ** (emin - mantissa)
-    non_finite = [] if finite else [math.nan, math.inf, -math.inf]
     return [
-        *non_finite,
+        *(float(name) for name in non_finite),
         0.0,
         -0.0,
         tiny,
@@ -121,7 +120,7 @@ def _type_specials(spec: OperationSpec, dtype: str) -> list[Special]:
     return [
         Special(
             name=f"whole_type_{name}",
-            values={name: type_values(contract.dtype_of(args[name], dtype), args[name].finite)},
+            values={name: type_values(contract.dtype_of(args[name], dtype), args[name].non_finite)},
             # a 1-D input's rows are single elements: each of its scenario rows gets a value
             fraction=WHOLE_TYPE_FRACTION if len(args[name].shape) > 1 else 1.0,
         )

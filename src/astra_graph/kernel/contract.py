@@ -45,6 +45,9 @@ HIDDEN_SUITES = ("heldout",)
 """Suites whose shapes no agent may see: a check's message on them names no shape (the
 evaluator leaves them to the worker, whose rejections there name none)."""
 ELEM_BYTES = "elem_bytes"
+NonFinite = Literal["nan", "inf", "-inf"]
+NON_FINITE: tuple[NonFinite, ...] = ("nan", "inf", "-inf")
+"""Every non-finite value, by the names ``non_finite`` uses (``float(name)`` reads each)."""
 """Name bound in expressions to the byte size of the element type under test."""
 
 
@@ -130,11 +133,12 @@ class TensorArg(Strict):
     role: Literal["input", "output", "inout"]
     align: int = Field(16, ge=1, description="guaranteed byte alignment of the base pointer")
     init: InitSpec = InitSpec()
-    finite: bool = Field(
-        False,
-        description="NaN and +-inf are outside the op's domain for this input: the checks draw "
-        "only finite values for it (an op whose outputs cannot otherwise tell a NaN input from "
-        "an unwritten, NaN-poisoned output, such as a quantization to float8_e4m3fn)",
+    non_finite: list[NonFinite] = Field(
+        default_factory=lambda: list(NON_FINITE),
+        description="the non-finite values in the op's domain for this input (the checks draw "
+        "only these besides finite values): [] for an op whose outputs cannot otherwise tell a "
+        "NaN input from an unwritten, NaN-poisoned output (a quantization to float8_e4m3fn), "
+        '["-inf"] for a log-sum-exp whose empty side is -inf but that is never NaN or +inf',
     )
     description: str = ""
 
@@ -312,10 +316,12 @@ class Contract(Strict):
                         f"specials[{i}].{field}: {arg_name!r} is not an input argument"
                     )
             for arg_name, values in special.values.items():
-                if inputs[arg_name].finite and not all(math.isfinite(v) for v in values):
+                allowed = inputs[arg_name].non_finite
+                outside = [v for v in values if not math.isfinite(v) and str(v) not in allowed]
+                if outside:
                     raise ValueError(
-                        f"specials[{i}].values.{arg_name}: {arg_name!r} is declared finite; "
-                        "expected finite values only"
+                        f"specials[{i}].values.{arg_name}: {outside[0]} is outside "
+                        f"{arg_name!r}'s domain; expected finite values or one of {allowed}"
                     )
             for target, source in special.same_as.items():
                 a, b = inputs[target], inputs[source]
