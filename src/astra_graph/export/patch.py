@@ -176,22 +176,26 @@ def kernel_copies(run: FinishedRun) -> tuple[list[str], str]:
     return includes, "\n\n".join(copies)
 
 
+_CPP_TYPES = {
+    "Tensor": "const torch::Tensor&",
+    "Tensor!": "const torch::Tensor&",
+    "float": "double",
+    "int": "int64_t",
+}
+"""The C++ parameter types of torch's schema types (the launcher's own signature)."""
+
+
 def dispatcher(run: FinishedRun, arch: str) -> str:
-    """``namespace astra_<op> { bool launch(...) }``: the host-side dispatch in C++."""
-    spec, fw, header = run.spec, run.framework, run.impl.header
-    contract = spec.contract
-    op = spec.name
-    by_contract = fw.by_contract()
-    tensor_of = {a.name: by_contract[a.name].name for a in contract.args}
-    cpp_types = {
-        "Tensor": "const torch::Tensor&",
-        "Tensor!": "const torch::Tensor&",
-        "float": "double",
-        "int": "int64_t",
-    }  # the C++ types of torch's schema types
-    params = [f"{cpp_types[s.kind]} {s.name}" for s in fw.args]
+    """``namespace astra_<op> { bool launch(...) }``: the host-side dispatch in C++.
+
+    Written in the order the function runs: the opening and the GPU check, the per-tensor and
+    dtype checks, the dims and the verified domain, the bucket's setting, then one ``case`` per
+    setting that launches; every step's lines return false for what it does not cover."""
+    fw = run.framework
+    op = run.spec.name
+    tensor_of = {a.name: fw.by_contract()[a.name].name for a in run.spec.contract.args}
+    params = [f"{_CPP_TYPES[s.kind]} {s.name}" for s in fw.args]
     major, minor = arch.removeprefix("sm_")[:-1], arch[-1]
-    typed = next((a for a in contract.args if a.dtype == TYPE_PARAMETER), contract.args[0])
     lines = [
         f"namespace astra_{op} {{",
         HELPERS,
@@ -203,6 +207,25 @@ def dispatcher(run: FinishedRun, arch: str) -> str:
         "  const auto* props = at::cuda::getCurrentDeviceProperties();",
         f"  if (props->major != {major} || props->minor != {minor}) return false;",
     ]
+    lines += _tensor_checks(run, tensor_of)
+    lines += _dim_checks(run, tensor_of)
+    settings = settings_used(run)
+    lines += _setting_choice(run, settings)
+    lines.append("  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();")
+    lines.append("  switch (setting) {")
+    for i, setting in enumerate(settings):
+        lines += _setting_case(run, tensor_of, i, setting)
+    lines += ["  }", "  return false;", "}", f"}}  // namespace astra_{op}"]
+    return "\n".join(lines)
+
+
+def _tensor_checks(run: FinishedRun, tensor_of: dict[str, str]) -> list[str]:
+    """Per tensor: on the GPU, contiguous, aligned as the contract says and of its rank; then
+    ``dtype_index`` (the contract dtype of the type-parameter tensor) and every tensor's dtype
+    against it, so the launch below can pick the kernel instantiation by index."""
+    contract = run.spec.contract
+    typed = next((a for a in contract.args if a.dtype == TYPE_PARAMETER), contract.args[0])
+    lines = []
     for a in contract.args:
         t = tensor_of[a.name]
         lines.append(
@@ -231,6 +254,14 @@ def dispatcher(run: FinishedRun, arch: str) -> str:
     item_sizes = ", ".join(str(DTYPES[d].itemsize) for d in contract.dtypes)
     lines.append(f"  const int64_t item_sizes[] = {{{item_sizes}}};")
     lines.append("  [[maybe_unused]] const int64_t elem_bytes = item_sizes[dtype_index];")
+    return lines
+
+
+def _dim_checks(run: FinishedRun, tensor_of: dict[str, str]) -> list[str]:
+    """The dims read from the tensors' sizes, each inside the verified domain, and every size
+    equal to the contract's shape over those dims: only verified shapes reach the kernel."""
+    spec = run.spec
+    lines = []
     for dim, (arg, axis, factor) in dim_sources(spec).items():
         t = tensor_of[arg]
         lines.append(f"  if ({t}.size({axis}) % {factor} != 0) return false;")
@@ -239,11 +270,19 @@ def dispatcher(run: FinishedRun, arch: str) -> str:
         lines.append(
             f"  if ({dim} < {low} || {dim} > {high} || {dim} % {multiple} != 0) return false;"
         )
-    for a in contract.args:
+    for a in spec.contract.args:
         for axis, entry in enumerate(a.shape):
             lines.append(f"  if ({tensor_of[a.name]}.size({axis}) != {cpp(entry)}) return false;")
+    return lines
+
+
+def _setting_choice(run: FinishedRun, settings: list[dict[str, int]]) -> list[str]:
+    """The shape's bucket (decode or not, row class by bytes per row, as
+    :mod:`astra_graph.harness.buckets` computes it) and ``setting``: the index in ``settings``
+    of the dispatch table's verified choice for that bucket, else 0 (the defaults)."""
+    contract = run.spec.contract
     rows = next(iter(contract.dims))
-    lines += [
+    lines = [
         f"  const int64_t rows = std::max<int64_t>({rows}, 1);",
         f"  [[maybe_unused]] const bool decode = rows <= {DECODE_MAX_ROWS};",
         f"  const double row_bytes = double({cpp(contract.bytes_moved)}) / double(rows);",
@@ -254,7 +293,6 @@ def dispatcher(run: FinishedRun, arch: str) -> str:
     class_index = {name: i for i, (_, name) in enumerate(classes)} | {
         LARGEST_ROW_CLASS: len(classes)
     }
-    settings = settings_used(run)
     lines.append("  int setting = 0;  // the implementation's defaults")
     for chosen in run.dispatch.dispatch if run.dispatch else []:
         if not chosen.verified:
@@ -265,48 +303,59 @@ def dispatcher(run: FinishedRun, arch: str) -> str:
             f"  if ({'' if phase == 'decode' else '!'}decode && row_class == "
             f"{class_index[row_class]}) setting = {index};  // {chosen.bucket}"
         )
-    lines.append("  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();")
-    lines.append("  switch (setting) {")
+    return lines
+
+
+def _setting_case(
+    run: FinishedRun, tensor_of: dict[str, str], i: int, setting: dict[str, int]
+) -> list[str]:
+    """``case i``: the setting's tunables as constants, the header's requirements, the launch
+    geometry, and per dtype the launch of that setting's kernel copy with the bound arguments."""
+    contract, header = run.spec.contract, run.impl.header
+    lines = [f"    case {i}: {{"]
+    for name, value in sorted(setting.items()):
+        lines.append(f"      [[maybe_unused]] const int64_t {name} = {value};")
+    for clause in header.requires:
+        lines.append(f"      if (!({cpp(clause)})) return false;")
+    lines.append(f"      const dim3 grid = {cpp.dims3(header.grid)};")
+    lines.append(f"      const dim3 block = {cpp.dims3(header.block)};")
+    lines.append(f"      const int64_t smem = {cpp(header.smem)};")
+    for d, dtype in enumerate(contract.dtypes):
+        entry = header.entry_for(DTYPES[dtype], setting).lstrip(":")
+        lines += [
+            f"      if (dtype_index == {d}) {{",
+            f"        auto kernel = astra_{run.spec.name}_{i}::{entry};",
+            f"        if (smem > {DEFAULT_SMEM_LIMIT}) cudaFuncSetAttribute(kernel, "
+            "cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));",
+            f"        kernel<<<grid, block, smem, stream>>>"
+            f"({', '.join(_kernel_args(run, tensor_of, dtype))});",
+            "        return true;",
+            "      }",
+        ]
+    lines.append("      return false;")
+    lines.append("    }")
+    return lines
+
+
+def _kernel_args(run: FinishedRun, tensor_of: dict[str, str], dtype: str) -> list[str]:
+    """The kernel's arguments in binding order: tensors as typed pointers, a scalar with a
+    default from the launcher's own argument, and every computed value from the dims."""
+    contract = run.spec.contract
+    by_contract = run.framework.by_contract()
     scalars = {s.name: s for s in contract.scalars}
-    for i, setting in enumerate(settings):
-        lines.append(f"    case {i}: {{")
-        for name, value in sorted(setting.items()):
-            lines.append(f"      [[maybe_unused]] const int64_t {name} = {value};")
-        for clause in header.requires:
-            lines.append(f"      if (!({cpp(clause)})) return false;")
-        lines.append(f"      const dim3 grid = {cpp.dims3(header.grid)};")
-        lines.append(f"      const dim3 block = {cpp.dims3(header.block)};")
-        lines.append(f"      const int64_t smem = {cpp(header.smem)};")
-        for d, dtype in enumerate(contract.dtypes):
-            element = DTYPES[dtype]
-            entry = header.entry_for(element, setting).lstrip(":")
-            args = []
-            for b in run.impl.bindings:
-                if b.kind == "tensor":
-                    tensor = next(a for a in contract.args if a.name == b.name)
-                    ctype = contract.dtype_of(tensor, dtype).ctype
-                    args.append(f"reinterpret_cast<{ctype}*>({tensor_of[b.name]}.data_ptr())")
-                elif b.kind == "scalar" and scalars[b.name].default is not None:
-                    args.append(
-                        f"static_cast<{_C_TYPES[b.dtype or 'int32']}>({by_contract[b.name].name})"
-                    )
-                else:
-                    computed = b.value if b.kind == "expr" else scalars[b.name].value
-                    assert computed is not None  # computed from the dims
-                    args.append(f"static_cast<{_C_TYPES[b.dtype or 'int32']}>({cpp(computed)})")
-            lines += [
-                f"      if (dtype_index == {d}) {{",
-                f"        auto kernel = astra_{op}_{i}::{entry};",
-                f"        if (smem > {DEFAULT_SMEM_LIMIT}) cudaFuncSetAttribute(kernel, "
-                "cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));",
-                f"        kernel<<<grid, block, smem, stream>>>({', '.join(args)});",
-                "        return true;",
-                "      }",
-            ]
-        lines.append("      return false;")
-        lines.append("    }")
-    lines += ["  }", "  return false;", "}", f"}}  // namespace astra_{op}"]
-    return "\n".join(lines)
+    args = []
+    for b in run.impl.bindings:
+        if b.kind == "tensor":
+            tensor = next(a for a in contract.args if a.name == b.name)
+            ctype = contract.dtype_of(tensor, dtype).ctype
+            args.append(f"reinterpret_cast<{ctype}*>({tensor_of[b.name]}.data_ptr())")
+        elif b.kind == "scalar" and scalars[b.name].default is not None:
+            args.append(f"static_cast<{_C_TYPES[b.dtype or 'int32']}>({by_contract[b.name].name})")
+        else:
+            computed = b.value if b.kind == "expr" else scalars[b.name].value
+            assert computed is not None  # computed from the dims
+            args.append(f"static_cast<{_C_TYPES[b.dtype or 'int32']}>({cpp(computed)})")
+    return args
 
 
 def patched_text(run: FinishedRun, original: str, where: str, arch: str) -> str:
