@@ -366,6 +366,28 @@ def _place(start: _Start, runs_dir: str | Path | None, resume: str | Path | None
     )
 
 
+def _start_evaluator_and_place(
+    start: _Start,
+    runs_dir: str | Path | None,
+    resume: str | Path | None,
+    evaluator: EvaluatorLike | None,
+) -> tuple[EvaluatorLike, EvaluatorLike | None, State]:
+    """The evaluator (the given one, else :func:`default_evaluator` started here), the one this
+    call owns and must close (None when given), and the placed initial state. The default
+    evaluator starts before the run directory is placed, as before; if placing fails it is
+    closed here, since no ``ExitStack`` owns it yet."""
+    owned = None  # the evaluator this call starts (and closes), if none was given
+    if evaluator is None:
+        owned = evaluator = default_evaluator()
+    try:
+        initial = _place(start, runs_dir, resume)
+    except BaseException:
+        if owned is not None:
+            owned.close()
+        raise
+    return evaluator, owned, initial
+
+
 def optimize(
     kernel_path: str | Path | Target | None,
     rounds: int = 5,
@@ -426,15 +448,7 @@ def optimize(
         tune_budget_s=tune_budget_s,
     )
     start = _prepare(kernel_path, resume, settings, agents, rounds, candidates)
-    owned = None  # the evaluator this call starts (and closes), if none was given
-    if evaluator is None:
-        owned = evaluator = default_evaluator()
-    try:
-        initial = _place(start, runs_dir, resume)
-    except BaseException:
-        if owned is not None:
-            owned.close()
-        raise
+    evaluator, owned, initial = _start_evaluator_and_place(start, runs_dir, resume, evaluator)
     initial.max_repairs = max_repairs
     with ExitStack() as stack:
         if owned is not None:
