@@ -160,34 +160,15 @@ def _agent_models(items: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """``astra optimize``: check everything, open the evaluation pool, then run one kernel (or
+    resume one run) through :func:`optimize`, or several through ``astra_graph.run.many``; the
+    exit status is the outcome's (1 a failed run, :data:`INTERRUPTED` an interrupted one)."""
     if args.kernels and args.resume is not None:
         raise UsageError("--resume: continues one run; give no KERNEL with it")
     agents: AgentMode = "multi" if args.agents == EXTERNAL else args.agents
-    settings = LLMSettings(
-        model=EXTERNAL if args.agents == EXTERNAL else args.model,
-        base_url=args.base_url,
-        agent_models=_agent_models(args.agent_model),
-        max_retries=args.retries,
-        timeout_s=args.llm_timeout,
-        max_output_tokens=args.max_output_tokens,
-        reasoning_effort=args.reasoning_effort,
-    )
+    settings = _llm_settings(args)
     kernels = expand_kernels(args.kernels)
-    try:  # the same check as optimize() from Python, before any pool or process starts
-        check_arguments(
-            kernel_path=kernels[0] if kernels else None,
-            resume=args.resume,
-            answer=None,
-            rounds=args.rounds,
-            max_repairs=args.max_repairs,
-            candidates=args.candidates,
-            agents=agents,
-            timing_mode=args.mode,
-            settings=settings,
-            tune_budget_s=args.tune_budget,
-        )
-    except ConfigurationError as exc:
-        raise UsageError(str(exc)) from None
+    _check(args, kernels, agents, settings)
     offline = endpoint_problem(settings, AGENTS_BY_MODE[agents])
     # a bad kernel is bad input (exit 2) before any pool or process starts; a lone kernel is
     # handed to optimize() resolved, so that it is resolved once
@@ -240,6 +221,42 @@ def run(args: argparse.Namespace) -> int:
             print(f"astra optimize: {exc}; continue with --resume {exc.run_dir}", file=sys.stderr)
             return INTERRUPTED
     return show_outcome(result, args.json)
+
+
+def _llm_settings(args: argparse.Namespace) -> LLMSettings:
+    """The chat settings the flags give; ``--agents external`` makes every agent's model the
+    external one (its requests become interrupts)."""
+    return LLMSettings(
+        model=EXTERNAL if args.agents == EXTERNAL else args.model,
+        base_url=args.base_url,
+        agent_models=_agent_models(args.agent_model),
+        max_retries=args.retries,
+        timeout_s=args.llm_timeout,
+        max_output_tokens=args.max_output_tokens,
+        reasoning_effort=args.reasoning_effort,
+    )
+
+
+def _check(
+    args: argparse.Namespace, kernels: list[str], agents: AgentMode, settings: LLMSettings
+) -> None:
+    """The same check as optimize() from Python, before any pool or process starts; a bad
+    argument is a UsageError (exit 2)."""
+    try:
+        check_arguments(
+            kernel_path=kernels[0] if kernels else None,
+            resume=args.resume,
+            answer=None,
+            rounds=args.rounds,
+            max_repairs=args.max_repairs,
+            candidates=args.candidates,
+            agents=agents,
+            timing_mode=args.mode,
+            settings=settings,
+            tune_budget_s=args.tune_budget,
+        )
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _pool(args: argparse.Namespace) -> GpuPool:
