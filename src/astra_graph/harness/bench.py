@@ -31,7 +31,7 @@ from __future__ import annotations
 import secrets
 import time
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -49,6 +49,10 @@ from astra_graph.harness.results import (
 )
 from astra_graph.harness.timed_copies import TIMED_CHECKED_COPIES, TimedCopies
 from astra_graph.kernel.contract import ContractError, OperationSpec
+
+if TYPE_CHECKING:  # annotations only: the launch module is imported where the GPU is used
+    from astra_graph.harness.launch import LoadedKernel
+    from astra_graph.kernel.header import Implementation
 
 
 @cache
@@ -122,19 +126,17 @@ def _time_shape(
 
 
 def run_bench(request: dict[str, Any]) -> dict[str, Any]:
-    """Time the request's candidate (and baseline) on its shapes; ``BenchReport.model_dump()``."""
+    """Time the request's candidate (and baseline) on its shapes; ``BenchReport.model_dump()``.
+
+    The steps, in the order the timing protocol runs them: check the request, measure the copy
+    bandwidth (unless overridden), start the clock, then per dtype compile both sides
+    (:func:`_compile_sides`) and time each shape (:func:`_bench_shape`), freeing the memory
+    pool after each dtype; last the geomean and the notes (:func:`_summarise`)."""
     import cupy
 
     from astra_graph.harness import worker
     from astra_graph.harness.compile import gpu_arch
-    from astra_graph.harness.errors import BaselineError, NoGpu
-    from astra_graph.harness.launch import (
-        CompileFailed,
-        InterfaceMismatch,
-        LaunchError,
-        load_kernel,
-        synchronize,
-    )
+    from astra_graph.harness.errors import NoGpu
 
     if gpu_arch() is None:
         raise NoGpu("no CUDA GPU visible to the evaluation worker")
@@ -145,7 +147,6 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
     spec = operation_spec(req.op)
     candidate = req.candidate.implementation(spec.contract)
     baseline = req.baseline.implementation(spec.contract) if req.baseline else None
-    base_tunables = req.baseline.tunables if req.baseline else {}
     shapes = _shapes(req, spec)
     dtypes = req.dtypes or spec.contract.dtypes[:1]
     for dtype in dtypes:
@@ -155,11 +156,6 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
         copy_gbps = req.copy_gbps
     else:
         copy_gbps, _ = roofline.copy_bandwidth_gbps()
-
-    def roof_for(mix: roofline.Traffic) -> float:
-        """The override when given (it stands for every roof), else the measured mix."""
-        return copy_gbps if req.copy_gbps is not None else roofline.achievable_gbps(mix)[0]
-
     report = BenchReport(
         op=spec.name,
         mode=req.mode,
@@ -176,51 +172,99 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
     largest = max(shapes, key=lambda d: spec.contract.bytes_for(d, dtypes[0]))
     for dtype in dtypes:
         worker.progress({"step": "compile", "dtype": dtype})
-        cand_kernel = load_kernel(spec, candidate, dtype, req.candidate.tunables)
-        base_kernel = None
-        if baseline is not None:
-            try:
-                base_kernel = load_kernel(spec, baseline, dtype, base_tunables)
-            except (CompileFailed, InterfaceMismatch) as exc:
-                raise BaselineError(f"baseline: {exc}") from None
+        cand_kernel, base_kernel = _compile_sides(req, spec, candidate, baseline, dtype)
         if dtype == dtypes[0]:
             report.resources["candidate"] = resources_of(cand_kernel, largest)
             if base_kernel is not None:
                 report.resources["baseline"] = resources_of(base_kernel, largest)
         for dims in shapes:
             kernels = [k for k in (cand_kernel, base_kernel) if k is not None]
-            unmet = [k.unsupported(dims) for k in kernels]
-            if any(unmet):
-                label = spec.contract.label(dims)
-                report.notes.append(
-                    f"{label} {dtype}: skipped, requires {next(u for u in unmet if u)}"
-                )
-                continue
-            worker.progress({"step": "timing", "dims": dims, "dtype": dtype})
-            sides = [TimedCopies(k, spec) for k in kernels]
-            mix = roofline.traffic(spec.contract, dims, dtype)
-            try:
-                measured, floor, launch = _time_shape(req, sides, dims, dtype, rng, mix)
-                synchronize(_timer().stream)
-            except LaunchError as exc:
-                report.rejection = _launch_failure(spec, dims, dtype, exc)
-                if exc.sticky:  # the context is dead: nothing more can run in this process
-                    worker.retire()
-                    report.seconds = time.perf_counter() - started
-                    return report.model_dump()
-                continue
-            mix_roof = roof_for(mix)
-            roof = mix_roof
-            if req.copy_gbps is None:  # an override stands as given
-                roof = roofline.shape_roof_gbps(roof, spec.contract.bytes_for(dims, dtype), floor)
-            shape = _shape_timing(
-                spec, dims, dtype, measured, roof, (floor, launch), req.mode, mix_roof
-            )
-            report.shapes.append(shape)
-            if report.rejection is None:
-                report.rejection = _rejection(spec, sides[0], shape, mix_roof)
-            del sides
+            if _bench_shape(req, spec, report, kernels, dims, dtype, rng, copy_gbps):
+                report.seconds = time.perf_counter() - started
+                return report.model_dump()
         cupy.get_default_memory_pool().free_all_blocks()
+    _summarise(req, report)
+    report.clock = _timer().clock.report()
+    report.seconds = time.perf_counter() - started
+    return report.model_dump()
+
+
+def _compile_sides(
+    req: BenchRequest,
+    spec: OperationSpec,
+    candidate: Implementation,
+    baseline: Implementation | None,
+    dtype: str,
+) -> tuple[LoadedKernel, LoadedKernel | None]:
+    """The candidate's and the baseline's kernels for ``dtype`` (the baseline's None when there
+    is none); a baseline that does not compile or does not match the interface is a
+    BaselineError, the candidate's failures propagate as they are."""
+    from astra_graph.harness.errors import BaselineError
+    from astra_graph.harness.launch import CompileFailed, InterfaceMismatch, load_kernel
+
+    base_tunables = req.baseline.tunables if req.baseline else {}
+    cand_kernel = load_kernel(spec, candidate, dtype, req.candidate.tunables)
+    base_kernel = None
+    if baseline is not None:
+        try:
+            base_kernel = load_kernel(spec, baseline, dtype, base_tunables)
+        except (CompileFailed, InterfaceMismatch) as exc:
+            raise BaselineError(f"baseline: {exc}") from None
+    return cand_kernel, base_kernel
+
+
+def _bench_shape(
+    req: BenchRequest,
+    spec: OperationSpec,
+    report: BenchReport,
+    kernels: list[LoadedKernel],
+    dims: dict[str, int],
+    dtype: str,
+    rng: Any,
+    copy_gbps: float,
+) -> bool:
+    """Time one shape and add its timing (or a note, or a rejection) to ``report``.
+
+    A shape some side's requirements exclude gets a note and is skipped. A launch failure sets
+    the rejection and skips the shape; a sticky one (the CUDA context is dead) retires the
+    worker and returns True: nothing more can run in this process, so the caller returns the
+    report as it is."""
+    from astra_graph.harness import worker
+    from astra_graph.harness.launch import LaunchError, synchronize
+
+    unmet = [k.unsupported(dims) for k in kernels]
+    if any(unmet):
+        label = spec.contract.label(dims)
+        report.notes.append(f"{label} {dtype}: skipped, requires {next(u for u in unmet if u)}")
+        return False
+    worker.progress({"step": "timing", "dims": dims, "dtype": dtype})
+    sides = [TimedCopies(k, spec) for k in kernels]
+    mix = roofline.traffic(spec.contract, dims, dtype)
+    try:
+        measured, floor, launch = _time_shape(req, sides, dims, dtype, rng, mix)
+        synchronize(_timer().stream)
+    except LaunchError as exc:
+        report.rejection = _launch_failure(spec, dims, dtype, exc)
+        if exc.sticky:  # the context is dead: nothing more can run in this process
+            worker.retire()
+            return True
+        return False
+    # the override, when given, stands for every roof; else the measured roof of the mix
+    mix_roof = copy_gbps if req.copy_gbps is not None else roofline.achievable_gbps(mix)[0]
+    roof = mix_roof
+    if req.copy_gbps is None:  # an override stands as given
+        roof = roofline.shape_roof_gbps(roof, spec.contract.bytes_for(dims, dtype), floor)
+    shape = _shape_timing(spec, dims, dtype, measured, roof, (floor, launch), req.mode, mix_roof)
+    report.shapes.append(shape)
+    if report.rejection is None:
+        report.rejection = _rejection(spec, sides[0], shape, mix_roof)
+    del sides
+    return False
+
+
+def _summarise(req: BenchRequest, report: BenchReport) -> None:
+    """The geomean speedup over the shapes that have one, and the notes on the whole run: graph
+    timing of short kernels, and the shapes whose times missed the precision target."""
     pairs = [(s.speedup, s.speedup_err or 0.0) for s in report.shapes if s.speedup]
     if pairs:
         report.geomean_speedup, report.geomean_speedup_err = timing.geomean_speedup(pairs)
@@ -240,9 +284,6 @@ def run_bench(request: dict[str, Any]) -> dict[str, Any]:
             f"budget ran out before the {100 * timing.TARGET_RSE:.1f}% target on "
             f"{', '.join(dict.fromkeys(unsettled))}: see each time's +-"
         )
-    report.clock = _timer().clock.report()
-    report.seconds = time.perf_counter() - started
-    return report.model_dump()
 
 
 def _shape_timing(
