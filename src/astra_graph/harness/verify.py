@@ -37,6 +37,7 @@ import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -74,6 +75,7 @@ from astra_graph.harness.thresholds import (
 )
 from astra_graph.kernel.contract import HIDDEN_SUITES, OperationSpec
 from astra_graph.kernel.dtypes import DType
+from astra_graph.kernel.header import Implementation
 
 LARGE_CASE_BYTES = 256 * 1024 * 1024
 """After a case this large the memory pool's cached blocks are released."""
@@ -603,10 +605,14 @@ def run_check(
     ``request`` is a :class:`~astra_graph.harness.payload.CheckRequest` (as a dict). Raises
     BaselineError when the baseline fails, and NoGpu. ``rng``, ``loader`` and ``arch`` replace
     the GPU's generator, ``launch.load_kernel`` and the GPU's architecture (CPU tests).
+
+    The steps, in order: compile both sides per dtype (:func:`_compile_sides`), find the
+    candidate's thresholds (:func:`_thresholds`), plan the cases, preflight each dtype's cases
+    (:func:`_preflight`), check every case (:func:`_check_cases`) and write the acceptance
+    (:func:`_accepted`). The first step that rejects returns its verdict.
     """
-    from astra_graph.harness import worker
     from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
-    from astra_graph.harness.launch import CompileFailed, InterfaceMismatch, load_kernel
+    from astra_graph.harness.launch import load_kernel
 
     if loader is None and gpu_arch() is None:
         raise NoGpu("no CUDA GPU visible to the evaluation worker")
@@ -617,39 +623,15 @@ def run_check(
     cand_impl = req.candidate.implementation(contract)
     base_impl = req.baseline.implementation(contract) if req.baseline else None
 
-    candidates, baselines = {}, {}
-    for dtype in contract.dtypes:
-        worker.progress({"step": "compile", "dtype": dtype}, watch=False)
-        if base_impl is not None and req.baseline is not None:
-            try:
-                baselines[dtype] = load(spec, base_impl, dtype, req.baseline.tunables)
-            except (CompileFailed, InterfaceMismatch) as exc:
-                raise BaselineError(f"baseline: {exc}") from None
-        try:
-            candidates[dtype] = load(spec, cand_impl, dtype, req.candidate.tunables)
-        except CompileFailed as exc:
-            evidence = Evidence(op=spec.name, dtype=dtype, detail=str(exc))
-            return Verdict.reject("compile_error", str(exc), evidence, log=exc.log).model_dump()
-        except InterfaceMismatch as exc:
-            evidence = Evidence(op=spec.name, dtype=dtype, detail=str(exc))
-            return Verdict.reject("interface_mismatch", str(exc), evidence).model_dump()
+    candidates, baselines, rejection = _compile_sides(req, spec, cand_impl, base_impl, load)
+    if rejection is not None:
+        return rejection
 
     def supported(dims: Mapping[str, int]) -> bool:
         return all(kernel.unsupported(dims) is None for kernel in baselines.values())
 
     notes: list[str] = []
-    found_thresholds: list[Threshold] = []
-    if req.domain:
-        found_thresholds = requires_thresholds(cand_impl.header.requires, spec)
-        try:
-            found_thresholds += code_thresholds(cand_impl.source, spec)
-        except ParserUnavailable as exc:
-            notes.append(str(exc))
-        if len(found_thresholds) > MAX_THRESHOLDS:
-            notes.append(
-                f"{len(found_thresholds)} thresholds in the candidate; the first "
-                f"{MAX_THRESHOLDS} tested"
-            )
+    found_thresholds = _thresholds(req, spec, cand_impl, notes)
     seed = secrets.randbits(63)
     planner = np.random.default_rng(seed)
     cases = plan_cases(
@@ -665,7 +647,86 @@ def run_check(
         thresholds=found_thresholds,
     )
     target = arch or gpu_arch() or DEFAULT_ARCH
-    partial = req.partial_kernels or contract.partial_kernels
+    kernel_domain, excluded, rejection = _preflight(req, spec, candidates, cases, target)
+    if rejection is not None:
+        return rejection
+
+    tally = _Tally()
+    generator = rng if rng is not None else _rng()
+    rejection = _check_cases(
+        req, spec, candidates, baselines, cases, excluded, generator, tally, notes
+    )
+    if rejection is not None:
+        return rejection
+    return _accepted(req, cases, tally, kernel_domain, notes)
+
+
+def _compile_sides(
+    req: CheckRequest,
+    spec: OperationSpec,
+    cand_impl: Implementation,
+    base_impl: Implementation | None,
+    load: Callable[..., Any],
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]:
+    """Per dtype, the baseline's kernel then the candidate's: (candidates, baselines, None), or
+    a rejection verdict (as a dict) for the candidate's compile error or interface mismatch.
+    A baseline that does not compile or does not match the interface raises BaselineError."""
+    from astra_graph.harness import worker
+    from astra_graph.harness.launch import CompileFailed, InterfaceMismatch
+
+    candidates: dict[str, Any] = {}
+    baselines: dict[str, Any] = {}
+    for dtype in spec.contract.dtypes:
+        worker.progress({"step": "compile", "dtype": dtype}, watch=False)
+        if base_impl is not None and req.baseline is not None:
+            try:
+                baselines[dtype] = load(spec, base_impl, dtype, req.baseline.tunables)
+            except (CompileFailed, InterfaceMismatch) as exc:
+                raise BaselineError(f"baseline: {exc}") from None
+        try:
+            candidates[dtype] = load(spec, cand_impl, dtype, req.candidate.tunables)
+        except CompileFailed as exc:
+            evidence = Evidence(op=spec.name, dtype=dtype, detail=str(exc))
+            rejection = Verdict.reject("compile_error", str(exc), evidence, log=exc.log)
+            return candidates, baselines, rejection.model_dump()
+        except InterfaceMismatch as exc:
+            evidence = Evidence(op=spec.name, dtype=dtype, detail=str(exc))
+            rejection = Verdict.reject("interface_mismatch", str(exc), evidence)
+            return candidates, baselines, rejection.model_dump()
+    return candidates, baselines, None
+
+
+def _thresholds(
+    req: CheckRequest, spec: OperationSpec, cand_impl: Implementation, notes: list[str]
+) -> list[Threshold]:
+    """With the domain suite on: the thresholds in the candidate's ``requires`` and code (the
+    domain suite tests each side of them); a missing parser or too many are noted."""
+    found_thresholds: list[Threshold] = []
+    if req.domain:
+        found_thresholds = requires_thresholds(cand_impl.header.requires, spec)
+        try:
+            found_thresholds += code_thresholds(cand_impl.source, spec)
+        except ParserUnavailable as exc:
+            notes.append(str(exc))
+        if len(found_thresholds) > MAX_THRESHOLDS:
+            notes.append(
+                f"{len(found_thresholds)} thresholds in the candidate; the first "
+                f"{MAX_THRESHOLDS} tested"
+            )
+    return found_thresholds
+
+
+def _preflight(
+    req: CheckRequest,
+    spec: OperationSpec,
+    candidates: dict[str, Any],
+    cases: list[CaseSpec],
+    target: str,
+) -> tuple[list[str], set[int], dict[str, Any] | None]:
+    """Each dtype's cases through :func:`preflight` before any launch: (the partial kernel's
+    domain, the ids of the cases outside it, None), or the rejection verdict (as a dict) of the
+    first case the kernel cannot launch."""
+    partial = req.partial_kernels or spec.contract.partial_kernels
     kernel_domain: list[str] = []
     excluded: set[int] = set()
     for dtype, candidate in candidates.items():
@@ -677,14 +738,43 @@ def run_check(
             verdict = _reject(
                 found.reason, found.problem, found.case, spec, detail=found.problem
             ).verdict
-            return verdict.model_copy(update={"suites": list(req.suites)}).model_dump()
+            rejection = verdict.model_copy(update={"suites": list(req.suites)}).model_dump()
+            return kernel_domain, excluded, rejection
         kernel_domain += [c for c in found.kernel_domain if c not in kernel_domain]
         excluded |= {id(of_dtype[i]) for i in found.excluded}
+    return kernel_domain, excluded, None
 
-    worst = 0.0
-    generator = rng if rng is not None else _rng()
+
+@dataclass
+class _Tally:
+    """What the checked cases add up to: the worst error ratio, the cases run, and the domain
+    suite's cases and seconds (reported in the notes)."""
+
+    worst: float = 0.0
+    run: int = 0
+    domain_run: int = 0
+    domain_seconds: float = 0.0
+
+
+def _check_cases(
+    req: CheckRequest,
+    spec: OperationSpec,
+    candidates: dict[str, Any],
+    baselines: dict[str, Any],
+    cases: list[CaseSpec],
+    excluded: set[int],
+    generator: Any,
+    tally: _Tally,
+    notes: list[str],
+) -> dict[str, Any] | None:
+    """Check every case not excluded, in plan order, with the full or the light protocol as the
+    free memory allows (a domain shape that fits neither is skipped and noted, as is one that
+    runs out of GPU memory); counts go to ``tally``. Returns the first rejection's verdict (as a
+    dict, with the cases checked so far), or None."""
+    from astra_graph.harness import worker
+
+    contract = spec.contract
     xp = array_module(generator.random(1))
-    domain_seconds, run, domain_run = 0.0, 0, 0
     for case in cases:
         if id(case) in excluded:
             continue
@@ -701,13 +791,13 @@ def run_check(
                     )
                     continue
                 check = check_case if mode == "full" else _light
-                worst = max(
-                    worst,
+                tally.worst = max(
+                    tally.worst,
                     check(spec, candidates[case.dtype], baselines.get(case.dtype), case, generator),
                 )
         except Rejected as rejected:
             return rejected.verdict.model_copy(
-                update={"cases_checked": run, "suites": list(req.suites), "notes": notes}
+                update={"cases_checked": tally.run, "suites": list(req.suites), "notes": notes}
             ).model_dump()
         except MemoryError:  # CuPy's OutOfMemoryError: the estimate fell short on this GPU
             if case.suite != DOMAIN_SUITE:
@@ -719,26 +809,37 @@ def run_check(
                 "out of GPU memory"
             )
             continue
-        run += 1
+        tally.run += 1
         if case.suite == DOMAIN_SUITE:
-            domain_seconds += time.perf_counter() - started
-            domain_run += 1
+            tally.domain_seconds += time.perf_counter() - started
+            tally.domain_run += 1
+    return None
+
+
+def _accepted(
+    req: CheckRequest,
+    cases: list[CaseSpec],
+    tally: _Tally,
+    kernel_domain: list[str],
+    notes: list[str],
+) -> dict[str, Any]:
+    """The accepting verdict (as a dict): what was checked, the worst error, and the notes."""
     shown = [*req.suites, *(["extra shapes"] if req.extra_shapes else [])]
     randoms = len({repr(c.dims) for c in cases if c.suite == "random"})
     if req.domain:
-        notes.append(f"domain suite: {domain_run} cases in {domain_seconds:.2f} s")
+        notes.append(f"domain suite: {tally.domain_run} cases in {tally.domain_seconds:.2f} s")
     if kernel_domain:
         notes.append(f"partial kernel: its domain is {' and '.join(kernel_domain)}")
     return Verdict(
         accepted=True,
         message=(
-            f"accepted: {run} cases ({', '.join(shown)}, {randoms} random shapes, "
-            f"{domain_run} domain shapes; special values in every case), worst error "
-            f"{worst:.2f} of the tolerance"
+            f"accepted: {tally.run} cases ({', '.join(shown)}, {randoms} random shapes, "
+            f"{tally.domain_run} domain shapes; special values in every case), worst error "
+            f"{tally.worst:.2f} of the tolerance"
         ),
-        cases_checked=run,
+        cases_checked=tally.run,
         suites=list(req.suites),
-        worst_error_ratio=worst,
+        worst_error_ratio=tally.worst,
         kernel_domain=kernel_domain,
         notes=notes,
     ).model_dump()
