@@ -54,6 +54,10 @@ def _bench_times(run: FinishedRun) -> dict[tuple[str, str], float]:
 
 
 def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, Any]:
+    """The comparison of the module docstring, as a JSON-ready dict. Per suite, shape and
+    dtype in order: one input set from the seeded generator, checked (:func:`_check_case`) then
+    timed (:func:`_time_case`); then opcheck and compile, the host overhead on the smallest
+    shape (:func:`_host_overhead`) and the report."""
     spec, fw = run.spec, run.framework
     original = load_original(spec, fw, original_source)
     exported = load_package(package).load(fallback=original)
@@ -63,74 +67,17 @@ def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, 
     bench = _bench_times(run)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
-
-    def args_of(tensors: dict[str, torch.Tensor]) -> list[Any]:
-        return op_arguments(fw, spec, tensors)
-
     for suite in SUITE_NAMES:
         for dims in spec.contract.suite(suite):
             for dtype in spec.contract.dtypes:
                 label = spec.contract.label(dims)
-                where = f"{suite} {label} {dtype}"
                 inputs = make_inputs(spec, dims, dtype, generator)
-                want, got = cloned(inputs), cloned(inputs)
-                original(*args_of(want))
-                exported(*args_of(got))
-                torch.cuda.synchronize()
                 row: dict[str, Any] = {"suite": suite, "shape": label, "dtype": dtype}
-                row["fallback_reason"] = runtime.last_reason
-                row["mismatch"] = mismatch(spec, dtype, got, want)
-                replayed = cloned(inputs)
-                graph = capture([partial(exported, *args_of(replayed))])
-                for name, tensor in replayed.items():
-                    tensor.copy_(inputs[name])
-                graph.replay()
-                torch.cuda.synchronize()
-                row["graph_mismatch"] = mismatch(spec, dtype, replayed, want)
-                del graph, replayed
-                for key in ("fallback_reason", "mismatch", "graph_mismatch"):
-                    if row[key] is not None:
-                        failures.append(f"{where}: {key}: {row[key]}")
-                bytes_per_call = sum(t.numel() * t.element_size() for t in inputs.values())
-                copies = copies_for(bytes_per_call)
-                sides = {
-                    "original": [cloned(inputs) for _ in range(copies)],
-                    "exported": [cloned(inputs) for _ in range(copies)],
-                }
-                graphs = {
-                    name: (
-                        capture([partial(op, *args_of(s)) for s in sets]),
-                        copies,
-                    )
-                    for (name, sets), op in zip(sides.items(), (original, exported), strict=True)
-                }
-                timing = compare_graphs(graphs)
-                row.update({f"graph_{k}": v for k, v in timing.items()})
-                row["graph_call"] = call(timing["speedup"], timing["speedup_err"])
-                row["eager_original_us"] = eager_us(
-                    partial(original, *args_of(sides["original"][0]))
-                )
-                row["eager_exported_us"] = eager_us(
-                    partial(exported, *args_of(sides["exported"][0]))
-                )
-                bench_us = bench.get((label, dtype))
-                row["bench_us"] = bench_us
-                row["graph_over_bench"] = (
-                    None if bench_us is None else timing["exported_us"] / bench_us
-                )
-                del graphs, sides
+                _check_case(run, original, exported, runtime, inputs, row, failures)
+                _time_case(run, original, exported, inputs, row, bench.get((label, dtype)))
                 rows.append(row)
     checks = _opcheck_and_compile(run, original, exported, generator, failures)
-    smallest = min(
-        (d for s in SUITE_NAMES for d in spec.contract.suite(s)),
-        key=lambda d: spec.contract.bytes_for(d, spec.contract.dtypes[0]),
-    )
-    small = make_inputs(spec, smallest, spec.contract.dtypes[0], generator)
-    host = {
-        "shape": spec.contract.label(smallest),
-        "original_us": host_us(partial(original, *args_of(cloned(small)))),
-        "exported_us": host_us(partial(exported, *args_of(cloned(small)))),
-    }
+    host = _host_overhead(run, original, exported, generator)
     passed = not failures
     speedups = [r["graph_speedup"] for r in rows]
     summary = (
@@ -152,6 +99,97 @@ def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, 
         "checks": checks,
         "host_overhead": host,
         "summary": summary,
+    }
+
+
+def _check_case(
+    run: FinishedRun,
+    original: Any,
+    exported: Any,
+    runtime: Any,
+    inputs: dict[str, torch.Tensor],
+    row: dict[str, Any],
+    failures: list[str],
+) -> None:
+    """One case's correctness into ``row``: the export's fallback reason (it must have run its
+    own kernel), its result against the original's, and a CUDA graph of it replayed on fresh
+    copies of the inputs; each problem also appended to ``failures``."""
+    spec, fw = run.spec, run.framework
+    dtype = row["dtype"]
+    where = f"{row['suite']} {row['shape']} {dtype}"
+    want, got = cloned(inputs), cloned(inputs)
+    original(*op_arguments(fw, spec, want))
+    exported(*op_arguments(fw, spec, got))
+    torch.cuda.synchronize()
+    row["fallback_reason"] = runtime.last_reason
+    row["mismatch"] = mismatch(spec, dtype, got, want)
+    replayed = cloned(inputs)
+    graph = capture([partial(exported, *op_arguments(fw, spec, replayed))])
+    for name, tensor in replayed.items():
+        tensor.copy_(inputs[name])
+    graph.replay()
+    torch.cuda.synchronize()
+    row["graph_mismatch"] = mismatch(spec, dtype, replayed, want)
+    del graph, replayed
+    for key in ("fallback_reason", "mismatch", "graph_mismatch"):
+        if row[key] is not None:
+            failures.append(f"{where}: {key}: {row[key]}")
+
+
+def _time_case(
+    run: FinishedRun,
+    original: Any,
+    exported: Any,
+    inputs: dict[str, torch.Tensor],
+    row: dict[str, Any],
+    bench_us: float | None,
+) -> None:
+    """One case's times into ``row``: both ops side by side in CUDA graphs over enough input
+    copies to keep L2 cold, then each eagerly, and the export's graph time over the run's own
+    device time for the shape (``bench_us``, None where the run did not time it)."""
+    spec, fw = run.spec, run.framework
+
+    def args_of(tensors: dict[str, torch.Tensor]) -> list[Any]:
+        return op_arguments(fw, spec, tensors)
+
+    bytes_per_call = sum(t.numel() * t.element_size() for t in inputs.values())
+    copies = copies_for(bytes_per_call)
+    sides = {
+        "original": [cloned(inputs) for _ in range(copies)],
+        "exported": [cloned(inputs) for _ in range(copies)],
+    }
+    graphs = {
+        name: (
+            capture([partial(op, *args_of(s)) for s in sets]),
+            copies,
+        )
+        for (name, sets), op in zip(sides.items(), (original, exported), strict=True)
+    }
+    timing = compare_graphs(graphs)
+    row.update({f"graph_{k}": v for k, v in timing.items()})
+    row["graph_call"] = call(timing["speedup"], timing["speedup_err"])
+    row["eager_original_us"] = eager_us(partial(original, *args_of(sides["original"][0])))
+    row["eager_exported_us"] = eager_us(partial(exported, *args_of(sides["exported"][0])))
+    row["bench_us"] = bench_us
+    row["graph_over_bench"] = None if bench_us is None else timing["exported_us"] / bench_us
+    del graphs, sides
+
+
+def _host_overhead(
+    run: FinishedRun, original: Any, exported: Any, generator: torch.Generator
+) -> dict[str, Any]:
+    """Both ops' per-call host time on the smallest shape of any suite (the first dtype), where
+    the host's work is the largest share of a call."""
+    spec, fw = run.spec, run.framework
+    smallest = min(
+        (d for s in SUITE_NAMES for d in spec.contract.suite(s)),
+        key=lambda d: spec.contract.bytes_for(d, spec.contract.dtypes[0]),
+    )
+    small = make_inputs(spec, smallest, spec.contract.dtypes[0], generator)
+    return {
+        "shape": spec.contract.label(smallest),
+        "original_us": host_us(partial(original, *op_arguments(fw, spec, cloned(small)))),
+        "exported_us": host_us(partial(exported, *op_arguments(fw, spec, cloned(small)))),
     }
 
 
