@@ -134,12 +134,13 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:400]}"
 
 
-def _write_report(run_dir: Path) -> None:
-    """Write the run's report; a failure there is logged and loses nothing."""
-    from astra_graph.report import write_report  # matplotlib loads only when a report is due
+def _write_report(run_dir: Path, *, charts: bool = True) -> None:
+    """Write the run's report (``charts``: with its charts); a failure there is logged and
+    loses nothing."""
+    from astra_graph.report import write_report
 
     try:
-        write_report(run_dir)
+        write_report(run_dir, charts=charts)
     except Exception as exc:  # the run is already saved; a report problem is only logged
         log.warning("report_failed", run_dir=str(run_dir), error=_one_line(exc))
 
@@ -607,7 +608,9 @@ class _Run:
         except OSError as exc:
             log.warning("run_json_not_saved", run_dir=str(self.run_dir), error=_one_line(exc))
             return
-        _write_report(self.run_dir)  # a stopped run's report says why and where
+        # a stopped run's report says why and where; an interrupted one's without charts, which
+        # take seconds to draw (the stop is due within one) and are drawn when it finishes
+        _write_report(self.run_dir, charts=fields.get("status") != "interrupted")
 
     def _saved(self) -> bool:
         return bool(self.graph.get_state(self.config).values)
