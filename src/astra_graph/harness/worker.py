@@ -337,13 +337,14 @@ class Worker:
         """Wait for the child's first message, up to the startup timeout; JobCancelled (the
         child killed) if the run is interrupted meanwhile: a CUDA start can take many seconds."""
         deadline = time.monotonic() + self._startup_timeout_s
-        while not conn.poll(min(CANCEL_POLL_S, max(0.0, deadline - time.monotonic()))):
+        while True:
             if _cancelled.is_set():
                 self._kill(CANCEL_REAP_S)
                 raise JobCancelled("worker start: cancelled, the run was interrupted")
+            if conn.poll(min(CANCEL_POLL_S, max(0.0, deadline - time.monotonic()))):
+                return True
             if time.monotonic() >= deadline:
                 return False
-        return True
 
     def close(self) -> None:
         """Stop the child (politely, then by force) and remove the log file."""
@@ -376,6 +377,11 @@ class Worker:
         if self._process is not None and self._process.is_alive():
             self._process.kill()
             self._process.join(reap_s)
+            if self._process.is_alive():
+                # SIGKILLed, still tearing down its CUDA context: multiprocessing would join it
+                # without a bound at the interpreter's exit, holding an interrupted run open
+                # for as long; the kill is certain, and init reaps it after we exit
+                multiprocessing.process._children.discard(self._process)  # type: ignore[attr-defined]
         self._discard()
 
     def _discard(self) -> None:
