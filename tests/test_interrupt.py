@@ -35,10 +35,11 @@ SLOW_S = 60.0
 """How long the interrupted phase would take: far beyond any wait here, so only the signal can
 end it."""
 STOP_WITHIN_S = 1.5
-"""How long an interrupted process may take to exit: issue 26 asks for one second; 0.5-0.6 s
-measured on 2 shared cores (run.json, the report without charts, the killed worker reaped), and
-half a second of slack for the load of other jobs. A process that waited for the slow phase
-would take SLOW_S; one that drew the report's charts or waited out a killed child, seconds."""
+"""How long an interrupted process may take to exit: issue 26 asks for one second; 0.03-0.12 s
+measured on 2 shared cores (run.json, the report without charts, the killed worker reaped, no
+interpreter teardown), the rest is slack for the load of other jobs. A process that waited for
+the slow phase would take SLOW_S; one that drew the report's charts, waited out a killed child
+or tore down its interpreter, 0.5 s to seconds."""
 START_WITHIN_S = 60.0
 """How long the run may take to reach the phase (about 3 s measured; imports dominate)."""
 SPEEDUP = 1.3

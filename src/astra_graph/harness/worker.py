@@ -68,7 +68,7 @@ CANCEL_REAP_S = 0.5
 """How long a cancelled job waits for its SIGKILLed child to be reaped. A child holding a CUDA
 context can take seconds to die on a busy GPU (the driver tears the context down first); the
 kill is already sent and certain, so an interrupted run does not wait for it beyond this;
-multiprocessing reaps it later (at the next start, or at the interpreter's exit)."""
+multiprocessing reaps it later (``astra`` itself exits without waiting: ``cli._exit_now``)."""
 
 KILL_REAP_S = 10.0
 """How long a killed child (a timeout, a crash) is waited for before the next job starts."""
@@ -377,11 +377,6 @@ class Worker:
         if self._process is not None and self._process.is_alive():
             self._process.kill()
             self._process.join(reap_s)
-            if self._process.is_alive():
-                # SIGKILLed, still tearing down its CUDA context: multiprocessing would join it
-                # without a bound at the interpreter's exit, holding an interrupted run open
-                # for as long; the kill is certain, and init reaps it after we exit
-                multiprocessing.process._children.discard(self._process)  # type: ignore[attr-defined]
         self._discard()
 
     def _discard(self) -> None:
