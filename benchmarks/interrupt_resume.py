@@ -24,8 +24,9 @@ Also printed: the SM clock (NVML) the baseline's bench result carries.
 
 Usage (GPU host, repository root):
     PYTHONPATH=/tmp/site:$PWD/src:$PWD/tests python benchmarks/interrupt_resume.py --out DIR
-Writes DIR/interrupt_resume.json; prints one line per phase and a summary last. Exit 0 when
-every phase stopped with 130 and resumed to the uninterrupted run's held-out-checked winner.
+Writes DIR/interrupt_resume.json; prints one line per phase, one ``stop of <phase>`` line with
+its stop_parts, and a summary last. Exit 0 when every phase stopped with 130 and resumed to the
+uninterrupted run's held-out-checked winner; a stop over STOP_WITHIN_S is flagged, not failed.
 """
 
 from __future__ import annotations
