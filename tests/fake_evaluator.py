@@ -7,9 +7,12 @@ impossible`` makes timing reject it and ``// fake: timing = crash`` makes the wo
 timing it; ``// fake: tuned = 1.3`` multiplies the speedup by 1.3 whenever tunables are given
 (the sweep's settings and the dispatch table, never the defaults alone). ``fail`` injects an
 exception into chosen calls, as a broken harness would. ``delays_s`` makes calls slow: for
-``check`` and ``bench`` (without tunables) and ``tune`` (either, with tunables), the first such
-call sleeps that long in a real harness worker process (``harness.worker.Worker``), so that an
-interrupted evaluation is cancelled as the harness's is, its child process killed.
+``check``, ``bench`` (the baseline's, no ``against``), ``measure`` (a candidate's, timed
+against the baseline) and ``tune`` (either, with tunables), the first such call sleeps that
+long in a real harness worker process (``harness.worker.Worker``), so that an interrupted
+evaluation is cancelled as the harness's is, its child process killed; for ``sanitize`` a real
+``sleep`` subprocess stands in for compute-sanitizer, run as the harness runs its tools
+(``harness.deep.run_tool``).
 
 Its reports have what the real harness's have, so prompts and reports built from them can be
 checked: a timing row per shape and dtype (each shape's limit from the same-bytes copy floor of
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from astra_graph.harness.deep import SanitizerReport, SanitizerResult
+from astra_graph.harness.deep import SanitizerReport, SanitizerResult, run_tool
 from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.results import (
     BenchReport,
@@ -110,9 +113,14 @@ class FakeEvaluator(EvaluatorLike):
             self.worker.close()
 
     def _wait(self, kind: str) -> None:
-        """Sleep in a worker process for the delay ``kind`` has, once."""
+        """Sleep in a worker process (a ``sleep`` tool for ``sanitize``) for the delay ``kind``
+        has, once."""
         delay = self.delays_s.pop(kind, None)
-        if delay is not None:
+        if delay is not None and kind == "sanitize":
+            if self.on_slow is not None:
+                self.on_slow(kind)
+            run_tool(["sleep", str(delay)], timeout=delay + 60)
+        elif delay is not None:
             self.worker = self.worker or Worker()
             self.worker.start()
             if self.on_slow is not None:
@@ -158,6 +166,7 @@ class FakeEvaluator(EvaluatorLike):
         self, op: OperationSpec, candidate: Path, *, tunables: Mapping[str, int] | None = None
     ) -> SanitizerReport:
         """Both tools pass, except the one a ``// fake: sanitize = <tool>`` mark names."""
+        self._wait("sanitize")
         self.sanitized.append({"candidate": str(candidate), "tunables": dict(tunables or {})})
         failing = marks(candidate).get("sanitize")
         return SanitizerReport(
@@ -184,7 +193,7 @@ class FakeEvaluator(EvaluatorLike):
         tunables: Mapping[str, int] | None = None,
     ) -> BenchReport:
         self._maybe_fail("bench", candidate)
-        self._wait("tune" if tunables else "bench")
+        self._wait("tune" if tunables else "measure" if against else "bench")
         timed = [dict(d) for d in shapes] if shapes is not None else op.contract.suite("tuning")
         self.benches.append(
             {

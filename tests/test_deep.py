@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from astra_graph.harness import deep
+from astra_graph.harness.worker import (
+    CANCEL_POLL_S,
+    CANCEL_REAP_S,
+    JobCancelled,
+    allow_jobs,
+    cancel_jobs,
+)
 from astra_graph.kernel.contract import load_contract
 
 SILU = Path(__file__).resolve().parents[1] / "kernels" / "silu_and_mul"
@@ -110,3 +119,53 @@ def test_launcher_command_runs_this_module(tmp_path: Path) -> None:
     command = deep.launcher_command(tmp_path, tmp_path / "k.cu", "float16", [{"tokens": 1}])
     assert command[1:3] == ["-m", "astra_graph.harness.deep"]
     assert command[command.index("--shapes") + 1] == '[{"tokens": 1}]'
+
+
+def test_a_tool_is_killed_with_its_children_when_the_run_is_interrupted(tmp_path: Path) -> None:
+    """compute-sanitizer runs a launcher of its own: an interrupt must end both within a poll,
+    not after the tool's timeout (issue 26: a sanitizer step held a stopped run for 10 s+)."""
+    child_pid = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {child_pid}; wait"
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            deep.run_tool(["sh", "-c", script], timeout=120)
+        except BaseException as exc:  # the test reads what the thread got
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not child_pid.is_file() or not child_pid.read_text().strip():
+            assert time.monotonic() < deadline, "the tool never started its child"
+            time.sleep(0.02)
+        cancel_jobs()
+        sent = time.monotonic()
+        thread.join(timeout=30)
+        stopped_after = time.monotonic() - sent
+    finally:
+        allow_jobs()
+    assert len(raised) == 1 and isinstance(raised[0], JobCancelled)
+    assert stopped_after < CANCEL_POLL_S + CANCEL_REAP_S + 0.5  # poll, reap, scheduler slack
+    assert not _running(int(child_pid.read_text()))  # the launcher went with the tool
+
+
+def test_a_tool_past_its_timeout_is_killed_and_reports_none() -> None:
+    code, output = deep.run_tool(["sh", "-c", "echo started; sleep 60"], timeout=0.3)
+    assert code is None and "started" in output
+
+
+def test_a_tool_that_ends_gives_its_exit_code_and_output() -> None:
+    code, output = deep.run_tool(["sh", "-c", "echo out; echo err >&2; exit 3"], timeout=30)
+    assert code == 3 and "out" in output and "err" in output
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is alive (a zombie, killed and waiting for init to reap it, is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

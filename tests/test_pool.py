@@ -26,7 +26,13 @@ from astra_graph.harness.pool import (
     select_gpus,
     visible_gpus,
 )
-from astra_graph.harness.worker import WorkerCrashed
+from astra_graph.harness.worker import (
+    CANCEL_POLL_S,
+    JobCancelled,
+    WorkerCrashed,
+    allow_jobs,
+    cancel_jobs,
+)
 from astra_graph.kernel.catalog import kernels_root
 from astra_graph.kernel.contract import load_contract
 from astra_graph.loop.agents.finalize import sanitizer_report
@@ -312,3 +318,35 @@ def test_final_pick_of_a_pooled_run_is_sanitized_on_a_slot(tmp_path: Path) -> No
     assert report is not None
     assert {(r.tool, r.ok) for r in report.results} == {("memcheck", True), ("racecheck", False)}
     assert sum(len(s.sanitized) for s in slots) == 1
+
+
+def test_a_call_waiting_for_a_busy_slot_stops_on_an_interrupt(tmp_path: Path) -> None:
+    """A branch waiting for the one slot another branch holds must not wait out that call when
+    the run is interrupted (issue 26: no wait on the interrupt path without a bound)."""
+    gate = threading.Event()
+    pool = pool_of(GatedEvaluator(gate))
+    candidate = write(tmp_path, "held")
+    holder = threading.Thread(target=pool.check, args=(SPEC, BASELINE, candidate))
+    holder.start()
+    raised: list[BaseException] = []
+
+    def waiting() -> None:
+        try:
+            pool.check(SPEC, BASELINE, candidate)
+        except BaseException as exc:  # the test reads what the thread got
+            raised.append(exc)
+
+    waiter = threading.Thread(target=waiting)
+    try:
+        waiter.start()
+        time.sleep(0.3)
+        cancel_jobs()
+        sent = time.monotonic()
+        waiter.join(timeout=WAIT_S)
+        stopped_after = time.monotonic() - sent
+    finally:
+        allow_jobs()
+        gate.set()
+        holder.join(timeout=WAIT_S)
+    assert len(raised) == 1 and isinstance(raised[0], JobCancelled)
+    assert stopped_after < CANCEL_POLL_S * 5  # the poll's period, with room for the scheduler

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -233,3 +236,28 @@ def test_the_recorded_h100_run_reads_in_full() -> None:
         r["round"] for r in written["rounds"]
     ]
     assert run.result.baseline_tuning is not None and run.result.baseline_tuning.faster
+
+
+def test_a_report_without_charts_keeps_the_tables_and_never_loads_matplotlib(
+    tmp_path: Path,
+) -> None:
+    """An interrupted run's report is written within its second (issue 26): no chart drawn,
+    matplotlib not even imported, stale charts removed, and a line says how to draw them."""
+    run_dir = write_synthetic_run(tmp_path / "20261122-060000-silu_and_mul")
+    write_report(run_dir)  # charts of an earlier write, stale once the run moves on
+    script = (
+        "import sys; from astra_graph.report import write_report; "
+        f"write_report({str(run_dir)!r}, charts=False); "
+        "print('matplotlib' in sys.modules)"
+    )
+    source = str(Path(__file__).parents[1] / "src")  # this checkout's, first
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=True,
+        env=env,
+    )  # fmt: skip
+    assert done.stdout.strip() == "False"
+    text = (run_dir / "report.md").read_text()
+    assert "| 64x8192 | float16 |" in text and "| operation | silu_and_mul |" in text
+    assert f"`astra report {run_dir}` draws them" in text
+    assert ".png)" not in text and not list(run_dir.glob("report.*.png"))

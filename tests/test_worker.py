@@ -10,6 +10,7 @@ import ctypes
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ from astra_graph.harness.worker import (
     WorkerTimeout,
     allow_jobs,
     cancel_jobs,
+    holding,
     progress,
     retire,
 )
@@ -393,3 +395,46 @@ def test_a_worker_that_cannot_start_is_the_harness_failing_not_the_candidate() -
         with pytest.raises(HarnessUnavailable, match="could not start"):
             ev.check("silu_and_mul", baseline, candidate)
         ev.worker.close()
+
+
+def test_a_worker_starting_when_the_run_is_interrupted_is_killed() -> None:
+    """A worker's start (a CUDA context: seconds) is a wait on the interrupt path too: the
+    child is killed and the start raises, instead of waiting up to STARTUP_TIMEOUT_S."""
+    with Worker() as fresh:
+        cancel_jobs()
+        try:
+            with pytest.raises(JobCancelled, match="worker start"):
+                fresh.start()
+        finally:
+            allow_jobs()
+        assert not fresh.alive and fresh.starts == 1
+        assert fresh.call(f"{ME}:sleep", 0.01, deadline_s=60) == "woke"
+
+
+def test_a_lock_held_elsewhere_is_given_up_on_an_interrupt() -> None:
+    """``holding`` waits for a busy evaluator's lock only until the run is interrupted."""
+    lock = threading.Lock()
+    lock.acquire()
+    raised: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            with holding(lock, "bench"):
+                pass
+        except BaseException as exc:  # the test reads what the thread got
+            raised.append(exc)
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    try:
+        time.sleep(0.3)
+        assert thread.is_alive()  # still waiting for the lock
+        cancel_jobs()
+        thread.join(timeout=30)
+    finally:
+        allow_jobs()
+        lock.release()
+    assert len(raised) == 1 and isinstance(raised[0], JobCancelled)
+    with holding(lock, "bench"):  # a free lock is taken as ``with lock`` would
+        assert lock.locked()
+    assert not lock.locked()

@@ -11,24 +11,30 @@ that an access just past an array lands outside any allocation where memcheck ca
   those of normal runs.
 
 A missing tool is not an error: the result says so in one line (``available=False``).
+Every tool runs through :func:`run_tool`, which an interrupted run stops within a second.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import glob
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from astra_graph.harness.worker import CANCEL_POLL_S, CANCEL_REAP_S, JobCancelled, jobs_cancelled
 from astra_graph.kernel.contract import OperationSpec
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
@@ -157,14 +163,43 @@ def launcher_command(
     ]
 
 
-def _run(command: list[str], timeout: float) -> tuple[int | None, str]:
-    """(exit code or None on timeout, stdout and stderr together)."""
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout or ""
-        return None, out if isinstance(out, str) else out.decode(errors="replace")
-    return done.returncode, done.stdout + done.stderr
+def run_tool(command: list[str], timeout: float) -> tuple[int | None, str]:
+    """Run a tool to its end: (exit code, or None on timeout; stdout and stderr together).
+
+    The tool runs in its own process group, killed whole (the launcher it starts included) on
+    a timeout or when the run is interrupted (:func:`~astra_graph.harness.worker.cancel_jobs`,
+    polled every ``CANCEL_POLL_S``; then JobCancelled). ``subprocess.run`` could do neither: in a
+    graph node's thread it would outlast a Ctrl-C by up to the timeout, and kill only the tool.
+    Output goes to a temporary file, so a chatty tool never fills a pipe nobody reads."""
+    with tempfile.TemporaryFile() as output:
+        process = subprocess.Popen(
+            command, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    code: int | None = process.wait(CANCEL_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if jobs_cancelled():
+                    raise JobCancelled(f"{command[0]}: cancelled, the run was interrupted")
+                if time.monotonic() >= deadline:
+                    code = None
+                    break
+        finally:
+            _kill_group(process)
+        output.seek(0)
+        return code, output.read().decode(errors="replace")
+
+
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGKILL the tool's process group (a no-op once all of it has exited); reap the tool."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(CANCEL_REAP_S)
 
 
 def parse_sanitizer(tool: str, returncode: int | None, output: str) -> SanitizerResult:
@@ -227,7 +262,7 @@ def sanitize(
     results = []
     for tool in tools:
         command = [exe, "--tool", tool, "--error-exitcode", "99", *API_ERRORS_OFF, *launcher]
-        code, output = _run(command, timeout)
+        code, output = run_tool(command, timeout)
         results.append(parse_sanitizer(tool, code, output))
     return results
 
@@ -313,7 +348,7 @@ def profile(
         "base",
         *launcher_command(spec.folder, impl, dtype, shapes, tunables),
     ]
-    code, output = _run(command, timeout)
+    code, output = run_tool(command, timeout)
     labels = [spec.contract.label(s) for s in shapes]
     kernels = parse_ncu_csv(output, labels)
     if code is None:

@@ -51,6 +51,7 @@ from astra_graph.harness.worker import (
     WorkerCrashed,
     WorkerError,
     WorkerTimeout,
+    holding,
 )
 from astra_graph.kernel import loaded
 from astra_graph.kernel.catalog import find_operation
@@ -281,7 +282,7 @@ class Evaluator(EvaluatorLike):
 
     def _run_check(self, spec: OperationSpec, request: dict[str, Any]) -> Verdict:
         try:
-            with self._lock:
+            with holding(self._lock, "check"):
                 self._start_worker()
                 result = self.worker.call(
                     CHECK_JOB, request, deadline_s=self.deadline_s, stall_s=self.stall_s
@@ -329,7 +330,7 @@ class Evaluator(EvaluatorLike):
         spec = operation(op)
         loaded.implementation(spec, candidate)  # bad input is a ContractError
         results = []
-        with self._lock:
+        with holding(self._lock, "sanitize"):
             for dtype in spec.contract.dtypes:
                 for result in deep.sanitize(spec, Path(candidate), dtype, tunables=tunables):
                     results.append(
@@ -440,7 +441,7 @@ class Evaluator(EvaluatorLike):
         try:
             # no stall limit: timing reports no progress, and every candidate timed has
             # already passed the check on these shapes
-            with self._lock:
+            with holding(self._lock, "bench"):
                 self._start_worker()
                 result = self.worker.call(BENCH_JOB, request, deadline_s=self.deadline_s)
         except JobFailed as exc:

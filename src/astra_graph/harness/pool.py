@@ -41,6 +41,7 @@ from astra_graph.harness.compile import DEFAULT_ARCH
 from astra_graph.harness.evaluator import HarnessUnavailable
 from astra_graph.harness.protocol import EvaluatorLike
 from astra_graph.harness.results import BenchReport, Verdict
+from astra_graph.harness.worker import CANCEL_POLL_S, JobCancelled, jobs_cancelled
 from astra_graph.kernel.contract import OperationSpec
 
 log = structlog.get_logger(__name__)
@@ -181,13 +182,15 @@ class GpuPool(EvaluatorLike):
     @contextmanager
     def _slot(self) -> Iterator[Slot]:
         """An idle slot for one call: waits while all are busy; HarnessUnavailable when every
-        slot is retired."""
+        slot is retired, JobCancelled when the run is interrupted while it waits."""
         with self._changed:
             while not self._idle:
                 if all(s.retired is not None for s in self.slots):
                     reasons = "; ".join(f"{s.gpu or 'default'}: {s.retired}" for s in self.slots)
                     raise HarnessUnavailable(f"no GPU of the pool can evaluate ({reasons})")
-                self._changed.wait()
+                # bounded, so that an interrupted run does not wait for another call's slot
+                if not self._changed.wait(CANCEL_POLL_S) and jobs_cancelled():
+                    raise JobCancelled("no slot taken: the run was interrupted")
             slot = self._idle.popleft()
         started = time.monotonic()
         try:

@@ -26,7 +26,10 @@ A worker whose parent dies exits within a second, even while a kernel hangs.
 * **cancellation**: :func:`cancel_jobs` (the runner calls it on Ctrl-C or SIGTERM) makes every
   job in flight, in any thread, kill its child within :data:`CANCEL_POLL_S` and raise
   :class:`JobCancelled`, and every later call raise it at once, until :func:`allow_jobs`. A
-  cancelled evaluation leaves no process on the GPU; the job is run again on resume.
+  cancelled evaluation leaves no process on the GPU; the job is run again on resume. The other
+  waits of an evaluation poll it too (:func:`jobs_cancelled`, :func:`holding`): a worker's
+  start, a busy evaluator's lock, a pool's slot, and the tools' subprocesses of
+  ``harness.deep``, so that an interrupt stops a run within a second wherever it waits.
 
 The child's stdout and stderr (file descriptors 1 and 2, so C libraries and device ``printf``
 included) go to a log file, emptied before every job and capped in size, never to the
@@ -61,6 +64,14 @@ ORPHAN_POLL_S = 0.5
 """How often a worker checks that its parent is still alive."""
 CANCEL_POLL_S = 0.1
 """How often a waiting parent looks for a cancellation: an interrupted run stops within it."""
+CANCEL_REAP_S = 0.5
+"""How long a cancelled job waits for its SIGKILLed child to be reaped. A child holding a CUDA
+context can take seconds to die on a busy GPU (the driver tears the context down first); the
+kill is already sent and certain, so an interrupted run does not wait for it beyond this;
+multiprocessing reaps it later (``astra`` itself exits without waiting: ``cli._exit_now``)."""
+
+KILL_REAP_S = 10.0
+"""How long a killed child (a timeout, a crash) is waited for before the next job starts."""
 
 _cancelled = threading.Event()
 
@@ -99,6 +110,26 @@ def cancel_jobs() -> None:
 def allow_jobs() -> None:
     """Accept jobs again (a new run in the same process)."""
     _cancelled.clear()
+
+
+def jobs_cancelled() -> bool:
+    """Whether :func:`cancel_jobs` is in force: every wait on behalf of a run (a slot, a lock, a
+    tool's subprocess) polls this and raises :class:`JobCancelled`, so that none outlasts an
+    interrupt by more than :data:`CANCEL_POLL_S`."""
+    return _cancelled.is_set()
+
+
+@contextlib.contextmanager
+def holding(lock: threading.Lock, what: str) -> Iterator[None]:
+    """``with lock:``, unless the run is interrupted while waiting for it: JobCancelled then.
+    A plain ``with lock`` would wait for whichever thread holds it, however long."""
+    while not lock.acquire(timeout=CANCEL_POLL_S):
+        if _cancelled.is_set():
+            raise JobCancelled(f"{what}: not started, the run was interrupted")
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 class JobFailed(WorkerError):
@@ -287,7 +318,7 @@ class Worker:
         child_end.close()
         self._process, self._conn = process, parent_end
         self.starts += 1
-        if not parent_end.poll(self._startup_timeout_s):
+        if not self._ready(parent_end):
             self._kill()
             raise WorkerTimeout(
                 f"worker did not start within {self._startup_timeout_s:.0f} s", log=self.log_tail()
@@ -301,6 +332,19 @@ class Worker:
                 exitcode=code,
                 log=self.log_tail(),
             ) from None
+
+    def _ready(self, conn: Connection) -> bool:
+        """Wait for the child's first message, up to the startup timeout; JobCancelled (the
+        child killed) if the run is interrupted meanwhile: a CUDA start can take many seconds."""
+        deadline = time.monotonic() + self._startup_timeout_s
+        while True:
+            if _cancelled.is_set():
+                self._kill(CANCEL_REAP_S)
+                raise JobCancelled("worker start: cancelled, the run was interrupted")
+            if conn.poll(min(CANCEL_POLL_S, max(0.0, deadline - time.monotonic()))):
+                return True
+            if time.monotonic() >= deadline:
+                return False
 
     def close(self) -> None:
         """Stop the child (politely, then by force) and remove the log file."""
@@ -329,10 +373,10 @@ class Worker:
         self._discard()
         return code
 
-    def _kill(self) -> None:
+    def _kill(self, reap_s: float = KILL_REAP_S) -> None:
         if self._process is not None and self._process.is_alive():
             self._process.kill()
-            self._process.join(10.0)
+            self._process.join(reap_s)
         self._discard()
 
     def _discard(self) -> None:
@@ -395,12 +439,12 @@ class Worker:
                     f"{target} killed: {what}", log=log, last_progress=self.last_progress
                 )
             if _cancelled.is_set():
-                self._kill()
+                self._kill(CANCEL_REAP_S)
                 raise JobCancelled(f"{target}: cancelled, the run was interrupted")
             try:
                 ready = self._conn.poll(min(limit - now, CANCEL_POLL_S))
             except BaseException:  # Ctrl-C in this thread: the child must not run on
-                self._kill()
+                self._kill(CANCEL_REAP_S)
                 raise
             if not ready:
                 continue

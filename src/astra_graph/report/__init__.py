@@ -19,10 +19,14 @@ MARKDOWN_FILE = "report.md"
 HTML_FILE = "report.html"
 
 
-def write_report(run_dir: Path | str) -> tuple[Path, Path]:
-    """Write ``report.md`` (with ``report.<plot>.png`` beside it) and ``report.html``."""
+def write_report(run_dir: Path | str, *, charts: bool = True) -> tuple[Path, Path]:
+    """Write ``report.md`` (with ``report.<plot>.png`` beside it) and ``report.html``.
+
+    ``charts=False`` leaves the charts out (and removes older ones, which would be stale): an
+    interrupted run's report must be written within its second, and matplotlib's import and
+    three charts take seconds on a busy host (the H100 run of issue 26: 4 s to stop)."""
     run = load_run(run_dir)
-    blocks = build_blocks(run)
+    blocks = build_blocks(run, charts=charts)
     figures = {f"{PLOT_PREFIX}{b.name}.png": b.png for b in blocks if isinstance(b, Figure)}
     for stale in run.path.glob(f"{PLOT_PREFIX}*.png"):
         if stale.name not in figures:

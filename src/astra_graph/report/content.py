@@ -262,22 +262,26 @@ def candidates_table(run: Run) -> Table | None:
     return Table(["round", "candidate", "plan", "attempts", "verdict", "geomean speedup"], rows)
 
 
-def build_blocks(run: Run) -> list[Block]:
-    """The report of one run, in order."""
+def build_blocks(run: Run, *, charts: bool = True) -> list[Block]:
+    """The report of one run, in order; without its charts when ``charts`` is false (then a
+    line says how to draw them)."""
     title = f"Optimisation run {run.name}"
     blocks: list[Block] = [Heading(title, 1), Heading("Summary"), summary_table(run)]
     if run.missing:
         blocks.append(Text("Not found in the run directory: " + ", ".join(run.missing) + "."))
+    if not charts:
+        blocks.append(Text(f"Charts not drawn; `astra report {run.path}` draws them."))
     blocks.append(Heading("Rounds"))
     if run.rounds:
         blocks.append(rounds_table(run))
         candidates = candidates_table(run)
         if candidates is not None:
             blocks += [Heading("Candidates of each round"), candidates]
-        points = round_points(run)
-        blocks.append(
-            Figure("speedup_by_round", "Speedup by round", plots.speedup_by_round(points))
-        )
+        if charts:
+            points = round_points(run)
+            blocks.append(
+                Figure("speedup_by_round", "Speedup by round", plots.speedup_by_round(points))
+            )
     elif run.result is not None and run.result.rounds_requested == 0:
         why = "an offline run" if run.result.agents == "offline" else "the run asked for none"
         blocks.append(Text(f"No agent rounds: {why} (the baseline profiled and tuned only)."))
@@ -289,16 +293,16 @@ def build_blocks(run: Run) -> list[Block]:
     legend += "inside the noise." + note
     blocks.append(Heading("Per-shape timings of the best kernel"))
     if any(s.speedup is not None for s in run.shapes):
-        blocks += [
-            Text(legend),
-            shapes_table(run.shapes),
-            Figure("shape_speedups", "Speedup per shape", plots.shape_speedups(run.shapes)),
-            Figure(
-                "roofline",
-                "Achieved bandwidth against the copy-bandwidth roof",
-                plots.roofline(run.shapes, bandwidth),
-            ),
-        ]
+        blocks += [Text(legend), shapes_table(run.shapes)]
+        if charts:
+            blocks += [
+                Figure("shape_speedups", "Speedup per shape", plots.shape_speedups(run.shapes)),
+                Figure(
+                    "roofline",
+                    "Achieved bandwidth against the copy-bandwidth roof",
+                    plots.roofline(run.shapes, bandwidth),
+                ),
+            ]
     else:
         blocks.append(Text("No timed candidate: no candidate was accepted and timed."))
         if run.baseline_bench is not None and run.baseline_bench.shapes:
@@ -307,12 +311,15 @@ def build_blocks(run: Run) -> list[Block]:
                 Heading("Per-shape timings of the baseline", 3),
                 Text(legend),
                 shapes_table(baseline_shapes),
-                Figure(
-                    "roofline",
-                    "The baseline's achieved bandwidth against the copy-bandwidth roof",
-                    plots.roofline(baseline_shapes, bandwidth, label="baseline"),
-                ),
             ]
+            if charts:
+                blocks.append(
+                    Figure(
+                        "roofline",
+                        "The baseline's achieved bandwidth against the copy-bandwidth roof",
+                        plots.roofline(baseline_shapes, bandwidth, label="baseline"),
+                    )
+                )
     dispatch = dispatch_table(run.result)
     if dispatch is not None:
         blocks += [

@@ -10,12 +10,13 @@ import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+from typing import TYPE_CHECKING
 
 from astra_graph.harness.results import ShapeTiming
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 FASTER = "#2a9d50"
 SLOWER = "#d1495b"
@@ -44,6 +45,15 @@ def _speedup(timed: RoundPoint | ShapeTiming) -> float:
     """The speedup of a point or shape already filtered to those that have one."""
     assert timed.speedup is not None
     return timed.speedup
+
+
+def _figure(figsize: tuple[float, float]) -> Figure:
+    """A bare figure. matplotlib is imported here, at the first chart, not with this module: a
+    report without charts (an interrupted run's, see ``write_report``) must not pay for the
+    import (0.9 s measured on 2 shared cores)."""
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=figsize)
 
 
 def _png(fig: Figure) -> bytes:
@@ -79,7 +89,7 @@ def speedup_by_round(points: Sequence[RoundPoint], title: str = "Speedup by roun
 
     Rejected rounds are drawn as crosses on the baseline line, labelled with their reason.
     """
-    fig = Figure(figsize=(7.5, 4.2))
+    fig = _figure((7.5, 4.2))
     ax = fig.add_subplot()
     ax.axhline(1.0, color=BASELINE, linestyle="--", linewidth=1, label="baseline (1.0x)")
     timed = [p for p in points if p.accepted and p.speedup is not None]
@@ -144,8 +154,10 @@ def speedup_by_round(points: Sequence[RoundPoint], title: str = "Speedup by roun
 
 def shape_speedups(shapes: Sequence[ShapeTiming], title: str = "Speedup per shape") -> bytes:
     """Bars of baseline time / candidate time per shape, with one-standard-error bars."""
+    from matplotlib.patches import Patch  # with the figure's import (see _figure)
+
     timed = [s for s in shapes if s.speedup is not None]
-    fig = Figure(figsize=(max(6.0, 0.75 * len(timed) + 2.5), 4.4))
+    fig = _figure((max(6.0, 0.75 * len(timed) + 2.5), 4.4))
     ax = fig.add_subplot()
     ax.axhline(1.0, color=BASELINE, linestyle="--", linewidth=1)
     if timed:
@@ -209,7 +221,7 @@ def roofline(
     baseline-only table has no separate baseline series).
     """
     ordered = sorted(shapes, key=lambda s: s.bytes_moved)
-    fig = Figure(figsize=(max(6.5, 0.9 * len(ordered) + 3.0), 4.6))
+    fig = _figure((max(6.5, 0.9 * len(ordered) + 3.0), 4.6))
     ax = fig.add_subplot()
     peak = max(_achieved(ax, ordered, label), _limits(ax, ordered, copy_bandwidth_gbps))
     ax.set_ylim(0, peak * 1.12 if math.isfinite(peak) and peak > 0 else 1.0)
@@ -303,7 +315,7 @@ def compare_speedups(
     by_first = {_shape_name(s): s for s in first if s.speedup is not None}
     by_second = {_shape_name(s): s for s in second if s.speedup is not None}
     names = list(dict.fromkeys([*by_first, *by_second]))
-    fig = Figure(figsize=(max(6.0, 0.9 * len(names) + 2.5), 4.4))
+    fig = _figure((max(6.0, 0.9 * len(names) + 2.5), 4.4))
     ax = fig.add_subplot()
     ax.axhline(1.0, color=BASELINE, linestyle="--", linewidth=1)
     width = 0.4

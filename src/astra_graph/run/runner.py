@@ -28,6 +28,7 @@ from __future__ import annotations
 import signal
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
@@ -134,12 +135,13 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:400]}"
 
 
-def _write_report(run_dir: Path) -> None:
-    """Write the run's report; a failure there is logged and loses nothing."""
-    from astra_graph.report import write_report  # matplotlib loads only when a report is due
+def _write_report(run_dir: Path, *, charts: bool = True) -> None:
+    """Write the run's report (``charts``: with its charts); a failure there is logged and
+    loses nothing."""
+    from astra_graph.report import write_report
 
     try:
-        write_report(run_dir)
+        write_report(run_dir, charts=charts)
     except Exception as exc:  # the run is already saved; a report problem is only logged
         log.warning("report_failed", run_dir=str(run_dir), error=_one_line(exc))
 
@@ -451,9 +453,11 @@ def optimize(
     evaluator, owned, initial = _start_evaluator_and_place(start, runs_dir, resume, evaluator)
     initial.max_repairs = max_repairs
     with ExitStack() as stack:
+        closed = _StopTimes()
+        stack.callback(closed.log_closed)  # last out: after everything below has closed
         if owned is not None:
             stack.callback(owned.close)
-        run = _Run(stack, initial, start.settings, evaluator, timing_mode, on_progress)
+        run = _Run(stack, initial, start.settings, evaluator, timing_mode, on_progress, closed)
         if tune_budget_s is not None:
             run.context.tune_budget_s = tune_budget_s
         try:
@@ -462,6 +466,34 @@ def optimize(
             raise RunFailed(Path(initial.run_dir), _one_line(exc)) from exc
     _write_report(Path(initial.run_dir))
     return result
+
+
+class _StopTimes:
+    """When an interrupt's parts ended, logged (``interrupt_stop``, ``interrupt_closed``) so that
+    a slow stop names its slow part (``benchmarks/interrupt_resume.py`` prints them). Times are
+    ``time.monotonic()``, one clock for every process of the host."""
+
+    def __init__(self) -> None:
+        self.signalled: float | None = None
+        self.recorded: float | None = None
+
+    def log_stop(self, stream_ended: float, saved: float, reported: float) -> None:
+        """The run stopped: the graph's stream ended, ``run.json`` and the report written."""
+        self.recorded = reported
+        log.info(
+            "interrupt_stop",
+            signalled_mono=self.signalled,
+            stream_end_s=round(stream_ended - (self.signalled or stream_ended), 3),
+            run_json_s=round(saved - stream_ended, 3),
+            report_s=round(reported - saved, 3),
+            reported_mono=reported,
+        )
+
+    def log_closed(self) -> None:
+        """The run's model client, checkpoint and own evaluator are closed."""
+        if self.recorded is not None:
+            now = time.monotonic()
+            log.info("interrupt_closed", close_s=round(now - self.recorded, 3), closed_mono=now)
 
 
 class _Run:
@@ -475,8 +507,10 @@ class _Run:
         evaluator: EvaluatorLike,
         timing_mode: TimingMode,
         on_progress: ProgressCallback | None,
+        stop_times: _StopTimes,
     ) -> None:
         self.initial = initial
+        self.stop_times = stop_times
         self.run_dir = Path(initial.run_dir)
         self.on_progress = on_progress
         connection = sqlite3.connect(self.run_dir / CHECKPOINT, check_same_thread=False)
@@ -583,6 +617,7 @@ class _Run:
 
     def _cancel(self) -> None:
         """Stop the model request and the evaluations in flight (from the signal handler)."""
+        self.stop_times.signalled = time.monotonic()
         self.llm.cancel()
         cancel_jobs()
 
@@ -600,9 +635,11 @@ class _Run:
                 self._stream(inputs, state)
             return self.ask_outside()
         except KeyboardInterrupt as exc:
+            stream_ended = time.monotonic()
             stopped = self._stopped_at(str(exc) if str(exc) in SIGNAL_NAMES else "SIGINT")
             error = f"interrupted at {stopped.describe()}"
-            self._record_stop(state, status="interrupted", error=error, stopped_at=stopped)
+            saved = self._record_stop(state, status="interrupted", error=error, stopped_at=stopped)
+            self.stop_times.log_stop(stream_ended, saved, time.monotonic())
             raise RunInterrupted(self.run_dir, stopped) from None
         except Exception as exc:
             error = _one_line(exc)
@@ -612,16 +649,21 @@ class _Run:
             if own_signals:
                 allow_jobs()
 
-    def _record_stop(self, state: State, **fields: Any) -> None:
+    def _record_stop(self, state: State, **fields: Any) -> float:
         """Save a stopped run's ``run.json`` and report, as far as the disk allows: a full disk
         (the likely reason it stopped) must not replace the run's one line with a traceback;
-        the checkpoint still holds every finished step for a resume."""
+        the checkpoint still holds every finished step for a resume. Returns when ``run.json``
+        was written (``time.monotonic()``)."""
         try:
             self.save(self.current() if self._saved() else state, **fields)
         except OSError as exc:
             log.warning("run_json_not_saved", run_dir=str(self.run_dir), error=_one_line(exc))
-            return
-        _write_report(self.run_dir)  # a stopped run's report says why and where
+            return time.monotonic()
+        saved = time.monotonic()
+        # a stopped run's report says why and where; an interrupted one's without charts, which
+        # take seconds to draw (the stop is due within one) and are drawn when it finishes
+        _write_report(self.run_dir, charts=fields.get("status") != "interrupted")
+        return saved
 
     def _saved(self) -> bool:
         return bool(self.graph.get_state(self.config).values)
