@@ -19,6 +19,7 @@ import pytest
 from astra_graph.cli import main
 from astra_graph.framework.device import compile_device, device_source, torch_types
 from astra_graph.framework.flatten import flatten
+from astra_graph.framework.importer import for_another_gpu
 from astra_graph.framework.launchers import (
     Analysis,
     Unmapped,
@@ -260,3 +261,60 @@ def test_constants_aliases_optional_tensors_and_conditions() -> None:
 def test_select_is_cpp_conditional() -> None:
     assert expr.evaluate_int("select(tokens < 256, 1024, 256)", {"tokens": 7}) == 1024
     assert expr.evaluate_int("select(tokens < 256, 1024, 256)", {"tokens": 4096}) == 256
+
+
+GATED = """
+namespace fw {
+inline bool vllm_is_batch_invariant() { return false; }
+template <typename scalar_t, bool WIDE>
+__global__ void act(scalar_t* out, const scalar_t* x, const int d) {}
+}  // namespace fw
+void act(torch::Tensor& out, torch::Tensor& x) {
+  int d = x.size(-1);
+  int num_tokens = x.numel() / d;
+  int cc_major = get_device_prop()->major;
+  const bool invariant = fw::vllm_is_batch_invariant();
+  const int max_block = invariant ? 1024 : ((num_tokens < 256) ? 1024 : 256);
+  AT_DISPATCH_REDUCED_FLOATING_TYPES(x.scalar_type(), "act", [&] {
+    if (CUDA_VERSION >= 12090 && cc_major >= 10 && num_tokens > 128) {
+      fw::act<scalar_t, true><<<num_tokens, std::min(d, max_block)>>>(
+          out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), d);
+    } else {
+      fw::act<scalar_t, false><<<num_tokens, std::min(d, max_block)>>>(
+          out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), d);
+    }
+  });
+}
+"""
+
+
+def _gated(index: int, device: dict[str, int]) -> Analysis:
+    source = parse_source(GATED)
+    launcher = source.launchers[0]
+    return analyse(
+        launcher, launcher.launches[index], source.kernels, source.macros, device, source.constants
+    )
+
+
+def test_a_launch_for_newer_gpus_is_not_applicable_not_a_failure() -> None:
+    wide = _gated(0, H100)
+    assert for_another_gpu(wide, "sm_90") == (
+        "not applicable on sm_90: requires 9 >= 10 (the GPU or the build)"
+    )
+    narrow = _gated(1, H100)  # the else branch: a shape condition only, taken on sm_90
+    assert for_another_gpu(narrow, "sm_90") == ""
+    blackwell = device_constants("sm_100", (13, 0))
+    assert for_another_gpu(_gated(0, blackwell), "sm_100") == ""
+
+
+def test_a_shape_condition_never_makes_a_launch_not_applicable() -> None:
+    found = _gated(0, H100)
+    found.requires = ["d > 1 and tokens < 0"]  # false for every shape, but because of shapes
+    assert for_another_gpu(found, "sm_90") == ""
+
+
+def test_a_host_switch_takes_its_default_and_says_so() -> None:
+    found = _gated(1, H100)
+    assert expr.evaluate_dims3(found.block, {"tokens": 7, "d": 4096}) == (1024, 1, 1)
+    assert expr.evaluate_dims3(found.block, {"tokens": 4096, "d": 4096}) == (256, 1, 1)
+    assert any("vllm_is_batch_invariant() taken as false" in note for note in found.notes)

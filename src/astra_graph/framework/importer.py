@@ -11,6 +11,7 @@ came in and, if not, why, in one line each.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from astra_graph.framework.flatten import flatten
 from astra_graph.framework.launchers import Analysis, analyse, device_constants
 from astra_graph.framework.parse import parse_source
 from astra_graph.harness import nvrtc
+from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
 
 COMPILER_REASON = (
@@ -36,6 +38,10 @@ class LauncherResult(BaseModel):
     line: int
     imported: bool
     reason: str = ""
+    applicable: bool = True
+    """False when the launch is for other GPUs or builds: a condition on the compute capability
+    or CUDA version alone (vLLM's ``cc_major >= 10`` 256-bit path) is false on the import's
+    target, whatever the shapes. Such a site is correctly not imported, not a failure."""
     op: str | None = None
     folder: str | None = None
     dtypes: list[str] = []
@@ -67,6 +73,22 @@ def _instantiations(analysis: Analysis) -> list[str]:
     if "<" not in analysis.entry:
         return [analysis.entry]
     return [re.sub(r"\bT\b", DTYPES[d].ctype, analysis.entry) for d in analysis.dtypes]
+
+
+def for_another_gpu(analysis: Analysis, arch: str) -> str:
+    """Why the launch is for another GPU or build, or '': a term of a required conjunction that
+    names no dim (only the device constants were in it, now folded to numbers) and is false.
+    Only such terms count, so a launch is never called 'not applicable' because of its shapes."""
+    for requirement in analysis.requires:
+        body = expr.parse(requirement).body
+        terms = (
+            body.values if isinstance(body, ast.BoolOp) and isinstance(body.op, ast.And) else [body]
+        )
+        for term in terms:
+            written = ast.unparse(term)
+            if not expr.names(written) and not expr.evaluate(written, {}):
+                return f"not applicable on {arch}: requires {written} (the GPU or the build)"
+    return ""
 
 
 def _never_taken(analysis: Analysis) -> str:
@@ -138,6 +160,11 @@ def import_file(
                     f"device code does not compile with NVRTC: {_first_error(alone.log)}"
                 )
                 continue
+        elsewhere = for_another_gpu(analysis, arch)
+        if elsewhere:
+            result.reason = elsewhere
+            result.applicable = False
+            continue
         never = _never_taken(analysis)
         if never:
             result.reason = never

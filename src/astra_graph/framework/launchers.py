@@ -88,6 +88,12 @@ CPP_TYPES: dict[str, str] = {
     "at::BFloat16": "bfloat16",
 }
 """C++ spellings of the element and scalar types a contract can hold."""
+HOST_SWITCHES: dict[str, tuple[bool, str]] = {
+    "vllm_is_batch_invariant": (False, "the VLLM_BATCH_INVARIANT environment variable, unset"),
+}
+"""Host functions a launcher calls for a process-wide setting, with the value they return by
+default and where it comes from. A size that depends on one is imported for that default and
+the assumption is noted; any other call in a size stays a reason not to import."""
 ELEMENT_TYPE_NAME = "scalar_t"
 """What torch's dispatch macros call the element type inside their lambda."""
 _DATA_PTR = re.compile(
@@ -223,6 +229,8 @@ class _Translator:
         self.tensors = tensors
         self.params = {p.name: p for p in launcher.params}
         self.host_dims: set[str] = set()
+        self.switches: set[str] = set()
+        """The :data:`HOST_SWITCHES` the launch's sizes or conditions read."""
 
     def expression(self, source: str, depth: int = 0) -> str:
         if depth > 16:
@@ -358,6 +366,9 @@ class _Translator:
                 self._tensor(tensor)
                 return f"{tensor}__dim"
         short = name.split("<", 1)[0].rsplit("::", 1)[-1]  # std::min<int64_t> is min
+        if short in HOST_SWITCHES and not args:
+            self.switches.add(short)
+            return "1" if HOST_SWITCHES[short][0] else "0"
         if short == "dim3":
             inner = ", ".join(self._node(a, depth) for a in args)
             return f"({inner},)" if len(args) == 1 else f"({inner})"
@@ -533,6 +544,9 @@ def analyse(
             notes.append(f"launch condition {condition!r} ({branch}) not expressed: {exc}")
             continue
         requires.append(translated if positive else f"({translated}) == 0")
+    for switch in sorted(translator.switches):
+        value, origin = HOST_SWITCHES[switch]
+        notes.append(f"{switch}() taken as {str(value).lower()} ({origin})")
     if not dtypes:
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
