@@ -318,3 +318,24 @@ def test_a_host_switch_takes_its_default_and_says_so() -> None:
     assert expr.evaluate_dims3(found.block, {"tokens": 7, "d": 4096}) == (1024, 1, 1)
     assert expr.evaluate_dims3(found.block, {"tokens": 4096, "d": 4096}) == (256, 1, 1)
     assert any("vllm_is_batch_invariant() taken as false" in note for note in found.notes)
+
+
+def test_an_argument_comment_is_not_an_argument_and_a_pointer_local_is_followed() -> None:
+    source = parse_source(
+        "template <typename scalar_t>\n"
+        "__global__ void k(scalar_t* out, const scalar_t* w, const int64_t w_stride, int n) {}\n"
+        "void f(torch::Tensor& out, std::optional<torch::Tensor> w) {\n"
+        "  int n = out.size(0);\n"
+        '  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "f", [&] {\n'
+        "    const scalar_t* weight_ptr =\n"
+        "        w.has_value() ? w->const_data_ptr<scalar_t>() : nullptr;\n"
+        "    k<scalar_t><<<n, 256>>>(out.data_ptr<scalar_t>(), weight_ptr, /*w_stride=*/0, n);\n"
+        "  });\n"
+        "}\n"
+    )
+    launcher = source.launchers[0]
+    launch = launcher.launches[0]
+    assert launch.args[2] == "0" and len(launch.args) == 4
+    found = analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
+    assert [(b.kind, b.value) for b in found.bindings][:2] == [("tensor", "out"), ("tensor", "w")]
+    assert any("w: optional tensor" in note for note in found.notes)
