@@ -545,8 +545,8 @@ def analyse(
             continue
         requires.append(translated if positive else f"({translated}) == 0")
     for switch in sorted(translator.switches):
-        value, origin = HOST_SWITCHES[switch]
-        notes.append(f"{switch}() taken as {str(value).lower()} ({origin})")
+        default, origin = HOST_SWITCHES[switch]
+        notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
     if not dtypes:
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
