@@ -299,7 +299,7 @@ def _gated(index: int, device: dict[str, int]) -> Analysis:
 def test_a_launch_for_newer_gpus_is_not_applicable_not_a_failure() -> None:
     wide = _gated(0, H100)
     assert for_another_gpu(wide, "sm_90") == (
-        "not applicable on sm_90: requires 9 >= 10 (the GPU or the build)"
+        "not applicable on sm_90: requires cc_major >= 10: 9 >= 10 (the GPU or the build)"
     )
     narrow = _gated(1, H100)  # the else branch: a shape condition only, taken on sm_90
     assert for_another_gpu(narrow, "sm_90") == ""
@@ -307,10 +307,24 @@ def test_a_launch_for_newer_gpus_is_not_applicable_not_a_failure() -> None:
     assert for_another_gpu(_gated(0, blackwell), "sm_100") == ""
 
 
-def test_a_shape_condition_never_makes_a_launch_not_applicable() -> None:
-    found = _gated(0, H100)
-    found.requires = ["d > 1 and tokens < 0"]  # false for every shape, but because of shapes
-    assert for_another_gpu(found, "sm_90") == ""
+def test_a_dead_branch_or_a_shape_condition_is_not_another_gpus() -> None:
+    """A macro's literal flag (``if (false)``) and a size condition are false without reading the
+    GPU: such a launch is never taken, which is not the same as being for another GPU."""
+    source = parse_source(
+        "template <typename scalar_t> __global__ void k(scalar_t* x, int n) {}\n"
+        "void f(torch::Tensor& x) {\n"
+        "  int n = x.size(0);\n"
+        "  int cc_major = get_device_prop()->major;\n"
+        '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {\n'
+        "    if (false && cc_major >= 9) { k<scalar_t><<<n, 1>>>(x.data_ptr<scalar_t>(), n); }\n"
+        "    if (n < 0 && cc_major >= 9) { k<scalar_t><<<n, 1>>>(x.data_ptr<scalar_t>(), n); }\n"
+        "  });\n"
+        "}\n"
+    )
+    launcher = source.launchers[0]
+    for launch in launcher.launches:
+        found = analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
+        assert found.requires and for_another_gpu(found, "sm_90") == ""
 
 
 def test_a_host_switch_takes_its_default_and_says_so() -> None:

@@ -11,7 +11,6 @@ came in and, if not, why, in one line each.
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from astra_graph.framework.flatten import flatten
 from astra_graph.framework.launchers import Analysis, analyse, device_constants
 from astra_graph.framework.parse import parse_source
 from astra_graph.harness import nvrtc
-from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
 
 COMPILER_REASON = (
@@ -76,19 +74,12 @@ def _instantiations(analysis: Analysis) -> list[str]:
 
 
 def for_another_gpu(analysis: Analysis, arch: str) -> str:
-    """Why the launch is for another GPU or build, or '': a term of a required conjunction that
-    names no dim (only the device constants were in it, now folded to numbers) and is false.
-    Only such terms count, so a launch is never called 'not applicable' because of its shapes."""
-    for requirement in analysis.requires:
-        body = expr.parse(requirement).body
-        terms = (
-            body.values if isinstance(body, ast.BoolOp) and isinstance(body.op, ast.And) else [body]
-        )
-        for term in terms:
-            written = ast.unparse(term)
-            if not expr.names(written) and not expr.evaluate(written, {}):
-                return f"not applicable on {arch}: requires {written} (the GPU or the build)"
-    return ""
+    """Why the launch is for another GPU or build, or '': a condition around it that reads only
+    the compute capability or the CUDA version is false on ``arch``
+    (:attr:`~astra_graph.framework.launchers.Analysis.other_gpu`), whatever the shapes."""
+    if not analysis.other_gpu:
+        return ""
+    return f"not applicable on {arch}: requires {analysis.other_gpu} (the GPU or the build)"
 
 
 def _never_taken(analysis: Analysis) -> str:

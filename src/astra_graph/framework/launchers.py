@@ -38,6 +38,7 @@ from astra_graph.framework.parse import (
     _parser,
     text,
 )
+from astra_graph.kernel import expr
 from astra_graph.kernel.header import SM_COUNT
 
 if TYPE_CHECKING:
@@ -148,6 +149,10 @@ class Analysis:
     requires: list[str]
     """The ``if`` conditions the launch sits under, as expressions over the dims."""
     notes: list[str]
+    other_gpu: str = ""
+    """A condition the launch sits under that reads only the GPU or the build (compute
+    capability, ``CUDA_VERSION``) and is false for the import's target: the C++ term and its
+    folded value (``cc_major >= 10``: ``9 >= 10``), or '' when there is none."""
 
 
 _OPTIONAL = re.compile(r"^(?P<condition>[^?]+)\?(?P<then>[^:]+):\s*(?:nullptr|NULL)\s*$")
@@ -230,6 +235,8 @@ class _Translator:
         self.params = {p.name: p for p in launcher.params}
         self.host_dims: set[str] = set()
         self.switches: set[str] = set()
+        self.device_read = False
+        """Whether an expression read a device constant (set here, cleared by the caller)."""
         """The :data:`HOST_SWITCHES` the launch's sizes or conditions read."""
 
     def expression(self, source: str, depth: int = 0) -> str:
@@ -320,6 +327,7 @@ class _Translator:
         if name.endswith("multiProcessorCount"):
             return SM_COUNT
         if name in self.device:
+            self.device_read = True
             return str(self.device[name])
         compact = re.sub(r"\s+", "", name).lstrip(":")
         constant = next(
@@ -331,6 +339,7 @@ class _Translator:
         if node.type == "field_expression" and "->" in name:
             field_name = text(node.child_by_field_name("field"))
             if field_name in ("major", "minor") and "prop" in name.lower():
+                self.device_read = True
                 return str(self.device[f"cc_{field_name}"])
         if name in self.locals:
             return f"({self.expression(self.locals[name], depth + 1)})"
@@ -536,6 +545,7 @@ def analyse(
         if binding.kind == "expr":
             binding.value = finish(binding.value)
     requires = []
+    other_gpu = ""
     for condition, positive in launch.conditions:
         try:
             translated = finish(translator.expression(condition))
@@ -544,6 +554,8 @@ def analyse(
             notes.append(f"launch condition {condition!r} ({branch}) not expressed: {exc}")
             continue
         requires.append(translated if positive else f"({translated}) == 0")
+        if positive and not other_gpu:
+            other_gpu = _false_device_term(translator, condition)
     for switch in sorted(translator.switches):
         default, origin = HOST_SWITCHES[switch]
         notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
@@ -576,7 +588,50 @@ def analyse(
         constants=constants,
         requires=requires,
         notes=notes,
+        other_gpu=other_gpu,
     )
+
+
+def _conjuncts(condition: str) -> list[str]:
+    """The C++ terms of a condition's top-level ``&&`` chain (the whole condition if none)."""
+    tree = _parser().parse(f"auto __e = {condition};".encode())
+    decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+    init = decl.child_by_field_name("declarator") if decl is not None else None
+    value = init.child_by_field_name("value") if init is not None else None
+    if value is None or tree.root_node.has_error:
+        return [condition]
+    terms: list[str] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        operator = node.child_by_field_name("operator")
+        if node.type == "binary_expression" and text(operator) == "&&":
+            stack.extend(
+                n for n in (node.child_by_field_name(f) for f in ("right", "left")) if n is not None
+            )
+        else:
+            terms.append(text(node))
+    return terms
+
+
+def _false_device_term(translator: _Translator, condition: str) -> str:
+    """``term: folded`` for the first ``&&`` term of ``condition`` that reads a device constant,
+    nothing else, and is false on the import's target; '' when there is none. Dead branches of
+    a macro's literal flag (``if (false)``) read no device constant and are not such terms."""
+    for term in _conjuncts(condition):
+        translator.device_read = False
+        try:
+            folded = translator.expression(term)
+        except Unmapped:
+            continue
+        if not translator.device_read:
+            continue
+        try:
+            if not expr.names(folded) and not expr.evaluate(folded, {}):
+                return f"{' '.join(term.split())}: {folded}"
+        except expr.ExprError:
+            continue
+    return ""
 
 
 def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None:
