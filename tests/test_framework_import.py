@@ -353,3 +353,16 @@ def test_an_argument_comment_is_not_an_argument_and_a_pointer_local_is_followed(
     found = analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
     assert [(b.kind, b.value) for b in found.bindings][:2] == [("tensor", "out"), ("tensor", "w")]
     assert any("w: optional tensor" in note for note in found.notes)
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_astra_import_counts_a_launch_for_newer_gpus_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "gated.cu"
+    source.write_text(GATED)
+    assert main(["import", str(source), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "not applicable on sm_90: requires cc_major >= 10" in out
+    assert "1 of 2 launch sites imported (1 not applicable on sm_90)" in out
+    assert "assumed: vllm_is_batch_invariant() taken as false" in out
