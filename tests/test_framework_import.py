@@ -366,3 +366,28 @@ def test_astra_import_counts_a_launch_for_newer_gpus_apart(
     assert "not applicable on sm_90: requires cc_major >= 10" in out
     assert "1 of 2 launch sites imported (1 not applicable on sm_90)" in out
     assert "assumed: vllm_is_batch_invariant() taken as false" in out
+
+
+ALIGNED = """
+namespace fw {
+template <typename scalar_t, size_t vec_size>
+struct __align__(vec_size * sizeof(scalar_t)) vec_n_t {
+  scalar_t val[vec_size];
+};
+template <typename scalar_t>
+__global__ void copy4(vec_n_t<scalar_t, 4>* out, const vec_n_t<scalar_t, 4>* in) {
+  out[threadIdx.x] = in[threadIdx.x];
+}
+}  // namespace fw
+void copy4(torch::Tensor& out, torch::Tensor& in) {}
+"""
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_struct_under_an_align_macro_is_device_code_and_kept() -> None:
+    """The grammar reads ``struct __align__(n) name {...}`` as a function definition; it is the
+    kernels' vector type (vLLM's vec_n_t), so it stays, and the host launcher still goes."""
+    device = device_source(ALIGNED)
+    assert device.removed_functions == ["copy4"]
+    assert "vec_n_t {" in device.text
+    assert compile_device(device.text, ["fw::copy4<float>"], "sm_90").ok
