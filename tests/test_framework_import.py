@@ -391,3 +391,46 @@ def test_a_struct_under_an_align_macro_is_device_code_and_kept() -> None:
     assert device.removed_functions == ["copy4"]
     assert "vec_n_t {" in device.text
     assert compile_device(device.text, ["fw::copy4<float>"], "sm_90").ok
+
+
+def test_the_readable_terms_of_a_then_condition_are_kept() -> None:
+    source = parse_source(
+        "template <typename scalar_t, int W> __global__ void k(scalar_t* x, int d) {}\n"
+        "void f(torch::Tensor& x) {\n"
+        "  int d = x.size(-1);\n"
+        "  int n = x.numel() / d;\n"
+        "  auto ptr = reinterpret_cast<std::uintptr_t>(x.data_ptr());\n"
+        '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {\n'
+        "    if (ptr % 16 == 0 && d % 8 == 0) {\n"
+        "      k<scalar_t, 8><<<n, 256>>>(x.data_ptr<scalar_t>(), d);\n"
+        "    } else {\n"
+        "      k<scalar_t, 0><<<n, 256>>>(x.data_ptr<scalar_t>(), d);\n"
+        "    }\n"
+        "  });\n"
+        "}\n"
+    )
+    launcher = source.launchers[0]
+    wide, narrow = (
+        analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
+        for launch in launcher.launches
+    )
+    (kept,) = wide.requires  # the alignment term cannot be read; the width term is kept
+    assert expr.evaluate(kept, {"tokens": 3, "d": 4096})
+    assert not expr.evaluate(kept, {"tokens": 3, "d": 4100})
+    assert any("1 of its && terms kept" in note for note in wide.notes)
+    assert narrow.requires == []  # the else-branch: no part of `!a || !b` is implied
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_rocms_fp8_type_is_named_and_distinct_but_not_computed_with() -> None:
+    """vLLM's kernels test ``is_same_v<T, c10::Float8_e4m3fnuz>`` on CUDA builds too; the type
+    must exist and differ from CUDA's fp8, and arithmetic on it must not compile."""
+    test = (
+        "#include <type_traits>\n"
+        "static_assert(!std::is_same_v<c10::Float8_e4m3fn, c10::Float8_e4m3fnuz>);\n"
+        "template <typename T> __global__ void k(float* y, const T* x) { y[0] = %s; }\n"
+    )
+    named = torch_types() + test % "1.0f"
+    assert compile_device(named, ["k<c10::Float8_e4m3fnuz>"], "sm_90").ok
+    computed = compile_device(torch_types() + test % "float(x[0])", ["k<c10::Float8_e4m3fnuz>"])
+    assert not computed.ok

@@ -551,7 +551,23 @@ def analyse(
             translated = finish(translator.expression(condition))
         except Unmapped as exc:
             branch = "then" if positive else "else"
-            notes.append(f"launch condition {condition!r} ({branch}) not expressed: {exc}")
+            # the then-branch of `a && b` needs each term, so the terms that can be read are
+            # kept (vLLM's width-8 path: `hidden % 8 == 0` kept, a pointer's alignment not);
+            # the else-branch needs `!a || !b`, which no part of it implies
+            kept = []
+            for term in _conjuncts(condition) if positive else []:
+                try:
+                    kept.append(finish(translator.expression(term)))
+                except Unmapped:
+                    continue
+            requires.extend(kept)
+            partly = f"; {len(kept)} of its && terms kept" if kept else ""
+            notes.append(
+                f"launch condition {' '.join(condition.split())!r} ({branch}) not expressed"
+                f"{partly}: {exc}"
+            )
+            if positive and not other_gpu:
+                other_gpu = _false_device_term(translator, condition)
             continue
         requires.append(translated if positive else f"({translated}) == 0")
         if positive and not other_gpu:
