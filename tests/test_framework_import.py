@@ -434,3 +434,23 @@ def test_rocms_fp8_type_is_named_and_distinct_but_not_computed_with() -> None:
     assert compile_device(named, ["k<c10::Float8_e4m3fnuz>"], "sm_90").ok
     computed = compile_device(torch_types() + test % "float(x[0])", ["k<c10::Float8_e4m3fnuz>"])
     assert not computed.ok
+
+
+def test_a_pointer_local_that_starts_as_nullptr_is_passed_so_and_said() -> None:
+    source = parse_source(
+        "template <typename scalar_t> __global__ void k(scalar_t* out, float* lse, int n) {}\n"
+        "void f(torch::Tensor& out, std::optional<torch::Tensor> lse) {\n"
+        "  int n = out.size(0);\n"
+        "  float* lse_ptr = nullptr;\n"
+        "  if (lse.has_value()) { lse_ptr = lse.value().data_ptr<float>(); }\n"
+        '  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "f", [&] {\n'
+        "    k<scalar_t><<<n, 256>>>(out.data_ptr<scalar_t>(), lse_ptr, n);\n"
+        "  });\n"
+        "}\n"
+    )
+    launcher = source.launchers[0]
+    found = analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, H100, source.constants
+    )
+    assert [b.kind for b in found.bindings] == ["tensor", "null", "expr"]
+    assert any("lse: the launcher's lse_ptr starts as nullptr" in note for note in found.notes)

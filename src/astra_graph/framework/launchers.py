@@ -162,7 +162,15 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
     """The ``data_ptr`` expression behind a pointer argument: a local holding it is followed,
     and an optional tensor (``has_x ? x->data_ptr<T>() : nullptr``) is taken as given."""
     if argument in launch.locals:
+        local = argument
         argument = strip_cast(launch.locals[argument])
+        if argument in ("nullptr", "NULL", "0"):
+            # vLLM's `float* output_lse_ptr = nullptr; if (output_lse.has_value()) {...}`:
+            # only the declaration is read, so the pointer is passed as its initial nullptr
+            notes.append(
+                f"{param}: the launcher's {local} starts as {argument} and is passed so "
+                "(an assignment to it under a condition is not followed)"
+            )
     optional = _OPTIONAL.match(argument)
     if optional:
         notes.append(
