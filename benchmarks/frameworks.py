@@ -164,6 +164,7 @@ def main(argv: list[str]) -> int:
                     "file": relative,
                     "launcher": f"{result.launcher}:{result.line}",
                     "imported": result.imported,
+                    "applicable": result.applicable,
                     "reason": result.reason,
                     "folder": result.folder,
                     "notes": result.notes,
@@ -183,6 +184,8 @@ def main(argv: list[str]) -> int:
     print(f"{'launcher':<48} {'imported':<60} {'valid':<6} {'checked':<8} tuner")
     for row in rows:
         came_in = "yes" if row["imported"] else f"no: {row['reason']}"[:60]
+        if row.get("applicable") is False:
+            came_in = f"n/a: {row['reason']}"[:60]
         state = "-" if row.get("checked") is None else ("yes" if row["checked"] else "NO")
         label = f"{row['framework']}/{Path(row['file']).name}:{row['launcher']}"[:48]
         valid = {True: "yes", False: "NO", None: "-"}[row.get("validated")]
@@ -203,11 +206,15 @@ def main(argv: list[str]) -> int:
         )
     )
     total = len(rows)
+    elsewhere = sum(r.get("applicable") is False for r in rows)
+    applicable = total - elsewhere
     imported = sum(bool(r["imported"]) for r in rows)
     validated = sum(bool(r.get("validated")) for r in rows)
     checked = sum(bool(r.get("checked")) for r in rows)
+    share = f"{100 * validated / applicable:.0f}%" if applicable else "-"
     print(
-        f"{total} launch sites: {imported} imported, {validated} validated, "
+        f"{total} launch sites, {elsewhere} not applicable on {args.arch} (other GPUs or "
+        f"builds): {imported} imported, {validated} validated ({share} of {applicable}), "
         f"{checked if args.gpu else 'not'} checked on the GPU; {result_file}"
     )
     return 0

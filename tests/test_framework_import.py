@@ -19,6 +19,7 @@ import pytest
 from astra_graph.cli import main
 from astra_graph.framework.device import compile_device, device_source, torch_types
 from astra_graph.framework.flatten import flatten
+from astra_graph.framework.importer import for_another_gpu
 from astra_graph.framework.launchers import (
     Analysis,
     Unmapped,
@@ -260,3 +261,196 @@ def test_constants_aliases_optional_tensors_and_conditions() -> None:
 def test_select_is_cpp_conditional() -> None:
     assert expr.evaluate_int("select(tokens < 256, 1024, 256)", {"tokens": 7}) == 1024
     assert expr.evaluate_int("select(tokens < 256, 1024, 256)", {"tokens": 4096}) == 256
+
+
+GATED = """
+namespace fw {
+inline bool vllm_is_batch_invariant() { return false; }
+template <typename scalar_t, bool WIDE>
+__global__ void act(scalar_t* out, const scalar_t* x, const int d) {}
+}  // namespace fw
+void act(torch::Tensor& out, torch::Tensor& x) {
+  int d = x.size(-1);
+  int num_tokens = x.numel() / d;
+  int cc_major = get_device_prop()->major;
+  const bool invariant = fw::vllm_is_batch_invariant();
+  const int max_block = invariant ? 1024 : ((num_tokens < 256) ? 1024 : 256);
+  AT_DISPATCH_REDUCED_FLOATING_TYPES(x.scalar_type(), "act", [&] {
+    if (CUDA_VERSION >= 12090 && cc_major >= 10 && num_tokens > 128) {
+      fw::act<scalar_t, true><<<num_tokens, std::min(d, max_block)>>>(
+          out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), d);
+    } else {
+      fw::act<scalar_t, false><<<num_tokens, std::min(d, max_block)>>>(
+          out.data_ptr<scalar_t>(), x.data_ptr<scalar_t>(), d);
+    }
+  });
+}
+"""
+
+
+def _gated(index: int, device: dict[str, int]) -> Analysis:
+    source = parse_source(GATED)
+    launcher = source.launchers[0]
+    return analyse(
+        launcher, launcher.launches[index], source.kernels, source.macros, device, source.constants
+    )
+
+
+def test_a_launch_for_newer_gpus_is_not_applicable_not_a_failure() -> None:
+    wide = _gated(0, H100)
+    assert for_another_gpu(wide, "sm_90") == (
+        "not applicable on sm_90: requires cc_major >= 10: 9 >= 10 (the GPU or the build)"
+    )
+    narrow = _gated(1, H100)  # the else branch: a shape condition only, taken on sm_90
+    assert for_another_gpu(narrow, "sm_90") == ""
+    blackwell = device_constants("sm_100", (13, 0))
+    assert for_another_gpu(_gated(0, blackwell), "sm_100") == ""
+
+
+def test_a_dead_branch_or_a_shape_condition_is_not_another_gpus() -> None:
+    """A macro's literal flag (``if (false)``) and a size condition are false without reading the
+    GPU: such a launch is never taken, which is not the same as being for another GPU."""
+    source = parse_source(
+        "template <typename scalar_t> __global__ void k(scalar_t* x, int n) {}\n"
+        "void f(torch::Tensor& x) {\n"
+        "  int n = x.size(0);\n"
+        "  int cc_major = get_device_prop()->major;\n"
+        '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {\n'
+        "    if (false && cc_major >= 9) { k<scalar_t><<<n, 1>>>(x.data_ptr<scalar_t>(), n); }\n"
+        "    if (n < 0 && cc_major >= 9) { k<scalar_t><<<n, 1>>>(x.data_ptr<scalar_t>(), n); }\n"
+        "  });\n"
+        "}\n"
+    )
+    launcher = source.launchers[0]
+    for launch in launcher.launches:
+        found = analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
+        assert found.requires and for_another_gpu(found, "sm_90") == ""
+
+
+def test_a_host_switch_takes_its_default_and_says_so() -> None:
+    found = _gated(1, H100)
+    assert expr.evaluate_dims3(found.block, {"tokens": 7, "d": 4096}) == (1024, 1, 1)
+    assert expr.evaluate_dims3(found.block, {"tokens": 4096, "d": 4096}) == (256, 1, 1)
+    assert any("vllm_is_batch_invariant() taken as false" in note for note in found.notes)
+
+
+def test_an_argument_comment_is_not_an_argument_and_a_pointer_local_is_followed() -> None:
+    source = parse_source(
+        "template <typename scalar_t>\n"
+        "__global__ void k(scalar_t* out, const scalar_t* w, const int64_t w_stride, int n) {}\n"
+        "void f(torch::Tensor& out, std::optional<torch::Tensor> w) {\n"
+        "  int n = out.size(0);\n"
+        '  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "f", [&] {\n'
+        "    const scalar_t* weight_ptr =\n"
+        "        w.has_value() ? w->const_data_ptr<scalar_t>() : nullptr;\n"
+        "    k<scalar_t><<<n, 256>>>(out.data_ptr<scalar_t>(), weight_ptr, /*w_stride=*/0, n);\n"
+        "  });\n"
+        "}\n"
+    )
+    launcher = source.launchers[0]
+    launch = launcher.launches[0]
+    assert launch.args[2] == "0" and len(launch.args) == 4
+    found = analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
+    assert [(b.kind, b.value) for b in found.bindings][:2] == [("tensor", "out"), ("tensor", "w")]
+    assert any("w: optional tensor" in note for note in found.notes)
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_astra_import_counts_a_launch_for_newer_gpus_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = tmp_path / "gated.cu"
+    source.write_text(GATED)
+    assert main(["import", str(source), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "not applicable on sm_90: requires cc_major >= 10" in out
+    assert "1 of 2 launch sites imported (1 not applicable on sm_90)" in out
+    assert "assumed: vllm_is_batch_invariant() taken as false" in out
+
+
+ALIGNED = """
+namespace fw {
+template <typename scalar_t, size_t vec_size>
+struct __align__(vec_size * sizeof(scalar_t)) vec_n_t {
+  scalar_t val[vec_size];
+};
+template <typename scalar_t>
+__global__ void copy4(vec_n_t<scalar_t, 4>* out, const vec_n_t<scalar_t, 4>* in) {
+  out[threadIdx.x] = in[threadIdx.x];
+}
+}  // namespace fw
+void copy4(torch::Tensor& out, torch::Tensor& in) {}
+"""
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_struct_under_an_align_macro_is_device_code_and_kept() -> None:
+    """The grammar reads ``struct __align__(n) name {...}`` as a function definition; it is the
+    kernels' vector type (vLLM's vec_n_t), so it stays, and the host launcher still goes."""
+    device = device_source(ALIGNED)
+    assert device.removed_functions == ["copy4"]
+    assert "vec_n_t {" in device.text
+    assert compile_device(device.text, ["fw::copy4<float>"], "sm_90").ok
+
+
+def test_the_readable_terms_of_a_then_condition_are_kept() -> None:
+    source = parse_source(
+        "template <typename scalar_t, int W> __global__ void k(scalar_t* x, int d) {}\n"
+        "void f(torch::Tensor& x) {\n"
+        "  int d = x.size(-1);\n"
+        "  int n = x.numel() / d;\n"
+        "  auto ptr = reinterpret_cast<std::uintptr_t>(x.data_ptr());\n"
+        '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {\n'
+        "    if (ptr % 16 == 0 && d % 8 == 0) {\n"
+        "      k<scalar_t, 8><<<n, 256>>>(x.data_ptr<scalar_t>(), d);\n"
+        "    } else {\n"
+        "      k<scalar_t, 0><<<n, 256>>>(x.data_ptr<scalar_t>(), d);\n"
+        "    }\n"
+        "  });\n"
+        "}\n"
+    )
+    launcher = source.launchers[0]
+    wide, narrow = (
+        analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
+        for launch in launcher.launches
+    )
+    (kept,) = wide.requires  # the alignment term cannot be read; the width term is kept
+    assert expr.evaluate(kept, {"tokens": 3, "d": 4096})
+    assert not expr.evaluate(kept, {"tokens": 3, "d": 4100})
+    assert any("1 of its && terms kept" in note for note in wide.notes)
+    assert narrow.requires == []  # the else-branch: no part of `!a || !b` is implied
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_rocms_fp8_type_is_named_and_distinct_but_not_computed_with() -> None:
+    """vLLM's kernels test ``is_same_v<T, c10::Float8_e4m3fnuz>`` on CUDA builds too; the type
+    must exist and differ from CUDA's fp8, and arithmetic on it must not compile."""
+    test = (
+        "#include <type_traits>\n"
+        "static_assert(!std::is_same_v<c10::Float8_e4m3fn, c10::Float8_e4m3fnuz>);\n"
+        "template <typename T> __global__ void k(float* y, const T* x) { y[0] = %s; }\n"
+    )
+    named = torch_types() + test % "1.0f"
+    assert compile_device(named, ["k<c10::Float8_e4m3fnuz>"], "sm_90").ok
+    computed = compile_device(torch_types() + test % "float(x[0])", ["k<c10::Float8_e4m3fnuz>"])
+    assert not computed.ok
+
+
+def test_a_pointer_local_that_starts_as_nullptr_is_passed_so_and_said() -> None:
+    source = parse_source(
+        "template <typename scalar_t> __global__ void k(scalar_t* out, float* lse, int n) {}\n"
+        "void f(torch::Tensor& out, std::optional<torch::Tensor> lse) {\n"
+        "  int n = out.size(0);\n"
+        "  float* lse_ptr = nullptr;\n"
+        "  if (lse.has_value()) { lse_ptr = lse.value().data_ptr<float>(); }\n"
+        '  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "f", [&] {\n'
+        "    k<scalar_t><<<n, 256>>>(out.data_ptr<scalar_t>(), lse_ptr, n);\n"
+        "  });\n"
+        "}\n"
+    )
+    launcher = source.launchers[0]
+    found = analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, H100, source.constants
+    )
+    assert [b.kind for b in found.bindings] == ["tensor", "null", "expr"]
+    assert any("lse: the launcher's lse_ptr starts as nullptr" in note for note in found.notes)

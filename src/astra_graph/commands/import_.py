@@ -81,5 +81,10 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / REPORT_FILE).write_text(json.dumps(report.model_dump(), indent=1))
     done = sum(r.imported for r in report.launchers)
-    print(f"{done} of {len(report.launchers)} launch sites imported; report: {out / REPORT_FILE}")
+    elsewhere = sum(not r.applicable for r in report.launchers)
+    other = f" ({elsewhere} not applicable on {args.arch})" if elsewhere else ""
+    print(
+        f"{done} of {len(report.launchers)} launch sites imported{other}; "
+        f"report: {out / REPORT_FILE}"
+    )
     return 0 if done else 1

@@ -150,6 +150,21 @@ def _available(name: str) -> bool:
     return any((Path(folder) / name).is_file() for folder in nvrtc.system_include_dirs())
 
 
+def _is_aligned_struct(definition: Node) -> bool:
+    """A struct under an attribute macro (vLLM's ``struct __align__(16) vec_n_t {...};``), which
+    the grammar reads as a function ``__align__`` returning ``struct``: device code's type, kept.
+    Removing it left the kernels that use it without the type (``vec_n_t is not a template``)."""
+    kind = definition.child_by_field_name("type")
+    declarator = definition.child_by_field_name("declarator")
+    return (
+        kind is not None
+        and kind.type in ("struct_specifier", "class_specifier", "union_specifier")
+        and kind.child_by_field_name("body") is None
+        and declarator is not None
+        and declarator.type == "parenthesized_declarator"
+    )
+
+
 def device_source(flattened: str) -> DeviceSource:
     """The flattened file with host code removed and includes made NVRTC's (see above)."""
     data = flattened.encode()
@@ -162,6 +177,8 @@ def device_source(flattened: str) -> DeviceSource:
         if any(word in head for word in _DEVICE_SPACES):
             continue
         if node.type == "declaration" and not _is_host_variable(node):
+            continue
+        if node.type == "function_definition" and _is_aligned_struct(node):
             continue
         whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
         declarator = node.child_by_field_name("declarator")

@@ -36,6 +36,10 @@ class LauncherResult(BaseModel):
     line: int
     imported: bool
     reason: str = ""
+    applicable: bool = True
+    """False when the launch is for other GPUs or builds: a condition on the compute capability
+    or CUDA version alone (vLLM's ``cc_major >= 10`` 256-bit path) is false on the import's
+    target, whatever the shapes. Such a site is correctly not imported, not a failure."""
     op: str | None = None
     folder: str | None = None
     dtypes: list[str] = []
@@ -67,6 +71,15 @@ def _instantiations(analysis: Analysis) -> list[str]:
     if "<" not in analysis.entry:
         return [analysis.entry]
     return [re.sub(r"\bT\b", DTYPES[d].ctype, analysis.entry) for d in analysis.dtypes]
+
+
+def for_another_gpu(analysis: Analysis, arch: str) -> str:
+    """Why the launch is for another GPU or build, or '': a condition around it that reads only
+    the compute capability or the CUDA version is false on ``arch``
+    (:attr:`~astra_graph.framework.launchers.Analysis.other_gpu`), whatever the shapes."""
+    if not analysis.other_gpu:
+        return ""
+    return f"not applicable on {arch}: requires {analysis.other_gpu} (the GPU or the build)"
 
 
 def _never_taken(analysis: Analysis) -> str:
@@ -138,6 +151,11 @@ def import_file(
                     f"device code does not compile with NVRTC: {_first_error(alone.log)}"
                 )
                 continue
+        elsewhere = for_another_gpu(analysis, arch)
+        if elsewhere:
+            result.reason = elsewhere
+            result.applicable = False
+            continue
         never = _never_taken(analysis)
         if never:
             result.reason = never

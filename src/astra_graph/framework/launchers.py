@@ -38,6 +38,7 @@ from astra_graph.framework.parse import (
     _parser,
     text,
 )
+from astra_graph.kernel import expr
 from astra_graph.kernel.header import SM_COUNT
 
 if TYPE_CHECKING:
@@ -88,6 +89,12 @@ CPP_TYPES: dict[str, str] = {
     "at::BFloat16": "bfloat16",
 }
 """C++ spellings of the element and scalar types a contract can hold."""
+HOST_SWITCHES: dict[str, tuple[bool, str]] = {
+    "vllm_is_batch_invariant": (False, "the VLLM_BATCH_INVARIANT environment variable, unset"),
+}
+"""Host functions a launcher calls for a process-wide setting, with the value they return by
+default and where it comes from. A size that depends on one is imported for that default and
+the assumption is noted; any other call in a size stays a reason not to import."""
 ELEMENT_TYPE_NAME = "scalar_t"
 """What torch's dispatch macros call the element type inside their lambda."""
 _DATA_PTR = re.compile(
@@ -142,6 +149,10 @@ class Analysis:
     requires: list[str]
     """The ``if`` conditions the launch sits under, as expressions over the dims."""
     notes: list[str]
+    other_gpu: str = ""
+    """A condition the launch sits under that reads only the GPU or the build (compute
+    capability, ``CUDA_VERSION``) and is false for the import's target: the C++ term and its
+    folded value (``cc_major >= 10``: ``9 >= 10``), or '' when there is none."""
 
 
 _OPTIONAL = re.compile(r"^(?P<condition>[^?]+)\?(?P<then>[^:]+):\s*(?:nullptr|NULL)\s*$")
@@ -151,7 +162,15 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
     """The ``data_ptr`` expression behind a pointer argument: a local holding it is followed,
     and an optional tensor (``has_x ? x->data_ptr<T>() : nullptr``) is taken as given."""
     if argument in launch.locals:
+        local = argument
         argument = strip_cast(launch.locals[argument])
+        if argument in ("nullptr", "NULL", "0"):
+            # vLLM's `float* output_lse_ptr = nullptr; if (output_lse.has_value()) {...}`:
+            # only the declaration is read, so the pointer is passed as its initial nullptr
+            notes.append(
+                f"{param}: the launcher's {local} starts as {argument} and is passed so "
+                "(an assignment to it under a condition is not followed)"
+            )
     optional = _OPTIONAL.match(argument)
     if optional:
         notes.append(
@@ -223,6 +242,10 @@ class _Translator:
         self.tensors = tensors
         self.params = {p.name: p for p in launcher.params}
         self.host_dims: set[str] = set()
+        self.switches: set[str] = set()
+        self.device_read = False
+        """Whether an expression read a device constant (set here, cleared by the caller)."""
+        """The :data:`HOST_SWITCHES` the launch's sizes or conditions read."""
 
     def expression(self, source: str, depth: int = 0) -> str:
         if depth > 16:
@@ -312,6 +335,7 @@ class _Translator:
         if name.endswith("multiProcessorCount"):
             return SM_COUNT
         if name in self.device:
+            self.device_read = True
             return str(self.device[name])
         compact = re.sub(r"\s+", "", name).lstrip(":")
         constant = next(
@@ -323,6 +347,7 @@ class _Translator:
         if node.type == "field_expression" and "->" in name:
             field_name = text(node.child_by_field_name("field"))
             if field_name in ("major", "minor") and "prop" in name.lower():
+                self.device_read = True
                 return str(self.device[f"cc_{field_name}"])
         if name in self.locals:
             return f"({self.expression(self.locals[name], depth + 1)})"
@@ -358,6 +383,9 @@ class _Translator:
                 self._tensor(tensor)
                 return f"{tensor}__dim"
         short = name.split("<", 1)[0].rsplit("::", 1)[-1]  # std::min<int64_t> is min
+        if short in HOST_SWITCHES and not args:
+            self.switches.add(short)
+            return "1" if HOST_SWITCHES[short][0] else "0"
         if short == "dim3":
             inner = ", ".join(self._node(a, depth) for a in args)
             return f"({inner},)" if len(args) == 1 else f"({inner})"
@@ -525,14 +553,36 @@ def analyse(
         if binding.kind == "expr":
             binding.value = finish(binding.value)
     requires = []
+    other_gpu = ""
     for condition, positive in launch.conditions:
         try:
             translated = finish(translator.expression(condition))
         except Unmapped as exc:
             branch = "then" if positive else "else"
-            notes.append(f"launch condition {condition!r} ({branch}) not expressed: {exc}")
+            # the then-branch of `a && b` needs each term, so the terms that can be read are
+            # kept (vLLM's width-8 path: `hidden % 8 == 0` kept, a pointer's alignment not);
+            # the else-branch needs `!a || !b`, which no part of it implies
+            kept = []
+            for term in _conjuncts(condition) if positive else []:
+                try:
+                    kept.append(finish(translator.expression(term)))
+                except Unmapped:
+                    continue
+            requires.extend(kept)
+            partly = f"; {len(kept)} of its && terms kept" if kept else ""
+            notes.append(
+                f"launch condition {' '.join(condition.split())!r} ({branch}) not expressed"
+                f"{partly}: {exc}"
+            )
+            if positive and not other_gpu:
+                other_gpu = _false_device_term(translator, condition)
             continue
         requires.append(translated if positive else f"({translated}) == 0")
+        if positive and not other_gpu:
+            other_gpu = _false_device_term(translator, condition)
+    for switch in sorted(translator.switches):
+        default, origin = HOST_SWITCHES[switch]
+        notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
     if not dtypes:
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
@@ -562,7 +612,50 @@ def analyse(
         constants=constants,
         requires=requires,
         notes=notes,
+        other_gpu=other_gpu,
     )
+
+
+def _conjuncts(condition: str) -> list[str]:
+    """The C++ terms of a condition's top-level ``&&`` chain (the whole condition if none)."""
+    tree = _parser().parse(f"auto __e = {condition};".encode())
+    decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+    init = decl.child_by_field_name("declarator") if decl is not None else None
+    value = init.child_by_field_name("value") if init is not None else None
+    if value is None or tree.root_node.has_error:
+        return [condition]
+    terms: list[str] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        operator = node.child_by_field_name("operator")
+        if node.type == "binary_expression" and text(operator) == "&&":
+            stack.extend(
+                n for n in (node.child_by_field_name(f) for f in ("right", "left")) if n is not None
+            )
+        else:
+            terms.append(text(node))
+    return terms
+
+
+def _false_device_term(translator: _Translator, condition: str) -> str:
+    """``term: folded`` for the first ``&&`` term of ``condition`` that reads a device constant,
+    nothing else, and is false on the import's target; '' when there is none. Dead branches of
+    a macro's literal flag (``if (false)``) read no device constant and are not such terms."""
+    for term in _conjuncts(condition):
+        translator.device_read = False
+        try:
+            folded = translator.expression(term)
+        except Unmapped:
+            continue
+        if not translator.device_read:
+            continue
+        try:
+            if not expr.names(folded) and not expr.evaluate(folded, {}):
+                return f"{' '.join(term.split())}: {folded}"
+        except expr.ExprError:
+            continue
+    return ""
 
 
 def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None:

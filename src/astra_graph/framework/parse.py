@@ -278,7 +278,7 @@ def _launch(call: Node) -> Launch:
         block=config[1],
         smem=config[2],
         stream=config[3] if len(config) > 3 else "0",
-        args=tuple(text(a) for a in (args.named_children if args else [])),
+        args=_arguments(args),
         dispatch=_dispatch_chain(call),
         line=call.start_point[0] + 1,
         locals=scoped,
@@ -308,7 +308,8 @@ def _declared(node: Node) -> dict[str, str]:
                 out[name] = ", ".join(text(a) for a in (params.named_children if params else []))
             if child.type != "init_declarator":
                 continue
-            name = text(child.child_by_field_name("declarator")).lstrip("*&")
+            # `const T* p = ...`: the pointer declarator's text is `* p`, space included
+            name = text(child.child_by_field_name("declarator")).lstrip("*& ")
             value = child.child_by_field_name("value")
             if value is not None and value.type in ("argument_list", "initializer_list"):
                 out[name] = ", ".join(text(a) for a in value.named_children)
@@ -371,9 +372,14 @@ def _macros(root: Node) -> dict[str, Macro]:
     return out
 
 
+def _arguments(args: Node | None) -> tuple[str, ...]:
+    """The argument texts of an argument list; comments (vLLM's ``/*weight_stride=*/0``) are
+    nodes of the list too, and are not arguments."""
+    return tuple(text(a) for a in (args.named_children if args else []) if a.type != "comment")
+
+
 def _split_args(call: Node) -> list[str]:
-    args = call.child_by_field_name("arguments")
-    return [text(a) for a in (args.named_children if args else [])]
+    return list(_arguments(call.child_by_field_name("arguments")))
 
 
 def _substitute(body: str, mapping: dict[str, str]) -> str:

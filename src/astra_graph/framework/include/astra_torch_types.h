@@ -101,11 +101,19 @@ ASTRA_TORCH_8BIT(Float8_e4m3fn, __NV_E4M3)
 ASTRA_TORCH_8BIT(Float8_e5m2, __NV_E5M2)
 #undef ASTRA_TORCH_8BIT
 
+// ROCm's fp8 (exponent bias 8, a single zero): CUDA builds name it only in type tests (vLLM's
+// std::is_same_v<quant_type_t, c10::Float8_e4m3fnuz>). CUDA has no conversion for it, so it is
+// storage only: code that computes with it fails to compile here instead of being guessed.
+struct alignas(1) Float8_e4m3fnuz {
+  unsigned char x;
+};
+
 }  // namespace c10
 
 namespace at {
 using c10::BFloat16;
 using c10::Float8_e4m3fn;
+using c10::Float8_e4m3fnuz;
 using c10::Float8_e5m2;
 using c10::Half;
 }  // namespace at
@@ -114,6 +122,7 @@ namespace torch {
 namespace headeronly {
 using c10::BFloat16;
 using c10::Float8_e4m3fn;
+using c10::Float8_e4m3fnuz;
 using c10::Float8_e5m2;
 using c10::Half;
 }  // namespace headeronly
