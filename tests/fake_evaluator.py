@@ -22,8 +22,10 @@ checked: a timing row per shape and dtype (each shape's limit from the same-byte
 
 from __future__ import annotations
 
+import ctypes
 import math
 import re
+import signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,6 +98,10 @@ class FakeEvaluator(EvaluatorLike):
     sanitized: list[dict[str, Any]] = field(default_factory=list)
     delays_s: dict[str, float] = field(default_factory=dict)
     """Seconds the first ``check``, ``bench`` or ``tune`` call takes (see the module)."""
+    in_c: frozenset[str] = frozenset()
+    """Kinds whose slow call blocks the calling thread in one C call (libc ``sleep`` through
+    ctypes, SIGINT and SIGTERM blocked in that thread so that no EINTR cuts it short), as an
+    NVRTC compile does: no Python bytecode runs in that thread until it returns."""
     worker: Worker | None = None
     """The worker a slow call sleeps in (started by the first one)."""
     on_slow: Callable[[str], None] | None = None
@@ -120,6 +126,15 @@ class FakeEvaluator(EvaluatorLike):
             if self.on_slow is not None:
                 self.on_slow(kind)
             run_tool(["sleep", str(delay)], timeout=delay + 60)
+        elif delay is not None and kind in self.in_c:
+            if self.on_slow is not None:
+                self.on_slow(kind)
+            stops = {signal.SIGINT, signal.SIGTERM}
+            before = signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+            try:
+                ctypes.CDLL(None).sleep(int(delay))
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, before)
         elif delay is not None:
             self.worker = self.worker or Worker()
             self.worker.start()

@@ -4,8 +4,9 @@
 cli.main`) with the evaluation pool replaced by one :class:`fake_evaluator.FakeEvaluator` and a
 GPU architecture reported, so a run needs no GPU. The candidate's ``// fake:`` marks say what
 the harness answers; ``ASTRA_FAKE_DELAYS=check=30,tune=30`` makes the first such call that slow,
-sleeping in a real worker process, and ``ASTRA_FAKE_SLOW_STARTED`` names a file the slow call's
-kind is written to as it starts. Charts are not drawn (conftest.py's ``plots_not_drawn`` says
+sleeping in a real worker process (``ASTRA_FAKE_IN_C=check``: in one C call on the calling
+thread instead, as an NVRTC compile blocks), and ``ASTRA_FAKE_SLOW_STARTED`` names a file
+the slow call's kind is written to as it starts. Charts are not drawn (conftest.py's ``plots_not_drawn`` says
 why). Everything else, the model client, the graph, the checkpoints, the signal handling and
 the exit code, is the real thing.
 """
@@ -29,6 +30,7 @@ PNG_STAND_IN = b"\x89PNG\r\n\x1a\n (not drawn in tests)"
 
 DELAYS = "ASTRA_FAKE_DELAYS"
 STARTED = "ASTRA_FAKE_SLOW_STARTED"
+IN_C = "ASTRA_FAKE_IN_C"
 
 
 def _delays() -> dict[str, float]:
@@ -43,7 +45,9 @@ def _pool(backend: str | None, gpus: str | None) -> GpuPool:
         if started:
             Path(started).write_text(kind)
 
-    return GpuPool([Slot(gpu="0", evaluator=FakeEvaluator(delays_s=_delays(), on_slow=tell))])
+    in_c = frozenset(item for item in os.environ.get(IN_C, "").split(",") if item)
+    fake = FakeEvaluator(delays_s=_delays(), in_c=in_c, on_slow=tell)
+    return GpuPool([Slot(gpu="0", evaluator=fake)])
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ Each run is the real command line in its own process (``tests/scripted_astra.py`
 model client against the scripted server of ``fake_openai.py``, the real graph and
 checkpoints, a scripted harness whose slow calls sleep in a real worker process). The signal
 goes in while a phase is in flight: the planning request, the coding request, the
-verification, the baseline's timing, the candidate's timing, the tuning and compute-sanitizer
+verification (also blocked in one C call on the run's calling thread, as an NVRTC compile
+is), the baseline's timing, the candidate's timing, the tuning and compute-sanitizer
 (a real ``sleep`` subprocess in its place). The process must stop within a second (exit code 130),
 leave ``run.json`` (and the report) ``interrupted`` with the node it stopped at, and print no
 result; ``--resume`` must send the interrupted request again, redo nothing that finished and
@@ -72,6 +73,9 @@ class Phase:
     node: str = ""
     """What the recorded stopping point must name."""
     sig: signal.Signals = signal.SIGINT
+    in_c: bool = False
+    """The slow call blocks the run's calling thread in one C call (as an NVRTC compile does)
+    rather than waiting on a worker: the handler must still run at once."""
 
 
 PHASES = [
@@ -79,6 +83,7 @@ PHASES = [
     Phase("coding request", slow_agent="coding", node="coding", sig=signal.SIGTERM),
     Phase("verification", slow_call="check", node="candidate"),
     Phase("timing", slow_call="bench", node="profile_baseline"),
+    Phase("verification in a C call", slow_call="check", node="candidate", in_c=True),
     Phase("candidate timing", slow_call="measure", node="candidate"),
     Phase("tuning", slow_call="tune", node="tuning"),
     Phase("sanitizer", slow_call="sanitize", node="finalize"),
@@ -141,7 +146,8 @@ def test_an_interrupted_run_stops_at_once_and_resumes_where_it_stopped(
     expected, expected_requests = uninterrupted
     runs, started = tmp_path / "runs", tmp_path / "slow-call-started"
     delays = {"ASTRA_FAKE_DELAYS": f"{phase.slow_call}={SLOW_S}"} if phase.slow_call else {}
-    env = _env(tmp_path, ASTRA_FAKE_SLOW_STARTED=str(started), **delays)
+    in_c = {"ASTRA_FAKE_IN_C": phase.slow_call} if phase.in_c and phase.slow_call else {}
+    env = _env(tmp_path, ASTRA_FAKE_SLOW_STARTED=str(started), **delays, **in_c)
     with FakeOpenAI(_script(phase.slow_agent)) as server:
         process = _astra(
             server, "silu_and_mul/naive", "--rounds", "1", "--runs-dir", str(runs), env=env

@@ -25,6 +25,7 @@ the recorded answer and does not ask again.
 
 from __future__ import annotations
 
+import contextvars
 import signal
 import sqlite3
 import threading
@@ -243,6 +244,18 @@ def interruptible(cancel: Callable[[], None]) -> Iterator[None]:
     finally:
         for each, handling in previous.items():
             signal.signal(each, handling)
+
+
+DRIVE_POLL_S = 0.1
+"""How often the main thread's wait for the drive thread wakes. ``join`` without a timeout is
+also interrupted by a signal on POSIX; the poll only keeps that from resting on one platform
+detail. It costs nothing measurable (ten wake-ups a second)."""
+DRIVE_UNWIND_S = 0.3
+"""How long a stop waits for the drive thread to unwind after the handler cancelled its
+request and jobs. A cancelled model request or job ends within CANCEL_POLL_S (0.1 s) plus
+the checkpoint write; 0.002-0.16 s measured as stream_end_s on the H100 (2348fb0). A thread
+still inside a C call (a 5 s NVRTC compile) would take seconds: the stop goes on without it,
+since the checkpoint already holds every finished step and the run is due to stop in 1 s."""
 
 
 _live_runs: set[_Run] = set()
@@ -632,7 +645,10 @@ class _Run:
             allow_jobs()
         try:
             with interruptible(self._cancel):
-                self._stream(inputs, state)
+                if own_signals:
+                    self._stream_beside(inputs, state)
+                else:
+                    self._stream(inputs, state)
             return self.ask_outside()
         except KeyboardInterrupt as exc:
             stream_ended = time.monotonic()
@@ -648,6 +664,48 @@ class _Run:
         finally:
             if own_signals:
                 allow_jobs()
+
+    def _stream_beside(self, inputs: Any, state: State) -> None:
+        """Stream the graph on a drive thread while this (main) thread waits for it.
+
+        Python runs a signal handler only in the main thread, between bytecodes: node code
+        on the main thread inside one long C call (an NVRTC compile through ctypes, a CuPy
+        call) held the handler back for seconds (4.8 s on the H100, issue 26). The main
+        thread here only waits in ``join``, which a signal interrupts at once; the handler
+        cancels the request and jobs, and KeyboardInterrupt leaves this wait. The drive
+        thread then has DRIVE_UNWIND_S to unwind; one still inside a C call is left behind
+        (a daemon: it holds nothing the stop writes, and ``astra`` ends with ``os._exit``),
+        and jobs stay refused until it ends, so that it starts no new evaluation."""
+        failure: list[BaseException] = []
+        finished = threading.Event()  # set by the drive thread as its very last act
+        abandoned = threading.Event()  # the stop went on without it
+
+        def drive() -> None:
+            try:
+                self._stream(inputs, state)
+            except BaseException as exc:  # handed to the main thread, which re-raises it
+                failure.append(exc)
+            finally:
+                finished.set()
+                if abandoned.is_set():
+                    allow_jobs()  # the stop lifted nothing while this thread could still run
+
+        # the caller's context (structlog's bound run id) goes with the graph into the thread
+        context = contextvars.copy_context()
+        thread = threading.Thread(
+            target=context.run, args=(drive,), name=f"drive-{self.run_dir.name}", daemon=True
+        )
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(DRIVE_POLL_S)
+        except KeyboardInterrupt:
+            if not finished.wait(DRIVE_UNWIND_S):
+                abandoned.set()
+                log.warning("drive_thread_left", run_dir=str(self.run_dir), waited_s=DRIVE_UNWIND_S)
+            raise
+        if failure:
+            raise failure[0]
 
     def _record_stop(self, state: State, **fields: Any) -> float:
         """Save a stopped run's ``run.json`` and report, as far as the disk allows: a full disk
