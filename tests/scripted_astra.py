@@ -4,11 +4,11 @@
 cli.main`) with the evaluation pool replaced by one :class:`fake_evaluator.FakeEvaluator` and a
 GPU architecture reported, so a run needs no GPU. The candidate's ``// fake:`` marks say what
 the harness answers; ``ASTRA_FAKE_DELAYS=check=30,tune=30`` makes the first such call that slow,
-sleeping in a real worker process (``ASTRA_FAKE_IN_C=check``: in one C call on the calling
-thread instead, as an NVRTC compile blocks), and ``ASTRA_FAKE_SLOW_STARTED`` names a file
-the slow call's kind is written to as it starts. Charts are not drawn (conftest.py's
-``plots_not_drawn`` says why). Everything else, the model client, the graph, the checkpoints, the signal handling and
-the exit code, is the real thing.
+sleeping in a real worker process (``ASTRA_FAKE_IN_C=check``: in one C call on the calling thread
+instead, as an NVRTC compile blocks), and ``ASTRA_FAKE_SLOW_STARTED`` names a file the slow call's
+kind is written to as it starts. Charts are not drawn (conftest.py's ``plots_not_drawn`` says why).
+Everything else, the model client, the graph, the checkpoints, the signal handling and the exit
+code, is the real thing.
 """
 
 from __future__ import annotations
