@@ -373,26 +373,15 @@ def _from_summary(
     name: str, element: DType, elements: int, summary: compare_gpu.Summary, statistics: bool
 ) -> OutputError:
     """The OutputError of an output with no failing element, from the GPU kernel's sums (the
-    same fields the element-wise path fills; without ``statistics`` the same defaults)."""
-    count = summary.measured
-    if not statistics:
-        summary = compare_gpu.Summary(summary.worst_ratio, count, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0)
-    mean_signed = summary.signed_sum / count if count else 0.0
-    variance = max(summary.signed_sq / count - mean_signed**2, 0.0) if count else 0.0
-    return OutputError(
-        arg=name,
-        finding=None,
-        worst_ratio=summary.worst_ratio,
-        mean_ratio=summary.ratio_sum / count if count else 0.0,
-        rounding_ratio=summary.rounding_sum / count if count else 0.0,
-        elements=elements,
-        measured=count,
-        exact_fraction=summary.exact / count if count else 1.0,
-        bias=mean_signed,
-        magnitude_bias=summary.magnitude_sum / count if count else 0.0,
-        bias_std_err=math.sqrt(variance / count) if count else 0.0,
-        itemsize=element.itemsize,
-    )
+    same fields the element-wise path fills, through the same :meth:`_Totals.result`; without
+    ``statistics`` the same defaults)."""
+    totals = _Totals(worst_ratio=summary.worst_ratio, count=summary.measured)
+    if statistics:
+        totals.exact = summary.exact
+        totals.ratio_sum, totals.rounding_sum = summary.ratio_sum, summary.rounding_sum
+        totals.signed_sum, totals.signed_sq = summary.signed_sum, summary.signed_sq
+        totals.magnitude_sum = summary.magnitude_sum
+    return totals.result(name, None, elements, element.itemsize)
 
 
 def compare_outputs(

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from astra_graph.harness.results import Verdict
 from astra_graph.kernel import loaded
-from astra_graph.loop.state import Best, OptimizationResult, RunStatus, State, StoppedAt
+from astra_graph.loop.best import Best
+from astra_graph.loop.state import OptimizationResult, RunStatus, State, StoppedAt
 from astra_graph.store.rundir import BEST, utc_now
 
 
