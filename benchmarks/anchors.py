@@ -28,9 +28,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import re
 import shutil
+import statistics
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,10 +135,6 @@ def _row(s: Any) -> dict[str, Any]:
     }
 
 
-def geomean(values: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-
 def markdown(table: dict[str, Any]) -> str:
     """One operation's table: production against each anchor, shape by shape."""
     lines = [
@@ -182,7 +178,8 @@ def summary(table: dict[str, Any]) -> list[str]:
             continue
         for dtype in DTYPES:
             rows = [r for r in anchor["rows"] if r["dtype"] == dtype and r["speedup"]]
-            mean = geomean([r["speedup"] for r in rows])
+            speedups = [r["speedup"] for r in rows]
+            mean = statistics.geometric_mean(speedups) if speedups else None
             slower = [r["shape"] for r in rows if r["call"] == "slower"]
             out.append(
                 f"{table['op']} {dtype} vs {anchor['framework']} {anchor['kernel']}: "

@@ -16,6 +16,7 @@ import argparse
 import datetime as dt
 import json
 import math
+import statistics
 from pathlib import Path
 
 from astra_graph.harness.evaluator import Evaluator
@@ -30,10 +31,6 @@ SERVING_OPERATIONS = (
     "rotary_embedding",
     "per_token_fp8_quant",
 )
-
-
-def _geomean(values: list[float]) -> float | None:
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def main() -> None:
@@ -84,7 +81,7 @@ def main() -> None:
                     f"{r['call'] or '':<8} {r['roofline_pct']:5.1f}% of roof"
                 )
             speedups = [s.speedup for s in report.shapes if s.speedup]
-            geomean = _geomean(speedups)
+            geomean = statistics.geometric_mean(speedups) if speedups else None
             lowest_roof = min(s.roofline_pct for s in report.shapes)
             low, high = min(speedups, default=math.nan), max(speedups, default=math.nan)
             rows.append({"op": op, "geomean_speedup": geomean, "shapes": table})
