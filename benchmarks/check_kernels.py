@@ -26,6 +26,8 @@ def main(argv: list[str]) -> int:
             rejected += not verdict.accepted
             status = "accepted" if verdict.accepted else f"REJECTED {verdict.reason}"
             print(f"{path.parent.name}/{path.name}: {status}: {verdict.message}", flush=True)
+            if verdict.evidence is not None:
+                print(f"  evidence: {verdict.evidence.model_dump_json(exclude_defaults=True)}")
     print(f"{len(paths) - rejected} of {len(paths)} accepted")
     return 1 if rejected else 0
 
