@@ -61,6 +61,19 @@ def test_silu_and_mul_saturates_without_warnings_for_large_negative_inputs() -> 
     assert out[0, 1] == 10000.0 * 3.0
 
 
+def test_silu_and_mul_bound_spans_fp32_saturation_and_nothing_else() -> None:
+    # a = -90: fp32's exp(90) overflows (silu -0), float64's silu is -90 e^-90 ~ -7.4e-38
+    x = np.array([[-90.0, -90.0, -10000.0, 2.0, 3.0e38, np.inf, 3.0e38, 5.0]])
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = reference("silu_and_mul")(np, {"x": x}, {"d": 4})
+    bound = out["out:bound"][0]
+    assert bound[0] == pytest.approx(90.0 * math.exp(-90.0) * 3.0e38, rel=1e-12)  # ~22
+    assert out["out"][0, 0] == 0.0
+    assert np.isinf(bound[1])  # times an infinite b: fp32 NaN, float64 -inf
+    assert bound[2] == 0.0  # float64 saturates too: one answer
+    assert bound[3] == 0.0  # unsaturated: the tolerance alone
+
+
 # --- merge_attn_states_lse -----------------------------------------------------------------------
 
 
@@ -145,7 +158,45 @@ def test_merge_large_magnitude_lse() -> None:
     np.testing.assert_allclose(out["v_merged"][0, 2], expected, rtol=1e-15)
 
 
+def test_merge_bound_follows_the_terms_and_opens_where_they_overflow_fp32() -> None:
+    inputs = merge_inputs([0.0, 0.0, 0.0], [0.0, -130.0, 0.0])
+    inputs["v_a"][0, 0, 0] = 1000.0
+    inputs["v_b"][0, 0, 0] = -1000.0  # cancelling terms: a result near 0, terms of 500
+    inputs["v_b"][0, 1, 0] = 3.0e38  # a weight of 2^-130: flushed to zero by ex2.approx.ftz
+    inputs["v_a"][0, 2, 0] = inputs["v_b"][0, 2, 0] = 3.3e38  # the sum reaches fp32's max
+    with np.errstate(under="ignore"):
+        bound = merge(inputs)["v_merged:bound"]
+    assert bound.shape == inputs["v_a"].shape
+    assert 1000.0 * 2.0**-20 <= bound[0, 0, 0] < 1000.0 * 2.0**-17
+    assert bound[0, 1, 0] >= 3.0e38 * 2.0**-126 > 1.0
+    assert np.isinf(bound[0, 2, 0])
+    assert np.all(bound[0, 0, 1:] < 1e-4)
+
+
+def test_merge_bound_is_zero_where_an_input_is_not_finite() -> None:
+    inputs = merge_inputs([-np.inf, 1.0], [2.0, 1.0])
+    inputs["v_a"][0, 1, 0] = np.inf
+    with np.errstate(invalid="ignore"):
+        bound = merge(inputs)["v_merged:bound"]
+    assert bound[0, 1, 0] == 0.0
+    assert np.all(np.isfinite(bound))
+
+
 # --- fused_add_rmsnorm ---------------------------------------------------------------------------
+
+
+def test_fused_add_rmsnorm_bound_opens_only_rows_whose_fp32_square_sum_overflows() -> None:
+    hidden = 4
+    inputs = {
+        "input": np.array([[1.0, 2.0, 3.0, 4.0], [1.0e20, 2.0, 3.0, 4.0]]),
+        "residual": np.zeros((2, hidden)),
+        "weight": np.ones(hidden),
+    }
+    out = reference("fused_add_rmsnorm")(np, inputs, {"hidden": hidden, "eps": 1e-6})
+    assert np.all(out["input:bound"][0] == 0.0)
+    assert np.all(np.isinf(out["input:bound"][1]))
+    assert "residual:bound" not in out
+    np.testing.assert_array_equal(out["input"][1], [0.0, 0.0, 0.0, 0.0])  # fp32: rsqrt(inf)
 
 
 def test_fused_add_rmsnorm_matches_explicit_loops() -> None:
@@ -166,7 +217,7 @@ def test_fused_add_rmsnorm_matches_explicit_loops() -> None:
         {"input": np.array(inp), "residual": np.array(res), "weight": np.array(weight)},
         {"hidden": 3, "eps": eps},
     )
-    assert set(out) == {"input", "residual"}, "both in-place arguments must be returned"
+    assert {"input", "residual"} <= set(out), "both in-place arguments must be returned"
     np.testing.assert_array_equal(out["residual"], expected_residual)
     np.testing.assert_allclose(out["input"], expected_input, rtol=1e-14)
     # first row by hand: x = (1.5, -1, -1), mean square 4.25/3
@@ -304,6 +355,17 @@ def test_rotary_neox_and_gptj_pairs_by_hand() -> None:
     assert gptj[0] == pytest.approx(q[0] * c0 - q[1] * s0, rel=1e-15)
     assert gptj[1] == pytest.approx(q[1] * c0 + q[0] * s0, rel=1e-15)
     assert gptj[3] == pytest.approx(q[3] * c1 + q[2] * s1, rel=1e-15)
+
+
+def test_rotary_bound_follows_the_products_and_opens_where_they_overflow_fp32() -> None:
+    inputs = _rotary_inputs([3], heads=1, kv_heads=1, head_size=4)
+    inputs["cos_sin_cache"][3] = [0.5, 0.5, 0.5, 0.5]
+    inputs["query"][0] = [1000.0, 3.3e38, 1000.0, 3.3e38]
+    inputs["cos_sin_cache"][3, 3] = 2.0  # pair (1, 3): |x c| + |y s| = 8.2e38, past fp32
+    bound = _rotary(inputs, 4, 1)["query:bound"][0]
+    assert bound[0] == pytest.approx(2.0**-22 * 1000.0, rel=1e-6)  # x c - y s = 0: cancelling
+    assert np.isinf(bound[1]) and np.isinf(bound[3])
+    assert np.all(_rotary(inputs, 4, 1)["key:bound"] < 1e-5)
 
 
 def test_rotary_by_true_angles_is_a_rotation_and_composes() -> None:

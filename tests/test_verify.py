@@ -165,6 +165,55 @@ def test_nan_passes_only_where_the_reference_is_nan_or_infinite() -> None:
     assert output_error(SILU.contract, OUT, "float16", got, reference).finding is not None
 
 
+# --- error bounds ----------------------------------------------------------------------------
+
+
+def test_an_error_bound_widens_the_tolerance_only_where_it_is_set() -> None:
+    reference, got = _rounded_case("float16")
+    reference[1, 3] = reference[2, 5] = 1.0
+    got[1, 3] = got[2, 5] = _storage("float16", np.array(1.25))
+    bound = np.zeros_like(reference)
+    bound[1, 3] = 0.3
+    result = output_error(SILU.contract, OUT, "float16", got, reference, bound=bound)
+    assert result.finding is not None and result.finding.index == [2, 5]
+    bound[2, 5] = 0.2  # 0.25 off: beyond tolerance + 0.2
+    result = output_error(SILU.contract, OUT, "float16", got, reference, bound=bound)
+    assert result.finding is not None and result.finding.index == [2, 5]
+    bound[2, 5] = 0.3
+    assert output_error(SILU.contract, OUT, "float16", got, reference, bound=bound).finding is None
+
+
+def test_an_infinite_bound_leaves_the_element_open_and_a_zero_bound_keeps_the_rule() -> None:
+    reference, got = _rounded_case("float16")
+    got[0, 0] = _storage("float16", np.array(np.nan))
+    got[0, 1] = _storage("float16", np.array(np.inf))
+    bound = np.zeros_like(reference)
+    result = output_error(SILU.contract, OUT, "float16", got, reference, bound=bound)
+    assert result.finding is not None and result.finding.index == [0, 0]
+    bound[0, :2] = np.inf
+    assert output_error(SILU.contract, OUT, "float16", got, reference, bound=bound).finding is None
+
+
+def test_compare_outputs_reads_the_bound_from_the_reference() -> None:
+    reference, got = _rounded_case("float16")
+    reference[0, 0] = 1.0
+    got[0, 0] = _storage("float16", np.array(2.0))
+    found, _ = compare_outputs(SILU, {}, {"out": got}, {"out": reference}, "float16")
+    assert found is not None
+    bound = np.zeros_like(reference)
+    bound[0, 0] = 1.5
+    found, _ = compare_outputs(
+        SILU, {}, {"out": got}, {"out": reference, "out:bound": bound}, "float16"
+    )
+    assert found is None
+
+
+def test_a_bound_of_another_shape_is_an_error() -> None:
+    reference, got = _rounded_case("float16")
+    with pytest.raises(ValueError, match="error bound has shape"):
+        output_error(SILU.contract, OUT, "float16", got, reference, bound=np.zeros(3))
+
+
 # --- unwritten outputs -----------------------------------------------------------------------
 
 

@@ -3,11 +3,27 @@
 ``params`` holds the contract's scalar values (``head_size``, ``num_heads``, ``num_kv_heads``,
 ``is_neox``). Both in-place arguments are returned rotated. Positions arrive as float64 (the
 harness converts every input), whole numbers below the cache's row count.
+
+``query:bound`` and ``key:bound`` (harness.compare) are how far an fp32 evaluation of each
+rotated element can land from the float64 value (all finite inputs; 0 elsewhere): the rounding
+of the two products and their sum, :data:`ROUNDING` * (|x c| + |y s|), so a small result of large
+cancelling products is held to the products' accuracy; :data:`FLUSH` * (|x| + |y| + |c| + |s|)
+for a subnormal factor flushed to zero (fast math); and inf where a product reaches fp32's
+largest value: there an fp32 evaluation gives inf or NaN, or, through a fused multiply-add, the
+finite float64 value, and the contract does not choose.
 """
 
+ROUNDING = 2.0**-22
+"""Two products and one sum rounded in fp32 (2^-24 each), with margin."""
+FLUSH = 2.0**-126
+"""The smallest normal float32: a subnormal factor below it may be flushed to zero."""
+FLOAT32_OVERFLOW = 3.4028235677973366e38
+"""Values at or above this round to inf in float32."""
 
-def _rotate(xp, heads, cos, sin, head_size, neox):
-    """Rotate ``heads`` [tokens, n * head_size] by per-token ``cos``/``sin`` [tokens, half]."""
+
+def _rotate(xp, heads, cos, sin, head_size, neox, bound=False):
+    """Rotate ``heads`` [tokens, n * head_size] by per-token ``cos``/``sin`` [tokens, half];
+    with ``bound``, the error bound of the module docstring instead."""
     tokens = heads.shape[0]
     half = head_size // 2
     h = heads.reshape(tokens, -1, head_size)
@@ -16,14 +32,26 @@ def _rotate(xp, heads, cos, sin, head_size, neox):
     else:
         x, y = h[..., 0::2], h[..., 1::2]
     c, s = cos[:, None, :], sin[:, None, :]
+    if bound:
+        first = _pair_bound(xp, x, c, y, s)
+        second = _pair_bound(xp, y, c, x, s)
+    else:
+        first, second = x * c - y * s, y * c + x * s
     out = xp.empty_like(h)
     if neox:
-        out[..., :half] = x * c - y * s
-        out[..., half:] = y * c + x * s
+        out[..., :half], out[..., half:] = first, second
     else:
-        out[..., 0::2] = x * c - y * s
-        out[..., 1::2] = y * c + x * s
+        out[..., 0::2], out[..., 1::2] = first, second
     return out.reshape(heads.shape)
+
+
+def _pair_bound(xp, x, c, y, s):
+    """The bound of ``x * c -+ y * s`` (module docstring)."""
+    products = xp.abs(x * c) + xp.abs(y * s)
+    flush = FLUSH * (xp.abs(x) + xp.abs(y) + xp.abs(c) + xp.abs(s))
+    bound = xp.where(products >= FLOAT32_OVERFLOW, xp.inf, ROUNDING * products + flush)
+    finite = xp.isfinite(x) & xp.isfinite(y) & xp.isfinite(c) & xp.isfinite(s)
+    return xp.where(finite, bound, 0.0)
 
 
 def rotary_embedding(xp, inputs, params):
@@ -31,7 +59,8 @@ def rotary_embedding(xp, inputs, params):
     neox = bool(params["is_neox"])
     rows = inputs["cos_sin_cache"][inputs["positions"].astype(xp.int64)]
     cos, sin = rows[:, : head_size // 2], rows[:, head_size // 2 :]
-    return {
-        "query": _rotate(xp, inputs["query"], cos, sin, head_size, neox),
-        "key": _rotate(xp, inputs["key"], cos, sin, head_size, neox),
-    }
+    outputs = {}
+    for name in ("query", "key"):
+        outputs[name] = _rotate(xp, inputs[name], cos, sin, head_size, neox)
+        outputs[f"{name}:bound"] = _rotate(xp, inputs[name], cos, sin, head_size, neox, True)
+    return outputs

@@ -28,6 +28,16 @@ On CuPy arrays of fp16, bf16 or fp32, an output with no failing element is summa
 kernel (:mod:`harness.compare_gpu`, the same rule); a failing one, and every other case, goes
 through the element-wise path here, which names the element and the reason.
 
+**Error bounds.** A reference may return, beside an output ``name``, an array ``name:bound``
+(:func:`bound_key`; float64, the output's shape): at each element, how far a correct evaluation of
+the contract's formula in fp32 can land from the float64 value beyond the tolerance, ``inf`` where
+the contract leaves the element open. It states what float64 cannot: cancellation (the rounding of
+large terms in a small result), weights that fp32 flushes to zero, intermediates past fp32's range
+that make one evaluation order inf and another finite. An element within ``tolerance + bound`` of
+the reference, or anywhere where the bound is ``inf``, is compared as equal to the reference (it
+counts as exact in the statistics: such elements lie only in the special-value rows). Elements
+whose bound is 0 keep the element rule above unchanged.
+
 For an ``inout`` argument the elements can hold their input value only where the kernel did not
 change them: when *every* failing element still holds its input bits the argument reads as not
 written (``unwritten_output``); a kernel that also wrote wrong values elsewhere wrote it wrong
@@ -80,6 +90,8 @@ term. Correct fp32 kernels differ in their last bits, but not systematically: th
 (atol 1e-5) even if every error had one sign, while a red-team kernel adding 1.5e-6 to every
 LSE shifts the mean by ~0.09 (0.06 at the largest LSEs). To be confirmed by the H100 run of every
 correct variant (tests/test_correct_kernels_gpu.py), as the fp16 limits were."""
+BOUND_SUFFIX = ":bound"
+"""A reference's key for an output's error bound: ``f"{name}{BOUND_SUFFIX}"``."""
 CHUNK_ELEMENTS = 1 << 24
 """Outputs are compared in stretches of this many elements (~10 float64 temporaries each)."""
 
@@ -91,6 +103,11 @@ class Finding(Evidence):
 
     def evidence(self) -> Evidence:
         return Evidence.model_validate(self.model_dump(exclude={"reason"}))
+
+
+def bound_key(name: str) -> str:
+    """The key of output ``name``'s error bound in a reference's outputs."""
+    return f"{name}{BOUND_SUFFIX}"
 
 
 def array_module(array: Any) -> Any:
@@ -210,8 +227,11 @@ def output_error(
     stale_reason: RejectReason = "unwritten_output",
     stale_detail: str = "every failing element still holds its input value: never written",
     statistics: bool = True,
+    bound: Any = None,
 ) -> OutputError:
     """Compare one output (storage dtype) with its float64 reference.
+
+    ``bound`` is the reference's error bound for this output (module docstring), or None.
 
     ``before`` is what the buffer held before the run (storage dtype, or float64): an ``inout``
     argument's input, or the stale result a buffer held. When every failing element still holds
@@ -229,6 +249,8 @@ def output_error(
             f"{contract.name}: reference output {arg.name!r} has shape {ref.shape}, "
             f"expected {got.shape}"
         )
+    if bound is not None:
+        ref = _settled(xp, element, tol, got, ref, xp.asarray(bound, dtype=xp.float64))
     if xp is not np and compare_gpu.supports(element.name):
         summary = compare_gpu.summarize(element.name, got, ref, tol.atol, tol.rtol)
         if not summary.bad:  # a failing output is named by the element-wise path below
@@ -274,6 +296,30 @@ def output_error(
             detail=stale_detail if all_stale else totals.mismatch_detail(),
         )
     return totals.result(arg.name, finding, int(got.size), element.itemsize)
+
+
+def _settled(xp: Any, element: DType, tol: Any, got: Any, ref: Any, bound: Any) -> Any:
+    """The reference with each element the error bound accepts replaced by the output's own
+    value (within ``tolerance + bound`` of it, or anywhere where the bound is inf); a copy, made
+    in stretches of :data:`CHUNK_ELEMENTS` so the temporaries stay bounded."""
+    if bound.shape != ref.shape:
+        raise ValueError(f"error bound has shape {bound.shape}, expected {ref.shape}")
+    settled = ref.copy()
+    flat_got, flat_ref, flat_bound = got.reshape(-1), settled.reshape(-1), bound.reshape(-1)
+    for start in range(0, flat_ref.size, CHUNK_ELEMENTS):
+        stop = min(start + CHUNK_ELEMENTS, flat_ref.size)
+        part_bound = flat_bound[start:stop]
+        if not bool((part_bound > 0).any()):
+            continue
+        part_ref = flat_ref[start:stop]
+        value = element.to_float64(xp, flat_got[start:stop])
+        with np.errstate(invalid="ignore", over="ignore"):
+            allowed = tol.atol + tol.rtol * xp.abs(part_ref) + part_bound
+            accept = xp.isinf(part_bound) | (
+                (part_bound > 0) & (xp.abs(value - part_ref) <= allowed)
+            )
+        flat_ref[start:stop] = xp.where(accept, value, part_ref)
+    return settled
 
 
 def _stretch_sums(xp: Any, part: _Elementwise, statistics: bool) -> tuple[Any, Any]:
@@ -405,7 +451,14 @@ def compare_outputs(
             continue
         before = inputs_before.get(arg.name) if arg.role == "inout" else None
         result = output_error(
-            spec.contract, arg, dtype, got[arg.name], reference[arg.name], before, statistics=False
+            spec.contract,
+            arg,
+            dtype,
+            got[arg.name],
+            reference[arg.name],
+            before,
+            statistics=False,
+            bound=reference.get(bound_key(arg.name)),
         )
         worst = max(worst, result.worst_ratio)
         if first is None and result.finding is not None:

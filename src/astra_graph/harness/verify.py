@@ -49,6 +49,7 @@ from astra_graph.harness.compare import (
     OutputError,
     array_module,
     bits,
+    bound_key,
     first_difference,
     index_of,
     output_error,
@@ -270,7 +271,14 @@ def _baseline_errors(
         raise BaselineError(f"baseline {baseline.impl.path}: {exc}") from None
     worker.progress(watch=False)
     return {
-        a.name: output_error(spec.contract, a, case.dtype, arrays[a.name], reference[a.name])
+        a.name: output_error(
+            spec.contract,
+            a,
+            case.dtype,
+            arrays[a.name],
+            reference[a.name],
+            bound=reference.get(bound_key(a.name)),
+        )
         for a in check.written
     }
 
@@ -462,6 +470,7 @@ def _compare(
                 reference[arg.name],
                 inputs[arg.name],
                 statistics=base_errors is not None,
+                bound=reference.get(bound_key(arg.name)),
             )
         elif stale is not None:
             result = output_error(
@@ -474,6 +483,7 @@ def _compare(
                 stale_reason="mismatch",
                 stale_detail=STALE_DETAIL,
                 statistics=False,
+                bound=reference.get(bound_key(arg.name)),
             )
         else:
             result = output_error(
@@ -483,6 +493,7 @@ def _compare(
                 run[arg.name],
                 reference[arg.name],
                 statistics=base_errors is not None,
+                bound=reference.get(bound_key(arg.name)),
             )
         worst = max(worst, result.worst_ratio)
         if result.finding is not None:
@@ -565,6 +576,7 @@ def light_case(spec: OperationSpec, candidate: Any, case: CaseSpec, rng: Any) ->
                 reference[arg.name],
                 inputs[arg.name] if arg.role == "inout" else None,
                 statistics=False,
+                bound=reference.get(bound_key(arg.name)),
             )
             worst = max(worst, result.worst_ratio)
             if result.finding is not None:
