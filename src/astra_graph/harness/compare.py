@@ -33,8 +33,8 @@ through the element-wise path here, which names the element and the reason.
 the contract's formula in fp32 can land from the float64 value beyond the tolerance, ``inf`` where
 the contract leaves the element open. It states what float64 cannot: cancellation (the rounding of
 large terms in a small result), weights that fp32 flushes to zero, intermediates past fp32's range
-that make one evaluation order inf and another finite. An element within ``tolerance + bound`` of
-the reference, or anywhere where the bound is ``inf``, is compared as equal to the reference (it
+that make one evaluation order inf and another finite. An element within ``bound`` plus the
+tolerance at ``|reference| + bound`` of the reference, or anywhere where the bound is ``inf``, is compared as equal to the reference (it
 counts as exact in the statistics: such elements lie only in the special-value rows). Elements
 whose bound is 0 keep the element rule above unchanged.
 
@@ -314,7 +314,8 @@ def _settled(xp: Any, element: DType, tol: Any, got: Any, ref: Any, bound: Any) 
         part_ref = flat_ref[start:stop]
         value = element.to_float64(xp, flat_got[start:stop])
         with np.errstate(invalid="ignore", over="ignore"):
-            allowed = tol.atol + tol.rtol * xp.abs(part_ref) + part_bound
+            reach = xp.abs(part_ref) + part_bound  # the tolerance applies at the far end too
+            allowed = tol.atol + tol.rtol * reach + part_bound
             accept = xp.isinf(part_bound) | (
                 (part_bound > 0) & (xp.abs(value - part_ref) <= allowed)
             )
