@@ -29,14 +29,15 @@ kernel (:mod:`harness.compare_gpu`, the same rule); a failing one, and every oth
 through the element-wise path here, which names the element and the reason.
 
 **Error bounds.** A reference may return, beside an output ``name``, an array ``name:bound``
-(:func:`bound_key`; float64, the output's shape): at each element, how far a correct evaluation of
-the contract's formula in fp32 can land from the float64 value beyond the tolerance, ``inf`` where
-the contract leaves the element open. It states what float64 cannot: cancellation (the rounding of
-large terms in a small result), weights that fp32 flushes to zero, intermediates past fp32's range
-that make one evaluation order inf and another finite. An element within ``bound`` plus the
-tolerance at ``|reference| + bound`` of the reference, or anywhere where the bound is ``inf``, is compared as equal to the reference (it
-counts as exact in the statistics: such elements lie only in the special-value rows). Elements
-whose bound is 0 keep the element rule above unchanged.
+(:func:`bound_key`; float64, the output's shape): at each element, how far a correct evaluation
+of the contract's formula in fp32 can land from the float64 value beyond the tolerance, ``inf``
+where the contract leaves the element open. It states what float64 cannot: cancellation (the
+rounding of large terms in a small result), weights that fp32 flushes to zero, intermediates
+past fp32's range that make one evaluation order inf and another finite. An element within
+``bound`` of the reference plus the tolerance at ``|reference| + bound``, or anywhere where the
+bound is ``inf``, is compared as equal to the reference (it counts as exact in the statistics:
+such elements lie only in the special-value rows). Elements whose bound is 0 keep the element
+rule above unchanged.
 
 For an ``inout`` argument the elements can hold their input value only where the kernel did not
 change them: when *every* failing element still holds its input bits the argument reads as not
