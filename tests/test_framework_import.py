@@ -193,6 +193,25 @@ def test_astra_import_writes_operations_that_validate(
     assert main(["validate", str(tmp_path / "scale_rows")]) == 0
 
 
+def test_an_imported_domain_starts_where_the_original_launches(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """act_and_mul launches min(d / 2, 1024) threads: a width of 1 launches none, so the drafted
+    domain starts at 2, and every requirement of the header holds at the least sizes."""
+    assert main(["import", str(ACT), "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    spec = load_contract(tmp_path / "silu_and_mul")
+    least = {name: dim.min for name, dim in spec.contract.dims.items()}
+    assert least["input_1"] == 2 and least["tokens"] == 1
+    impl = load_implementation(tmp_path / "silu_and_mul" / "production.cu", spec.contract)
+    assert any("input_1" in r for r in impl.header.requires)
+    for dtype in spec.contract.dtypes:
+        element = spec.contract.dtype_of(spec.contract.args[0], dtype)
+        assert impl.header.unmet_requirement(least, element, {}) is None
+        below = {**least, "input_1": least["input_1"] - 1}
+        assert impl.header.unmet_requirement(below, element, {}) is not None
+
+
 def test_astra_import_bad_input_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

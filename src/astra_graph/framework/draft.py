@@ -43,13 +43,18 @@ MAX_SUITE_BYTES = 2 * 2**30
 """A suite shape whose tensors need more than this (at 4 bytes an element) is left out: far
 above every serving shape above and far below an H100's 80 GB."""
 TOLERANCES: dict[str, tuple[float, float]] = {
-    "float16": (1e-5, 1e-3),
-    "bfloat16": (1e-5, 8e-3),
+    "float16": (1e-5, 2e-3),
+    "bfloat16": (1e-5, 1.6e-2),
     "float32": (1e-5, 1e-6),
     "float64": (1e-12, 1e-12),
 }
-"""(atol, rtol) per dtype: the shipped contracts' (kernels/*/contract.toml) for 16-bit types
-and float32; float64 outputs compared with a float64 oracle at 1e-12."""
+"""(atol, rtol) per dtype. For 16-bit types rtol is four unit roundoffs of the type (2^-11 for
+fp16, 2^-8 for bf16): the oracle runs the original at float32, while the original at a 16-bit
+type may round its intermediates to that type, as vLLM's fused_add_rms_norm rounds x, x times
+the scale and the product (three roundings, up to ~1.5e-3 relative in fp16, over the shipped
+contracts' 1e-3; the original was rejected against itself on the H100). The precision rules
+still hold every candidate to the original's own error statistics. float32 at 1e-6, float64
+outputs against a float64 oracle at 1e-12."""
 DEFAULT_EPSILON = 1e-6
 """Default of a float parameter whose name says epsilon: the RMSNorm epsilon of Llama 3."""
 DEFAULT_FLOAT = 1.0
@@ -184,8 +189,9 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
         f"bytes_moved = {_toml(' + '.join(terms))}",
         "",
     ]
+    least = least_sizes(analysis)
     for dim in analysis.dims:
-        lines += [f"[dims.{dim}]", "min = 1", ""]
+        lines += [f"[dims.{dim}]", f"min = {least[dim]}", ""]
     for name, shape in analysis.shapes.items():
         element = analysis.tensors[name].element or "T"
         lines += [
@@ -246,6 +252,47 @@ def header_text(analysis: Analysis) -> str:
             *(f"// astra: requires = {r}" for r in [*analysis.requires, *_non_empty(analysis)]),
         ]
     )
+
+
+LEAST_SIZE_SEARCH = 1 << 16
+"""Largest least size tried for a dim: past it a requirement is left for the checks to name."""
+
+
+def least_sizes(analysis: Analysis) -> dict[str, int]:
+    """Each dim's least size: 1, raised until every requirement of ``production.cu``'s header
+    (the launch's conditions and a non-empty grid and block) holds with the other dims at
+    theirs, for every dispatched element type. vLLM's act_and_mul launches
+    ``min(d / 2, 1024)`` threads: a width of 1 is no call the framework makes, and a contract
+    whose domain started there was rejected as wider than its own original (H100)."""
+    least = dict.fromkeys(analysis.dims, 1)
+    requirements = [*analysis.requires, *_non_empty(analysis)]
+
+    def holds(requirement: str, sizes: dict[str, int]) -> bool:
+        for dtype in analysis.dtypes:
+            env = {SM_COUNT: DEFAULT_SM_COUNT, **sizes, ELEM_BYTES: DTYPES[dtype].itemsize}
+            try:
+                if not expr.evaluate(requirement, env):
+                    return False
+            except (expr.ExprError, ArithmeticError):
+                return True  # not decidable here: the checks' preflight names it
+        return True
+
+    for requirement in requirements:
+        if holds(requirement, least):
+            continue
+        for dim in (d for d in analysis.dims if d in expr.names(requirement)):
+            size = next(
+                (
+                    n
+                    for n in range(least[dim] + 1, LEAST_SIZE_SEARCH + 1)
+                    if holds(requirement, {**least, dim: n})
+                ),
+                None,
+            )
+            if size is not None:
+                least[dim] = size
+                break
+    return least
 
 
 def _non_empty(analysis: Analysis) -> list[str]:
