@@ -18,6 +18,7 @@ import pytest
 
 from astra_graph.cli import main
 from astra_graph.framework.device import compile_device, device_source, torch_types
+from astra_graph.framework.draft import contract_text, least_sizes
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import for_another_gpu
 from astra_graph.framework.launchers import (
@@ -210,6 +211,17 @@ def test_an_imported_domain_starts_where_the_original_launches(
         assert impl.header.unmet_requirement(least, element, {}) is None
         below = {**least, "input_1": least["input_1"] - 1}
         assert impl.header.unmet_requirement(below, element, {}) is not None
+
+
+def test_least_sizes_reach_a_fixpoint_and_the_suites_respect_them() -> None:
+    analysis = _analysis(ACT, "silu_and_mul")
+    analysis.requires = ["input_1 % 4 == 0", "input_1 >= 5"]  # 5 breaks the first: 8
+    least = least_sizes(analysis)
+    assert least["input_1"] == 8 and least["tokens"] == 1
+    analysis.requires = ["tokens >= 9"]  # above the drafted held-out token count 7
+    text, _ = contract_text(analysis, "silu_and_mul", "activation.cu")
+    assert "[dims.tokens]\nmin = 9" in text
+    assert "tokens = 7" not in text and "tokens = 1," not in text
 
 
 def test_astra_import_bad_input_is_one_line(

@@ -63,15 +63,18 @@ def test_silu_and_mul_saturates_without_warnings_for_large_negative_inputs() -> 
 
 def test_silu_and_mul_bound_spans_fp32_saturation_and_nothing_else() -> None:
     # a = -90: fp32's exp(90) overflows (silu -0), float64's silu is -90 e^-90 ~ -7.4e-38
-    x = np.array([[-90.0, -90.0, -10000.0, 2.0, 3.0e38, np.inf, 3.0e38, 5.0]])
+    x = np.array([[-90.0, -90.0, -10000.0, 2.0, -np.inf, 3.0e38, np.inf, 3.0e38, 5.0, 3.0]])
     with np.errstate(over="ignore", invalid="ignore"):
-        out = reference("silu_and_mul")(np, {"x": x}, {"d": 4})
-    bound = out["out:bound"][0]
+        out = reference("silu_and_mul")(np, {"x": x}, {"d": 5})
+    bound, value = out["out:bound"][0], out["out"][0]
     assert bound[0] == pytest.approx(90.0 * math.exp(-90.0) * 3.0e38, rel=1e-12)  # ~22
-    assert out["out"][0, 0] == 0.0
-    assert np.isinf(bound[1])  # times an infinite b: fp32 NaN, float64 -inf
+    assert value[0] == 0.0
+    # times an infinite b: float64's -inf is the reference (fp32's NaN passes as the element
+    # rule's NaN-where-infinite), never an open element
+    assert value[1] == -np.inf and bound[1] == 0.0
     assert bound[2] == 0.0  # float64 saturates too: one answer
     assert bound[3] == 0.0  # unsaturated: the tolerance alone
+    assert np.isnan(value[4]) and bound[4] == 0.0  # a = -inf: NaN in every precision
 
 
 # --- merge_attn_states_lse -----------------------------------------------------------------------
@@ -168,9 +171,25 @@ def test_merge_bound_follows_the_terms_and_opens_where_they_overflow_fp32() -> N
         bound = merge(inputs)["v_merged:bound"]
     assert bound.shape == inputs["v_a"].shape
     assert 1000.0 * 2.0**-20 <= bound[0, 0, 0] < 1000.0 * 2.0**-17
-    assert bound[0, 1, 0] >= 3.0e38 * 2.0**-126 > 1.0
+    assert bound[0, 1, 0] >= 3.0e38 * 2.0**-130 > 0.2  # the flushed weight's term
     assert np.isinf(bound[0, 2, 0])
     assert np.all(bound[0, 0, 1:] < 1e-4)
+    # opposite signs near the largest value: the weighted sum is 0, defined, never open
+    inputs["v_b"][0, 2, 0] = -3.3e38
+    with np.errstate(under="ignore"):
+        bound = merge(inputs)["v_merged:bound"]
+    assert np.isfinite(bound[0, 2, 0])
+
+
+def test_merge_bound_is_nothing_where_one_side_has_no_weight() -> None:
+    # s_b far below s_a: the result is v_a exactly, whatever the weights' own errors
+    inputs = merge_inputs([-20000.0, 1.0], [-30000.0, -np.inf])
+    inputs["v_b"][...] = 3.0e38
+    with np.errstate(under="ignore"):
+        bound = merge(inputs)["v_merged:bound"]
+    v_a = inputs["v_a"][0]
+    assert np.all(bound[0, 0] <= 2.0**-21 * np.abs(v_a[0]))
+    assert np.all(bound[0, 1] == 0.0)  # an empty side
 
 
 def test_merge_bound_is_zero_where_an_input_is_not_finite() -> None:
@@ -195,8 +214,13 @@ def test_fused_add_rmsnorm_bound_opens_only_rows_whose_fp32_square_sum_overflows
     out = reference("fused_add_rmsnorm")(np, inputs, {"hidden": hidden, "eps": 1e-6})
     assert np.all(out["input:bound"][0] == 0.0)
     assert np.all(np.isinf(out["input:bound"][1]))
-    assert "residual:bound" not in out
     np.testing.assert_array_equal(out["input"][1], [0.0, 0.0, 0.0, 0.0])  # fp32: rsqrt(inf)
+    # a row holding an infinite input is the same in every precision: not open
+    inputs["input"][1, 0] = np.inf
+    with np.errstate(invalid="ignore"):
+        out = reference("fused_add_rmsnorm")(np, inputs, {"hidden": hidden, "eps": 1e-6})
+    assert np.all(out["input:bound"][1] == 0.0)
+    assert "residual:bound" not in out
 
 
 def test_fused_add_rmsnorm_matches_explicit_loops() -> None:
@@ -366,6 +390,11 @@ def test_rotary_bound_follows_the_products_and_opens_where_they_overflow_fp32() 
     assert bound[0] == pytest.approx(2.0**-22 * 1000.0, rel=1e-6)  # x c - y s = 0: cancelling
     assert np.isinf(bound[1]) and np.isinf(bound[3])
     assert np.all(_rotary(inputs, 4, 1)["key:bound"] < 1e-5)
+    # products below fp32's largest whose sum is not: defined (0 here), never open
+    inputs["query"][0] = [3.39e38, 1.0, 3.39e38, 1.0]
+    inputs["cos_sin_cache"][3] = [0.75, 0.5, 0.75, 0.5]
+    bound = _rotary(inputs, 4, 1)["query:bound"][0]
+    assert np.all(np.isfinite(bound))
 
 
 def test_rotary_by_true_angles_is_a_rotation_and_composes() -> None:

@@ -208,6 +208,69 @@ def test_compare_outputs_reads_the_bound_from_the_reference() -> None:
     assert found is None
 
 
+@pytest.mark.parametrize("op", ["merge_attn_states_lse", "rotary_embedding"])
+def test_a_shipped_bound_keeps_the_precision_rules_on_every_element(op: str) -> None:
+    """Merge's and rotary's bounds are above 0 at every element: the elements the tolerance
+    accepts must keep their error, or a kernel rounding toward zero would read as exact."""
+    spec, _ = resolve(op)
+    contract = spec.contract
+    dims = contract.suite("tuning")[0]
+    rng = np.random.default_rng(11)
+    inputs = {}
+    for arg in contract.args:
+        if arg.role == "output":
+            continue
+        shape = contract.shape_of(arg, dims)
+        inputs[arg.name] = (
+            rng.integers(0, shape[0], size=shape).astype(np.float64)
+            if arg.name == "positions"
+            else rng.uniform(-5.0, 15.0, size=shape)
+            if arg.name.startswith("s_")
+            else rng.normal(size=shape)
+        )
+    if op == "rotary_embedding":  # whole positions inside the cache
+        inputs["positions"] = rng.integers(0, 8192, size=inputs["positions"].shape).astype(float)
+    outputs = spec.reference(np, inputs, contract.scalar_values(dims))
+    arg = next(
+        a
+        for a in contract.args
+        if a.written
+        and contract.dtype_of(a, "float16").floating
+        and contract.dtype_of(a, "float16").itemsize == 2
+    )
+    reference, bound = outputs[arg.name], outputs[f"{arg.name}:bound"]
+    assert np.all(bound > 0)
+    rounded = _storage("float16", reference)
+    values = DTYPES["float16"].to_float64(np, rounded)
+    toward = np.where(
+        np.abs(values) > np.abs(reference), np.nextafter(rounded, np.float16(0)), rounded
+    ).astype(np.float16)
+    base = output_error(contract, arg, "float16", rounded, reference, bound=bound)
+    cand = output_error(contract, arg, "float16", toward, reference, bound=bound)
+    assert cand.finding is None
+    assert precision_problem(contract, cand, base) is not None
+
+
+def test_settling_spans_the_comparison_stretches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(compare_module, "CHUNK_ELEMENTS", 1000)
+    reference, got = _rounded_case("float16")
+    bound = np.zeros_like(reference)
+    for flat in (5, 999, 1000, 3071):  # stretch edges
+        index = np.unravel_index(flat, reference.shape)
+        reference[index] = 1.0
+        got[index] = _storage("float16", np.array(1.5))
+    result = output_error(SILU.contract, OUT, "float16", got, reference, bound=bound)
+    assert result.finding is not None and result.finding.index == [0, 5]
+    bound[np.unravel_index(5, reference.shape)] = 1.0
+    bound[np.unravel_index(999, reference.shape)] = 1.0
+    bound[np.unravel_index(1000, reference.shape)] = 1.0
+    result = output_error(SILU.contract, OUT, "float16", got, reference, bound=bound)
+    assert result.finding is not None
+    assert result.finding.index == list(np.unravel_index(3071, reference.shape))
+    bound[np.unravel_index(3071, reference.shape)] = 1.0
+    assert output_error(SILU.contract, OUT, "float16", got, reference, bound=bound).finding is None
+
+
 def test_a_bound_of_another_shape_is_an_error() -> None:
     reference, got = _rounded_case("float16")
     with pytest.raises(ValueError, match="error bound has shape"):

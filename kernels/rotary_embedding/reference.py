@@ -5,12 +5,13 @@
 harness converts every input), whole numbers below the cache's row count.
 
 ``query:bound`` and ``key:bound`` (harness.compare) are how far an fp32 evaluation of each
-rotated element can land from the float64 value (all finite inputs; 0 elsewhere): the rounding
+rotated element can land from the float64 value (all inputs finite; 0 elsewhere): the rounding
 of the two products and their sum, :data:`ROUNDING` * (|x c| + |y s|), so a small result of large
-cancelling products is held to the products' accuracy; :data:`FLUSH` * (|x| + |y| + |c| + |s|)
-for a subnormal factor flushed to zero (fast math); and inf where a product reaches fp32's
-largest value: there an fp32 evaluation gives inf or NaN, or, through a fused multiply-add, the
-finite float64 value, and the contract does not choose.
+cancelling products is held to the products' accuracy; a product with a subnormal factor (below
+:data:`FLUSH`) may be flushed to zero by fast math: up to that product; and inf where one
+product reaches fp32's largest value: there an fp32 evaluation gives inf or NaN, or, through a
+fused multiply-add, the finite float64 value, and the contract does not choose. A result past
+fp32's range with finite products needs no bound: its reference rounds to inf as the kernel's.
 """
 
 ROUNDING = 2.0**-22
@@ -47,9 +48,12 @@ def _rotate(xp, heads, cos, sin, head_size, neox, bound=False):
 
 def _pair_bound(xp, x, c, y, s):
     """The bound of ``x * c -+ y * s`` (module docstring)."""
-    products = xp.abs(x * c) + xp.abs(y * s)
-    flush = FLUSH * (xp.abs(x) + xp.abs(y) + xp.abs(c) + xp.abs(s))
-    bound = xp.where(products >= FLOAT32_OVERFLOW, xp.inf, ROUNDING * products + flush)
+    first, second = xp.abs(x * c), xp.abs(y * s)
+    bound = ROUNDING * (first + second)
+    for product, factors in ((first, (x, c)), (second, (y, s))):
+        tiny = (xp.abs(factors[0]) < FLUSH) | (xp.abs(factors[1]) < FLUSH)
+        bound = bound + xp.where(tiny, product, 0.0)
+    bound = xp.where(xp.maximum(first, second) >= FLOAT32_OVERFLOW, xp.inf, bound)
     finite = xp.isfinite(x) & xp.isfinite(y) & xp.isfinite(c) & xp.isfinite(s)
     return xp.where(finite, bound, 0.0)
 

@@ -220,7 +220,8 @@ def _opcheck_and_compile(
     # Dynamo caches compiled graphs per code object, and through_compile's is the same for every
     # run verified in one process: without a reset, the third operation of a session hit the
     # recompile limit (8) and fullgraph=True made that a hard failure (H100, test_export_gpu).
-    torch._dynamo.reset()
+    # The reset is process-wide: a caller's own compiled functions recompile on their next call.
+    torch.compiler.reset()
     compiled = torch.compile(through_compile, fullgraph=True)
     for dims, dtype, kinds in cases:
         where = f"{spec.contract.label(dims)} {dtype}"

@@ -165,6 +165,11 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
     """The drafted ``contract.toml`` and what was assumed."""
     notes = list(analysis.notes)
     tuning, heldout, dropped = suites(analysis)
+    least = least_sizes(analysis)
+    # a suite shape below a raised least size takes that size (the contract rejects a suite
+    # shape under its dim's min)
+    tuning = _at_least(tuning, least)
+    heldout = _at_least(heldout, least)
     if dropped:
         notes.append(f"suites: {dropped} shape(s) above {MAX_SUITE_BYTES} bytes left out")
     if not tuning or not heldout:
@@ -189,7 +194,6 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
         f"bytes_moved = {_toml(' + '.join(terms))}",
         "",
     ]
-    least = least_sizes(analysis)
     for dim in analysis.dims:
         lines += [f"[dims.{dim}]", f"min = {least[dim]}", ""]
     for name, shape in analysis.shapes.items():
@@ -274,25 +278,41 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
                 if not expr.evaluate(requirement, env):
                     return False
             except (expr.ExprError, ArithmeticError):
-                return True  # not decidable here: the checks' preflight names it
+                continue  # not decidable for this type here: the checks' preflight names it
         return True
 
-    for requirement in requirements:
-        if holds(requirement, least):
-            continue
-        for dim in (d for d in analysis.dims if d in expr.names(requirement)):
-            size = next(
-                (
-                    n
-                    for n in range(least[dim] + 1, LEAST_SIZE_SEARCH + 1)
-                    if holds(requirement, {**least, dim: n})
-                ),
-                None,
-            )
-            if size is not None:
-                least[dim] = size
-                break
+    # to a fixpoint: raising a dim for one requirement can break an earlier one (d % 2 == 0
+    # then d >= 3 gives 3, then 4); each pass only raises sizes, and the passes are few
+    for _ in range(len(requirements) + 1):
+        changed = False
+        for requirement in requirements:
+            if holds(requirement, least):
+                continue
+            for dim in (d for d in analysis.dims if d in expr.names(requirement)):
+                size = next(
+                    (
+                        n
+                        for n in range(least[dim] + 1, LEAST_SIZE_SEARCH + 1)
+                        if holds(requirement, {**least, dim: n})
+                    ),
+                    None,
+                )
+                if size is not None:
+                    least[dim], changed = size, True
+                    break
+        if not changed:
+            break
     return least
+
+
+def _at_least(shapes: list[dict[str, int]], least: dict[str, int]) -> list[dict[str, int]]:
+    """The shapes with each dim raised to its least size, without repeats."""
+    out: list[dict[str, int]] = []
+    for shape in shapes:
+        raised = {dim: max(size, least.get(dim, 1)) for dim, size in shape.items()}
+        if raised not in out:
+            out.append(raised)
+    return out
 
 
 def _non_empty(analysis: Analysis) -> list[str]:

@@ -35,9 +35,10 @@ where the contract leaves the element open. It states what float64 cannot: cance
 rounding of large terms in a small result), weights that fp32 flushes to zero, intermediates
 past fp32's range that make one evaluation order inf and another finite. An element within
 ``bound`` of the reference plus the tolerance at ``|reference| + bound``, or anywhere where the
-bound is ``inf``, is compared as equal to the reference (it counts as exact in the statistics:
-such elements lie only in the special-value rows). Elements whose bound is 0 keep the element
-rule above unchanged.
+bound is ``inf``, and outside the tolerance alone, is compared as equal to the reference (it
+counts as exact in the statistics; such elements are the few where fp32 and float64 part ways,
+while every element the tolerance accepts keeps its error in the statistics). Elements whose
+bound is 0 keep the element rule above unchanged.
 
 For an ``inout`` argument the elements can hold their input value only where the kernel did not
 change them: when *every* failing element still holds its input bits the argument reads as not
@@ -300,9 +301,14 @@ def output_error(
 
 
 def _settled(xp: Any, element: DType, tol: Any, got: Any, ref: Any, bound: Any) -> Any:
-    """The reference with each element the error bound accepts replaced by the output's own
-    value (within ``tolerance + bound`` of it, or anywhere where the bound is inf); a copy, made
-    in stretches of :data:`CHUNK_ELEMENTS` so the temporaries stay bounded."""
+    """The reference with each element that fails the plain tolerance but is accepted by the
+    error bound replaced by the output's own value (within the bound plus the tolerance at
+    ``|reference| + bound``, or anywhere where the bound is inf); a copy, made in stretches of
+    :data:`CHUNK_ELEMENTS` so the temporaries stay bounded.
+
+    Only elements the tolerance alone rejects are settled: an element it accepts keeps its
+    reference, so the precision statistics still see its error (settling every element with a
+    bound counted them all as exact, and hid a kernel rounding toward zero)."""
     if bound.shape != ref.shape:
         raise ValueError(f"error bound has shape {bound.shape}, expected {ref.shape}")
     settled = ref.copy()
@@ -315,11 +321,11 @@ def _settled(xp: Any, element: DType, tol: Any, got: Any, ref: Any, bound: Any) 
         part_ref = flat_ref[start:stop]
         value = element.to_float64(xp, flat_got[start:stop])
         with np.errstate(invalid="ignore", over="ignore"):
+            error = xp.abs(value - part_ref)
+            plain = (error <= tol.atol + tol.rtol * xp.abs(part_ref)) | (value == part_ref)
             reach = xp.abs(part_ref) + part_bound  # the tolerance applies at the far end too
             allowed = tol.atol + tol.rtol * reach + part_bound
-            accept = xp.isinf(part_bound) | (
-                (part_bound > 0) & (xp.abs(value - part_ref) <= allowed)
-            )
+            accept = ~plain & (xp.isinf(part_bound) | ((part_bound > 0) & (error <= allowed)))
         flat_ref[start:stop] = xp.where(accept, value, part_ref)
     return settled
 

@@ -56,9 +56,11 @@ FULL_STORAGE_COPIES = 9
 ``harness.verify.check_case``: the drawn case, the pristine inputs, the arena, the baseline's
 arrays, the changed inputs, the second run's written copy, the stale outputs, the poison and the
 relocated arena."""
-FULL_FLOAT64_COPIES = 5
+FULL_FLOAT64_COPIES = 8
 """Float64 arrays per argument element the whole protocol holds at its peak (the reference's
-inputs and outputs, the second reference, and the reference's own temporaries), counted."""
+inputs and outputs, the second reference, and the reference's own temporaries), counted: 5,
+plus the error bounds a reference returns beside its outputs (one per output, in both
+references) and the comparison's settled copy of a reference."""
 LIGHT_STORAGE_COPIES = 3
 """Storage copies in the light protocol: the drawn inputs, the arena, the inout arguments'
 pristine copies."""
