@@ -27,11 +27,10 @@ SERVING_OPERATIONS = {
     "gelu_and_mul",
     "gelu_tanh_and_mul",
     "per_token_fp8_quant",
-    "rotary_embedding",
 }
 """Issue 25's operations that do not have enough correct-but-different kernels yet (rms_norm
-has its ten): listed as expected failures (strict, so the mark must go once their kernels
-arrive), not left out."""
+and rotary_embedding have their ten): listed as expected failures (strict, so the mark must go
+once their kernels arrive), not left out."""
 
 
 def _enough_kernels_case(spec: OperationSpec) -> object:
