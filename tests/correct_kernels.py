@@ -1,11 +1,12 @@
 """The correct-but-different kernels of ``tests/fixtures/correct_kernels/<op>/``, listed once.
 
 Each kernel there computes its operation exactly as the contract says, in another way than the
-shipped implementations (block shapes, warp per row, grid-stride loops, 2-D grids, vector widths,
-fast intrinsics inside the tolerance, fp64 math, other reduction orders, shared memory or
-registers for the row, other handling of empty LSEs). The verification must accept every one:
-they are the false-rejection side of its rules, and ``benchmarks/correct_kernel_errors.py``
-measures their error statistics for the thresholds.
+shipped implementations (block shapes, warp per row, grid-stride loops, 2-D grids, several blocks
+per row, vector widths, fast intrinsics inside the tolerance, fp64 math, other reduction orders,
+shared memory or registers for the row, other handling of empty LSEs, equivalent forms of an
+activation, exact maxima on bit patterns or packed 16-bit values). The verification must
+accept every one: they are the false-rejection side of its rules, and
+``benchmarks/correct_kernel_errors.py`` measures their error statistics for the thresholds.
 """
 
 from __future__ import annotations

@@ -23,31 +23,7 @@ from correct_kernels import (
 KERNELS = correct_kernels()
 
 
-SERVING_OPERATIONS = {
-    "gelu_and_mul",
-    "gelu_tanh_and_mul",
-    "per_token_fp8_quant",
-    "rms_norm",
-    "rotary_embedding",
-}
-"""Issue 25's operations, which have no correct-but-different kernels yet: listed as expected
-failures (strict, so the mark must go once their kernels arrive), not left out."""
-
-
-def _enough_kernels_case(spec: OperationSpec) -> object:
-    if spec.name not in SERVING_OPERATIONS:
-        return spec
-    return pytest.param(
-        spec,
-        marks=pytest.mark.xfail(
-            strict=True, reason="issue 25: correct-but-different kernels not written yet"
-        ),
-    )
-
-
-@pytest.mark.parametrize(
-    "spec", [_enough_kernels_case(s) for s in operations()], ids=lambda spec: spec.name
-)
+@pytest.mark.parametrize("spec", operations(), ids=lambda spec: spec.name)
 def test_every_operation_has_enough_correct_kernels(spec: OperationSpec) -> None:
     found = sorted((CORRECT_KERNELS / spec.name).glob("*.cu"))
     assert len(found) >= MIN_KERNELS_PER_OPERATION, [p.name for p in found]
