@@ -443,6 +443,8 @@ def analyse(
     ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU;
     ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's.
     """
+    if launch.unread:
+        raise Unmapped(launch.unread)
     kernel = _resolve_kernel(launch, kernels)
     if len(launch.args) != len(kernel.params):
         raise Unmapped(
@@ -493,6 +495,14 @@ def analyse(
                 bindings.append(Binding(param.name, "null", "", "pointer"))
                 continue
             match = _DATA_PTR.match(inner)
+            if match is None and inner in host and host[inner].pointer:
+                # FlashInfer's header launchers (`RMSNorm(T* input, ..., uint32_t d, ...)`):
+                # a raw pointer says nothing of the tensor's shape, which its caller knows
+                raise Unmapped(
+                    f"pointer argument {raw!r} for {param.name!r} is the launcher's raw pointer "
+                    f"parameter ({' '.join(host[inner].text.split())}), not a tensor's "
+                    "data_ptr(): shapes behind raw pointers are not read"
+                )
             if match is None:
                 raise Unmapped(f"pointer argument {raw!r} for {param.name!r} is not a data_ptr()")
             use = translator._tensor(match["tensor"])
@@ -506,7 +516,10 @@ def analyse(
                 else CPP_TYPES.get(spelled) or _element_type(param, targs)
             )
             if use.element is None:
-                raise Unmapped(f"tensor {use.name!r}: element type {param.type!r} is not supported")
+                spelled_type = targs.get(param.type, param.type)
+                raise Unmapped(
+                    f"tensor {use.name!r}: element type {spelled_type!r} is not supported"
+                )
             use.const = use.const and param.const
             bindings.append(Binding(param.name, "tensor", use.name, use.element))
             continue
