@@ -39,6 +39,7 @@ from astra_graph.framework.parse import (
     text,
 )
 from astra_graph.kernel import expr
+from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import SM_COUNT
 
 if TYPE_CHECKING:
@@ -234,8 +235,11 @@ class _Translator:
         tensors: dict[str, TensorUse],
         device: dict[str, int],
         constants: dict[str, str],
+        element_names: set[str],
     ) -> None:
         self.launcher = launcher
+        self.element_names = element_names
+        """What the launch calls its element type (``scalar_t``, ``T``, a local alias)."""
         self.locals = launch.locals
         self.device = device
         self.constants = constants
@@ -315,7 +319,7 @@ class _Translator:
         if kind == "call_expression":
             return self._call(node, depth)
         if kind == "sizeof_expression":
-            return "elem_bytes"
+            return self._sizeof(node)
         if kind == "conditional_expression":
             parts = [
                 node.child_by_field_name(f) for f in ("condition", "consequence", "alternative")
@@ -329,6 +333,19 @@ class _Translator:
         if kind in ("true", "false"):
             return "1" if kind == "true" else "0"
         raise Unmapped(f"{kind.replace('_', ' ')} {text(node)!r} in a size expression")
+
+    def _sizeof(self, node: Node) -> str:
+        """``sizeof(scalar_t)`` is the element's bytes (``elem_bytes``), ``sizeof(float)`` its
+        own (FlashInfer's shared memory of ``num_warps * sizeof(float)`` does not scale with
+        the element); the size of any other type is not known here."""
+        operand = node.child_by_field_name("type") or node.child_by_field_name("value")
+        spelled = " ".join(text(operand).strip("() ").split())
+        if spelled in self.element_names:
+            return "elem_bytes"
+        dtype = DTYPES.get(CPP_TYPES.get(spelled, ""))
+        if dtype is None:
+            raise Unmapped(f"sizeof({spelled}) in a size expression: its size is not known")
+        return str(dtype.itemsize)
 
     def _name(self, node: Node, depth: int) -> str:
         name = text(node)
@@ -451,7 +468,7 @@ def analyse(
             f"{launch.kernel} takes {len(kernel.params)} parameters, the launch passes "
             f"{len(launch.args)}"
         )
-    notes: list[str] = []
+    notes: list[str] = list(launch.notes)
     aliases = {
         k: v
         for k, v in launch.locals.items()
@@ -472,7 +489,9 @@ def analyse(
     for name, args in launch.dispatch:
         dtypes |= dispatch_dtypes(name, args, macros)
     tensors: dict[str, TensorUse] = {}
-    translator = _Translator(launcher, launch, tensors, device, source_constants or {})
+    translator = _Translator(
+        launcher, launch, tensors, device, source_constants or {}, element_names | {"T"}
+    )
     bindings: list[Binding] = []
     scalars: dict[str, str] = {}
     constants: dict[str, float] = {}

@@ -56,6 +56,10 @@ HELPER_MIN_ARGS = 3
 """``LaunchKernel``'s grid, block and device; the dynamic shared memory is optional."""
 CONFIG_FIELDS = {"grid": "gridDim", "block": "blockDim", "smem": "dynamicSmemBytes"}
 """The ``cudaLaunchConfig_t`` fields a launch's geometry is read from."""
+ATTRIBUTES_NOTE = (
+    "launch attributes (programmatic dependent launch and the like) are not in the contract; "
+    "the operation launches without them"
+)
 UNREAD_LAUNCH_CALLS = ("cudaLaunchCooperativeKernel", "cudaLaunchKernelExC", "cuLaunchKernel")
 """Launch calls that are found and reported, not read yet."""
 _VOID_CAST = re.compile(r"^\(\s*(?:const\s+)?void\s*\*\s*\)\s*")
@@ -143,6 +147,8 @@ class Launch:
     """The launch call (``cudaLaunchKernelEx``), or '' for ``<<<>>>``."""
     unread: str = ""
     """Why a launch call could not be read (the kernel chosen at run time...), or ''."""
+    notes: tuple[str, ...] = ()
+    """What the launch call sets that the contract does not hold (launch attributes)."""
 
 
 @dataclass(frozen=True)
@@ -682,6 +688,7 @@ def _api_launch(call: Node, function_params: set[str]) -> Launch | None:
     geometry = {"grid": "", "block": "", "smem": "0", "stream": "0"}
     kernel_args: tuple[str, ...] = ()
     unread = ""
+    notes: list[str] = []
     try:
         if helper is not None:
             config = list(_arguments(helper.child_by_field_name("arguments")))
@@ -690,6 +697,9 @@ def _api_launch(call: Node, function_params: set[str]) -> Launch | None:
                     f"{HELPER_LAUNCH}() has {len(config)} arguments, not grid, block and device"
                 )
             geometry.update(zip(("grid", "block", "stream", "smem"), config, strict=False))
+            setters = text(call.child_by_field_name("function"))[len(text(helper)) :]
+            if setters.strip():
+                notes.append(f"{HELPER_LAUNCH}(){' '.join(setters.split())}: {ATTRIBUTES_NOTE}")
             kernel_args = tuple(args[1:])
         elif callee == ARGS_ARRAY_LAUNCH:
             if len(args) < ARGS_ARRAY_MIN_ARGS:
@@ -708,6 +718,8 @@ def _api_launch(call: Node, function_params: set[str]) -> Launch | None:
                     raise ValueError(f"{config_name}.{member} is not assigned before the launch")
                 geometry[key] = value
             geometry["stream"] = found.get(f"{config_name}.stream", "0")
+            if f"{config_name}.attrs" in found:
+                notes.append(f"{config_name}.attrs: {ATTRIBUTES_NOTE}")
             kernel_args = tuple(args[2:])
         members = _class_members(call) if kernel_expression not in found else {}
         kernel, template_args = _kernel_named(kernel_expression, found, members)
@@ -727,4 +739,5 @@ def _api_launch(call: Node, function_params: set[str]) -> Launch | None:
         conditions=conditions,
         api=api,
         unread=unread,
+        notes=tuple(notes),
     )
