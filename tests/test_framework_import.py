@@ -27,7 +27,7 @@ from astra_graph.framework.launchers import (
     device_constants,
     dispatch_dtypes,
 )
-from astra_graph.framework.parse import Launch, Source, parse_source
+from astra_graph.framework.parse import Launch, Source, parse_source, split_top_level
 from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import set_search_dirs
@@ -545,6 +545,9 @@ __global__ void k(T* out, const T* in, int n) {}
 template <typename T>
 struct Plain {
   static constexpr auto kernel = k<T>;
+#if NEW_ARCH
+  static constexpr int kWidth = 8;  // another member under #if: not the kernel's concern
+#endif
   static void run(tvm::ffi::TensorView out, tvm::ffi::TensorView in) {
     LaunchKernel(in.size(0), 64, in.device())(kernel, out.data_ptr(), in.data_ptr(), 7);
   }
@@ -568,6 +571,15 @@ def test_a_kernel_member_of_the_launchers_class_is_followed_unless_preprocessed(
     assert (plain.kernel, plain.template_args, plain.unread) == ("k", ("T",), "")
     assert gated.unread.startswith("LaunchKernel(): its class declares 'kernel' under")
     assert "#if NEW_ARCH" in gated.unread
+
+
+def test_argument_lists_split_at_top_level_commas_only() -> None:
+    assert split_top_level("&p->x, f(a, b), K<c, d>, {e, g}") == [
+        "&p->x",
+        "f(a, b)",
+        "K<c, d>",
+        "{e, g}",
+    ]
 
 
 @pytest.mark.usefixtures("needs_nvrtc")

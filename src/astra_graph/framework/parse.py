@@ -581,13 +581,14 @@ def _helper_of(call: Node) -> Node | None:
 
 
 def split_top_level(source: str) -> list[str]:
-    """``source`` split at the commas outside brackets (``a, f(b, c), K<d, e>``)."""
+    """``source`` split at the commas outside brackets (``a, f(b, c), K<d, e>``); the ``>`` of
+    ``->`` closes nothing."""
     parts: list[str] = []
     depth = 0
     current = ""
     for char in source:
         depth += char in "([{<"
-        depth -= char in ")]}>"
+        depth -= char in ")]}" or (char == ">" and not current.endswith("-"))
         if char == "," and depth == 0:
             parts.append(current.strip())
             current = ""
@@ -598,13 +599,10 @@ def split_top_level(source: str) -> list[str]:
     return parts
 
 
-def _kernel_named(
-    expression: str, found: dict[str, str], members: dict[str, str]
-) -> tuple[str, tuple[str, ...]]:
+def _kernel_named(expression: str, found: dict[str, str]) -> tuple[str, tuple[str, ...]]:
     """The kernel and template arguments a launch call's kernel expression names: a cast and an
-    ``&`` are dropped, a local is followed (``auto kernel = K<V, T>;``), then a member of the
-    launcher's class (:func:`_class_members`). Raises ValueError saying why when the kernel is
-    chosen at run time."""
+    ``&`` are dropped and a local is followed (``auto kernel = K<V, T>;``). Raises ValueError
+    saying why when the kernel is chosen at run time."""
     seen: set[str] = set()
     expression = expression.strip()
     while True:
@@ -614,7 +612,6 @@ def _kernel_named(
             expression = found[expression].strip()
             continue
         break
-    expression = members.get(expression, expression)
     compact = " ".join(expression.split())
     if "?" in compact:
         raise ValueError(f"the kernel is chosen at run time ({compact})")
@@ -626,22 +623,19 @@ def _kernel_named(
     return name.strip(), tuple(split_top_level(rest[:-1])) if rest else ()
 
 
-def _class_members(node: Node) -> dict[str, str]:
-    """The initialised members of the class a member function is defined in (SGLang's
-    ``static constexpr auto kernel = rmsnorm_cta<kDim, kUsePDL, DType>;``): name -> value.
-    Raises ValueError for a member declared under a preprocessor condition (``#if
-    SGL_ARCH_BLACKWELL_OR_GREATER``): which one the build takes is not read here."""
+def _class_member(node: Node, name: str) -> str | None:
+    """The value of member ``name`` of the class a member function is defined in (SGLang's
+    ``static constexpr auto kernel = rmsnorm_cta<kDim, kUsePDL, DType>;``), or None. Raises
+    ValueError when it is declared under a preprocessor condition (``#if
+    SGL_ARCH_BLACKWELL_OR_GREATER``): which declaration the build takes is not read here."""
     owner = node.parent
     while owner is not None and owner.type not in ("struct_specifier", "class_specifier"):
         owner = owner.parent
     body = owner.child_by_field_name("body") if owner is not None else None
-    out: dict[str, str] = {}
     for member in _walk(body, ("field_declaration",)) if body is not None else []:
         value = member.child_by_field_name("default_value")
-        declarator = member.child_by_field_name("declarator")
-        if value is None or declarator is None:
+        if value is None or text(member.child_by_field_name("declarator")) != name:
             continue
-        name = text(declarator)
         inside = member.parent
         while inside is not None and inside != body:
             if inside.type.startswith("preproc_"):
@@ -650,8 +644,8 @@ def _class_members(node: Node) -> dict[str, str]:
                     f"({text(inside).splitlines()[0].strip()}), which is not evaluated"
                 )
             inside = inside.parent
-        out[name] = text(value)
-    return out
+        return text(value)
+    return None
 
 
 def _addresses(array: str, found: dict[str, str]) -> tuple[str, ...]:
@@ -721,8 +715,10 @@ def _api_launch(call: Node, function_params: set[str]) -> Launch | None:
             if f"{config_name}.attrs" in found:
                 notes.append(f"{config_name}.attrs: {ATTRIBUTES_NOTE}")
             kernel_args = tuple(args[2:])
-        members = _class_members(call) if kernel_expression not in found else {}
-        kernel, template_args = _kernel_named(kernel_expression, found, members)
+        class_value = (
+            _class_member(call, kernel_expression) if kernel_expression not in found else None
+        )
+        kernel, template_args = _kernel_named(class_value or kernel_expression, found)
     except ValueError as exc:
         kernel, template_args, unread = kernel_expression, (), f"{api}(): {exc}"
     return Launch(
