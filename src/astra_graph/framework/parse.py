@@ -18,10 +18,11 @@ local ``void* args[] = {&a, &b}`` (FlashInfer), ``cudaLaunchKernelEx(&config, ke
 with the geometry from the fields of a local ``cudaLaunchConfig_t`` assigned before the call
 (FlashInfer), and a launch helper applied to the kernel, ``LaunchKernel(grid, block, device[,
 smem])[.enable_pdl(on)](kernel, a, b)`` (SGLang's JIT kernels). The kernel may be a local
-(``auto kernel = K<VEC_SIZE, T>;``) and may be cast (``(void*)kernel``). What such a call does
-not say plainly (a kernel chosen at run time, an ``args`` array that is not a local list of
-addresses, a config field never assigned) is kept as the launch's :attr:`Launch.unread` reason
-rather than guessed. A call whose kernel is a parameter of its own function (SGLang's
+(``auto kernel = K<VEC_SIZE, T>;``) or a member of the launcher's class, and may be cast
+(``(void*)kernel``). What such a call does not say plainly (a kernel chosen at run time, a
+class member declared under ``#if``, an ``args`` array that is not a local list of addresses,
+a config field never assigned) is kept as the launch's :attr:`Launch.unread` reason rather than
+guessed. A call whose kernel is a parameter of its own function (SGLang's
 ``LaunchKernel::operator()`` forwarding to ``cudaLaunchKernelEx``) is the helper itself, not a
 launch site: its callers' launches are the sites.
 
