@@ -28,7 +28,7 @@ from astra_graph.framework.launchers import (
     device_constants,
     dispatch_dtypes,
 )
-from astra_graph.framework.parse import Source, parse_source
+from astra_graph.framework.parse import Launch, Source, parse_source, split_top_level
 from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import set_search_dirs
@@ -485,3 +485,125 @@ def test_a_pointer_local_that_starts_as_nullptr_is_passed_so_and_said() -> None:
     )
     assert [b.kind for b in found.bindings] == ["tensor", "null", "expr"]
     assert any("lse: the launcher's lse_ptr starts as nullptr" in note for note in found.notes)
+
+
+CALLS = CSRC / "launch_calls.cu"
+
+
+def _site(launcher_name: str) -> tuple[Source, Launch]:
+    source = _source(CALLS)
+    launcher = next(x for x in source.launchers if x.name == launcher_name)
+    return source, launcher.launches[0]
+
+
+def test_cuda_launch_kernel_reads_the_args_array_of_addresses() -> None:
+    _, launch = _site("scale_rows")
+    assert (launch.api, launch.kernel, launch.template_args) == (
+        "cudaLaunchKernel",
+        "fw::scale_kernel",
+        ("scalar_t", "4"),
+    )  # `auto kernel = ...` followed through `(void*)kernel`
+    assert launch.args == ("out_ptr", "in_ptr", "f", "cols")  # `(void*)&x` and `&x`
+    found = _analysis(CALLS, "scale_rows")
+    kinds = {b.param: (b.kind, b.value) for b in found.bindings}
+    assert kinds["out"] == ("tensor", "out") and kinds["in"] == ("tensor", "in")
+    assert kinds["factor"] == ("scalar", "factor")  # the local `float f = factor;`
+    env = {"tokens": 5, "cols": 3000}
+    assert expr.evaluate_dims3(found.grid, env) == (5, 1, 1)
+    assert expr.evaluate_dims3(found.block, env) == (1024, 1, 1)
+
+
+def test_cuda_launch_kernel_ex_reads_the_config_and_sizeof_a_named_type() -> None:
+    _, launch = _site("shift_rows")
+    assert launch.api == "cudaLaunchKernelEx" and launch.args[-1] == "cols"
+    found = _analysis(CALLS, "shift_rows")
+    env = {"tokens": 3, "cols": 100, "elem_bytes": 8}
+    assert expr.evaluate_dims3(found.grid, env) == (3, 1, 1)
+    assert expr.evaluate_dims3(found.block, env) == (100, 1, 1)
+    # `threads * sizeof(float)`: four bytes a thread whatever the element type
+    assert expr.evaluate_int(found.smem, env) == 400
+    assert any("config.attrs" in note for note in found.notes)
+
+
+def test_a_launch_helper_applied_to_the_kernel_and_not_the_helper_itself() -> None:
+    source, launch = _site("shift_rows_helper")
+    assert launch.api == "LaunchKernel" and launch.kernel == "fw::shift_kernel"
+    found = _analysis(CALLS, "shift_rows_helper")
+    env = {"tokens": 3, "cols": 100, "elem_bytes": 8}
+    assert expr.evaluate_dims3(found.block, env) == (128, 1, 1)
+    assert expr.evaluate_int(found.smem, env) == 512
+    assert any("enable_pdl(false)" in note for note in found.notes)
+    # the helper's own cudaLaunchKernelEx forwards its `kernel` parameter: not a launch site
+    assert all(not x.name.startswith("operator") for x in source.launchers)
+
+
+@pytest.mark.parametrize(
+    ("launcher_name", "reason"),
+    [
+        ("ScaleRaw", r"raw pointer parameter \(T\* out\)"),
+        ("scale_either", r"^cudaLaunchKernel\(\): the kernel is chosen at run time \(wide \?"),
+        ("shift_unconfigured", r"config\.blockDim is not assigned before the launch$"),
+    ],
+)
+def test_what_a_launch_call_does_not_say_is_its_reason(launcher_name: str, reason: str) -> None:
+    with pytest.raises(Unmapped, match=reason) as caught:
+        _analysis(CALLS, launcher_name)
+    assert "\n" not in str(caught.value)
+
+
+HELPER_MEMBER = """
+template <typename T>
+__global__ void k(T* out, const T* in, int n) {}
+template <typename T>
+struct Plain {
+  static constexpr auto kernel = k<T>;
+#if NEW_ARCH
+  static constexpr int kWidth = 8;  // another member under #if: not the kernel's concern
+#endif
+  static void run(tvm::ffi::TensorView out, tvm::ffi::TensorView in) {
+    LaunchKernel(in.size(0), 64, in.device())(kernel, out.data_ptr(), in.data_ptr(), 7);
+  }
+};
+template <typename T>
+struct Gated {
+#if NEW_ARCH
+  static constexpr auto kernel = k<T>;
+#else
+  static constexpr auto kernel = k<float>;
+#endif
+  static void run(tvm::ffi::TensorView out, tvm::ffi::TensorView in) {
+    LaunchKernel(in.size(0), 64, in.device())(kernel, out.data_ptr(), in.data_ptr(), 7);
+  }
+};
+"""
+
+
+def test_a_kernel_member_of_the_launchers_class_is_followed_unless_preprocessed() -> None:
+    plain, gated = (x.launches[0] for x in parse_source(HELPER_MEMBER).launchers)
+    assert (plain.kernel, plain.template_args, plain.unread) == ("k", ("T",), "")
+    assert gated.unread.startswith("LaunchKernel(): its class declares 'kernel' under")
+    assert "#if NEW_ARCH" in gated.unread
+
+
+def test_argument_lists_split_at_top_level_commas_only() -> None:
+    assert split_top_level("&p->x, f(a, b), K<c, d>, {e, g}") == [
+        "&p->x",
+        "f(a, b)",
+        "K<c, d>",
+        "{e, g}",
+    ]
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_astra_import_of_launch_calls_validates_and_says_why_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import", str(CALLS), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 of 7 launch sites imported" in out
+    assert "launches through cudaLaunchCooperativeKernel(), which is not read yet" in out
+    assert [line for line in out.splitlines() if line.startswith("not imported")] and all(
+        ": " in line for line in out.splitlines() if line.startswith("not imported")
+    )
+    for op in ("scale_rows", "shift_rows", "shift_rows_helper"):
+        assert main(["validate", str(tmp_path / op)]) == 0, op

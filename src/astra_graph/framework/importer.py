@@ -24,6 +24,8 @@ from astra_graph.framework.parse import parse_source
 from astra_graph.harness import nvrtc
 from astra_graph.kernel.dtypes import DTYPES
 
+READ_FORMS = "only <<<>>>, cudaLaunchKernel, cudaLaunchKernelEx and LaunchKernel(...)(...)"
+"""The launch forms :mod:`~astra_graph.framework.parse` reads, for the reason of one it does not."""
 COMPILER_REASON = (
     "device code only, launchers read by the parser: nvcc on the whole file needs torch's "
     "headers, which CI and CPU hosts lack"
@@ -133,7 +135,7 @@ def import_file(
                     kernel="?",
                     line=line,
                     imported=False,
-                    reason=f"launches through {call}(), which is not read yet (only <<<>>>)",
+                    reason=f"launches through {call}(), which is not read yet ({READ_FORMS})",
                 )
             )
     entries = sorted({e for _, a in analyses for e in _instantiations(a)})

@@ -39,6 +39,7 @@ from astra_graph.framework.parse import (
     text,
 )
 from astra_graph.kernel import expr
+from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import SM_COUNT
 
 if TYPE_CHECKING:
@@ -234,8 +235,11 @@ class _Translator:
         tensors: dict[str, TensorUse],
         device: dict[str, int],
         constants: dict[str, str],
+        element_names: set[str],
     ) -> None:
         self.launcher = launcher
+        self.element_names = element_names
+        """What the launch calls its element type (``scalar_t``, ``T``, a local alias)."""
         self.locals = launch.locals
         self.device = device
         self.constants = constants
@@ -315,7 +319,7 @@ class _Translator:
         if kind == "call_expression":
             return self._call(node, depth)
         if kind == "sizeof_expression":
-            return "elem_bytes"
+            return self._sizeof(node)
         if kind == "conditional_expression":
             parts = [
                 node.child_by_field_name(f) for f in ("condition", "consequence", "alternative")
@@ -329,6 +333,19 @@ class _Translator:
         if kind in ("true", "false"):
             return "1" if kind == "true" else "0"
         raise Unmapped(f"{kind.replace('_', ' ')} {text(node)!r} in a size expression")
+
+    def _sizeof(self, node: Node) -> str:
+        """``sizeof(scalar_t)`` is the element's bytes (``elem_bytes``), ``sizeof(float)`` its
+        own (FlashInfer's shared memory of ``num_warps * sizeof(float)`` does not scale with
+        the element); the size of any other type is not known here."""
+        operand = node.child_by_field_name("type") or node.child_by_field_name("value")
+        spelled = " ".join(text(operand).strip("() ").split())
+        if spelled in self.element_names:
+            return "elem_bytes"
+        dtype = DTYPES.get(CPP_TYPES.get(spelled, ""))
+        if dtype is None:
+            raise Unmapped(f"sizeof({spelled}) in a size expression: its size is not known")
+        return str(dtype.itemsize)
 
     def _name(self, node: Node, depth: int) -> str:
         name = text(node)
@@ -443,13 +460,15 @@ def analyse(
     ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU;
     ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's.
     """
+    if launch.unread:
+        raise Unmapped(launch.unread)
     kernel = _resolve_kernel(launch, kernels)
     if len(launch.args) != len(kernel.params):
         raise Unmapped(
             f"{launch.kernel} takes {len(kernel.params)} parameters, the launch passes "
             f"{len(launch.args)}"
         )
-    notes: list[str] = []
+    notes: list[str] = list(launch.notes)
     aliases = {
         k: v
         for k, v in launch.locals.items()
@@ -470,7 +489,9 @@ def analyse(
     for name, args in launch.dispatch:
         dtypes |= dispatch_dtypes(name, args, macros)
     tensors: dict[str, TensorUse] = {}
-    translator = _Translator(launcher, launch, tensors, device, source_constants or {})
+    translator = _Translator(
+        launcher, launch, tensors, device, source_constants or {}, element_names | {"T"}
+    )
     bindings: list[Binding] = []
     scalars: dict[str, str] = {}
     constants: dict[str, float] = {}
@@ -493,6 +514,14 @@ def analyse(
                 bindings.append(Binding(param.name, "null", "", "pointer"))
                 continue
             match = _DATA_PTR.match(inner)
+            if match is None and inner in host and host[inner].pointer:
+                # FlashInfer's header launchers (`RMSNorm(T* input, ..., uint32_t d, ...)`):
+                # a raw pointer says nothing of the tensor's shape, which its caller knows
+                raise Unmapped(
+                    f"pointer argument {raw!r} for {param.name!r} is the launcher's raw pointer "
+                    f"parameter ({' '.join(host[inner].text.split())}), not a tensor's "
+                    "data_ptr(): shapes behind raw pointers are not read"
+                )
             if match is None:
                 raise Unmapped(f"pointer argument {raw!r} for {param.name!r} is not a data_ptr()")
             use = translator._tensor(match["tensor"])
@@ -506,7 +535,10 @@ def analyse(
                 else CPP_TYPES.get(spelled) or _element_type(param, targs)
             )
             if use.element is None:
-                raise Unmapped(f"tensor {use.name!r}: element type {param.type!r} is not supported")
+                spelled_type = targs.get(param.type, param.type)
+                raise Unmapped(
+                    f"tensor {use.name!r}: element type {spelled_type!r} is not supported"
+                )
             use.const = use.const and param.const
             bindings.append(Binding(param.name, "tensor", use.name, use.element))
             continue

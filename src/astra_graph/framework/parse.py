@@ -11,6 +11,21 @@ torch's headers, and clang drops such an invalid call with its body; tree-sitter
 which argument expressions, inside which dispatch macro. Types are not needed from the compiler
 because the device code is compiled separately (:mod:`astra_graph.framework.device`).
 
+Besides ``<<<>>>``, three launch calls are read into the same :class:`Launch` (kernel, template
+arguments, grid, block, dynamic shared memory, arguments), so every launch form meets one
+analysis: ``cudaLaunchKernel(kernel, grid, block, args, smem, stream)`` with the arguments as a
+local ``void* args[] = {&a, &b}`` (FlashInfer), ``cudaLaunchKernelEx(&config, kernel, a, b)``
+with the geometry from the fields of a local ``cudaLaunchConfig_t`` assigned before the call
+(FlashInfer), and a launch helper applied to the kernel, ``LaunchKernel(grid, block, device[,
+smem])[.enable_pdl(on)](kernel, a, b)`` (SGLang's JIT kernels). The kernel may be a local
+(``auto kernel = K<VEC_SIZE, T>;``) or a member of the launcher's class, and may be cast
+(``(void*)kernel``). What such a call does not say plainly (a kernel chosen at run time, a
+class member declared under ``#if``, an ``args`` array that is not a local list of addresses,
+a config field never assigned) is kept as the launch's :attr:`Launch.unread` reason rather than
+guessed. A call whose kernel is a parameter of its own function (SGLang's
+``LaunchKernel::operator()`` forwarding to ``cudaLaunchKernelEx``) is the helper itself, not a
+launch site: its callers' launches are the sites.
+
 Macros are read, not expanded, with one exception: a function-like macro whose body launches a
 kernel (vLLM's ``LAUNCH_ACTIVATION_GATE_KERNEL``) is expanded where a host function calls it, so
 the launch it writes is seen in the launcher that calls it.
@@ -30,14 +45,25 @@ if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
 
-LAUNCH_CALLS = (
-    "cudaLaunchKernelEx",
-    "cudaLaunchKernel",
-    "cudaLaunchCooperativeKernel",
-    "LaunchKernel",
+ARGS_ARRAY_LAUNCH = "cudaLaunchKernel"
+"""``cudaLaunchKernel(kernel, grid, block, args, smem = 0, stream = 0)``: arguments by address."""
+CONFIG_LAUNCH = "cudaLaunchKernelEx"
+"""``cudaLaunchKernelEx(&config, kernel, args...)``: geometry in a ``cudaLaunchConfig_t``."""
+HELPER_LAUNCH = "LaunchKernel"
+"""SGLang's ``LaunchKernel(grid, block, device[, smem])(kernel, args...)``."""
+ARGS_ARRAY_MIN_ARGS = 4
+"""``cudaLaunchKernel``'s shared memory and stream have defaults; kernel to ``args`` do not."""
+HELPER_MIN_ARGS = 3
+"""``LaunchKernel``'s grid, block and device; the dynamic shared memory is optional."""
+CONFIG_FIELDS = {"grid": "gridDim", "block": "blockDim", "smem": "dynamicSmemBytes"}
+"""The ``cudaLaunchConfig_t`` fields a launch's geometry is read from."""
+ATTRIBUTES_NOTE = (
+    "launch attributes (programmatic dependent launch and the like) are not in the contract; "
+    "the operation launches without them"
 )
-"""Launch APIs other than ``<<<>>>`` (FlashInfer's ``cudaLaunchKernelEx``, SGLang's JIT
-``LaunchKernel(...)(kernel, params)``): found and reported, not imported yet."""
+UNREAD_LAUNCH_CALLS = ("cudaLaunchCooperativeKernel", "cudaLaunchKernelExC", "cuLaunchKernel")
+"""Launch calls that are found and reported, not read yet."""
+_VOID_CAST = re.compile(r"^\(\s*(?:const\s+)?void\s*\*\s*\)\s*")
 
 
 TYPE_ALIAS = "using "
@@ -118,6 +144,12 @@ class Launch:
     before the launch (``params.rows = ...``) is keyed ``params.rows``."""
     conditions: tuple[tuple[str, bool], ...] = ()
     """The ``if`` conditions the launch sits under: (condition, True in its then-branch)."""
+    api: str = ""
+    """The launch call (``cudaLaunchKernelEx``), or '' for ``<<<>>>``."""
+    unread: str = ""
+    """Why a launch call could not be read (the kernel chosen at run time...), or ''."""
+    notes: tuple[str, ...] = ()
+    """What the launch call sets that the contract does not hold (launch attributes)."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +182,7 @@ class Source:
     """``constexpr`` values at namespace or class scope by qualified name
     (``vllm::VecTraits<true>::ARCH_MAX_VEC_SIZE`` -> ``32``), which launchers use in sizes."""
     other_launches: list[tuple[str, int, str]] = field(default_factory=list)
-    """Host functions that launch through an API call rather than ``<<<>>>``: (function,
+    """Host functions that launch through a call of :data:`UNREAD_LAUNCH_CALLS`: (function,
     line, the call), so that they are reported rather than missed."""
 
 
@@ -308,8 +340,10 @@ def _declared(node: Node) -> dict[str, str]:
                 out[name] = ", ".join(text(a) for a in (params.named_children if params else []))
             if child.type != "init_declarator":
                 continue
-            # `const T* p = ...`: the pointer declarator's text is `* p`, space included
+            # `const T* p = ...`: the pointer declarator's text is `* p`, space included;
+            # `void* args[] = {...}` is keyed `args`, the name its use is written with
             name = text(child.child_by_field_name("declarator")).lstrip("*& ")
+            name = re.sub(r"\s*\[[^\]]*\]$", "", name)
             value = child.child_by_field_name("value")
             if value is not None and value.type in ("argument_list", "initializer_list"):
                 out[name] = ", ".join(text(a) for a in value.named_children)
@@ -502,21 +536,205 @@ def parse_source(source: str) -> Source:
         body = definition.child_by_field_name("body")
         if body is None:
             continue
-        every_call = _walk(body, ("call_expression",))
-        calls = [c for c in every_call if _launch_of(c) is not None]
-        for call in every_call:
-            callee = text(call.child_by_field_name("function")).rsplit("::", 1)[-1]
-            api = next((c for c in LAUNCH_CALLS if callee.startswith(c)), None)
+        params = _params(declarator)
+        launches: list[Launch] = []
+        for call in _walk(body, ("call_expression",)):
+            if _launch_of(call) is not None:
+                launches.append(_launch(call))
+                continue
+            api = _api_launch(call, {p.name for p in params})
             if api is not None:
-                out.other_launches.append((name, call.start_point[0] + 1, api))
-                break
-        if calls:
+                launches.append(api)
+            elif _callee(call) in UNREAD_LAUNCH_CALLS:
+                out.other_launches.append((name, call.start_point[0] + 1, _callee(call)))
+        if launches:
             out.launchers.append(
-                Launcher(
-                    name=name,
-                    params=_params(declarator),
-                    launches=tuple(_launch(c) for c in calls),
-                    line=line,
-                )
+                Launcher(name=name, params=params, launches=tuple(launches), line=line)
             )
     return out
+
+
+def _callee(call: Node) -> str:
+    """The unqualified name a call calls (``host::LaunchKernel`` -> ``LaunchKernel``), without
+    template arguments; '' when the function is itself an expression (a call, a member)."""
+    function = call.child_by_field_name("function")
+    if function is None or function.type not in (
+        "identifier",
+        "qualified_identifier",
+        "template_function",
+    ):
+        return ""
+    return text(function).split("<", 1)[0].rsplit("::", 1)[-1].strip()
+
+
+def _helper_of(call: Node) -> Node | None:
+    """The ``LaunchKernel(grid, block, device)`` object ``call`` applies, through setters such
+    as ``.enable_pdl(on)`` that return it; None when ``call`` applies no launch helper."""
+    probe = call.child_by_field_name("function")
+    while probe is not None and probe.type == "call_expression":
+        if _callee(probe) == HELPER_LAUNCH:
+            return probe
+        setter = probe.child_by_field_name("function")
+        if setter is None or setter.type != "field_expression":
+            return None
+        probe = setter.child_by_field_name("argument")
+    return None
+
+
+def split_top_level(source: str) -> list[str]:
+    """``source`` split at the commas outside brackets (``a, f(b, c), K<d, e>``); the ``>`` of
+    ``->`` closes nothing."""
+    parts: list[str] = []
+    depth = 0
+    current = ""
+    for char in source:
+        depth += char in "([{<"
+        depth -= char in ")]}" or (char == ">" and not current.endswith("-"))
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+            continue
+        current += char
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def _kernel_named(expression: str, found: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+    """The kernel and template arguments a launch call's kernel expression names: a cast and an
+    ``&`` are dropped and a local is followed (``auto kernel = K<V, T>;``). Raises ValueError
+    saying why when the kernel is chosen at run time."""
+    seen: set[str] = set()
+    expression = expression.strip()
+    while True:
+        expression = _VOID_CAST.sub("", expression).lstrip("&").strip()
+        if expression in found and expression not in seen:
+            seen.add(expression)
+            expression = found[expression].strip()
+            continue
+        break
+    compact = " ".join(expression.split())
+    if "?" in compact:
+        raise ValueError(f"the kernel is chosen at run time ({compact})")
+    name, _, rest = compact.partition("<")
+    if rest and not rest.endswith(">"):
+        raise ValueError(f"the kernel is what a call returns at run time ({compact})")
+    if "(" in name or not re.fullmatch(r"[\w:]+", name.strip()):
+        raise ValueError(f"the kernel is what {compact!r} returns at run time")
+    return name.strip(), tuple(split_top_level(rest[:-1])) if rest else ()
+
+
+def _class_member(node: Node, name: str) -> str | None:
+    """The value of member ``name`` of the class a member function is defined in (SGLang's
+    ``static constexpr auto kernel = rmsnorm_cta<kDim, kUsePDL, DType>;``), or None. Raises
+    ValueError when it is declared under a preprocessor condition (``#if
+    SGL_ARCH_BLACKWELL_OR_GREATER``): which declaration the build takes is not read here."""
+    owner = node.parent
+    while owner is not None and owner.type not in ("struct_specifier", "class_specifier"):
+        owner = owner.parent
+    body = owner.child_by_field_name("body") if owner is not None else None
+    for member in _walk(body, ("field_declaration",)) if body is not None else []:
+        value = member.child_by_field_name("default_value")
+        if value is None or text(member.child_by_field_name("declarator")) != name:
+            continue
+        inside = member.parent
+        while inside is not None and inside != body:
+            if inside.type.startswith("preproc_"):
+                raise ValueError(
+                    f"its class declares {name!r} under a preprocessor condition "
+                    f"({text(inside).splitlines()[0].strip()}), which is not evaluated"
+                )
+            inside = inside.parent
+        return text(value)
+    return None
+
+
+def _addresses(array: str, found: dict[str, str]) -> tuple[str, ...]:
+    """The variables a ``void* args[] = {&a, (void*)&b}`` local points at, in order; raises
+    ValueError when ``array`` is not such a local."""
+    if array not in found:
+        raise ValueError(f"its argument array {array!r} is not a local list of addresses")
+    out = []
+    for element in split_top_level(found[array]):
+        bare = _VOID_CAST.sub("", element).strip()
+        if not bare.startswith("&"):
+            raise ValueError(f"{array}[] element {element!r} is not the address of a variable")
+        out.append(bare[1:].strip())
+    return tuple(out)
+
+
+def _api_launch(call: Node, function_params: set[str]) -> Launch | None:
+    """``call`` read as a :class:`Launch` when it is a launch call (:data:`ARGS_ARRAY_LAUNCH`,
+    :data:`CONFIG_LAUNCH`, :data:`HELPER_LAUNCH` applied); None for any other call and for a
+    launch helper's own call, whose kernel is a parameter of its function."""
+    callee = _callee(call)
+    helper = _helper_of(call)
+    if callee not in (ARGS_ARRAY_LAUNCH, CONFIG_LAUNCH) and helper is None:
+        return None
+    args = list(_arguments(call.child_by_field_name("arguments")))
+    kernel_index = 0 if callee != CONFIG_LAUNCH else 1
+    if len(args) <= kernel_index:
+        return None  # a declaration-like use, not a launch
+    kernel_expression = _VOID_CAST.sub("", args[kernel_index]).lstrip("&").strip()
+    found, conditions = _scope(call)
+    if kernel_expression in function_params and kernel_expression not in found:
+        return None
+    api = HELPER_LAUNCH if helper is not None else callee
+    geometry = {"grid": "", "block": "", "smem": "0", "stream": "0"}
+    kernel_args: tuple[str, ...] = ()
+    unread = ""
+    notes: list[str] = []
+    try:
+        if helper is not None:
+            config = list(_arguments(helper.child_by_field_name("arguments")))
+            if len(config) < HELPER_MIN_ARGS:
+                raise ValueError(
+                    f"{HELPER_LAUNCH}() has {len(config)} arguments, not grid, block and device"
+                )
+            geometry.update(zip(("grid", "block", "stream", "smem"), config, strict=False))
+            setters = text(call.child_by_field_name("function"))[len(text(helper)) :]
+            if setters.strip():
+                notes.append(f"{HELPER_LAUNCH}(){' '.join(setters.split())}: {ATTRIBUTES_NOTE}")
+            kernel_args = tuple(args[1:])
+        elif callee == ARGS_ARRAY_LAUNCH:
+            if len(args) < ARGS_ARRAY_MIN_ARGS:
+                raise ValueError(
+                    f"{callee}() has {len(args)} arguments, fewer than kernel, grid, block and args"
+                )
+            geometry.update(
+                zip(("grid", "block", "smem", "stream"), args[1:3] + args[4:6], strict=False)
+            )
+            kernel_args = _addresses(args[3], found)
+        else:
+            config_name = args[0].lstrip("&").strip()
+            for key, member in CONFIG_FIELDS.items():
+                value = found.get(f"{config_name}.{member}")
+                if value is None:
+                    raise ValueError(f"{config_name}.{member} is not assigned before the launch")
+                geometry[key] = value
+            geometry["stream"] = found.get(f"{config_name}.stream", "0")
+            if f"{config_name}.attrs" in found:
+                notes.append(f"{config_name}.attrs: {ATTRIBUTES_NOTE}")
+            kernel_args = tuple(args[2:])
+        class_value = (
+            _class_member(call, kernel_expression) if kernel_expression not in found else None
+        )
+        kernel, template_args = _kernel_named(class_value or kernel_expression, found)
+    except ValueError as exc:
+        kernel, template_args, unread = kernel_expression, (), f"{api}(): {exc}"
+    return Launch(
+        kernel=kernel,
+        template_args=template_args,
+        grid=geometry["grid"],
+        block=geometry["block"],
+        smem=geometry["smem"],
+        stream=geometry["stream"],
+        args=kernel_args,
+        dispatch=_dispatch_chain(call),
+        line=call.start_point[0] + 1,
+        locals=found,
+        conditions=conditions,
+        api=api,
+        unread=unread,
+        notes=tuple(notes),
+    )
