@@ -20,7 +20,7 @@ from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.launchers import Analysis, analyse, device_constants
-from astra_graph.framework.parse import parse_source
+from astra_graph.framework.parse import Source, parse_source
 from astra_graph.harness import nvrtc
 from astra_graph.kernel.dtypes import DTYPES
 
@@ -98,15 +98,13 @@ def _first_error(log: str) -> str:
     return errors[0] if errors else log.strip()[:300]
 
 
-def import_file(
-    path: Path, folders: list[Path], out: Path, *, arch: str = "sm_90", only: str | None = None
-) -> ImportReport:
-    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``."""
-    flat = flatten(path, folders)
-    parsed = parse_source(flat.text)
-    device = device_source(flat.text)
+def _analysed_sites(
+    parsed: Source, device_facts: dict[str, int], only: str | None
+) -> tuple[list[LauncherResult], list[tuple[LauncherResult, Analysis]]]:
+    """One result per launch site of the parsed file (or of the launcher ``only``), and the
+    sites whose analysis succeeded; a site that cannot be analysed, or whose launch form is not
+    read, carries its one-line reason."""
     results: list[LauncherResult] = []
-    device_facts = device_constants(arch, nvrtc.version())
     analyses: list[tuple[LauncherResult, Analysis]] = []
     for launcher in parsed.launchers:
         if only is not None and launcher.name != only:
@@ -138,6 +136,17 @@ def import_file(
                     reason=f"launches through {call}(), which is not read yet ({READ_FORMS})",
                 )
             )
+    return results, analyses
+
+
+def import_file(
+    path: Path, folders: list[Path], out: Path, *, arch: str = "sm_90", only: str | None = None
+) -> ImportReport:
+    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``."""
+    flat = flatten(path, folders)
+    parsed = parse_source(flat.text)
+    device = device_source(flat.text)
+    results, analyses = _analysed_sites(parsed, device_constants(arch, nvrtc.version()), only)
     entries = sorted({e for _, a in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()
     compiled = compile_device(device.text, entries, arch) if entries else None

@@ -43,6 +43,8 @@ from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import SM_COUNT
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tree_sitter import Node
 
 
@@ -469,6 +471,64 @@ def analyse(
             f"{len(launch.args)}"
         )
     notes: list[str] = list(launch.notes)
+    targs, element_names = _element_names(kernel, launch, notes)
+    dtypes: set[str] = set()
+    for name, args in launch.dispatch:
+        dtypes |= dispatch_dtypes(name, args, macros)
+    tensors: dict[str, TensorUse] = {}
+    translator = _Translator(
+        launcher, launch, tensors, device, source_constants or {}, element_names | {"T"}
+    )
+    bound = _bind_parameters(kernel, launch, launcher, translator, targs, element_names, notes)
+    bindings, scalars, constants = bound.bindings, bound.scalars, bound.constants
+    geometry = [launch.grid, launch.block, launch.smem]
+    grid, block, smem = (
+        translator.expression(launch.locals.get(g, g)) if g.strip() else "0" for g in geometry
+    )
+    if not tensors:
+        raise Unmapped("the kernel takes no tensor")
+    shapes, dims = _shapes(launch, tensors, notes)
+    for name in translator.host_dims:
+        if name not in dims:
+            dims.append(name)
+
+    def finish(expression: str) -> str:
+        return _substitute(expression, tensors, shapes)
+
+    for binding in bindings:
+        if binding.kind == "expr":
+            binding.value = finish(binding.value)
+    requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
+    for switch in sorted(translator.switches):
+        default, origin = HOST_SWITCHES[switch]
+        notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
+    dtypes = _checked_dtypes(dtypes, tensors)
+    entry = _entry(kernel, launch, element_names)
+    return Analysis(
+        launcher=launcher.name,
+        kernel=kernel,
+        entry=entry,
+        dtypes=tuple(d for d in ("float32", "float16", "bfloat16", "float64") if d in dtypes),
+        bindings=bindings,
+        tensors=tensors,
+        shapes=shapes,
+        dims=dims,
+        grid=finish(grid),
+        block=finish(block),
+        smem=finish(smem),
+        scalars=scalars,
+        constants=constants,
+        requires=requires,
+        notes=notes,
+        other_gpu=other_gpu,
+    )
+
+
+def _element_names(
+    kernel: Kernel, launch: Launch, notes: list[str]
+) -> tuple[dict[str, str], set[str]]:
+    """(the kernel's template parameters bound to the launch's arguments, the names the
+    launcher gives the dispatched element type: scalar_t and its nested dispatches' aliases)."""
     aliases = {
         k: v
         for k, v in launch.locals.items()
@@ -485,16 +545,54 @@ def analyse(
             + ", ".join(k.removeprefix(TYPE_ALIAS) for k in aliases)
             + "): imported with one element type for all"
         )
-    dtypes: set[str] = set()
-    for name, args in launch.dispatch:
-        dtypes |= dispatch_dtypes(name, args, macros)
-    tensors: dict[str, TensorUse] = {}
-    translator = _Translator(
-        launcher, launch, tensors, device, source_constants or {}, element_names | {"T"}
-    )
-    bindings: list[Binding] = []
-    scalars: dict[str, str] = {}
-    constants: dict[str, float] = {}
+    return targs, element_names
+
+
+def _checked_dtypes(dtypes: set[str], tensors: dict[str, TensorUse]) -> set[str]:
+    """The dispatch's element types, or the one fixed type of a launch with no dispatch;
+    raises Unmapped for a type the harness cannot run."""
+    if not dtypes:
+        if any(t.element == "T" for t in tensors.values()):
+            raise Unmapped("element type scalar_t with no dispatch macro that names its types")
+        dtypes = {next(t.element for t in tensors.values() if t.element is not None)}
+    unsupported = sorted(dtypes - {"float32", "float64", "float16", "bfloat16"})
+    if unsupported:
+        raise Unmapped(f"dispatch types {unsupported} are not supported")
+    return dtypes
+
+
+def _entry(kernel: Kernel, launch: Launch, element_names: set[str]) -> str:
+    """The kernel's entry expression, its element type written as the framework type of T."""
+    element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
+    entry_args = [
+        re.sub(element_pattern, f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
+        for a in launch.template_args
+    ]
+    return f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified
+
+
+@dataclass
+class _Bound:
+    """The kernel parameters bound to the launcher's values (:func:`_bind_parameters`)."""
+
+    bindings: list[Binding] = field(default_factory=list)
+    scalars: dict[str, str] = field(default_factory=dict)
+    constants: dict[str, float] = field(default_factory=dict)
+
+
+def _bind_parameters(
+    kernel: Kernel,
+    launch: Launch,
+    launcher: Launcher,
+    translator: _Translator,
+    targs: dict[str, str],
+    element_names: set[str],
+    notes: list[str],
+) -> _Bound:
+    """Each kernel parameter bound to what the launch passes it (a tensor, a null pointer, a
+    scalar of the launcher or a constant, a size expression); raises Unmapped with the reason."""
+    bound = _Bound()
+    bindings, scalars, constants = bound.bindings, bound.scalars, bound.constants
     host = {p.name: p for p in launcher.params}
     for param, arg in zip(kernel.params, launch.args, strict=True):
         raw = arg.strip()
@@ -510,37 +608,9 @@ def analyse(
             )
         if param.pointer:
             inner = _pointer_source(inner, launch, param.name, notes)
-            if inner in ("nullptr", "NULL", "0"):
-                bindings.append(Binding(param.name, "null", "", "pointer"))
-                continue
-            match = _DATA_PTR.match(inner)
-            if match is None and inner in host and host[inner].pointer:
-                # FlashInfer's header launchers (`RMSNorm(T* input, ..., uint32_t d, ...)`):
-                # a raw pointer says nothing of the tensor's shape, which its caller knows
-                raise Unmapped(
-                    f"pointer argument {raw!r} for {param.name!r} is the launcher's raw pointer "
-                    f"parameter ({' '.join(host[inner].text.split())}), not a tensor's "
-                    "data_ptr(): shapes behind raw pointers are not read"
-                )
-            if match is None:
-                raise Unmapped(f"pointer argument {raw!r} for {param.name!r} is not a data_ptr()")
-            use = translator._tensor(match["tensor"])
-            spelled = (match["type"] or "").strip()
-            use.element = (
-                "T"
-                if (spelled in element_names or spelled == "")
-                and _element_type(param, targs) == "T"
-                else "T"
-                if spelled in element_names
-                else CPP_TYPES.get(spelled) or _element_type(param, targs)
+            bindings.append(
+                _pointer_binding(param, raw, inner, host, translator, targs, element_names)
             )
-            if use.element is None:
-                spelled_type = targs.get(param.type, param.type)
-                raise Unmapped(
-                    f"tensor {use.name!r}: element type {spelled_type!r} is not supported"
-                )
-            use.const = use.const and param.const
-            bindings.append(Binding(param.name, "tensor", use.name, use.element))
             continue
         kind = CPP_TYPES.get(targs.get(param.type, param.type))
         if kind in ("float32", "float64", "bool"):
@@ -567,24 +637,56 @@ def analyse(
             bindings.append(Binding(param.name, "expr", translator.expression(inner), kind))
             continue
         raise Unmapped(f"kernel parameter {param.name!r} has unsupported type {param.type!r}")
-    geometry = [launch.grid, launch.block, launch.smem]
-    grid, block, smem = (
-        translator.expression(launch.locals.get(g, g)) if g.strip() else "0" for g in geometry
+    return bound
+
+
+def _pointer_binding(
+    param: Param,
+    raw: str,
+    inner: str,
+    host: dict[str, Param],
+    translator: _Translator,
+    targs: dict[str, str],
+    element_names: set[str],
+) -> Binding:
+    """A pointer parameter's binding: null, or the tensor whose ``data_ptr()`` the launch
+    passes, with its element type; raises Unmapped for anything else (a raw pointer)."""
+    if inner in ("nullptr", "NULL", "0"):
+        return Binding(param.name, "null", "", "pointer")
+    match = _DATA_PTR.match(inner)
+    if match is None and inner in host and host[inner].pointer:
+        # FlashInfer's header launchers (`RMSNorm(T* input, ..., uint32_t d, ...)`):
+        # a raw pointer says nothing of the tensor's shape, which its caller knows
+        raise Unmapped(
+            f"pointer argument {raw!r} for {param.name!r} is the launcher's raw pointer "
+            f"parameter ({' '.join(host[inner].text.split())}), not a tensor's "
+            "data_ptr(): shapes behind raw pointers are not read"
+        )
+    if match is None:
+        raise Unmapped(f"pointer argument {raw!r} for {param.name!r} is not a data_ptr()")
+    use = translator._tensor(match["tensor"])
+    spelled = (match["type"] or "").strip()
+    use.element = (
+        "T"
+        if (spelled in element_names or spelled == "") and _element_type(param, targs) == "T"
+        else "T"
+        if spelled in element_names
+        else CPP_TYPES.get(spelled) or _element_type(param, targs)
     )
-    if not tensors:
-        raise Unmapped("the kernel takes no tensor")
-    shapes, dims = _shapes(launch, tensors, notes)
-    for name in translator.host_dims:
-        if name not in dims:
-            dims.append(name)
+    if use.element is None:
+        spelled_type = targs.get(param.type, param.type)
+        raise Unmapped(f"tensor {use.name!r}: element type {spelled_type!r} is not supported")
+    use.const = use.const and param.const
+    return Binding(param.name, "tensor", use.name, use.element)
 
-    def finish(expression: str) -> str:
-        return _substitute(expression, tensors, shapes)
 
-    for binding in bindings:
-        if binding.kind == "expr":
-            binding.value = finish(binding.value)
-    requires = []
+def _launch_requirements(
+    launch: Launch, translator: _Translator, finish: Callable[[str], str], notes: list[str]
+) -> tuple[list[str], str]:
+    """(the launch's conditions as ``requires``, the first condition term that reads another
+    GPU or build, or ""); a condition that cannot be expressed is noted, with the readable terms
+    of a then-branch's ``&&`` chain kept."""
+    requires: list[str] = []
     other_gpu = ""
     for condition, positive in launch.conditions:
         try:
@@ -612,40 +714,7 @@ def analyse(
         requires.append(translated if positive else f"({translated}) == 0")
         if positive and not other_gpu:
             other_gpu = _false_device_term(translator, condition)
-    for switch in sorted(translator.switches):
-        default, origin = HOST_SWITCHES[switch]
-        notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
-    if not dtypes:
-        if any(t.element == "T" for t in tensors.values()):
-            raise Unmapped("element type scalar_t with no dispatch macro that names its types")
-        dtypes = {next(t.element for t in tensors.values() if t.element is not None)}
-    element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
-    entry_args = [
-        re.sub(element_pattern, f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
-        for a in launch.template_args
-    ]
-    entry = f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified
-    unsupported = sorted(dtypes - {"float32", "float64", "float16", "bfloat16"})
-    if unsupported:
-        raise Unmapped(f"dispatch types {unsupported} are not supported")
-    return Analysis(
-        launcher=launcher.name,
-        kernel=kernel,
-        entry=entry,
-        dtypes=tuple(d for d in ("float32", "float16", "bfloat16", "float64") if d in dtypes),
-        bindings=bindings,
-        tensors=tensors,
-        shapes=shapes,
-        dims=dims,
-        grid=finish(grid),
-        block=finish(block),
-        smem=finish(smem),
-        scalars=scalars,
-        constants=constants,
-        requires=requires,
-        notes=notes,
-        other_gpu=other_gpu,
-    )
+    return requires, other_gpu
 
 
 def _conjuncts(condition: str) -> list[str]:
