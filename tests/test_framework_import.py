@@ -28,12 +28,12 @@ from astra_graph.framework.launchers import (
     device_constants,
     dispatch_dtypes,
 )
-from astra_graph.framework.parse import Launch, Source, parse_source, split_top_level
+from astra_graph.framework.parse import Launch, Source, parse_source
 from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import set_search_dirs
 from astra_graph.kernel.contract import ContractError, load_contract
-from astra_graph.kernel.header import load_implementation
+from astra_graph.kernel.header import load_implementation, split_top_level
 
 pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
 

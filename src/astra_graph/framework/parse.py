@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
+from astra_graph.kernel.header import split_top_level
+
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
@@ -579,25 +581,6 @@ def _helper_of(call: Node) -> Node | None:
             return None
         probe = setter.child_by_field_name("argument")
     return None
-
-
-def split_top_level(source: str) -> list[str]:
-    """``source`` split at the commas outside brackets (``a, f(b, c), K<d, e>``); the ``>`` of
-    ``->`` closes nothing."""
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for char in source:
-        depth += char in "([{<"
-        depth -= char in ")]}" or (char == ">" and not current.endswith("-"))
-        if char == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-            continue
-        current += char
-    if current.strip():
-        parts.append(current.strip())
-    return parts
 
 
 def _kernel_named(expression: str, found: dict[str, str]) -> tuple[str, tuple[str, ...]]:

@@ -62,14 +62,15 @@ _TOKEN = re.compile(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
 
 
 def split_top_level(text: str) -> list[str]:
-    """Split at commas outside ``<>``, ``()`` and ``[]`` (template and parameter lists)."""
+    """Split at commas outside ``<>``, ``()``, ``[]`` and ``{}`` (template, parameter and
+    argument lists, initialiser lists); the ``>`` of ``->`` closes nothing."""
     parts: list[str] = []
     current: list[str] = []
     depth = 0
     for char in text:
-        if char in "<([":
+        if char in "<([{":
             depth += 1
-        elif char in ">)]":
+        elif char in ")]}" or (char == ">" and not (current and current[-1] == "-")):
             depth -= 1
         if char == "," and depth == 0:
             parts.append("".join(current))
