@@ -112,11 +112,16 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
     return _taken(analysis, kept_tuning), _taken(analysis, kept_heldout), dropped
 
 
+def _requirement_env(dims: dict[str, int], dtype: str) -> dict[str, int]:
+    """What a launch requirement reads: the dims, the element's bytes, the import GPU's SMs."""
+    return {SM_COUNT: DEFAULT_SM_COUNT, **dims, ELEM_BYTES: DTYPES[dtype].itemsize}
+
+
 def takes(analysis: Analysis, dims: dict[str, int]) -> bool | None:
     """Whether the launcher takes this launch for ``dims`` on the import's GPU (every dtype it
     dispatches is tried), or None when a condition cannot be evaluated here."""
     for dtype in analysis.dtypes:
-        env = {SM_COUNT: DEFAULT_SM_COUNT, **dims, ELEM_BYTES: DTYPES[dtype].itemsize}
+        env = _requirement_env(dims, dtype)
         try:
             if all(expr.evaluate(r, env) for r in analysis.requires):
                 return True
@@ -273,7 +278,7 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
 
     def holds(requirement: str, sizes: dict[str, int]) -> bool:
         for dtype in analysis.dtypes:
-            env = {SM_COUNT: DEFAULT_SM_COUNT, **sizes, ELEM_BYTES: DTYPES[dtype].itemsize}
+            env = _requirement_env(sizes, dtype)
             try:
                 if not expr.evaluate(requirement, env):
                     return False

@@ -303,7 +303,8 @@ def output_error(
 def _settled(xp: Any, element: DType, tol: Any, got: Any, ref: Any, bound: Any) -> Any:
     """The reference with each element that fails the plain tolerance but is accepted by the
     error bound replaced by the output's own value (within the bound plus the tolerance at
-    ``|reference| + bound``, or anywhere where the bound is inf); a copy, made in stretches of
+    ``|reference| + bound``, or anywhere where the bound is inf): a copy when any element is
+    settled, else ``ref`` itself (no float64 copy on the common path); in stretches of
     :data:`CHUNK_ELEMENTS` so the temporaries stay bounded.
 
     Only elements the tolerance alone rejects are settled: an element it accepts keeps its
@@ -311,8 +312,8 @@ def _settled(xp: Any, element: DType, tol: Any, got: Any, ref: Any, bound: Any) 
     bound counted them all as exact, and hid a kernel rounding toward zero)."""
     if bound.shape != ref.shape:
         raise ValueError(f"error bound has shape {bound.shape}, expected {ref.shape}")
-    settled = ref.copy()
-    flat_got, flat_ref, flat_bound = got.reshape(-1), settled.reshape(-1), bound.reshape(-1)
+    settled = None  # copied at the first settled element: most comparisons settle none
+    flat_got, flat_ref, flat_bound = got.reshape(-1), ref.reshape(-1), bound.reshape(-1)
     for start in range(0, flat_ref.size, CHUNK_ELEMENTS):
         stop = min(start + CHUNK_ELEMENTS, flat_ref.size)
         part_bound = flat_bound[start:stop]
@@ -326,8 +327,13 @@ def _settled(xp: Any, element: DType, tol: Any, got: Any, ref: Any, bound: Any) 
             reach = xp.abs(part_ref) + part_bound  # the tolerance applies at the far end too
             allowed = tol.atol + tol.rtol * reach + part_bound
             accept = ~plain & (xp.isinf(part_bound) | ((part_bound > 0) & (error <= allowed)))
-        flat_ref[start:stop] = xp.where(accept, value, part_ref)
-    return settled
+        if not bool(accept.any()):
+            continue
+        if settled is None:
+            settled = ref.copy()
+            flat_ref = settled.reshape(-1)
+        flat_ref[start:stop] = xp.where(accept, value, flat_ref[start:stop])
+    return ref if settled is None else settled
 
 
 def _stretch_sums(xp: Any, part: _Elementwise, statistics: bool) -> tuple[Any, Any]:
