@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from astra_graph.cli import main
@@ -607,3 +608,63 @@ def test_astra_import_of_launch_calls_validates_and_says_why_not(
     )
     for op in ("scale_rows", "shift_rows", "shift_rows_helper"):
         assert main(["validate", str(tmp_path / op)]) == 0, op
+
+
+def _fp16(values: np.ndarray) -> np.ndarray:
+    return values.astype(np.float16).astype(np.float64)
+
+
+def test_the_originals_own_error_is_the_tolerance_of_an_imported_operation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The original rounds silu(x) to fp16 before the multiply: an fp16-subnormal silu(x) times a
+    large y is off by far more than the fp16 tolerance, yet it is the framework's own result and
+    must pass against its float64 oracle; a candidate worse than the original there must not."""
+    from astra_graph.harness import oracle
+    from astra_graph.harness.compare import bound_key, output_error
+
+    def original(
+        folder: Path, dtype: str, xp: object, inputs: dict, params: dict
+    ) -> dict[str, np.ndarray]:
+        data = inputs["input"]
+        half = data.shape[1] // 2
+        x, y = data[:, :half], data[:, half:]
+        with np.errstate(over="ignore"):
+            silu = x / (1.0 + np.exp(-x))
+        out = silu * y if dtype == "float64" else _fp16(_fp16(silu) * y)
+        written = np.zeros_like(data)
+        written[:, :half] = out
+        return {"out": written}
+
+    assert main(["import", str(ACT), "--out", str(tmp_path)]) == 0
+    monkeypatch.setattr(oracle, "original_outputs", original)
+    spec = load_contract(tmp_path / "silu_and_mul")
+    rng = np.random.default_rng(7)
+    data = _fp16(rng.normal(size=(4, 64)))
+    data[0, 3], data[0, 32 + 3] = -17.0, 60000.0  # silu(-17) ~ -7e-7: subnormal in fp16
+    data[1, 5], data[1, 32 + 5] = np.inf, -np.inf  # the original's own -inf * ... stays exact
+    reference = oracle.reference_with_own_error(spec, "float16", np, {"input": data}, {})
+    bound = reference[bound_key("out")]
+    arg = next(a for a in spec.contract.args if a.name == "out")
+    own = original(tmp_path, "float16", np, {"input": data}, {})["out"]
+    assert bound[0, 3] > 0
+
+    def verdict(got: np.ndarray, with_bound: bool = True) -> object:
+        storage = got.astype(np.float16)
+        return output_error(
+            spec.contract,
+            arg,
+            "float16",
+            storage,
+            reference["out"],
+            bound=bound if with_bound else None,
+        ).finding
+
+    assert verdict(own, with_bound=False) is not None  # the plain fp16 tolerance rejects it
+    assert verdict(own) is None  # the original's own error accepts itself
+    worse = own.copy()
+    worse[0, 3] = own[0, 3] - 2 * bound[0, 3] - 1e-3  # twice as far off as the original
+    assert verdict(worse) is not None
+    other = own.copy()
+    other[2, 7] *= 1.01  # an element the original got right is held to the plain tolerance
+    assert verdict(other) is not None

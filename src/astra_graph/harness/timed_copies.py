@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from astra_graph.harness import timing
+from astra_graph.harness.oracle import reference_with_own_error
 from astra_graph.harness.poison import nan_poison
 from astra_graph.harness.results import Evidence, RejectReason
 from astra_graph.kernel.contract import OperationSpec
@@ -146,7 +147,7 @@ class TimedCopies:
             if arg.role != "output":
                 source = self._set_view(arg.name, index)
                 inputs[arg.name] = contract.dtype_of(arg, case.dtype).to_float64(cupy, source)
-        reference = self.spec.reference(cupy, inputs, case.scalars)
+        reference = reference_with_own_error(self.spec, case.dtype, cupy, inputs, case.scalars)
         self.references[index] = (inputs, reference)
 
     def launch(self, index: int, stream: Any) -> None:

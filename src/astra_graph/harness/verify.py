@@ -63,6 +63,7 @@ from astra_graph.harness.domain import (
     light_check_bytes,
 )
 from astra_graph.harness.errors import BaselineError, NoGpu, Rejected
+from astra_graph.harness.oracle import reference_with_own_error
 from astra_graph.harness.payload import CheckRequest, operation_spec
 from astra_graph.harness.plan import CaseSpec, plan_cases, preflight
 from astra_graph.harness.poison import Arena, nan_poison, still_holds
@@ -192,7 +193,7 @@ class _CaseCheck:
         f64 = {
             a.name: self.elements[a.name].to_float64(self.xp, inputs[a.name]) for a in self.inputs
         }
-        reference = self.spec.reference(self.xp, f64, scalars)
+        reference = reference_with_own_error(self.spec, self.case.dtype, self.xp, f64, scalars)
         missing = [a.name for a in self.written if a.name not in reference]
         if missing:
             raise ValueError(f"{self.spec.name}: the reference returns no {missing[0]!r}")
