@@ -19,29 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 from astra_graph.harness.evaluator import Evaluator
-from astra_graph.kernel.catalog import resolve
+from astra_graph.kernel.catalog import operations, resolve
+from astra_graph.store.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
-OPS = ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse")
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _device() -> str:
@@ -67,12 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, object] = {
         "device": _device(),
         "date": date,
-        "commit": _commit(),
+        "commit": git_commit() or "unknown",
         "ops": {},
     }
     ops: dict[str, dict[str, object]] = {}
     with Evaluator(deadline_s=600) as evaluator:
-        for op in OPS:
+        for op in sorted(spec.name for spec in operations()):  # every shipped operation
             spec, production = resolve(op)
             evaluator.check(spec, production.path, production.path, domain=False)  # warm-up
             row: dict[str, object] = {}
