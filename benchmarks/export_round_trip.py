@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -77,9 +78,14 @@ def main() -> None:
     summary: dict[str, dict[str, object]] = {}
     nvcc = ThreadPoolExecutor(max_workers=len(ops))  # patched-file builds: CPU, beside the GPU
     checks: dict[str, Future[str | None]] = {}
+    lost: str | None = None  # a sticky CUDA fault ends the process's context for every op after
     for op in ops:
         started = time.monotonic()
         entry: dict[str, object] = {}
+        if lost is not None:
+            summary[op] = {"error": f"not run: the CUDA context was lost at {lost}"}
+            print(f"{op}: {json.dumps(summary[op])}", flush=True)
+            continue
         try:
             result = optimize(
                 f"{op}/production",
@@ -111,8 +117,11 @@ def main() -> None:
                 "decision": verdict["decision"],
             }
         except Exception as exc:  # one op's failure is reported and the others still run
+            traceback.print_exc()  # the whole story to stderr; the summary keeps one line
             first = (str(exc).splitlines() or [""])[0]
             entry["error"] = f"{type(exc).__name__}: {first}"
+            if type(exc).__name__ == "AcceleratorError":  # torch >= 2.8: a sticky CUDA error
+                lost = f"{op} ({first})"
         entry["seconds"] = round(time.monotonic() - started, 1)
         summary[op] = entry
         print(f"{op}: {json.dumps(entry)}", flush=True)

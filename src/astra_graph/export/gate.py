@@ -101,8 +101,13 @@ def gate(run: FinishedRun, package: Path, original_source: Path) -> dict[str, An
     for tokens in (*DECODE_TOKENS, *PREFILL_TOKENS):
         dims, block, _ = _block(spec.name, tokens, getattr(torch, dtype), generator)
         sides: dict[str, tuple[torch.cuda.CUDAGraph, int]] = {}
+        # a graph holds raw addresses, not tensors: each side's tensors must outlive its
+        # replays (torch.cuda.graph empties the cache at capture, so the first side's tensors,
+        # dropped when the loop rebinds them, were unmapped and its replays faulted)
+        alive: list[dict[str, torch.Tensor]] = []
         for name, op in (("original", original), ("exported", exported)):
             tensors = make_inputs(spec, dims, dtype, generator)
+            alive.append(tensors)
 
             def run_op(t: dict[str, torch.Tensor], op: Any = op) -> None:
                 op(*op_arguments(fw, spec, t))
@@ -110,6 +115,7 @@ def gate(run: FinishedRun, package: Path, original_source: Path) -> dict[str, An
             calls = [partial(block, run_op, tensors) for _ in range(GRAPH_CALLS)]
             sides[name] = (capture(calls), GRAPH_CALLS)
         timing = compare_graphs(sides)
+        del alive
         rows.append(
             {
                 "phase": "decode" if tokens in DECODE_TOKENS else "prefill",
