@@ -207,6 +207,13 @@ def flushed_replay_us(graph: torch.cuda.CUDAGraph) -> float:
     return statistics.median(a.elapsed_time(b) * 1e3 for a, b in pairs)
 
 
+def graph_per_call_us(graph: torch.cuda.CUDAGraph, calls: int) -> float:
+    """The median over :data:`REPEATS` replays of ``graph`` (``calls`` calls) per call."""
+    graph.replay()  # warm-up: the first replay uploads the graph
+    torch.cuda.synchronize()
+    return statistics.median(replay_us(graph, calls) for _ in range(REPEATS))
+
+
 def eager_us(call: Callable[[], Any]) -> float:
     """Mean device-and-host time of back-to-back eager calls (host overhead included)."""
     call()
