@@ -4,9 +4,10 @@ the harness packs it, on the CPU (NumPy; the GPU launch of a packed struct is no
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -119,7 +120,8 @@ def test_the_struct_layout_is_the_c_abis_as_numpy_aligns_it(kinds: list[str]) ->
     names = [f"f{i}" for i in range(len(kinds))]
     codes = {"pointer": "u8", "int64": "i8", "int32": "i4", "float32": "f4", "float64": "f8"}
     aligned = np.dtype({"names": names, "formats": [codes.get(k, "?") for k in kinds]}, align=True)
-    assert list(placed.offsets) == [aligned.fields[n][1] for n in names]
+    fields: Mapping[str, tuple[Any, ...]] = aligned.fields or {}
+    assert list(placed.offsets) == [fields[n][1] for n in names]
     assert (placed.size, placed.align) == (aligned.itemsize, aligned.alignment)
 
 
@@ -136,7 +138,7 @@ def test_a_struct_argument_packs_pointers_and_values_at_their_offsets() -> None:
         ],
     )
     case = SimpleNamespace(arrays={"x": None}, dims={"rows": 5}, scalars={"eps": 0.5})
-    packed = bytes(struct_argument(binding, case, lambda _: 0x1122334455667788))  # type: ignore[arg-type]
+    packed = struct_argument(binding, case, lambda _: 0x1122334455667788).tobytes()  # type: ignore[arg-type]
     assert struct_dtype(binding).itemsize == len(packed) == 40
     assert int.from_bytes(packed[0:8], "little") == 0x1122334455667788
     assert int.from_bytes(packed[8:12], "little") == 5  # then 4 bytes of padding

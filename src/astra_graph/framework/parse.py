@@ -845,7 +845,7 @@ def _ternary(compact: str) -> tuple[str, str, str] | None:
     parts = [value.child_by_field_name(f) for f in ("condition", "consequence", "alternative")]
     if any(p is None for p in parts):
         return None
-    return text(parts[0]), text(parts[1]), text(parts[2])  # type: ignore[arg-type]
+    return text(parts[0]), text(parts[1]), text(parts[2])
 
 
 def _owner_body(node: Node) -> Node | None:

@@ -154,13 +154,14 @@ def struct_argument(binding: Binding, case: Case, address: Callable[[Any], int])
     bytes are the struct the kernel reads. A tensor field holds ``address(array)`` (a CuPy
     array's ``data.ptr`` on the GPU), a null field 0, a scalar or dims field its value at the
     field's width. CuPy (13 and later) passes a structured scalar's bytes by value."""
-    record = np.zeros((), dtype=struct_dtype(binding))
+    record = np.zeros(1, dtype=struct_dtype(binding))
     for member in binding.fields or []:
         if member.kind == "tensor":
             record[member.name] = address(case.arrays[member.name])
         else:
             record[member.name] = _by_value(member, case)
-    return record[()]  # type: ignore[no-any-return]
+    scalar: np.void = record[0]
+    return scalar
 
 
 _STRUCT_FIELD_TYPES: dict[str, type[np.generic]] = {POINTER: np.uint64, **_SCALAR_TYPES}

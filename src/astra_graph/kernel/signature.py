@@ -306,7 +306,7 @@ def struct_fields(texts: Sequence[str], name: str) -> list[KernelParam] | None:
         for match in re.finditer(rf"\b(?:struct|class)\s+{re.escape(short)}\s*\{{", clean):
             close = _closing(clean, match.end() - 1, "{", "}")
             body = clean[match.end() : close]
-            fields = []
+            fields: list[KernelParam] = []
             for member in _members(body):
                 words = set(re.findall(r"[A-Za-z_]\w*", member))
                 if words & _NOT_DATA or "(" in member or member.startswith("#"):
