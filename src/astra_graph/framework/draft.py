@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from astra_graph.framework.launchers import Analysis
+from astra_graph.framework.launchers import Analysis, Binding
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
@@ -238,19 +238,26 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
     return "\n".join(lines), notes
 
 
+def _param_item(binding: Binding, taken: set[str]) -> str:
+    """One item of the header's ``params`` for a binding that is not a struct."""
+    if binding.kind in ("tensor", "scalar"):
+        return binding.value
+    name = binding.param if binding.param not in taken else f"{binding.param}_arg"
+    if binding.kind == "null":
+        return f"{name} = nullptr"
+    return f"{name}: {binding.dtype} = {binding.value}"
+
+
 def header_text(analysis: Analysis) -> str:
     """The ``// astra:`` lines of production.cu."""
     taken = set(analysis.tensors) | set(analysis.scalars)
     params = []
     for binding in analysis.bindings:
-        if binding.kind in ("tensor", "scalar"):
-            params.append(binding.value)
-            continue
-        name = binding.param if binding.param not in taken else f"{binding.param}_arg"
-        if binding.kind == "null":
-            params.append(f"{name} = nullptr")
+        if binding.kind == "struct":
+            fields = ", ".join(_param_item(f, taken) for f in binding.fields)
+            params.append(f"{binding.value}{{{fields}}}")
         else:
-            params.append(f"{name}: {binding.dtype} = {binding.value}")
+            params.append(_param_item(binding, taken))
     return "\n".join(
         [
             f"// astra: entry = {analysis.entry}",

@@ -93,6 +93,33 @@ def _never_taken(analysis: Analysis) -> str:
     return f"never launched on this GPU for serving shapes (requires {analysis.requires[-1]})"
 
 
+def _compiling_dtypes(
+    result: LauncherResult, analysis: Analysis, device_text: str, arch: str
+) -> bool:
+    """Keep the drafted element types (:attr:`~.launchers.Analysis.drafted_dtypes`) whose
+    instantiation compiles, each compiled alone (a ``static_assert`` on the element's size
+    refuses some); False, with the reason, when none does. Read dispatch types stay as read."""
+    if not analysis.drafted_dtypes:
+        return True
+    kept, error = [], ""
+    for dtype in analysis.dtypes:
+        entry = re.sub(r"\bT\b", DTYPES[dtype].ctype, analysis.entry)
+        compiled = compile_device(device_text, [entry], arch)
+        if compiled.ok:
+            kept.append(dtype)
+        else:
+            error = error or _first_error(compiled.log)
+    dropped = [d for d in analysis.dtypes if d not in kept]
+    if not kept:
+        result.reason = f"device code does not compile with NVRTC: {error}"
+        return False
+    if dropped:
+        analysis.notes.append(f"element types {', '.join(dropped)} do not compile: {error}")
+    analysis.dtypes = tuple(kept)
+    result.dtypes = list(kept)
+    return True
+
+
 def _first_error(log: str) -> str:
     errors = nvrtc.first_errors(log, limit=1)
     return errors[0] if errors else log.strip()[:300]
@@ -117,7 +144,13 @@ def _analysed_sites(
             results.append(result)
             try:
                 analysis = analyse(
-                    launcher, launch, parsed.kernels, parsed.macros, device_facts, parsed.constants
+                    launcher,
+                    launch,
+                    parsed.kernels,
+                    parsed.macros,
+                    device_facts,
+                    parsed.constants,
+                    parsed.structs,
                 )
             except ValueError as exc:  # Unmapped, or a launcher this analysis cannot read
                 result.reason = str(exc) or type(exc).__name__
@@ -147,6 +180,7 @@ def import_file(
     parsed = parse_source(flat.text)
     device = device_source(flat.text)
     results, analyses = _analysed_sites(parsed, device_constants(arch, nvrtc.version()), only)
+    analyses = [(r, a) for r, a in analyses if _compiling_dtypes(r, a, device.text, arch)]
     entries = sorted({e for _, a in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()
     compiled = compile_device(device.text, entries, arch) if entries else None

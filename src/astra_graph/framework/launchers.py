@@ -38,12 +38,13 @@ from astra_graph.framework.parse import (
     _parser,
     text,
 )
+from astra_graph.framework.structs import StructUnread, field_values
 from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import SM_COUNT
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Collection
 
     from tree_sitter import Node
 
@@ -88,6 +89,7 @@ CPP_TYPES: dict[str, str] = {
     "c10::Half": "float16",
     "at::Half": "float16",
     "__nv_bfloat16": "bfloat16",
+    "nv_bfloat16": "bfloat16",
     "c10::BFloat16": "bfloat16",
     "at::BFloat16": "bfloat16",
 }
@@ -100,6 +102,18 @@ default and where it comes from. A size that depends on one is imported for that
 the assumption is noted; any other call in a size stays a reason not to import."""
 ELEMENT_TYPE_NAME = "scalar_t"
 """What torch's dispatch macros call the element type inside their lambda."""
+TEMPLATE_ELEMENT_DTYPES = ("float16", "bfloat16", "float32")
+"""The element types drafted for a launcher whose element type is a type parameter of its own
+template (SGLang's ``template <typename DType> struct K { static void run(...) }``): the
+framework's caller instantiates it, with no dispatch macro to read, so the floating types the
+harness runs are drafted and the importer keeps those whose instantiation compiles (a
+``static_assert(sizeof(DType) == 2)`` removes float32). The framework spells them as CUDA's own
+types, so the entry takes ``T`` itself, not torch's c10 types."""
+TEMPLATE_FLAG_VALUE = "false"
+"""The value a ``bool`` template parameter of the launcher's own template (``kUsePDL``,
+``kCastXBeforeOutMul``) is imported with: its caller sets it, nothing in the file does, so one
+choice is fixed, the off state of an opt-in switch, and noted. Another value is another
+operation (import it, then edit the entry)."""
 _DATA_PTR = re.compile(
     r"^(?:\(\s*[\w:<>\s*]+\)\s*)?(?P<tensor>\w+)\s*(?:\.|->)\s*(?:const_|mutable_)?data_ptr\s*(?:<(?P<type>[^>]*)>)?\s*\(\s*\)$"
 )
@@ -122,12 +136,14 @@ class TensorUse:
 @dataclass
 class Binding:
     """One kernel parameter: ``tensor`` (name), ``expr`` (dims expression), ``scalar`` (a
-    launcher parameter by value), ``null``."""
+    launcher parameter by value), ``null``, or ``struct`` (``value`` the C++ type, ``fields``
+    the bindings of its data members in declaration order)."""
 
     param: str
     kind: str
     value: str
     dtype: str
+    fields: list[Binding] = field(default_factory=list)
 
 
 @dataclass
@@ -152,6 +168,9 @@ class Analysis:
     requires: list[str]
     """The ``if`` conditions the launch sits under, as expressions over the dims."""
     notes: list[str]
+    drafted_dtypes: bool = False
+    """Whether :attr:`dtypes` are :data:`TEMPLATE_ELEMENT_DTYPES` drafted for a template
+    element type (the importer keeps those that compile) rather than read from a dispatch."""
     other_gpu: str = ""
     """A condition the launch sits under that reads only the GPU or the build (compute
     capability, ``CUDA_VERSION``) and is false for the import's target: the C++ term and its
@@ -374,6 +393,11 @@ class _Translator:
         if param is not None and CPP_TYPES.get(param.type) in ("int32", "int64"):
             self.host_dims.add(name)
             return name
+        if any(t.name == name and t.kind == "value" for t in self.launcher.template):
+            raise Unmapped(
+                f"{name!r} is a compile-time value of {self.launcher.name}'s own template, "
+                "chosen by its caller: no value to import"
+            )
         raise Unmapped(f"{name!r} is neither a size query nor a local of {self.launcher.name}")
 
     def _call(self, node: Node, depth: int) -> str:
@@ -430,10 +454,12 @@ def _resolve_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
     return (exact or matches)[0]
 
 
-def _element_type(param: Param, template_args: dict[str, str]) -> str | None:
+def _element_type(
+    param: Param, template_args: dict[str, str], element_names: Collection[str] = ()
+) -> str | None:
     spelled = template_args.get(param.type, param.type)
     spelled = template_args.get(TYPE_ALIAS + spelled, spelled)
-    if spelled in (ELEMENT_TYPE_NAME, "T"):
+    if spelled in (ELEMENT_TYPE_NAME, "T") or spelled in element_names:
         return "T"
     return CPP_TYPES.get(spelled)
 
@@ -456,11 +482,14 @@ def analyse(
     macros: dict[str, Macro],
     device: dict[str, int],
     source_constants: dict[str, str] | None = None,
+    structs: dict[str, list[Param]] | None = None,
 ) -> Analysis:
     """The contract-level description of one launch; raises Unmapped with the reason.
 
     ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU;
-    ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's.
+    ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's;
+    ``structs`` (:attr:`~astra_graph.framework.parse.Source.structs`) the fields of by-value
+    struct parameters.
     """
     if launch.unread:
         raise Unmapped(launch.unread)
@@ -471,15 +500,20 @@ def analyse(
             f"{len(launch.args)}"
         )
     notes: list[str] = list(launch.notes)
+    if launch.choice:
+        notes.append(f"kernel chosen at run time: imported for {launch.choice}")
     targs, element_names = _element_names(kernel, launch, notes)
+    own_types = {t.name for t in launcher.template if t.kind == "type"}
     dtypes: set[str] = set()
     for name, args in launch.dispatch:
         dtypes |= dispatch_dtypes(name, args, macros)
     tensors: dict[str, TensorUse] = {}
     translator = _Translator(
-        launcher, launch, tensors, device, source_constants or {}, element_names | {"T"}
+        launcher, launch, tensors, device, source_constants or {}, element_names | own_types | {"T"}
     )
-    bound = _bind_parameters(kernel, launch, launcher, translator, targs, element_names, notes)
+    bound = _bind_parameters(
+        kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
+    )
     bindings, scalars, constants = bound.bindings, bound.scalars, bound.constants
     geometry = [launch.grid, launch.block, launch.smem]
     grid, block, smem = (
@@ -496,14 +530,23 @@ def analyse(
         return _substitute(expression, tensors, shapes)
 
     for binding in bindings:
-        if binding.kind == "expr":
-            binding.value = finish(binding.value)
+        for one in binding.fields or [binding]:
+            if one.kind == "expr":
+                one.value = finish(one.value)
     requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
     for switch in sorted(translator.switches):
         default, origin = HOST_SWITCHES[switch]
         notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
+    drafted = not dtypes and own_types and any(t.element == "T" for t in tensors.values())
+    if drafted:
+        dtypes = set(TEMPLATE_ELEMENT_DTYPES)
+        notes.append(
+            f"element type {'/'.join(sorted(own_types))}: a parameter of the launcher's template "
+            f"with no dispatch; drafted as {', '.join(TEMPLATE_ELEMENT_DTYPES)} "
+            "(those that compile are kept)"
+        )
     dtypes = _checked_dtypes(dtypes, tensors)
-    entry = _entry(kernel, launch, element_names)
+    entry = _entry(kernel, launch, element_names, launcher, notes)
     return Analysis(
         launcher=launcher.name,
         kernel=kernel,
@@ -521,6 +564,7 @@ def analyse(
         requires=requires,
         notes=notes,
         other_gpu=other_gpu,
+        drafted_dtypes=bool(drafted),
     )
 
 
@@ -561,13 +605,37 @@ def _checked_dtypes(dtypes: set[str], tensors: dict[str, TensorUse]) -> set[str]
     return dtypes
 
 
-def _entry(kernel: Kernel, launch: Launch, element_names: set[str]) -> str:
-    """The kernel's entry expression, its element type written as the framework type of T."""
+def _entry(
+    kernel: Kernel, launch: Launch, element_names: set[str], launcher: Launcher, notes: list[str]
+) -> str:
+    """The kernel's entry expression: a dispatch's element type written as the framework type of
+    T, a type parameter of the launcher's own template as ``T`` itself (the framework's caller
+    instantiates it with CUDA's types), a flag of that template as :data:`TEMPLATE_FLAG_VALUE`;
+    raises Unmapped for a value parameter of that template (a compile-time size the caller
+    picks, such as ``kDim``), whose value nothing in the file gives."""
     element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
     entry_args = [
         re.sub(element_pattern, f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
         for a in launch.template_args
     ]
+    for own in launcher.template:
+        pattern = rf"(?<![\w:])\b{re.escape(own.name)}\b(?!\s*::)"
+        if not any(re.search(pattern, a) for a in entry_args):
+            continue
+        if own.kind == "value":
+            raise Unmapped(
+                f"template argument {own.name} of {kernel.name} is a compile-time value of "
+                f"{launcher.name}'s own template, chosen by its caller: no value to import"
+            )
+        replacement = {"type": "T", "flag": TEMPLATE_FLAG_VALUE}.get(own.kind)
+        if replacement is None:
+            raise Unmapped(f"template argument {own.name} of {kernel.name}: a function pointer")
+        entry_args = [re.sub(pattern, replacement, a) for a in entry_args]
+        if own.kind == "flag":
+            notes.append(
+                f"{own.name}: a flag of {launcher.name}'s template, imported as "
+                f"{TEMPLATE_FLAG_VALUE} (its caller sets it)"
+            )
     return f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified
 
 
@@ -588,56 +656,82 @@ def _bind_parameters(
     targs: dict[str, str],
     element_names: set[str],
     notes: list[str],
+    structs: dict[str, list[Param]],
 ) -> _Bound:
     """Each kernel parameter bound to what the launch passes it (a tensor, a null pointer, a
-    scalar of the launcher or a constant, a size expression); raises Unmapped with the reason."""
+    scalar of the launcher or a constant, a size expression, a struct of those field by field);
+    raises Unmapped with the reason."""
     bound = _Bound()
-    bindings, scalars, constants = bound.bindings, bound.scalars, bound.constants
-    host = {p.name: p for p in launcher.params}
+    binder = _Binder(launch, launcher, translator, targs, element_names, notes, bound)
     for param, arg in zip(kernel.params, launch.args, strict=True):
+        struct = structs.get(param.type.rsplit("::", 1)[-1]) if not param.pointer else None
+        if struct is None:
+            bound.bindings.append(binder.bind(param, arg))
+            continue
+        try:
+            values = field_values(arg, param.type.rsplit("::", 1)[-1], struct, launch.locals, notes)
+        except StructUnread as exc:
+            raise Unmapped(f"kernel parameter {param.name!r}: {exc}") from None
+        fields = [binder.bind(member, value) for member, value in zip(struct, values, strict=True)]
+        bound.bindings.append(Binding(param.name, "struct", param.type, "struct", fields))
+    return bound
+
+
+@dataclass
+class _Binder:
+    """Binds one kernel parameter, or one field of a struct parameter, to a launch's value."""
+
+    launch: Launch
+    launcher: Launcher
+    translator: _Translator
+    targs: dict[str, str]
+    element_names: set[str]
+    notes: list[str]
+    bound: _Bound
+
+    def bind(self, param: Param, arg: str) -> Binding:
         raw = arg.strip()
         inner = strip_cast(raw)
-        if (
-            not param.pointer
-            and CPP_TYPES.get(param.type) is None
-            and _element_type(param, targs) is None
-        ):
-            raise Unmapped(
-                f"kernel parameter {param.name!r} has type {param.type!r}: by-value structs "
-                "and other class types cannot be passed yet"
-            )
+        host = {p.name: p for p in self.launcher.params}
         if param.pointer:
-            inner = _pointer_source(inner, launch, param.name, notes)
-            bindings.append(
-                _pointer_binding(param, raw, inner, host, translator, targs, element_names)
+            inner = _pointer_source(inner, self.launch, param.name, self.notes)
+            return _pointer_binding(
+                param, raw, inner, host, self.translator, self.targs, self.element_names
             )
-            continue
-        kind = CPP_TYPES.get(targs.get(param.type, param.type))
+        kind = CPP_TYPES.get(self.targs.get(param.type, param.type))
+        if kind is None and _element_type(param, self.targs, self.element_names) is None:
+            raise Unmapped(
+                f"kernel parameter {param.name!r} has type {param.type!r}: a class type that is "
+                "neither a scalar nor a struct of pointers and scalars defined in the file"
+            )
         if kind in ("float32", "float64", "bool"):
-            value = launch.locals.get(inner, inner) if inner not in host else inner
-            value = strip_cast(value)
-            if value in host:
-                scalars[value] = kind
-                bindings.append(Binding(param.name, "scalar", value, kind))
-            elif _FLOAT_LITERAL.match(value) or value in ("true", "false"):
-                constant = {"true": 1.0, "false": 0.0}.get(value)
-                number = constant if constant is not None else float(value.rstrip("fF"))
-                name = param.name if param.name not in host else f"{param.name}_value"
-                scalars[name] = kind
-                constants[name] = number
-                bindings.append(Binding(param.name, "scalar", name, kind))
-                notes.append(f"scalars.{name}: the launcher passes the constant {value}")
-            else:
-                raise Unmapped(
-                    f"{param.name!r} ({param.type}) gets {raw!r}, neither a launcher "
-                    "parameter nor a constant"
-                )
-            continue
+            return self._scalar(param, raw, inner, kind, host)
         if kind in ("int32", "int64"):
-            bindings.append(Binding(param.name, "expr", translator.expression(inner), kind))
-            continue
+            return Binding(param.name, "expr", self.translator.expression(inner), kind)
         raise Unmapped(f"kernel parameter {param.name!r} has unsupported type {param.type!r}")
-    return bound
+
+    def _scalar(
+        self, param: Param, raw: str, inner: str, kind: str, host: dict[str, Param]
+    ) -> Binding:
+        """A float or bool parameter: a launcher parameter by value, or a literal constant."""
+        scalars, constants = self.bound.scalars, self.bound.constants
+        value = self.launch.locals.get(inner, inner) if inner not in host else inner
+        value = strip_cast(value)
+        if value in host:
+            scalars[value] = kind
+            return Binding(param.name, "scalar", value, kind)
+        if _FLOAT_LITERAL.match(value) or value in ("true", "false"):
+            constant = {"true": 1.0, "false": 0.0}.get(value)
+            number = constant if constant is not None else float(value.rstrip("fF"))
+            name = param.name if param.name not in host else f"{param.name}_value"
+            scalars[name] = kind
+            constants[name] = number
+            self.notes.append(f"scalars.{name}: the launcher passes the constant {value}")
+            return Binding(param.name, "scalar", name, kind)
+        raise Unmapped(
+            f"{param.name!r} ({param.type}) gets {raw!r}, neither a launcher parameter nor a "
+            "constant"
+        )
 
 
 def _pointer_binding(
@@ -668,11 +762,16 @@ def _pointer_binding(
     spelled = (match["type"] or "").strip()
     use.element = (
         "T"
-        if (spelled in element_names or spelled == "") and _element_type(param, targs) == "T"
+        if (spelled in element_names or spelled == "")
+        and _element_type(param, targs, element_names) == "T"
         else "T"
         if spelled in element_names
-        else CPP_TYPES.get(spelled) or _element_type(param, targs)
+        else CPP_TYPES.get(spelled) or _element_type(param, targs, element_names)
     )
+    if use.element is None and param.type == "void" and not spelled and element_names:
+        # a `const void*` field or parameter (SGLang's params structs) says nothing of the
+        # element: the launch's element type is the one the kernel reads it as
+        use.element = "T"
     if use.element is None:
         spelled_type = targs.get(param.type, param.type)
         raise Unmapped(f"tensor {use.name!r}: element type {spelled_type!r} is not supported")

@@ -149,7 +149,10 @@ class Launch:
     api: str = ""
     """The launch call (``cudaLaunchKernelEx``), or '' for ``<<<>>>``."""
     unread: str = ""
-    """Why a launch call could not be read (the kernel chosen at run time...), or ''."""
+    """Why a launch call could not be read (a kernel chosen by a device value...), or ''."""
+    choice: str = ""
+    """Which of the kernels a run-time choice picks this launch stands for (``is_int32 true``,
+    ``select_kernel(type): type == "silu"``), or '' when the launch names one kernel."""
     notes: tuple[str, ...] = ()
     """What the launch call sets that the contract does not hold (launch attributes)."""
 
@@ -162,6 +165,10 @@ class Launcher:
     params: tuple[Param, ...]
     launches: tuple[Launch, ...]
     line: int
+    template: tuple[TemplateParam, ...] = ()
+    """The template parameters of the launcher's enclosing class templates and its own
+    (SGLang's ``template <typename DType, bool kUsePDL> struct K { static void run(...); }``):
+    the caller instantiates them, so the element type may be one of them."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +196,40 @@ class Source:
 
 
 _QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "struct", "typename", "class"}
+
+
+def _static_member(member: Node) -> bool:
+    """Whether a class member is no data member of each object (``static``, a function)."""
+    return "static" in text(member).split("=", 1)[0].split() or any(
+        c.type == "function_declarator" for c in member.children_by_field_name("declarator")
+    )
+
+
+def _struct_fields(member: Node) -> list[Param]:
+    """The data members one field declaration declares (``uint32_t n, m;`` declares two). An
+    array or bit-field member gets the type ``array`` or ``bit-field``, which no binding
+    packs, so a struct holding one is refused with its name rather than laid out wrongly."""
+    fields = []
+    type_words = re.findall(r"[\w:]+", text(member.child_by_field_name("type")))
+    for node in member.children_by_field_name("declarator"):
+        decl = text(node)
+        names = re.findall(r"[A-Za-z_]\w*", decl.split("[", 1)[0])
+        kind = " ".join(w for w in type_words if w not in _QUALIFIERS)
+        if "[" in decl:
+            kind = "array"
+        elif any(c.type == "bitfield_clause" for c in member.children):
+            kind = "bit-field"
+        fields.append(
+            Param(
+                text=text(member),
+                name=names[-1] if names else decl,
+                type=kind,
+                pointer="*" in decl,
+                reference=False,
+                const=text(member).lstrip().startswith("const"),
+            )
+        )
+    return fields
 
 
 def _param(node: Node) -> Param:
@@ -243,6 +284,18 @@ def _template_params(template: Node) -> tuple[TemplateParam, ...]:
         names = re.findall(r"\w+", raw.split("=")[0])
         out.append(TemplateParam(names[-1], "flag" if names[0] == "bool" else "value"))
     return tuple(out)
+
+
+def _enclosing_templates(node: Node) -> tuple[TemplateParam, ...]:
+    """The template parameters of every template declaration around ``node`` (its own
+    function template's and its classes'), outermost first."""
+    found: list[TemplateParam] = []
+    parent = node.parent
+    while parent is not None:
+        if parent.type == "template_declaration":
+            found[:0] = _template_params(parent)
+        parent = parent.parent
+    return tuple(found)
 
 
 def _function_declarator(definition: Node) -> Node | None:
@@ -498,25 +551,8 @@ def parse_source(source: str) -> Source:
             continue
         fields = []
         for member in body.named_children:
-            if member.type == "field_declaration":
-                for field_node in member.children_by_field_name("declarator"):
-                    decl_text = text(field_node)
-                    fields.append(
-                        Param(
-                            text=text(member),
-                            name=decl_text.lstrip("*& "),
-                            type=" ".join(
-                                w
-                                for w in re.findall(
-                                    r"[\w:]+", text(member.child_by_field_name("type"))
-                                )
-                                if w not in _QUALIFIERS
-                            ),
-                            pointer="*" in decl_text,
-                            reference=False,
-                            const=text(member).lstrip().startswith("const"),
-                        )
-                    )
+            if member.type == "field_declaration" and not _static_member(member):
+                fields.extend(_struct_fields(member))
         out.structs[name] = fields
     out.constants = _constants(tree.root_node)
     for definition in _walk(tree.root_node, ("function_definition",)):
@@ -545,13 +581,19 @@ def parse_source(source: str) -> Source:
                 launches.append(_launch(call))
                 continue
             api = _api_launch(call, {p.name for p in params})
-            if api is not None:
-                launches.append(api)
+            if api:
+                launches.extend(api)
             elif _callee(call) in UNREAD_LAUNCH_CALLS:
                 out.other_launches.append((name, call.start_point[0] + 1, _callee(call)))
         if launches:
             out.launchers.append(
-                Launcher(name=name, params=params, launches=tuple(launches), line=line)
+                Launcher(
+                    name=name,
+                    params=params,
+                    launches=tuple(launches),
+                    line=line,
+                    template=_enclosing_templates(definition),
+                )
             )
     return out
 
@@ -646,10 +688,11 @@ def _addresses(array: str, found: dict[str, str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _api_launch(call: Node, function_params: set[str]) -> Launch | None:
-    """``call`` read as a :class:`Launch` when it is a launch call (:data:`ARGS_ARRAY_LAUNCH`,
-    :data:`CONFIG_LAUNCH`, :data:`HELPER_LAUNCH` applied); None for any other call and for a
-    launch helper's own call, whose kernel is a parameter of its function."""
+def _api_launch(call: Node, function_params: set[str]) -> list[Launch] | None:
+    """``call`` read as :class:`Launch` es when it is a launch call (:data:`ARGS_ARRAY_LAUNCH`,
+    :data:`CONFIG_LAUNCH`, :data:`HELPER_LAUNCH` applied), one per kernel a run-time choice may
+    pick (:func:`kernel_choices`); None for any other call and for a launch helper's own call,
+    whose kernel is a parameter of its function."""
     callee = _callee(call)
     helper = _helper_of(call)
     if callee not in (ARGS_ARRAY_LAUNCH, CONFIG_LAUNCH) and helper is None:
@@ -699,25 +742,191 @@ def _api_launch(call: Node, function_params: set[str]) -> Launch | None:
             if f"{config_name}.attrs" in found:
                 notes.append(f"{config_name}.attrs: {ATTRIBUTES_NOTE}")
             kernel_args = tuple(args[2:])
-        class_value = (
-            _class_member(call, kernel_expression) if kernel_expression not in found else None
-        )
-        kernel, template_args = _kernel_named(class_value or kernel_expression, found)
+        choices = kernel_choices(call, kernel_expression, found)
     except ValueError as exc:
-        kernel, template_args, unread = kernel_expression, (), f"{api}(): {exc}"
-    return Launch(
-        kernel=kernel,
-        template_args=template_args,
-        grid=geometry["grid"],
-        block=geometry["block"],
-        smem=geometry["smem"],
-        stream=geometry["stream"],
-        args=kernel_args,
-        dispatch=_dispatch_chain(call),
-        line=call.start_point[0] + 1,
-        locals=found,
-        conditions=conditions,
-        api=api,
-        unread=unread,
-        notes=tuple(notes),
-    )
+        choices, unread = [(kernel_expression, (), "")], f"{api}(): {exc}"
+    return [
+        Launch(
+            kernel=kernel,
+            template_args=template_args,
+            grid=geometry["grid"],
+            block=geometry["block"],
+            smem=geometry["smem"],
+            stream=geometry["stream"],
+            args=kernel_args,
+            dispatch=_dispatch_chain(call),
+            line=call.start_point[0] + 1,
+            locals=found,
+            conditions=conditions,
+            api=api,
+            unread=unread,
+            notes=tuple(notes),
+            choice=choice,
+        )
+        for kernel, template_args, choice in choices
+    ]
+
+
+MAX_CHOICE_DEPTH = 8
+"""How many locals, class members and selector functions a kernel expression is followed
+through before the choice is refused (a member naming itself would loop)."""
+_SELECTOR_CALL = re.compile(
+    r"^(?P<name>[A-Za-z_][\w:]*?)\s*(?:<(?P<targs>.*)>)?\s*\((?P<args>.*)\)$"
+)
+_TEMPLATE_KEYWORD = re.compile(r"^[\w:]+::template\s+")
+_NULL_KERNEL = ("nullptr", "NULL", "0")
+
+
+def kernel_choices(
+    call: Node, expression: str, found: dict[str, str]
+) -> list[tuple[str, tuple[str, ...], str]]:
+    """(kernel, template arguments, choice) for each kernel a launch call's kernel expression
+    may be. A kernel chosen on the host is one launch per choice: a conditional
+    ``is_int32 ? K<int32_t> : K<int64_t>`` (the condition true, then false) and a selector
+    function of the launcher's class or file whose ``return`` statements name kernels
+    (``select_kernel<true>(type)``: each return under its ``if`` conditions). Locals, class
+    members and member variable templates (``activation_kernel<kAct, kFlag>``) are followed,
+    their template parameters bound to the arguments given (or their defaults). Raises
+    ValueError saying why when a kernel cannot be named this way."""
+    return [
+        (*_kernel_named(resolved, found), choice)
+        for resolved, choice in _alternatives(call, expression, found, 0)
+    ]
+
+
+def _alternatives(
+    call: Node, expression: str, found: dict[str, str], depth: int
+) -> list[tuple[str, str]]:
+    """(kernel expression, the choice that takes it) for each kernel ``expression`` may be."""
+    if depth > MAX_CHOICE_DEPTH:
+        raise ValueError(f"the kernel expression {expression!r} is followed too deeply")
+    expression = _VOID_CAST.sub("", expression.strip()).lstrip("&").strip()
+    if expression in found:
+        return _alternatives(call, found[expression], found, depth + 1)
+    compact = _TEMPLATE_KEYWORD.sub("", " ".join(expression.split()))
+    ternary = _ternary(compact)
+    if ternary is not None:
+        condition, then, otherwise = ternary
+        return [
+            (kernel, _both(f"{condition} {taken}", inner))
+            for branch, taken in ((then, "true"), (otherwise, "false"))
+            for kernel, inner in _alternatives(call, branch, found, depth + 1)
+        ]
+    selector = _SELECTOR_CALL.match(compact)
+    if selector is not None:
+        returns = _selector_returns(call, selector["name"], selector["targs"] or "")
+        if returns is None:
+            raise ValueError(f"the kernel is what {compact!r} returns at run time")
+        label = f"{selector['name'].rsplit('::', 1)[-1]}({selector['args']})"
+        return [
+            (kernel, _both(f"{label}: {condition}" if condition else label, inner))
+            for value, condition in returns
+            for kernel, inner in _alternatives(call, value, found, depth + 1)
+        ]
+    name, _, rest = compact.partition("<")
+    member = _member_value(call, name.strip(), rest[:-1] if rest.endswith(">") else "")
+    if member is not None and member != compact:
+        return _alternatives(call, member, found, depth + 1)
+    return [(compact, "")]
+
+
+def _both(outer: str, inner: str) -> str:
+    return f"{outer}; {inner}" if inner else outer
+
+
+def _ternary(compact: str) -> tuple[str, str, str] | None:
+    """(condition, then, else) of a top-level ``c ? a : b``, or None."""
+    tree = _parser().parse(f"auto __e = {compact};".encode())
+    decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+    init = decl.child_by_field_name("declarator") if decl is not None else None
+    value = init.child_by_field_name("value") if init is not None else None
+    if value is None or value.type != "conditional_expression":
+        return None
+    parts = [value.child_by_field_name(f) for f in ("condition", "consequence", "alternative")]
+    if any(p is None for p in parts):
+        return None
+    return text(parts[0]), text(parts[1]), text(parts[2])
+
+
+def _owner_body(node: Node) -> Node | None:
+    """The body of the class a node is in, or None."""
+    owner = node.parent
+    while owner is not None and owner.type not in ("struct_specifier", "class_specifier"):
+        owner = owner.parent
+    return owner.child_by_field_name("body") if owner is not None else None
+
+
+def _template_defaults(template: Node | None) -> list[tuple[str, str | None]]:
+    """(name, default or None) of each parameter of a template declaration."""
+    plist = template.child_by_field_name("parameters") if template is not None else None
+    out: list[tuple[str, str | None]] = []
+    for child in plist.named_children if plist is not None else []:
+        head, equals, default = text(child).partition("=")
+        names = re.findall(r"\w+", head)
+        if names:
+            out.append((names[-1], default.strip() if equals else None))
+    return out
+
+
+def _bind_template(params: list[tuple[str, str | None]], targs: str, value: str) -> str:
+    """``value`` with each template parameter replaced by its argument or its default."""
+    given = split_top_level(targs) if targs.strip() else []
+    bound: dict[str, str] = {}
+    for index, (name, default) in enumerate(params):
+        argument = given[index] if index < len(given) else default
+        if argument is None:
+            raise ValueError(f"template parameter {name} has no argument and no default")
+        for earlier, replacement in bound.items():  # a default may name an earlier parameter
+            argument = re.sub(rf"\b{re.escape(earlier)}\b", replacement, argument)
+        bound[name] = argument
+    for name, replacement in bound.items():
+        value = re.sub(rf"\b{re.escape(name)}\b", replacement, value)
+    return value
+
+
+def _member_value(call: Node, name: str, targs: str) -> str | None:
+    """The value of the launcher's class member ``name`` (``static constexpr auto kernel =
+    K<...>``), or of its member variable template instantiated with ``targs``; None when the
+    class has no such member."""
+    if not targs:
+        return _class_member(call, name)
+    body = _owner_body(call)
+    for template in _walk(body, ("template_declaration",)) if body is not None else []:
+        decl = next((c for c in template.named_children if c.type == "declaration"), None)
+        init = decl.child_by_field_name("declarator") if decl is not None else None
+        if init is None or init.type != "init_declarator":
+            continue
+        value = init.child_by_field_name("value")
+        if value is None or text(init.child_by_field_name("declarator")) != name:
+            continue
+        return _bind_template(_template_defaults(template), targs, text(value))
+    return None
+
+
+def _selector_returns(call: Node, name: str, targs: str) -> list[tuple[str, str]] | None:
+    """(returned kernel expression, the ``if`` conditions it is returned under) for each
+    non-null ``return`` of the function ``name`` in the launcher's class (or anywhere in the
+    file), its template parameters bound to ``targs``; None when there is no such function."""
+    short = name.rsplit("::", 1)[-1]
+    scope = _owner_body(call) or call
+    while scope.parent is not None and _owner_body(call) is None:
+        scope = scope.parent
+    for function in _walk(scope, ("function_definition",)):
+        declarator = _function_declarator(function)
+        inner = declarator.child_by_field_name("declarator") if declarator is not None else None
+        if inner is None or text(inner).rsplit("::", 1)[-1] != short:
+            continue
+        parent = function.parent
+        template = parent if parent is not None and parent.type == "template_declaration" else None
+        out = []
+        for statement in _walk(function, ("return_statement",)):
+            value = statement.named_children[0] if statement.named_children else None
+            if value is None or text(value).strip() in _NULL_KERNEL:
+                continue
+            _, conditions = _scope(statement)
+            condition = " && ".join(c if yes else f"!({c})" for c, yes in conditions)
+            out.append(
+                (_bind_template(_template_defaults(template), targs, text(value)), condition)
+            )
+        return out or None
+    return None

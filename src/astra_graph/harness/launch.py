@@ -4,7 +4,10 @@ This module runs inside the evaluation worker (it touches the CUDA context); CuP
 inside the functions that need it. Test cases come from :mod:`astra_graph.harness.cases`, the
 signature check from :mod:`astra_graph.kernel.signature` (both need no GPU). Each kernel parameter
 gets what the implementation's bindings say: a tensor's device pointer, a contract scalar, or a
-whole number computed from the shape (a stride), in the kernel's own order.
+whole number computed from the shape (a stride), in the kernel's own order. A by-value struct
+parameter gets one NumPy structured scalar whose bytes are laid out as the C++ ABI lays out the
+struct (:func:`struct_dtype`); CuPy copies its bytes into the kernel's parameter buffer. That
+path is byte-checked on the CPU (tests) and not yet run on a GPU.
 
 Launch errors come in two kinds. A launch the driver refuses (too many threads, too much shared
 memory) leaves the context usable: :class:`LaunchError` with ``sticky=False``. A fault while the
@@ -16,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -32,9 +35,10 @@ from astra_graph.harness.compile import (
     gpu_arch,
 )
 from astra_graph.kernel import expr
-from astra_graph.kernel.contract import OperationSpec
+from astra_graph.kernel.contract import Binding, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES, DType
 from astra_graph.kernel.header import Implementation
+from astra_graph.kernel.param_struct import POINTER, layout
 from astra_graph.kernel.signature import interface_problem
 
 if TYPE_CHECKING:
@@ -113,6 +117,57 @@ NULL_POINTER_ARGUMENT = np.uint64(0)
 """A null device pointer: 8 bytes, as every pointer parameter of a 64-bit kernel."""
 
 
+def _by_value(binding: Binding, case: Case) -> np.generic:
+    """A null pointer, a contract scalar or a dims expression as the NumPy scalar of its width."""
+    if binding.kind == "null":
+        return NULL_POINTER_ARGUMENT
+    assert binding.dtype is not None
+    if binding.kind == "scalar":
+        value = case.scalars[binding.name]
+    else:
+        assert binding.value is not None
+        value = expr.evaluate_int(binding.value, case.dims)
+    return _SCALAR_TYPES[binding.dtype](value)
+
+
+def struct_dtype(binding: Binding) -> np.dtype[Any]:
+    """The NumPy structured type of a struct binding: each field at the offset the C++ ABI
+    gives it (:func:`~astra_graph.kernel.param_struct.layout`), the struct's size with its
+    tail padding, and its alignment (what CuPy uses to place a structured scalar among the
+    kernel's parameters). Pointers are unsigned 64-bit integers."""
+    fields = binding.fields or []
+    placed = layout([f.field_kind() for f in fields])
+    formats = [_STRUCT_FIELD_TYPES[kind] for kind in placed.kinds]
+    return np.dtype(
+        {
+            "names": [f.name for f in fields],
+            "formats": formats,
+            "offsets": list(placed.offsets),
+            "itemsize": placed.size,
+        },
+        align=True,
+    )
+
+
+def struct_argument(binding: Binding, case: Case, address: Callable[[Any], int]) -> np.void:
+    """One by-value struct argument: a NumPy structured scalar of :func:`struct_dtype` whose
+    bytes are the struct the kernel reads. A tensor field holds ``address(array)`` (a CuPy
+    array's ``data.ptr`` on the GPU), a null field 0, a scalar or dims field its value at the
+    field's width. CuPy (13 and later) passes a structured scalar's bytes by value."""
+    record = np.zeros(1, dtype=struct_dtype(binding))
+    for member in binding.fields or []:
+        if member.kind == "tensor":
+            record[member.name] = address(case.arrays[member.name])
+        else:
+            record[member.name] = _by_value(member, case)
+    scalar: np.void = record[0]
+    return scalar
+
+
+_STRUCT_FIELD_TYPES: dict[str, type[np.generic]] = {POINTER: np.uint64, **_SCALAR_TYPES}
+"""The NumPy type of each struct field kind (:data:`.param_struct.FIELD_BYTES`)."""
+
+
 @cache
 def _sm_count() -> int:
     """The current GPU's multiprocessor count (``sm_count`` in launch geometry)."""
@@ -148,19 +203,12 @@ class LoadedKernel:
         """The kernel's arguments in its own order, as the implementation's bindings say."""
         args: list[Any] = []
         for binding in self.impl.bindings:
-            if binding.kind == "tensor":
+            if binding.kind == "struct":
+                args.append(struct_argument(binding, case, lambda array: array.data.ptr))
+            elif binding.kind == "tensor":
                 args.append(case.arrays[binding.name])
-                continue
-            if binding.kind == "null":
-                args.append(NULL_POINTER_ARGUMENT)
-                continue
-            assert binding.dtype is not None
-            if binding.kind == "scalar":
-                value = case.scalars[binding.name]
             else:
-                assert binding.value is not None
-                value = expr.evaluate_int(binding.value, case.dims)
-            args.append(_SCALAR_TYPES[binding.dtype](value))
+                args.append(_by_value(binding, case))
         return args
 
     def allow_dynamic_smem(self, smem: int) -> None:

@@ -38,6 +38,7 @@ from pydantic import (
 
 from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER, DType
+from astra_graph.kernel.param_struct import POINTER, layout
 
 CONTRACT_FILE = "contract.toml"
 SUITE_NAMES = ("tuning", "heldout", "edge")
@@ -444,6 +445,7 @@ NULL_POINTER = "nullptr"
 _BINDING = re.compile(
     r"^(?P<name>[A-Za-z_]\w*)\s*(?::\s*(?P<dtype>\w+)\s*)?(?:=\s*(?P<value>.+))?$"
 )
+_STRUCT_BINDING = re.compile(r"^(?P<type>[A-Za-z_][\w:]*)\s*\{(?P<fields>.*)\}$", re.S)
 
 
 class Binding(Strict):
@@ -452,13 +454,24 @@ class Binding(Strict):
     ``tensor``: the device pointer of the contract argument ``name``; ``scalar``: the contract
     scalar ``name`` by value; ``expr``: a whole number computed from the dims (``value``), of
     width ``dtype`` (a stride, a row count); ``null``: a null pointer (``name = nullptr``, a
-    framework's optional tensor left out).
+    framework's optional tensor left out); ``struct``: one by-value aggregate whose C++ type is
+    ``name`` and whose ``fields`` are bindings of the other kinds, in declaration order, packed
+    as :mod:`astra_graph.kernel.param_struct` lays them out.
     """
 
     name: str
-    kind: Literal["tensor", "scalar", "expr", "null"]
+    kind: Literal["tensor", "scalar", "expr", "null", "struct"]
     dtype: str | None = None
     value: str | None = None
+    fields: list[Binding] | None = None
+
+    def field_kind(self) -> str:
+        """The :data:`~astra_graph.kernel.param_struct.FIELD_BYTES` kind of a struct field."""
+        if self.kind in ("tensor", "null"):
+            return POINTER
+        if self.kind == "struct" or self.dtype is None:
+            raise ValueError(f"{self.name!r} cannot be a struct field (a nested struct)")
+        return self.dtype
 
 
 def default_bindings(contract: Contract) -> list[Binding]:
@@ -468,59 +481,98 @@ def default_bindings(contract: Contract) -> list[Binding]:
     ]
 
 
+def flat_bindings(bindings: list[Binding]) -> list[Binding]:
+    """Every binding with each struct's fields in its place (what names the tensors)."""
+    return [f for b in bindings for f in (b.fields or [] if b.kind == "struct" else [b])]
+
+
 def parse_bindings(items: list[str], contract: Contract, where: str) -> list[Binding]:
     """Bindings for a ``params`` list; raises ValueError naming the item (``where[i]: ...``).
 
     Each item is a contract tensor or scalar by name, ``name[: int32|int64] = expression``
-    over the dims (int32 unless said), or ``name = nullptr`` (a null pointer). Every tensor
-    must appear exactly once; contract scalars the kernel does not take may be left out.
+    over the dims (int32 unless said), ``name = nullptr`` (a null pointer), or
+    ``Type{item, item, ...}``: one by-value struct of C++ type ``Type`` whose fields, in
+    declaration order, are items of the other forms. Every tensor must appear exactly once;
+    contract scalars the kernel does not take may be left out.
     """
-    tensors = {a.name for a in contract.args}
-    scalars = {s.name: s for s in contract.scalars}
     out: list[Binding] = []
     for i, raw in enumerate(items):
         text = raw.strip()
-        match = _BINDING.match(text)
-        if not match:
-            raise ValueError(
-                f"{where}[{i}]: expected 'name' or 'name[: int32|int64] = expr', got {raw!r}"
-            )
-        name, dtype, value = match["name"], match["dtype"], match["value"]
-        if any(b.name == name for b in out):
-            raise ValueError(f"{where}[{i}]: {name!r} is listed twice")
-        if value is None:
-            if dtype is not None:
-                raise ValueError(f"{where}[{i}]: {name!r} has a type but no '= expression'")
-            if name in tensors:
-                out.append(Binding(name=name, kind="tensor"))
-            elif name in scalars:
-                out.append(Binding(name=name, kind="scalar", dtype=scalars[name].dtype))
-            else:
-                raise ValueError(
-                    f"{where}[{i}]: {name!r} is no tensor or scalar of the contract; "
-                    f"write '{name} = <expression over {sorted(contract.dims)}>'"
-                )
+        struct = _STRUCT_BINDING.match(text)
+        if struct is None:
+            out.append(_binding(text, contract, f"{where}[{i}]"))
             continue
-        if name in tensors or name in scalars:
-            raise ValueError(f"{where}[{i}]: {name!r} is a contract argument; give it without '='")
-        if value.strip() == NULL_POINTER:
-            if dtype is not None:
-                raise ValueError(f"{where}[{i}]: {name!r} = {NULL_POINTER} takes no type")
-            out.append(Binding(name=name, kind="null"))
-            continue
-        if dtype is not None and dtype not in BINDING_INT_TYPES:
-            raise ValueError(
-                f"{where}[{i}]: type {dtype!r}, expected one of {list(BINDING_INT_TYPES)}"
-            )
+        fields = [
+            _binding(f, contract, f"{where}[{i}].{struct['type']}[{j}]")
+            for j, f in enumerate(split_top_level_commas(struct["fields"]))
+        ]
         try:
-            check_names(value.strip(), set(contract.dims), "dim")
-        except (expr.ExprError, ValueError) as exc:
+            layout([f.field_kind() for f in fields])
+        except ValueError as exc:
             raise ValueError(f"{where}[{i}]: {exc}") from None
-        out.append(Binding(name=name, kind="expr", dtype=dtype or "int32", value=value.strip()))
-    missing = sorted(tensors - {b.name for b in out})
+        out.append(Binding(name=struct["type"], kind="struct", fields=fields))
+    seen: set[str] = set()
+    for binding in flat_bindings(out):
+        if binding.name in seen:
+            raise ValueError(f"{where}: {binding.name!r} is listed twice")
+        seen.add(binding.name)
+    missing = sorted({a.name for a in contract.args} - seen)
     if missing:
         raise ValueError(f"{where}: tensor {missing[0]!r} is not passed to the kernel")
     return out
+
+
+def split_top_level_commas(text: str) -> list[str]:
+    """``text`` split at commas outside brackets (a field's expression may call ``min(a, b)``)."""
+    parts: list[str] = []
+    depth = 0
+    current = ""
+    for char in text:
+        depth += (char in "([{") - (char in ")]}")
+        if char == "," and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    if current.strip():
+        parts.append(current.strip())
+    return parts
+
+
+def _binding(text: str, contract: Contract, where: str) -> Binding:
+    """One item of a ``params`` list that is not a struct (:func:`parse_bindings`)."""
+    tensors = {a.name for a in contract.args}
+    scalars = {s.name: s for s in contract.scalars}
+    match = _BINDING.match(text)
+    if not match:
+        raise ValueError(
+            f"{where}: expected 'name', 'name[: int32|int64] = expr' or 'Type{{...}}', got {text!r}"
+        )
+    name, dtype, value = match["name"], match["dtype"], match["value"]
+    if value is None:
+        if dtype is not None:
+            raise ValueError(f"{where}: {name!r} has a type but no '= expression'")
+        if name in tensors:
+            return Binding(name=name, kind="tensor")
+        if name in scalars:
+            return Binding(name=name, kind="scalar", dtype=scalars[name].dtype)
+        raise ValueError(
+            f"{where}: {name!r} is no tensor or scalar of the contract; "
+            f"write '{name} = <expression over {sorted(contract.dims)}>'"
+        )
+    if name in tensors or name in scalars:
+        raise ValueError(f"{where}: {name!r} is a contract argument; give it without '='")
+    if value.strip() == NULL_POINTER:
+        if dtype is not None:
+            raise ValueError(f"{where}: {name!r} = {NULL_POINTER} takes no type")
+        return Binding(name=name, kind="null")
+    if dtype is not None and dtype not in BINDING_INT_TYPES:
+        raise ValueError(f"{where}: type {dtype!r}, expected one of {list(BINDING_INT_TYPES)}")
+    try:
+        check_names(value.strip(), set(contract.dims), "dim")
+    except (expr.ExprError, ValueError) as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return Binding(name=name, kind="expr", dtype=dtype or "int32", value=value.strip())
 
 
 def read_text(path: Path, what: str = "file") -> str:

@@ -19,7 +19,16 @@ from astra_graph.kernel.contract import Binding, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import Implementation, split_entry, split_top_level
 
-_QUALIFIERS = {"const", "volatile", "__restrict__", "__restrict", "restrict", "struct", "typename"}
+_QUALIFIERS = {
+    "const",
+    "volatile",
+    "__restrict__",
+    "__restrict",
+    "restrict",
+    "struct",
+    "typename",
+    "__grid_constant__",
+}
 TYPE_ALIASES: dict[str, str] = {
     "__half": "float16",
     "half": "float16",
@@ -170,6 +179,8 @@ def find_signature(
 
 def _expected(spec: OperationSpec, binding: Binding, dtype: str) -> tuple[bool, str]:
     """(passed as a pointer, contract type name) for one binding and element type."""
+    if binding.kind == "struct":
+        return False, binding.name
     if binding.kind == "tensor":
         arg = next(a for a in spec.contract.args if a.name == binding.name)
         return True, spec.contract.dtype_of(arg, dtype).name
@@ -260,12 +271,113 @@ def interface_problem(
             return f"{where}: {label} must be {what} for {binding.name!r}"
         if binding.kind == "null":
             continue  # a null pointer fits any pointer parameter
+        if binding.kind == "struct":
+            problem = struct_problem(spec, binding, param, texts, bound, dtype)
+            if problem:
+                return f"{where}: {label}: {problem}"
+            continue
         spelled = bound.get(param.base_type, param.base_type)
         actual = TYPE_ALIASES.get(_STD_PREFIX.sub("", spelled))
         if actual is None:
             continue
-        if pointer and DTYPES[type_name].floating and actual != type_name:
-            return f"{where}: {label} points to {actual}, {binding.name!r} holds {type_name}"
-        if not pointer and actual != type_name:
-            return f"{where}: {label} is {actual}, {binding.name!r} is passed as {type_name}"
+        mismatch = _type_mismatch(pointer, actual, type_name, binding.name)
+        if mismatch:
+            return f"{where}: {label} {mismatch}"
     return None
+
+
+def _type_mismatch(pointer: bool, actual: str, type_name: str, name: str) -> str:
+    """How a parameter (or field) spelled ``actual`` differs from what binding ``name`` passes
+    (``type_name``), or ''."""
+    if pointer and DTYPES[type_name].floating and actual != type_name:
+        return f"points to {actual}, {name!r} holds {type_name}"
+    if not pointer and actual != type_name:
+        return f"is {actual}, {name!r} is passed as {type_name}"
+    return ""
+
+
+def struct_fields(texts: Sequence[str], name: str) -> list[KernelParam] | None:
+    """The data members of ``struct name { ... }`` (or ``class``) in the first of ``texts``
+    that defines it, in declaration order, or None when none does. Static members, member
+    functions and type aliases are no part of the layout and are skipped."""
+    short = name.rsplit("::", 1)[-1]
+    for text in texts:
+        clean = _strip_comments(text)
+        for match in re.finditer(rf"\b(?:struct|class)\s+{re.escape(short)}\s*\{{", clean):
+            close = _closing(clean, match.end() - 1, "{", "}")
+            body = clean[match.end() : close]
+            fields: list[KernelParam] = []
+            for member in _members(body):
+                words = set(re.findall(r"[A-Za-z_]\w*", member))
+                if words & _NOT_DATA or "(" in member or member.startswith("#"):
+                    continue
+                fields.extend(_parse_param(m) for m in _declarators(member))
+            return fields
+    return None
+
+
+_NOT_DATA = {"static", "using", "typedef", "friend", "template", "public", "private"}
+"""Words of a class member that is no data member of each object (or an access label)."""
+
+
+def _members(body: str) -> list[str]:
+    """The ``;``-ended members of a class body at its top level (nested bodies skipped)."""
+    members, depth, current = [], 0, ""
+    for char in body:
+        depth += (char == "{") - (char == "}")
+        if char == ";" and depth == 0:
+            members.append(current.strip())
+            current = ""
+        elif depth == 0 and char != "}":
+            current += char
+    return [m.split(":", 1)[-1].strip() if m.split(":", 1)[0] in ("public", "private") else m
+            for m in members if m]  # fmt: skip
+
+
+def _declarators(member: str) -> list[str]:
+    """``int a, b`` as ``int a`` and ``int b``; one declarator as itself."""
+    parts = split_top_level(member)
+    if len(parts) == 1:
+        return parts
+    base = re.sub(r"[*&\s]*[A-Za-z_]\w*\s*$", "", parts[0])
+    return [parts[0], *(f"{base} {p}" for p in parts[1:])]
+
+
+def struct_problem(
+    spec: OperationSpec,
+    binding: Binding,
+    param: KernelParam,
+    texts: Sequence[str],
+    bound: Mapping[str, str],
+    dtype: str,
+) -> str:
+    """Why a struct binding does not fit the kernel parameter it passes, or '': the parameter
+    must be of that struct type by value, and the struct's data members (found in the source)
+    must match the binding's fields in number, pointer or value, and in each spelled width or
+    element type: the bytes are packed from the fields (:mod:`~astra_graph.kernel.param_struct`),
+    so a field more, less or wider in the source would shift every later one."""
+    short = binding.name.rsplit("::", 1)[-1]
+    if param.base_type.rsplit("::", 1)[-1] != short:
+        return f"is {param.base_type!r}, the bindings pass struct {binding.name}"
+    members = struct_fields(texts, binding.name)
+    if members is None:
+        return f"struct {binding.name} is not defined in the file or its local headers"
+    fields = binding.fields or []
+    if len(members) != len(fields):
+        return (
+            f"struct {binding.name} has {len(members)} data members, its binding lists "
+            f"{len(fields)} ({', '.join(f.name for f in fields)})"
+        )
+    for member, field in zip(members, fields, strict=True):
+        pointer, type_name = _expected(spec, field, dtype)
+        if member.pointer != pointer:
+            what = "a pointer" if pointer else "a value"
+            return f"{binding.name}.{member.name} must be {what} for {field.name!r}"
+        spelled = bound.get(member.base_type, member.base_type)
+        actual = TYPE_ALIASES.get(_STD_PREFIX.sub("", spelled))
+        if field.kind == "null" or actual is None:
+            continue
+        mismatch = _type_mismatch(pointer, actual, type_name, field.name)
+        if mismatch:
+            return f"{binding.name}.{member.name} {mismatch}"
+    return ""

@@ -1,0 +1,62 @@
+"""A by-value struct kernel parameter: its fields' byte layout as the C++ ABI lays it out.
+
+Frameworks pass a kernel one aggregate of pointers and scalars (SGLang's
+``rmsnorm_cta(const RMSNormParams __grid_constant__ params)``, FlashInfer's ``paged_kv_t``).
+The driver copies a by-value parameter's bytes as they are, so the harness must build exactly the
+bytes the compiler expects: each field at its natural alignment (a pointer and a 64-bit integer
+on 8 bytes, a 32-bit integer or float on 4, a bool on 1), the struct aligned to its widest field
+and its size rounded up to that alignment (the Itanium C++ ABI, which NVCC and NVRTC follow for
+the x86-64 and aarch64 hosts CUDA supports; ``__grid_constant__`` changes where the kernel reads
+the parameter, not its layout). NumPy's ``np.dtype(..., align=True)`` follows the same rule,
+which a test checks.
+
+Only flat aggregates of the contract's field kinds are laid out: a nested struct, an array
+field, a bit-field or a field of another type is refused where the struct is read (the
+framework importer and the signature check), never packed approximately.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+POINTER = "pointer"
+"""The field kind of a device pointer (a tensor or a null pointer): 8 bytes on 64-bit hosts."""
+FIELD_BYTES: dict[str, int] = {
+    POINTER: 8,
+    "int64": 8,
+    "float64": 8,
+    "int32": 4,
+    "float32": 4,
+    "bool": 1,
+}
+"""Bytes (and natural alignment) of each field kind a struct binding may hold."""
+
+
+@dataclass(frozen=True)
+class StructLayout:
+    """Where each field lies: ``offsets[i]`` for the i-th field, the struct's ``size`` (tail
+    padding included) and ``align``."""
+
+    kinds: tuple[str, ...]
+    offsets: tuple[int, ...]
+    size: int
+    align: int
+
+
+def layout(kinds: tuple[str, ...] | list[str]) -> StructLayout:
+    """The C++ layout of a struct whose fields have ``kinds`` (:data:`FIELD_BYTES` keys), in
+    declaration order; raises ValueError for another kind or an empty struct."""
+    if not kinds:
+        raise ValueError("a struct parameter needs at least one field")
+    offsets: list[int] = []
+    offset = 0
+    align = 1
+    for kind in kinds:
+        size = FIELD_BYTES.get(kind)
+        if size is None:
+            raise ValueError(f"field kind {kind!r}: expected one of {sorted(FIELD_BYTES)}")
+        offset = -(-offset // size) * size  # up to the field's natural alignment
+        offsets.append(offset)
+        offset += size
+        align = max(align, size)
+    return StructLayout(tuple(kinds), tuple(offsets), -(-offset // align) * align, align)
