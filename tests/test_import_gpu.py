@@ -24,26 +24,55 @@ CHECK_DEADLINE_S = 240
 """An imported kernel compiles up to four instantiations per check; generous on a cold cache."""
 
 
+IMPORTED = {
+    "activation.cu": ("silu_and_mul", "mul_and_silu"),
+    "layernorm.cu": ("fused_add_rms_norm", "scale_rows", "copy_rows"),
+    "launch_calls.cu": (
+        "scale_rows",
+        "shift_rows",
+        "shift_rows_helper",
+        "scale_either_1",
+        "scale_either_2",
+    ),
+    "params_struct.cu": (
+        "run",
+        "run_positional",
+        "run_selected_1",
+        "run_selected_2",
+        "gather_1",
+        "gather_2",
+    ),
+}
+"""Every operation each fixture file imports (tests/test_framework_import.py and
+test_framework_structs.py assert the same lists on the CPU): launch forms, host-chosen kernels
+and by-value ``Params`` structs, each launched for real here."""
+
+
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("imported")
-    for source in ("activation.cu", "layernorm.cu"):
-        assert main(["import", str(CSRC / source), "--out", str(out)]) == 0
+    for source in IMPORTED:
+        assert main(["import", str(CSRC / source), "--out", str(out / source)]) == 0
     return out
 
 
-@pytest.mark.parametrize("op", ["silu_and_mul", "mul_and_silu", "fused_add_rms_norm", "scale_rows"])
-def test_an_imported_operation_is_accepted_against_itself(imported: Path, op: str) -> None:
-    spec = load_contract(imported / op)
-    production = imported / op / "production.cu"
+@pytest.mark.parametrize(
+    ("source", "op"), [(source, op) for source, ops in IMPORTED.items() for op in ops]
+)
+def test_an_imported_operation_is_accepted_against_itself(
+    imported: Path, source: str, op: str
+) -> None:
+    folder = imported / source / op
+    spec = load_contract(folder)
+    production = folder / "production.cu"
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         verdict = evaluator.check(spec, production, production)
-    assert verdict.accepted, verdict.message
+    assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
 
 
 def test_the_oracle_rejects_a_wrong_candidate(imported: Path, tmp_path: Path) -> None:
-    spec = load_contract(imported / "fused_add_rms_norm")
-    production = imported / "fused_add_rms_norm" / "production.cu"
+    spec = load_contract(imported / "layernorm.cu" / "fused_add_rms_norm")
+    production = imported / "layernorm.cu" / "fused_add_rms_norm" / "production.cu"
     source = production.read_text()
     scaled = source.replace(
         "static_cast<scalar_t>(x * s_variance) * weight[idx]",
@@ -55,3 +84,28 @@ def test_the_oracle_rejects_a_wrong_candidate(imported: Path, tmp_path: Path) ->
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         verdict = evaluator.check(spec, production, wrong)
     assert not verdict.accepted
+
+
+def test_a_params_struct_reaches_the_kernel_field_by_field(imported: Path) -> None:
+    """The by-value ``Params`` (two pointers, an int64 stride, a uint32 and a float) packed with
+    the C++ layout: the kernel scales each row by the float field with the stride field's
+    width; a wrong offset would scale by garbage, stride by garbage or write elsewhere."""
+    import cupy
+    import numpy as np
+
+    from astra_graph.harness.cases import Case
+    from astra_graph.harness.launch import load_kernel, synchronize
+    from astra_graph.kernel.header import load_implementation
+
+    folder = imported / "params_struct.cu" / "run"
+    spec = load_contract(folder)
+    kernel = load_kernel(
+        spec, load_implementation(folder / "production.cu", spec.contract), "float32"
+    )
+    rng = np.random.default_rng(3)
+    rows, cols = 37, 1000
+    source = rng.normal(size=(rows, cols)).astype(np.float32)
+    arrays = {"in": cupy.asarray(source), "out": cupy.full((rows, cols), np.nan, dtype=np.float32)}
+    kernel.launch(Case({"rows": rows, "cols": cols}, "float32", arrays, {"scale": 1.5}))
+    synchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(arrays["out"]), source * np.float32(1.5))
