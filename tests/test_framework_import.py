@@ -676,3 +676,16 @@ def test_the_originals_own_error_is_the_tolerance_of_an_imported_operation(
     other = own.copy()
     other[2, 7] *= 1.01  # an element the original got right is held to the plain tolerance
     assert verdict(other) is not None
+
+
+def test_an_integer_input_is_drawn_as_valid_row_ids(tmp_path: Path) -> None:
+    """A gather's row ids drawn from the default normal go negative and send the original
+    outside its table (it faulted on the H100): an integer input is drawn in [0, the fewest rows
+    any other tensor has], a float input keeps the default draw."""
+    assert main(["import", str(CSRC / "params_struct.cu"), "--out", str(tmp_path)]) == 0
+    spec = load_contract(tmp_path / "gather_1")
+    args = {a.name: a for a in spec.contract.args}
+    least_rows = min(spec.contract.dims[a.shape[0]].min for a in args.values() if a.name != "index")
+    assert args["index"].init.dist == "uniform"
+    assert (args["index"].init.low, args["index"].init.high) == (0.0, float(least_rows - 1))
+    assert args["table"].init.dist == "normal"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,8 +210,16 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
             f"dtype = {_toml(element)}",
             f"shape = {_toml(shape)}",
             f"role = {_toml(_role(analysis, name))}",
-            "",
         ]
+        rows = _index_rows(analysis, name, least)
+        if rows is not None:
+            lines.append(f'init = {{ dist = "uniform", low = 0.0, high = {float(rows - 1)!r} }}')
+            notes.append(
+                f"args.{name}: integer input drawn in [0, {rows - 1}] (the fewest rows another "
+                "tensor has at the least sizes), in case it indexes rows: widen it where the "
+                "kernel allows"
+            )
+        lines.append("")
     for name, kind in analysis.scalars.items():
         if kind == "bool":
             default: float = DEFAULT_FLAG
@@ -236,6 +245,30 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
         "",
     ]
     return "\n".join(lines), notes
+
+
+def _index_rows(analysis: Analysis, name: str, least: Mapping[str, int]) -> int | None:
+    """For an integer input: the fewest rows (first axis, at the least sizes) of any other
+    tensor, or None for a floating-point one. An integer tensor the kernel reads may index
+    rows of another (positions into a cache, a gather's row ids); the default draw (normal,
+    rounded) gives negative values that send such a kernel outside its tensors, and the
+    original faulted on the H100 with them (params_struct.cu's gather, b64be50). Values in
+    [0, fewest rows) are valid row ids of every tensor at every size the contract allows."""
+    element = analysis.tensors[name].element
+    if (
+        element is None
+        or not element.startswith(("int", "uint"))
+        or _role(analysis, name) == "output"
+    ):
+        return None
+    firsts = [
+        least.get(shape[0], 1)
+        if isinstance(shape[0], str) and not shape[0].isdigit()
+        else int(shape[0])
+        for other, shape in analysis.shapes.items()
+        if other != name and shape
+    ]
+    return max(1, min(firsts)) if firsts else None
 
 
 def _param_item(binding: Binding, taken: set[str]) -> str:
