@@ -1,26 +1,39 @@
 """Production kernels against the real framework kernels they must beat (issue 25 item 1).
 
 For each operation, each framework kernel this script can build (an *anchor*) is timed beside
-the operation's production kernel with the project's bench (``Evaluator.bench``: device mode, L2
-cold, both sides interleaved, median), on every shape of the contract's suites that the anchor
-supports, in both dtypes. A table per operation goes to ``benchmarks/results/`` as JSON and
-markdown, with the release versions, device, date and commit; the summary printed last lists,
-per operation and dtype, the geometric-mean speedup of production over the anchor and every
-shape where production is slower beyond the noise.
+the operation's production kernel on every shape of the contract's suites (tuning, heldout,
+edge) that the anchor supports, in both dtypes. A table per operation goes to
+``benchmarks/results/`` as JSON and markdown, with the release versions, device, date and
+commit; the summary printed last lists, per operation, dtype and anchor, the geometric-mean
+speedup of production over the anchor and every shape where production is slower beyond the
+noise. Every shape an anchor does not time is in the table with its reason.
 
 The anchors are the releases' own files, never copied into the repository: the pinned release
 is fetched into the ignored ``.frameworks/`` folder (``benchmarks/releases.py``, or a folder given
-with ``--flashinfer``), and a thin adapter of ours from ``benchmarks/anchors/<framework>/`` is
-placed beside the release's include folder, where it ``#include``s the release header unmodified
-and exposes a ``__global__`` entry with the contract's parameters, launched with the framework's
-own launch configuration (each adapter's header says which and why). Until ``astra import``
-(issue 23) builds framework files directly, the anchors are the ones these adapters reach:
+with ``--flashinfer`` / ``--vllm``). Two ways in:
 
-* FlashInfer 0.7.2.post1: MergeStateKernel (merge_attn_states_lse) and act_and_mul_kernel
-  (silu_and_mul).
-* Not built here, with the reason, in :data:`NOT_BUILT` (and in every table).
+* FlashInfer 0.7.2.post1, through thin adapters of ours (``benchmarks/anchors/flashinfer/``),
+  placed beside the release's include folder, where each ``#include``s the release header
+  unmodified and exposes a ``__global__`` entry with *our* contract's parameters, launched with
+  FlashInfer's own launch configuration (each adapter's header says which and why):
+  MergeStateKernel (merge_attn_states_lse) and act_and_mul_kernel (silu_and_mul). Same
+  contract, so both sides go in one ``Evaluator.bench`` request (device mode, L2 cold, the two
+  sides interleaved sample by sample, median; noise from the samples' spread).
+* vLLM 0.33.0, through ``astra import`` (:mod:`anchors_vllm`): the launcher's site that vLLM
+  takes for our suites, imported as vLLM compiles it, under its own drafted contract; our shapes
+  map to its dims by an explicit per-operation table that is checked against the imported
+  contract. Different contracts cannot share a request: each side is timed alone with the same
+  device-mode protocol in the same worker, alternating A B / B A over ``--rounds`` rounds; the
+  noise is the spread of the per-round ratios (``anchors_vllm``'s docstring has the rule).
+* Not built here, with the reason, in :data:`NOT_BUILT` and :data:`FRAMEWORK_GAPS` (and in every
+  table); a vLLM launcher that does not import says the import's own reason.
 
-    python benchmarks/anchors.py [--ops merge_attn_states_lse,...] [--flashinfer INCLUDE_DIR]
+``--dry-run`` does everything but timing, on a CPU host: fetches the releases (from
+``.frameworks/``), stages the adapters, imports the vLLM launchers with NVRTC and prints, per
+operation, shape and dtype, the anchor shape it is timed at or why it is not.
+
+    python benchmarks/anchors.py [--ops rms_norm,...] [--frameworks flashinfer,vllm]
+        [--rounds 3] [--dry-run] [--flashinfer INCLUDE_DIR] [--vllm RELEASE_DIR]
 """
 
 from __future__ import annotations
@@ -36,6 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anchors_vllm as vllm
+
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTERS = ROOT / "benchmarks" / "anchors"
 RESULTS = ROOT / "benchmarks" / "results"
@@ -46,6 +61,8 @@ FLASHINFER_INCLUDE = "flashinfer/data/include"
 """Where the wheel keeps its headers (``include/flashinfer/...`` of the source tree)."""
 STAGED_PREFIX = "astra_anchor_"
 """Adapters are copied into the release's include folder under this prefix (in .frameworks/)."""
+BENCH_DEADLINE_S = 240.0
+"""Seconds one bench request may take (a vLLM side compiles its whole flattened file)."""
 
 
 @dataclass(frozen=True)
@@ -79,10 +96,9 @@ NOT_BUILT: dict[str, list[str]] = {
     ],
 }
 FRAMEWORK_GAPS = [
-    "vLLM 0.33.0 (csrc/): device code and torch launchers share each file (c10 types, "
-    "AT_DISPATCH): built through `astra import` (issue 23), not by these adapters",
     "SGLang JIT kernels: compiled through TVM-FFI at first use; not built here",
 ]
+FRAMEWORKS = ("flashinfer", "vllm")
 
 
 class AnchorError(Exception):
@@ -135,35 +151,73 @@ def _row(s: Any) -> dict[str, Any]:
     }
 
 
+def _speedup_text(r: dict[str, Any]) -> str:
+    return f"{r['speedup']:.3f} ± {r['speedup_err'] or 0:.3f}" if r.get("speedup") else "-"
+
+
+def _us(value: float | None) -> str:
+    return f"{value:.2f}" if value else "-"
+
+
+def _flashinfer_section(anchor: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Unsupported by the anchor (not timed): {', '.join(anchor['unsupported']) or 'none'}.",
+        "",
+        "| shape | dtype | production µs | anchor µs | speedup | call | copy floor µs |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in anchor["rows"]:
+        lines.append(
+            f"| {r['shape']} | {r['dtype']} | {r['production_us']:.2f} | {_us(r['anchor_us'])} | "
+            f"{_speedup_text(r)} | {r['call'] or '-'} | {_us(r['copy_floor_us'])} |"
+        )
+    return lines
+
+
+def _vllm_section(anchor: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Imported by `astra import` ({', '.join(anchor['sites']) or 'no site came in'}); "
+        f"path: {anchor['path']}. Layout: {anchor['layout']}.",
+        "",
+        f"Timed alone per side, same device-mode protocol, {anchor['rounds']} rounds alternating "
+        "A B / B A; speedup = median of the per-round ratios, ± the larger of half their range "
+        "and the within-request error.",
+        "",
+        "| shape | vLLM shape | dtype | production µs | vLLM µs | speedup | call | rounds |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in anchor["rows"]:
+        ratios = " ".join(f"{x:.3f}" for x in r.get("round_ratios", []))
+        lines.append(
+            f"| {r['shape']} | {r['vllm_shape']} | {r['dtype']} | {_us(r['production_us'])} | "
+            f"{_us(r['anchor_us'])} | {_speedup_text(r)} | {r['call'] or '-'} | {ratios} |"
+        )
+    if anchor["not_timed"]:
+        lines += ["", "Not timed:", ""]
+        for why, labels in vllm.by_reason(anchor["not_timed"]).items():
+            lines.append(f"- {', '.join(labels)}: {why}")
+    return lines
+
+
 def markdown(table: dict[str, Any]) -> str:
     """One operation's table: production against each anchor, shape by shape."""
+    versions = ", ".join(f"{k} {v}" for k, v in table["releases"].items())
     lines = [
         f"# {table['op']}: production against the framework kernels",
         "",
         f"{table['device']}, {table['date']}, commit `{(table['commit'] or 'unknown')[:7]}`, "
-        "device mode (L2 cold, interleaved, median); speedup = anchor time / production time "
+        f"{versions}; device mode (L2 cold, median); speedup = anchor time / production time "
         "(above 1: production faster; `tie` within the noise).",
         "",
     ]
     for anchor in table["anchors"]:
-        lines += [
-            f"## {anchor['framework']}: {anchor['kernel']}",
-            "",
-            f"Unsupported by the anchor (not timed): {', '.join(anchor['unsupported']) or 'none'}.",
-            "",
-            "| shape | dtype | production µs | anchor µs | speedup | call | copy floor µs |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in anchor["rows"]:
-            floor = f"{r['copy_floor_us']:.2f}" if r["copy_floor_us"] else "-"
-            speedup = f"{r['speedup']:.3f} ± {r['speedup_err'] or 0:.3f}" if r["speedup"] else "-"
-            anchor_us = f"{r['anchor_us']:.2f}" if r["anchor_us"] else "-"
-            lines.append(
-                f"| {r['shape']} | {r['dtype']} | {r['production_us']:.2f} | {anchor_us} | "
-                f"{speedup} | {r['call'] or '-'} | {floor} |"
-            )
+        lines += [f"## {anchor['framework']}: {anchor['kernel']}", ""]
+        section = _vllm_section if anchor.get("via") == "astra import" else _flashinfer_section
+        lines += section(anchor)
         if anchor.get("error"):
             lines.append(f"\nNot timed: {anchor['error']}")
+        if anchor.get("notes"):
+            lines += ["", "Harness notes:", "", *[f"- {n}" for n in anchor["notes"]]]
         lines.append("")
     gaps = [*table["not_built"], *FRAMEWORK_GAPS]
     lines += ["## Not built here", "", *[f"- {g}" for g in gaps], ""]
@@ -171,56 +225,63 @@ def markdown(table: dict[str, Any]) -> str:
 
 
 def summary(table: dict[str, Any]) -> list[str]:
+    """Per anchor and dtype: the geomean speedup of production and the shapes where it is
+    slower beyond the noise (vLLM anchors of another layout are said so, not mixed in)."""
     out = []
     for anchor in table["anchors"]:
         if anchor.get("error"):
             out.append(f"{table['op']} vs {anchor['framework']}: NOT TIMED: {anchor['error']}")
             continue
+        layout = "" if anchor.get("same_work", True) else f" [{anchor['layout'].split(':')[0]}]"
         for dtype in DTYPES:
             rows = [r for r in anchor["rows"] if r["dtype"] == dtype and r["speedup"]]
             speedups = [r["speedup"] for r in rows]
             mean = statistics.geometric_mean(speedups) if speedups else None
             slower = [r["shape"] for r in rows if r["call"] == "slower"]
+            untimed = sum(label.endswith(f" {dtype}") for label in anchor.get("not_timed", {}))
+            skipped = f"; {untimed} shapes not timed (reasons in the table)" if untimed else ""
             out.append(
-                f"{table['op']} {dtype} vs {anchor['framework']} {anchor['kernel']}: "
+                f"{table['op']} {dtype} vs {anchor['framework']} {anchor['kernel']}{layout}: "
                 f"geomean {mean or float('nan'):.3f}x over {len(rows)} shapes; production "
-                f"slower at {', '.join(slower) or 'no shape'}"
+                f"slower at {', '.join(slower) or 'no shape'}{skipped}"
             )
     return out
 
 
-def run_op(evaluator: Any, op: str, include: Path, device: str) -> dict[str, Any]:
-    from astra_graph.kernel.contract import load_contract
+def _shapes(spec: Any) -> list[dict[str, int]]:
+    return [d for suite in SUITES for d in spec.contract.suite(suite)]
+
+
+def flashinfer_entries(
+    evaluator: Any, spec: Any, include: Path, dry: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """The FlashInfer anchors of ``spec``'s operation, timed (``evaluator``), or, with ``dry``
+    given, the shapes each would time appended to it as lines."""
     from astra_graph.kernel.dtypes import DTYPES as KNOWN
     from astra_graph.kernel.header import load_implementation
-    from astra_graph.store.provenance import git_commit
 
-    spec = load_contract(ROOT / "kernels" / op)
-    shapes = [d for suite in SUITES for d in spec.contract.suite(suite)]
-    table: dict[str, Any] = {
-        "op": op,
-        "device": device,
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "commit": git_commit(),
-        "production": str(spec.folder / "production.cu"),
-        "releases": {FLASHINFER[0]: FLASHINFER[1]},
-        "mode": "device",
-        "anchors": [],
-        "not_built": NOT_BUILT.get(op, []),
-        "framework_gaps": FRAMEWORK_GAPS,
-    }
-    for anchor in (a for a in ANCHORS if a.op == op):
+    entries = []
+    shapes = _shapes(spec)
+    for anchor in (a for a in ANCHORS if a.op == spec.name):
         staged = stage(anchor, include)
         header = load_implementation(staged, spec.contract).header
         entry: dict[str, Any] = {
             "framework": anchor.framework,
             "kernel": anchor.kernel,
+            "via": "adapter",
             "adapter": str(anchor.adapter.relative_to(ROOT)),
             "rows": [],
         }
         for dtype in DTYPES:
             timed = [d for d in shapes if header.unmet_requirement(d, KNOWN[dtype], {}) is None]
             entry["unsupported"] = [spec.contract.label(d) for d in shapes if d not in timed]
+            if dry is not None:
+                dry.append(
+                    f"{spec.name} {dtype} vs {anchor.framework} {anchor.kernel} (adapter): "
+                    f"{len(timed)} of {len(shapes)} shapes; unsupported by the anchor: "
+                    f"{', '.join(entry['unsupported']) or 'none'}"
+                )
+                continue
             try:
                 report = evaluator.bench(
                     spec,
@@ -235,26 +296,151 @@ def run_op(evaluator: Any, op: str, include: Path, device: str) -> dict[str, Any
             if report.rejection is not None:
                 entry.setdefault("rejections", []).append(report.rejection.message)
             entry["rows"] += [_row(s) for s in report.shapes]
-        table["anchors"].append(entry)
+        entries.append(entry)
+    return entries
+
+
+def vllm_entry(
+    evaluator: Any,
+    spec: Any,
+    root: Path,
+    imports: Path,
+    rounds: int,
+    dry: list[str] | None = None,
+) -> dict[str, Any] | None:
+    """The vLLM anchor of ``spec``'s operation: imported, mapped and (``evaluator``) timed, or
+    with ``dry`` given, the mapping appended to it as lines; None where vLLM has no kernel."""
+    anchor = vllm.anchor_by_op().get(spec.name)
+    if anchor is None:
+        return None
+    imported = vllm.import_anchor(anchor, root, imports)
+    mapped = vllm.map_shapes(anchor, spec, imported, _shapes(spec))
+    entry: dict[str, Any] = {
+        "framework": anchor.framework,
+        "kernel": anchor.kernel,
+        "via": "astra import",
+        "sites": [s.op for s in imported.sites],
+        "import_refused": imported.refused,
+        "path": anchor.why_path,
+        "layout": anchor.layout,
+        "same_work": anchor.same_work,
+        "dims_map": dict(anchor.dims),
+        "args_map": dict(anchor.args),
+        "rounds": rounds,
+        "not_timed": {f"{m.label} {m.dtype}": m.reason for m in mapped if m.site is None},
+        "rows": [],
+        "notes": [],
+    }
+    if dry is not None:
+        dry += vllm.dry_run_lines(anchor, mapped, imported)
+        return entry
+    try:
+        entry["rows"], entry["notes"] = vllm.time_anchor(
+            evaluator, spec, spec.folder / "production.cu", mapped, rounds
+        )
+    except Exception as exc:  # an anchor that fails is a result to report, not a crash
+        entry["error"] = f"{type(exc).__name__}: {exc}"[:400]
+    return entry
+
+
+@dataclass
+class Sources:
+    """Where the anchors come from; a framework left out is None."""
+
+    flashinfer: Path | None
+    vllm: Path | None
+    imports: Path
+    rounds: int = vllm.DEFAULT_ROUNDS
+
+
+def run_op(
+    evaluator: Any,
+    op: str,
+    include: Path | Sources | None,
+    device: str,
+    dry: list[str] | None = None,
+) -> dict[str, Any]:
+    """One operation's table (``include``: FlashInfer's include folder alone, or every source)."""
+    from astra_graph.kernel.contract import load_contract
+    from astra_graph.store.provenance import git_commit
+
+    sources = include if isinstance(include, Sources) else Sources(include, None, Path("."))
+    spec = load_contract(ROOT / "kernels" / op)
+    releases = {}
+    if sources.flashinfer is not None:
+        releases[FLASHINFER[0]] = FLASHINFER[1]
+    if sources.vllm is not None:
+        releases[vllm.VLLM[0]] = vllm.VLLM[1]
+    table: dict[str, Any] = {
+        "op": op,
+        "device": device,
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "commit": git_commit(),
+        "production": str(spec.folder / "production.cu"),
+        "releases": releases,
+        "mode": "device",
+        "anchors": [],
+        "not_built": NOT_BUILT.get(op, []) if sources.flashinfer is not None else [],
+        "framework_gaps": FRAMEWORK_GAPS,
+    }
+    if sources.flashinfer is not None:
+        table["anchors"] += flashinfer_entries(evaluator, spec, sources.flashinfer, dry)
+    if sources.vllm is not None:
+        entry = vllm_entry(evaluator, spec, sources.vllm, sources.imports, sources.rounds, dry)
+        if entry is not None:
+            table["anchors"].append(entry)
     return table
+
+
+def known_ops() -> list[str]:
+    return sorted({a.op for a in ANCHORS} | set(NOT_BUILT) | set(vllm.anchor_by_op()))
+
+
+def _sources(args: argparse.Namespace, frameworks: list[str]) -> Sources:
+    """The release folders of the frameworks asked for (AnchorError/VllmAnchorError: one line)."""
+    include = flashinfer_include(args.flashinfer) if "flashinfer" in frameworks else None
+    root = vllm.release_root(args.vllm) if "vllm" in frameworks else None
+    return Sources(include, root, args.imports, args.rounds)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    known = sorted({a.op for a in ANCHORS} | set(NOT_BUILT))
+    known = known_ops()
     parser.add_argument("--ops", help=f"comma-separated operations (default: {','.join(known)})")
+    parser.add_argument(
+        "--frameworks", default=",".join(FRAMEWORKS), help="comma-separated: flashinfer,vllm"
+    )
     parser.add_argument("--flashinfer", type=Path, help="FlashInfer's include folder")
+    parser.add_argument("--vllm", type=Path, help="vLLM's unpacked release (with csrc/)")
+    parser.add_argument(
+        "--rounds", type=int, default=vllm.DEFAULT_ROUNDS, help="vLLM: alternating rounds"
+    )
+    parser.add_argument(
+        "--imports",
+        type=Path,
+        default=Path("/tmp/astra-anchor-imports"),
+        help="where astra import writes the vLLM operations",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="everything but timing (no GPU)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the tables go")
     args = parser.parse_args(argv)
     ops = args.ops.split(",") if args.ops else known
     for op in ops:
         if op not in known:
             parser.error(f"--ops: {op!r} is not one of {known}")
+    frameworks = args.frameworks.split(",")
+    for name in frameworks:
+        if name not in FRAMEWORKS:
+            parser.error(f"--frameworks: {name!r} is not one of {list(FRAMEWORKS)}")
+    if args.rounds < 2:
+        parser.error(f"--rounds: {args.rounds} gives no spread; at least 2")
     try:
-        include = flashinfer_include(args.flashinfer)
-    except AnchorError as exc:
+        sources = _sources(args, frameworks)
+    except (AnchorError, vllm.VllmAnchorError) as exc:
         print(f"anchors: {exc}", file=sys.stderr)
         return 2
+    if args.dry_run:
+        return dry_run(ops, sources)
 
     from astra_graph.harness.compile import gpu_arch
     from astra_graph.harness.evaluator import Evaluator
@@ -263,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         print("anchors: no CUDA GPU visible: the anchors are timed on a GPU", file=sys.stderr)
         return 2
     lines: list[str] = []
-    with Evaluator(deadline_s=240.0) as evaluator:
+    with Evaluator(deadline_s=BENCH_DEADLINE_S) as evaluator:
         import cupy
 
         name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
@@ -272,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         day = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d")
         args.out_dir.mkdir(parents=True, exist_ok=True)
         for op in ops:
-            table = run_op(evaluator, op, include, device)
+            table = run_op(evaluator, op, sources, device)
             stem = args.out_dir / f"anchors-{op}-{slug}-{day}"
             stem.with_suffix(".json").write_text(json.dumps(table, indent=1))
             stem.with_suffix(".md").write_text(markdown(table))
@@ -280,6 +466,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {stem}.json and .md", flush=True)
     print("\n".join(lines))
     return 0
+
+
+def dry_run(ops: list[str], sources: Sources) -> int:
+    """Everything but timing: stage, import, map; print what each anchor would time."""
+    for op in ops:
+        lines: list[str] = []
+        table = run_op(None, op, sources, "dry run", dry=lines)
+        print("\n".join(lines) or f"{op}: no anchor")
+        for anchor in table["anchors"]:
+            untimed = len(anchor.get("not_timed", {}))
+            if anchor.get("via") == "astra import":
+                timed = 2 * len(_shapes_of(op)) - untimed
+                print(
+                    f"  => {op} vs {anchor['framework']}: {timed} (shape, dtype) pairs timed, "
+                    f"{untimed} not (each with its reason above)"
+                )
+    return 0
+
+
+def _shapes_of(op: str) -> list[dict[str, int]]:
+    from astra_graph.kernel.contract import load_contract
+
+    return _shapes(load_contract(ROOT / "kernels" / op))
 
 
 if __name__ == "__main__":

@@ -74,7 +74,7 @@ def test_merge_table_times_every_supported_shape_in_both_dtypes(include: Path) -
     assert all(b["candidate"].endswith("production.cu") for b in evaluator.benches)
     assert all(str(b["against"]).startswith(str(include)) for b in evaluator.benches)
     text = anchors.markdown(table)
-    assert "| 7x28x128 | bfloat16 |" in text and "vLLM 0.33.0" in text
+    assert "| 7x28x128 | bfloat16 |" in text and "flashinfer-python 0.7.2.post1" in text
 
 
 def test_summary_lists_the_shapes_where_production_is_slower(include: Path) -> None:

@@ -1,0 +1,524 @@
+"""vLLM's own kernels as anchors, brought in by ``astra import`` (issue 25 item 1).
+
+:func:`import_anchor` imports one vLLM launcher of the pinned release (``.frameworks/``, never
+copied into the repository) with :func:`astra_graph.framework.importer.import_file`: the
+imported operation's ``production.cu`` is the vLLM kernel as vLLM compiles it (its template
+arguments, launch geometry and conditions as the launcher computes them), under its own drafted
+contract: its own dim names, argument order, and dims such as ``input_1 = 2 * d``.
+
+**The shape mapping.** Our contract and the imported one name the same problem differently, so
+each operation has a small explicit table (:data:`VLLM_ANCHORS`): the imported dims as
+expressions over ours, our tensors and the imported ones they stand for, the template path
+vLLM's launcher takes for our suites (a regex over the imported site's entry) and the shapes
+vLLM refuses, each with its reason. :func:`map_shapes` checks the table against the imported
+``contract.toml`` and ``production.cu`` header at every suite shape and dtype: the dim names
+are the contract's, the mapped shape is in the imported contract's domain, the site's launch
+conditions (``requires``) hold (vLLM launches this path there), and each of our tensors has the
+same element type and element count as the imported one it stands for (or fewer, where the
+draft over-allocates a tensor the kernel only partly touches, with the reason in the table). A
+shape that fails any of these is not timed and gets its one-line reason; none is skipped
+silently. Whether vLLM computes the same operation in the same layout is in each table's
+``layout``; where the layouts differ (merge's ``[heads, tokens]`` log-sum-exp), the rows are
+timed but marked not the same work, and the summary keeps them apart from the geomean.
+
+**What is measured, and the noise.** The two kernels have different contracts, so the usual
+A-vs-B bench (one request, both sides interleaved sample by sample) cannot hold them. Each side
+is timed alone with the same protocol, ``Evaluator.bench`` in device mode (L2 flushed before
+every sample or cold copies inside a CUDA graph, median of the samples, the harness's own
+re-check of the timed outputs), on the same worker process and GPU, one request per side and
+dtype covering every mapped shape. The sides alternate A B, B A, A B, ... for
+:data:`DEFAULT_ROUNDS` rounds, so drift in clock or temperature hits both alike. Per shape,
+``speedup`` is the median over rounds of (vLLM time / production time) of the same round, and
+its noise ``speedup_err`` is the larger of half the range of those per-round ratios (the
+between-request spread, the dominant term when the sides are not interleaved sample by sample)
+and the within-request error (the ratio times the root-sum-square of both medians' relative
+standard errors, the median over rounds). ``call`` is the project's rule
+(:func:`astra_graph.harness.selection.call`): a tie within 2% or 2 sigma.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+VLLM = ("vllm", "0.33.0")
+IMPORT_ARCH = "sm_90"
+"""The H100's architecture: the import expresses vLLM's compute-capability conditions for it."""
+INCLUDE_ROOT = "csrc"
+"""vLLM's own include folder, relative to the unpacked release."""
+DEFAULT_ROUNDS = 3
+"""A B / B A / A B: the smallest alternation that gives a spread and cancels linear drift."""
+DTYPES = ("float16", "bfloat16")
+SUITES = ("tuning", "heldout", "edge")
+
+
+@dataclass(frozen=True)
+class LaunchPath:
+    """One template path of a vLLM launcher: taken for our shapes where ``when`` holds."""
+
+    when: str
+    """Condition over our dims ('1': every shape)."""
+    entry: str
+    """Regex the imported site's ``entry`` must match (searched)."""
+
+
+@dataclass(frozen=True)
+class VllmAnchor:
+    op: str
+    file: str
+    """Relative to the release's root."""
+    launcher: str
+    paths: tuple[LaunchPath, ...]
+    why_path: str
+    """Why vLLM's launcher takes this path for our suites (alignment, arch, flags)."""
+    dims: Mapping[str, str]
+    """Imported dim -> expression over our dims."""
+    args: Mapping[str, str]
+    """Our tensor -> the imported tensor it stands for."""
+    larger: Mapping[str, str] = field(default_factory=dict)
+    """Imported tensor the draft makes larger than ours -> why the kernel touches only ours."""
+    refused: tuple[tuple[str, str], ...] = ()
+    """(condition over our dims, why vLLM's launcher refuses or routes the shape elsewhere)."""
+    layout: str = "same layout"
+    same_work: bool = True
+
+    @property
+    def framework(self) -> str:
+        return f"vLLM {VLLM[1]}"
+
+    @property
+    def kernel(self) -> str:
+        return f"{self.launcher} ({self.file})"
+
+
+ACTIVATION_PATH = (
+    "vLLM's launcher takes the 16-byte vector path (use_vec, d % 8 == 0: every suite shape); "
+    "the 256-bit path needs cc_major >= 10 and is not taken on the H100"
+)
+ACTIVATION_LAYOUT = (
+    "same layout: input [tokens, 2d] (gate then up), out [tokens, d], act(gate) * up; vLLM "
+    "rounds act(gate) to T before the product (ours rounds once), the same work"
+)
+
+
+def _activation(op: str, launcher: str, act: str) -> VllmAnchor:
+    return VllmAnchor(
+        op=op,
+        file="csrc/activation_kernels.cu",
+        launcher=launcher,
+        # act_and_mul_kernel<scalar_t, packed_t, ACT, PACKED_ACT, act_first, use_vec,
+        # HAS_CLAMP, use_256b>
+        paths=(LaunchPath("1", rf"vllm::{act}<.*,\s*true,\s*true,\s*false,\s*false>\s*$"),),
+        why_path=ACTIVATION_PATH,
+        dims={"tokens": "tokens", "input_1": "2 * d"},
+        args={"x": "input", "out": "out"},
+        larger={"out": "drafted as input's shape [tokens, 2d]; the kernel writes tokens * d"},
+        layout=ACTIVATION_LAYOUT,
+    )
+
+
+VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
+    _activation("silu_and_mul", "silu_and_mul", "silu_kernel"),
+    _activation("gelu_and_mul", "gelu_and_mul", "gelu_kernel"),
+    _activation("gelu_tanh_and_mul", "gelu_tanh_and_mul", "gelu_tanh_kernel"),
+    VllmAnchor(
+        op="rms_norm",
+        file="csrc/layernorm_kernels.cu",
+        launcher="rms_norm",
+        # rms_norm_kernel<scalar_t, vec_size, tensor_rank, has_weight>
+        paths=(LaunchPath("1", r"rms_norm_kernel<[^,]+,\s*8,\s*2,\s*true>\s*$"),),
+        why_path="vec_size = gcd(16 / sizeof(T), hidden) = 8 (hidden % 8 == 0), rank-2 input, "
+        "a weight",
+        dims={"tokens": "tokens", "hidden_size": "hidden"},
+        args={"input": "input", "out": "out", "weight": "weight"},
+        larger={"weight": "a 1-D weight [hidden] is read; the draft may give it the input's shape"},
+        layout="same layout: input and out [tokens, hidden] contiguous, weight [hidden]",
+    ),
+    VllmAnchor(
+        op="fused_add_rmsnorm",
+        file="csrc/layernorm_kernels.cu",
+        launcher="fused_add_rms_norm",
+        # fused_add_rms_norm_kernel<scalar_t, width, has_weight>
+        paths=(LaunchPath("1", r"fused_add_rms_norm_kernel<[^,]+,\s*8,\s*true>\s*$"),),
+        why_path="width 8: the pointers are 16-byte aligned and hidden % 8 == 0 (every suite "
+        "shape), a weight; the width-0 path is vLLM's fallback for unaligned rows",
+        dims={
+            "tokens": "tokens",
+            "hidden_size": "hidden",
+            "residual_0": "tokens",
+            "residual_1": "hidden",
+        },
+        args={"input": "input", "residual": "residual", "weight": "weight"},
+        larger={"weight": "drafted as input's shape; the kernel reads weight[0:hidden]"},
+        layout="same layout: input and residual [tokens, hidden] in place, weight [hidden]",
+    ),
+    VllmAnchor(
+        op="rotary_embedding",
+        file="csrc/pos_encoding_kernels.cu",
+        launcher="rotary_embedding",
+        # rotary_embedding_kernel<query_t, cache_t, IS_NEOX>
+        paths=(
+            LaunchPath("neox == 1", r"rotary_embedding_kernel<[^,]+,\s*[^,]+,\s*true>\s*$"),
+            LaunchPath("neox == 0", r"rotary_embedding_kernel<[^,]+,\s*[^,]+,\s*false>\s*$"),
+        ),
+        why_path="is_neox picks the template (NeoX halves or GPT-J pairs); rot_dim = head_size "
+        "(the cache's width), rope_dim_offset 0, not inverse",
+        dims={
+            "num_tokens": "tokens",
+            "num_heads": "num_heads",
+            "num_kv_heads": "num_kv_heads",
+            "head_size": "head_size",
+        },
+        args={
+            "positions": "positions",
+            "query": "query",
+            "key": "key",
+            "cos_sin_cache": "cos_sin_cache",
+        },
+        refused=(
+            (
+                "num_heads % num_kv_heads != 0",
+                "vLLM's launcher refuses it: STD_TORCH_CHECK(num_heads % num_kv_heads == 0)",
+            ),
+        ),
+        layout="same layout: positions int64 [tokens], query/key [tokens, heads * head_size] "
+        "in place, cos_sin_cache [max_position, head_size] in T (cos half then sin half)",
+    ),
+    VllmAnchor(
+        op="merge_attn_states_lse",
+        file="csrc/attention/merge_attn_states.cu",
+        launcher="merge_attn_states_launcher",
+        # merge_attn_states_kernel<scalar_t, output_t, NUM_THREADS, USE_FP8_OUTPUT>
+        paths=(LaunchPath("1", r"merge_attn_states_kernel<.*,\s*false>\s*$"),),
+        why_path="no output scale: output_t = scalar_t, USE_FP8_OUTPUT false; 128 threads, "
+        "one 16-byte pack per thread",
+        dims={"num_tokens": "tokens", "num_heads": "heads", "head_size": "head_dim"},
+        args={
+            "v_a": "prefix_output",
+            "s_a": "prefix_lse",
+            "v_b": "suffix_output",
+            "s_b": "suffix_lse",
+            "v_merged": "output",
+            "s_merged": "output_lse",
+        },
+        layout="LAYOUT DIFFERS: vLLM's log-sum-exps are [heads, tokens] (ours [tokens, heads]) "
+        "and natural-log (expf/logf; ours base 2); values [tokens, heads, head_dim] alike: the "
+        "same bytes, another access pattern for the lse",
+        same_work=False,
+    ),
+    VllmAnchor(
+        op="per_token_fp8_quant",
+        file="csrc/quantization/w8a8/fp8/common.cu",
+        launcher="dynamic_per_token_scaled_fp8_quant",
+        # dynamic_per_token_scaled_fp8_quant_kernel_strided<scalar_t, fp8_t>
+        paths=(LaunchPath("1", r"dynamic_per_token_scaled_fp8_quant_kernel_strided<"),),
+        why_path="the one launch: 256 threads a token, no scale upper bound (scale_ub nullptr)",
+        dims={"num_tokens": "tokens", "hidden_size": "hidden"},
+        args={"x": "input", "out": "out", "scale": "scales"},
+        layout="same layout: input [tokens, hidden], out float8_e4m3fn [tokens, hidden], one "
+        "float32 scale a token, scale = max(amax / 448, 1 / (448 * 512))",
+    ),
+)
+
+
+class VllmAnchorError(Exception):
+    """Bad input (a release folder without vLLM's sources): one line."""
+
+
+def release_root(given: Path | None) -> Path:
+    """The unpacked release: ``given`` (``--vllm``), or the pinned one fetched by releases.py."""
+    if given is None:
+        import releases  # benchmarks/releases.py: fetches into .frameworks/
+
+        given = releases.fetch(*VLLM)
+    if not (given / INCLUDE_ROOT / "activation_kernels.cu").is_file():
+        raise VllmAnchorError(
+            f"--vllm {given}: expected vLLM's release folder (with csrc/activation_kernels.cu)"
+        )
+    return given
+
+
+@dataclass
+class Site:
+    """One imported launch site of the anchor's launcher."""
+
+    op: str
+    folder: Path
+    entry: str
+
+
+@dataclass
+class Imported:
+    """What the import of one anchor's launcher gave: the sites that came in, and the one-line
+    reasons of those that did not (the import's own words)."""
+
+    sites: list[Site]
+    refused: list[str]
+    seconds: float
+
+
+def import_anchor(anchor: VllmAnchor, root: Path, out: Path) -> Imported:
+    """Import ``anchor.launcher`` of ``root/anchor.file`` into ``out`` (NVRTC, no GPU)."""
+    from astra_graph.framework.flatten import include_folders
+    from astra_graph.framework.importer import import_file
+    from astra_graph.kernel.contract import load_contract
+    from astra_graph.kernel.header import load_implementation
+
+    path = root / anchor.file
+    folders = include_folders(root, [root / INCLUDE_ROOT], None)
+    target = out / anchor.op
+    report = import_file(path, folders, target, arch=IMPORT_ARCH, only=anchor.launcher)
+    sites: list[Site] = []
+    refused: list[str] = []
+    for result in report.launchers:
+        if result.imported and result.folder:
+            folder = Path(result.folder)
+            spec = load_contract(folder)
+            header = load_implementation(folder / "production.cu", spec.contract).header
+            sites.append(Site(result.op or folder.name, folder, header.entry))
+        elif result.applicable:
+            refused.append(f"{result.launcher}:{result.line} {result.kernel}: {result.reason}")
+    if not report.launchers:
+        refused.append(f"{anchor.file}: no launcher named {anchor.launcher}")
+    return Imported(sites, refused, report.compile_seconds)
+
+
+@dataclass
+class Mapped:
+    """Our shape, and the imported site and shape that time the same call in vLLM, or why not."""
+
+    ours: dict[str, int]
+    label: str
+    dtype: str
+    site: Site | None = None
+    theirs: dict[str, int] | None = None
+    reason: str = ""
+
+
+def _truthy(condition: str, dims: Mapping[str, int]) -> bool:
+    from astra_graph.kernel import expr
+
+    return bool(expr.evaluate(condition, dims))
+
+
+def _arg_problem(
+    anchor: VllmAnchor,
+    ours: Any,
+    theirs: Any,
+    dims: Mapping[str, int],
+    mapped: Mapping[str, int],
+    dtype: str,
+) -> str:
+    """Why our tensors and the imported ones they stand for differ at this shape, or ''."""
+    by_name = {a.name: a for a in theirs.contract.args}
+    for arg in ours.contract.args:
+        other_name = anchor.args.get(arg.name)
+        if other_name is None:
+            return f"mapping: our tensor {arg.name!r} has no vLLM tensor in VLLM_ANCHORS"
+        other = by_name.get(other_name)
+        if other is None:
+            return f"imported contract has no tensor {other_name!r} (for our {arg.name!r})"
+        ours_t, theirs_t = (
+            ours.contract.dtype_of(arg, dtype),
+            theirs.contract.dtype_of(other, dtype),
+        )
+        if ours_t.name != theirs_t.name:
+            return f"{other_name} is {theirs_t.name} in vLLM's draft, our {arg.name} {ours_t.name}"
+        n_ours = math.prod(ours.contract.shape_of(arg, dims))
+        n_theirs = math.prod(theirs.contract.shape_of(other, mapped))
+        if n_theirs < n_ours or (n_theirs > n_ours and other_name not in anchor.larger):
+            return (
+                f"mapping: {other_name} has {n_theirs} elements, our {arg.name} {n_ours}: the "
+                "dims table does not describe the same call"
+            )
+    return ""
+
+
+def map_shapes(
+    anchor: VllmAnchor, ours: Any, imported: Imported, shapes: Sequence[Mapping[str, int]]
+) -> list[Mapped]:
+    """Every (shape, dtype) of ours, mapped to the imported site and dims vLLM launches for it,
+    or with the reason it is not timed (see the module docstring for the checks)."""
+    from astra_graph.kernel.contract import load_contract
+    from astra_graph.kernel.dtypes import DTYPES as KNOWN
+    from astra_graph.kernel.header import load_implementation
+
+    loaded = {s.op: (load_contract(s.folder), s) for s in imported.sites}
+    out: list[Mapped] = []
+    for dtype in DTYPES:
+        for dims in shapes:
+            row = Mapped(dict(dims), ours.contract.label(dims), dtype)
+            out.append(row)
+            refused = next((why for when, why in anchor.refused if _truthy(when, dims)), "")
+            if refused:
+                row.reason = refused
+                continue
+            path = next((p for p in anchor.paths if _truthy(p.when, dims)), None)
+            if path is None:
+                row.reason = "mapping: no path of VLLM_ANCHORS applies to this shape"
+                continue
+            matching = [(spec, s) for spec, s in loaded.values() if re.search(path.entry, s.entry)]
+            if not matching:
+                why = "; ".join(dict.fromkeys(imported.refused)) or "no site of it came in"
+                row.reason = f"vLLM's path for it ({path.entry}) did not import: {why}"
+                continue
+            problems = []
+            for spec, site in matching:
+                if set(spec.contract.dims) != set(anchor.dims):
+                    problems.append(
+                        f"mapping names dims {sorted(anchor.dims)}, the imported {site.op} has "
+                        f"{sorted(spec.contract.dims)}: update VLLM_ANCHORS"
+                    )
+                    continue
+                theirs = {k: _int(v, dims) for k, v in anchor.dims.items()}
+                problem = spec.contract.shape_problem(theirs)
+                if problem is None and dtype not in spec.contract.dtypes:
+                    problem = f"vLLM's draft dispatches {spec.contract.dtypes}, not {dtype}"
+                if problem is None:
+                    header = load_implementation(site.folder / "production.cu", spec.contract)
+                    unmet = header.header.unmet_requirement(theirs, KNOWN[dtype], {})
+                    problem = f"vLLM launches another path here: {unmet}" if unmet else None
+                problem = problem or _arg_problem(anchor, ours, spec, dims, theirs, dtype) or None
+                if problem is None:
+                    row.site, row.theirs = site, theirs
+                    break
+                problems.append(f"{site.op}: {problem}")
+            if row.site is None:
+                row.reason = "; ".join(dict.fromkeys(problems))
+    return out
+
+
+def _int(text: str, dims: Mapping[str, int]) -> int:
+    from astra_graph.kernel import expr
+
+    return expr.evaluate_int(text, dims)
+
+
+# --- timing ------------------------------------------------------------------------------------
+
+
+def round_order(round_index: int) -> tuple[str, str]:
+    """A B, B A, A B, ...: which side goes first in each round."""
+    return ("production", "vllm") if round_index % 2 == 0 else ("vllm", "production")
+
+
+def combine(production: Sequence[Any], anchor: Sequence[Any]) -> dict[str, Any]:
+    """One shape's row from its per-round measurements (``Measurement`` of each side, same
+    round at the same index): medians, speedup, its noise and the call (module docstring)."""
+    from astra_graph.harness.selection import call
+
+    ratios = [b.median_us / a.median_us for a, b in zip(production, anchor, strict=True)]
+    speedup = statistics.median(ratios)
+    spread = (max(ratios) - min(ratios)) / 2
+    within = speedup * math.hypot(
+        statistics.median(m.rel_std_err for m in production),
+        statistics.median(m.rel_std_err for m in anchor),
+    )
+    err = max(spread, within)
+    return {
+        "production_us": statistics.median(m.median_us for m in production),
+        "production_rse": max(m.rel_std_err for m in production),
+        "anchor_us": statistics.median(m.median_us for m in anchor),
+        "anchor_rse": max(m.rel_std_err for m in anchor),
+        "speedup": speedup,
+        "speedup_err": err,
+        "round_ratios": ratios,
+        "call": call(speedup, err),
+        "method": production[0].method,
+        "anchor_method": anchor[0].method,
+    }
+
+
+def time_anchor(
+    evaluator: Any,
+    ours: Any,
+    production: Path,
+    mapped: Sequence[Mapped],
+    rounds: int,
+    log: Callable[[str], None] = print,
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Time every mapped shape: per dtype and imported site, ``rounds`` rounds of one bench
+    request per side, alternating which goes first (:func:`round_order`). Returns the rows and
+    the harness's rejections or notes (a timed output that fails the re-check, skipped shapes)."""
+    from astra_graph.kernel.contract import load_contract
+
+    rows: list[dict[str, Any]] = []
+    notes: list[str] = []
+    groups: dict[tuple[str, str], list[Mapped]] = {}
+    for m in mapped:
+        if m.site is not None:
+            groups.setdefault((m.dtype, m.site.op), []).append(m)
+    for (dtype, op), group in groups.items():
+        site = group[0].site
+        assert site is not None  # grouped by site above
+        theirs = load_contract(site.folder)
+        sides: dict[str, tuple[Any, Path, list[dict[str, int]]]] = {
+            "production": (ours, production, [m.ours for m in group]),
+            "vllm": (theirs, site.folder / "production.cu", [m.theirs or {} for m in group]),
+        }
+        timed: dict[str, list[dict[str, Any]]] = {"production": [], "vllm": []}
+        for index in range(rounds):
+            for side in round_order(index):
+                spec, path, shapes = sides[side]
+                report = evaluator.bench(spec, path, shapes=shapes, dtypes=[dtype])
+                if report.rejection is not None:
+                    notes.append(f"{side} {dtype} round {index + 1}: {report.rejection.message}")
+                notes += [f"{side} {dtype}: {n}" for n in report.notes if "skipped" in n]
+                timed[side].append({s.label: s.candidate for s in report.shapes})
+            log(f"  vLLM {op} {dtype}: round {index + 1} of {rounds}")
+        for m in group:
+            ours_label = m.label
+            theirs_label = theirs.contract.label(m.theirs or {})
+            a = [r.get(ours_label) for r in timed["production"]]
+            b = [r.get(theirs_label) for r in timed["vllm"]]
+            row: dict[str, Any] = {
+                "shape": ours_label,
+                "vllm_shape": f"{op} {theirs_label}",
+                "dtype": dtype,
+            }
+            if all(a) and all(b):
+                row.update(combine(a, b))
+            else:
+                row.update(speedup=None, call=None, production_us=None, anchor_us=None)
+                notes.append(f"{ours_label} {dtype}: not timed in every round (see notes)")
+            rows.append(row)
+    return rows, notes
+
+
+def by_reason(not_timed: Mapping[str, str]) -> dict[str, list[str]]:
+    """The untimed (shape, dtype) labels grouped by their reason, in first-seen order."""
+    groups: dict[str, list[str]] = {}
+    for label, why in not_timed.items():
+        groups.setdefault(why, []).append(label)
+    return groups
+
+
+def dry_run_lines(anchor: VllmAnchor, mapped: Sequence[Mapped], imported: Imported) -> list[str]:
+    """The mapping as a dry run prints it: one line per timed shape and dtype, then each reason
+    once with the (shape, dtype) pairs it keeps from being timed."""
+    lines = [
+        f"{anchor.op} vs {anchor.framework} {anchor.kernel}: imported "
+        f"{', '.join(s.op for s in imported.sites) or 'nothing'} ({imported.seconds:.1f} s NVRTC)",
+        f"  path: {anchor.why_path}",
+        f"  layout: {anchor.layout}",
+    ]
+    for m in mapped:
+        if m.site is not None:
+            lines.append(f"  {m.label:<18} {m.dtype:<9} -> {m.site.op} {_label(m.theirs)}")
+    untimed = {f"{m.label} {m.dtype}": m.reason for m in mapped if m.site is None}
+    for why, labels in by_reason(untimed).items():
+        lines.append(f"  NOT TIMED ({len(labels)}: {', '.join(labels)}): {why}")
+    return lines
+
+
+def _label(dims: Mapping[str, int] | None) -> str:
+    return ", ".join(f"{k}={v}" for k, v in (dims or {}).items())
+
+
+def anchor_by_op() -> dict[str, VllmAnchor]:
+    return {a.op: a for a in VLLM_ANCHORS}
