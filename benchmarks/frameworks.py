@@ -214,7 +214,7 @@ def main(argv: list[str]) -> int:
     share = f"{100 * validated / applicable:.0f}%" if applicable else "-"
     print(
         f"{total} launch sites, {elsewhere} not applicable on {args.arch} (other GPUs or "
-        f"builds): {imported} imported, {validated} validated ({share} of {applicable}), "
+        f"builds, or dead code): {imported} imported, {validated} validated ({share} of {applicable}), "
         f"{checked if args.gpu else 'not'} checked on the GPU; {result_file}"
     )
     return 0
