@@ -187,3 +187,84 @@ def test_astra_import_of_the_quant_fixture_validates_and_says_why_not(
         assert main(["validate", str(tmp_path / op)]) == 0, op
     contract = (tmp_path / "scaled_fp8_quant" / "contract.toml").read_text()
     assert "[tolerance.float8_e4m3fn]" in contract
+
+
+def _single(source_text: str) -> Analysis:
+    source = parse_source(source_text)
+    launcher = source.launchers[0]
+    return analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+
+
+def test_an_output_known_only_by_its_last_axis_is_not_drafted_as_one_row() -> None:
+    """``out.size(-1)`` alone of an output the kernel writes row by row ([E, T, d] in vLLM's
+    masked_moe_activation): a drafted [d] would be written past its end."""
+    with pytest.raises(Unmapped, match=r"out: the kernel writes it .* only its last axis"):
+        _single(
+            "template <typename t> __global__ void k(t* out, const t* in, int d, int n) {}\n"
+            "void f(torch::Tensor& out, torch::Tensor const& in) {\n"
+            "  const int d = out.size(-1);\n  const int n = in.size(0);\n"
+            '  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
+            "    k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(), d, n);\n"
+            "  });\n}\n"
+        )
+
+
+def test_one_tensors_count_over_anothers_size_is_an_unstated_relation() -> None:
+    """vLLM's rotary ``query.numel() / num_tokens`` with ``num_tokens = positions.numel()``."""
+    with pytest.raises(Unmapped, match=r"q's element count over a size of pos"):
+        _single(
+            "template <typename t> __global__ void k(t* q, const int64_t* pos, int w) {}\n"
+            "void f(torch::Tensor& q, torch::Tensor const& pos) {\n"
+            "  const int n = pos.numel();\n  const int w = q.numel() / n;\n"
+            '  AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "f", [&] {\n'
+            "    k<scalar_t><<<n, 128>>>(q.data_ptr<scalar_t>(), pos.data_ptr<int64_t>(), w);\n"
+            "  });\n}\n"
+        )
+
+
+def test_an_optional_tensors_sizes_are_its_own_and_a_c_cast_is_its_value() -> None:
+    found = _single(
+        "template <typename t> __global__ void k(t* x, t* y, int n, int m) {}\n"
+        "void f(torch::Tensor& x, std::optional<torch::Tensor> y, int64_t group) {\n"
+        "  const int n = x.size(0);\n  const int m = y.has_value() ? y->size(0) : 0;\n"
+        '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {\n'
+        "    k<scalar_t><<<n, (int)group>>>(x.data_ptr<scalar_t>(),\n"
+        "        y.has_value() ? y->data_ptr<scalar_t>() : nullptr, n, m);\n"
+        "  });\n}\n"
+    )
+    assert "y: optional tensor, imported as given" in found.notes
+    assert {b.param: b.value for b in found.bindings}["m"] == "(y_0)"
+    assert found.block == "group"
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_the_frameworks_build_defines_come_first_in_the_device_code(tmp_path: Path) -> None:
+    source = tmp_path / "defined.cu"
+    source.write_text(
+        "#ifdef FW_ENABLE_FAST\n"
+        "template <typename scalar_t> __global__ void k(scalar_t* x, int n) {\n"
+        "  if (blockIdx.x < n) x[blockIdx.x] = x[blockIdx.x] * FW_SCALE;\n}\n#endif\n"
+        "void f(torch::Tensor& x) {\n  const int n = x.size(0);\n"
+        '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {\n'
+        "    k<scalar_t><<<n, 1>>>(x.data_ptr<scalar_t>(), n);\n  });\n}\n"
+    )
+    device = device_source(source.read_text(), ("FW_ENABLE_FAST", "FW_SCALE=2"))
+    assert device.text.splitlines()[1:3] == ["#define FW_ENABLE_FAST", "#define FW_SCALE 2"]
+    out = tmp_path / "out"
+    assert main(["import", str(source), "--out", str(out)]) == 1  # k is not compiled without
+    assert (
+        main(
+            [
+                "import",
+                str(source),
+                "--out",
+                str(out),
+                "--define",
+                "FW_ENABLE_FAST",
+                "--define",
+                "FW_SCALE=2",
+            ]
+        )
+        == 0
+    )
+    assert main(["validate", str(out / "f")]) == 0

@@ -204,8 +204,13 @@ def _relaxed_constexpr(root: Node) -> list[tuple[int, int, str]]:
     ]
 
 
-def device_source(flattened: str) -> DeviceSource:
-    """The flattened file with host code removed and includes made NVRTC's (see above)."""
+def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource:
+    """The flattened file with host code removed and includes made NVRTC's (see above).
+
+    ``defines`` (``NAME`` or ``NAME=VALUE``) are the framework build's own ``-D`` flags,
+    written as ``#define`` lines first, so the file keeps them wherever it is compiled (vLLM's
+    CMake passes ``-DENABLE_FP8`` to every CUDA file, and its fp8 conversions exist only under
+    it)."""
     data = flattened.encode()
     tree = _parser().parse(data)
     removed: list[tuple[int, int, str]] = []
@@ -244,6 +249,9 @@ def device_source(flattened: str) -> DeviceSource:
     if not state.get("torch"):
         out = torch_types() + out
     out = _plain_lambdas(_host_on_constants(out))
+    if defines:
+        lines = [f"#define {' '.join(d.split('=', 1))}" for d in defines]
+        out = "// astra-import: the framework build's defines\n" + "\n".join(lines) + "\n" + out
     return DeviceSource(
         text=out,
         removed_functions=[name for _, _, name in sorted(removed)],

@@ -162,12 +162,19 @@ def _analysed_sites(
 
 
 def import_file(
-    path: Path, folders: list[Path], out: Path, *, arch: str = "sm_90", only: str | None = None
+    path: Path,
+    folders: list[Path],
+    out: Path,
+    *,
+    arch: str = "sm_90",
+    only: str | None = None,
+    defines: tuple[str, ...] = (),
 ) -> ImportReport:
-    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``."""
+    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``, the
+    device code compiled with the framework build's ``defines`` (``NAME[=VALUE]``)."""
     flat = flatten(path, folders)
     parsed = parse_source(flat.text)
-    device = device_source(flat.text)
+    device = device_source(flat.text, defines)
     results, analyses = _analysed_sites(parsed, device_constants(arch, nvrtc.version()), only)
     entries = sorted({e for _, a in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()

@@ -388,6 +388,8 @@ class _Translator:
                 raise Unmapped(f"operator {op!r} in {text(node)!r}")
             left = self._node(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
             right = self._node(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
+            if op == "/":
+                _untied_ratio(text(node), left, right)
             return f"{left} {python} {right}"
         if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "-":
             return f"-{self._node(node.child_by_field_name('argument'), depth)}"  # type: ignore[arg-type]
@@ -403,30 +405,44 @@ class _Translator:
             ]
             if any(p is None for p in parts):
                 raise Unmapped(f"cannot read {text(node)!r}")
-            absent = self._absent_optional(parts[0])  # type: ignore[arg-type]
-            if absent:
-                self.assumed.append(f"{absent}: optional integer, imported as absent")
-                return self._node(parts[2], depth)  # type: ignore[arg-type]
+            optional, given = self._optional(parts[0])  # type: ignore[arg-type]
+            if optional:
+                said = (
+                    "optional tensor, imported as given"
+                    if given
+                    else ("optional integer, imported as absent")
+                )
+                self.assumed.append(f"{optional}: {said}")
+                return self._node(parts[1 if given else 2], depth)  # type: ignore[arg-type]
             inner = ", ".join(self._node(p, depth) for p in parts)  # type: ignore[arg-type]
             return f"select({inner})"
         if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "!":
             return f"({self._node(node.child_by_field_name('argument'), depth)}) == 0"  # type: ignore[arg-type]
         if kind in ("true", "false"):
             return "1" if kind == "true" else "0"
+        if kind == "cast_expression":  # (size_t)NUM_WARPS: a C cast to a whole number
+            spelled = " ".join(text(node.child_by_field_name("type")).split())
+            if CPP_TYPES.get(spelled) in ("int32", "int64"):
+                return self._node(node.child_by_field_name("value"), depth)  # type: ignore[arg-type]
         raise Unmapped(f"{kind.replace('_', ' ')} {text(node)!r} in a size expression")
 
-    def _absent_optional(self, condition: Node) -> str:
-        """The launcher's ``std::optional`` integer that ``condition`` asks ``has_value()`` of,
-        or ''. Such a value (vLLM's ``prefill_tokens_with_context``) is imported as absent: its
-        default branch is what every caller gets without it, and a given value has bounds the
-        launcher only checks at run time (``STD_TORCH_CHECK``), which a contract would not hold."""
+    def _optional(self, condition: Node) -> tuple[str, bool]:
+        """(the launcher's ``std::optional`` parameter that ``condition`` asks ``has_value()``
+        of, or '', and whether it is taken as given). An optional tensor is given, as its
+        ``data_ptr`` is (:func:`_pointer_source`): its sizes (vLLM's ``key->numel()``) are
+        then the tensor's. An optional integer (vLLM's ``prefill_tokens_with_context``) is
+        absent: its default branch is what every caller gets without it, and a given value has
+        bounds the launcher only checks at run time (``STD_TORCH_CHECK``), which a contract
+        would not hold."""
         match = re.fullmatch(r"\(?\s*(\w+)\s*\.\s*has_value\s*\(\s*\)\s*\)?", text(condition))
         param = self.params.get(match[1]) if match else None
         if param is None or "optional" not in param.type:
-            return ""
+            return "", False
+        if "Tensor" in param.type:
+            return param.name, True
         inner = re.search(r"optional\s*<\s*([\w:\s]+?)\s*>", param.text)
         kind = CPP_TYPES.get(inner[1].removeprefix("std::") if inner else "")
-        return param.name if kind in ("int32", "int64") else ""
+        return (param.name, False) if kind in ("int32", "int64") else ("", False)
 
     def _sizeof(self, node: Node) -> str:
         """``sizeof(scalar_t)`` is the element's bytes (``elem_bytes``), ``sizeof(float)`` its
@@ -477,10 +493,11 @@ class _Translator:
             tensor = text(function.child_by_field_name("argument"))
             method = text(function.child_by_field_name("field"))
             if method in ("size", "stride") and len(args) == 1:
-                index_text = self.expression(text(args[0]), depth + 1).strip("()")
+                axis = self.expression(text(args[0]), depth + 1)
+                index_text = axis.strip("()")
                 use = self._tensor(tensor)
                 if not re.fullmatch(r"-?\d+", index_text):
-                    return self._ranked_axis(node, tensor, method, index_text)
+                    return self._ranked_axis(node, tensor, method, axis)
                 index = int(index_text)
                 use.indices.add(index)
                 return f"{tensor}__{method}__{'m' if index < 0 else ''}{abs(index)}"
@@ -524,6 +541,25 @@ class _Translator:
         key = f"{tensor}__{method}__r{len(self.axes)}"
         self.axes[key] = index
         return key
+
+
+_QUERY = re.compile(r"\b(\w+?)__(size|stride|numel|dim)\b")
+
+
+def _untied_ratio(written: str, left: str, right: str) -> None:
+    """Raise Unmapped for one tensor's element count divided by another tensor's sizes (vLLM's
+    rotary ``query.numel() / num_tokens`` with ``num_tokens = positions.numel()``): the
+    launcher relies on a relation between the two shapes that it does not state (its callers
+    or a run-time check keep it), and the drafted shapes, whose dims are each tensor's own,
+    would not hold it, so the kernel would index past the smaller tensor."""
+    counted = {m[1] for m in _QUERY.finditer(left) if m[2] == "numel"}
+    divisors = {m[1] for m in _QUERY.finditer(right)}
+    if counted and divisors and not counted & divisors:
+        raise Unmapped(
+            f"{' '.join(written.split())!r}: {', '.join(sorted(counted))}'s element count "
+            f"over a size of {', '.join(sorted(divisors))}, a relation of their shapes the "
+            "launcher does not state"
+        )
 
 
 def _resolve_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
@@ -938,6 +974,13 @@ def _shapes(
     for name, use in tensors.items():
         if not use.indices and not use.numel:
             continue
+        if not use.const and not use.numel and use.indices == {-1}:
+            # vLLM's masked_moe_activation reads only `out.size(-1)` of an [E, T, d] output:
+            # a rank of 1 would draft [d], and the kernel writes its rows past it
+            raise Unmapped(
+                f"{name}: the kernel writes it and the launcher reads only its last axis "
+                "(size(-1)), so its leading axes are not stated"
+            )
         rank = max(
             [i + 1 if i >= 0 else -i for i in use.indices] + [2 if use.numel and use.indices else 1]
         )
