@@ -27,6 +27,13 @@ What is changed, and why the code path stays the framework's:
 * ``<cub/cub.cuh>`` is replaced by CCCL's block- and warp-level headers, the NVRTC-capable
   subset (the whole of cub pulls in host-only code NVRTC refuses: "__host__ function is not
   allowed in JIT mode");
+* torch's include also brings what torch's headers bring in a real build: the std headers its
+  element types include, ``C10_HOST_DEVICE`` and the other portability macros,
+  ``std::numeric_limits<c10::Float8_e4m3fn>``, glibc's ``uint``; what nvcc accepts under torch's
+  flags and NVRTC refuses is written as nvcc takes it: a ``constexpr`` member without an execution
+  space gets ``__host__ __device__`` (``--expt-relaxed-constexpr``), ``__host__`` on a
+  ``constexpr`` variable is dropped (nvcc ignores it), ``__device__`` on a lambda inside device
+  code is dropped (it is a device lambda anyway); the build's ``-D`` flags, given, come first;
 * CUDA runtime and driver headers (``<cuda_runtime.h>``, ``<cuda.h>``), which NVRTC does not
   need (their device builtins are NVRTC's own) and whose ``crt/`` and ``stdlib.h`` are missing
   from the cuda13 wheel, are dropped, and so is every include NVRTC's folders (CUDA, CCCL, the

@@ -13,12 +13,19 @@ launcher's own expressions and nothing else:
   ask for (the frameworks check shapes in Python, not here), and that is reported;
 * strides as those of contiguous tensors (``input.stride(-2)`` = the product of later axes);
 * the dtypes its dispatch macro instantiates (torch's ``AT_DISPATCH_*`` macros by name, a
-  framework's own macros by the scalar types their definitions name, recursively);
+  framework's own macros by the scalar types their definitions name, recursively); a type a
+  dispatch names itself (``*_PRIVATE_CASE_TYPE_USING_HINT``: vLLM's ``fp8_t``) is its one case's
+  type, a fixed dtype of the tensors it types (several cases: not importable);
+* a launcher's ``std::optional`` in a size: a tensor as given (as its ``data_ptr`` is), an
+  integer as absent (its default branch), each noted;
 * the grid, block and dynamic shared memory as expressions over those dims, with
   ``sm_count`` for the device's multiprocessor count.
 
 C++ integer division becomes ``//``. Anything else (a conditional, a call that is not a size
-query) makes the launch not importable, with the reason; nothing is guessed silently.
+query) makes the launch not importable, with the reason; nothing is guessed silently. Two shapes
+the drafting would get wrong are refused: an output the launcher sizes only by ``size(-1)``
+(its leading axes, which the kernel writes, are unstated) and one tensor's ``numel()`` divided
+by another tensor's size (a relation between their shapes the drafted dims would not keep).
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ guessed. A call whose kernel is a parameter of its own function (SGLang's
 ``LaunchKernel::operator()`` forwarding to ``cudaLaunchKernelEx``) is the helper itself, not a
 launch site: its callers' launches are the sites.
 
+A launch inside a generic lambda whose template parameter is one of its template arguments
+(``[&]<bool BATCHED>() {... K<scalar_t, BATCHED><<<...>>> ...}``) is one :class:`Launch` per
+call of the lambda (``launch.template operator()<true>()``), bound to that call's value and under
+its ``if`` conditions: the parameter has a value only there.
+
 Macros are read, not expanded, with one exception: a function-like macro whose body launches a
 kernel (vLLM's ``LAUNCH_ACTIVATION_GATE_KERNEL``) is expanded where a host function calls it, so
 the launch it writes is seen in the launcher that calls it.
