@@ -63,6 +63,11 @@ INCLUDE_ROOTS: dict[str, tuple[str, ...]] = {
     "sglang": ("sglang/kernels/jit/include", "sglang/kernels/jit/csrc"),
 }
 """The framework's own include folders, relative to the unpacked release."""
+DEFINES: dict[str, tuple[str, ...]] = {
+    "vllm": ("ENABLE_FP8",),
+}
+"""The macros each framework's build defines for its CUDA files: vLLM's cmake/utils.cmake
+(get_torch_gpu_compiler_flags) appends ``-DENABLE_FP8`` for CUDA 11.8 and later."""
 CHECK_DEADLINE_S = 240
 """Seconds the evaluator allows one check (an imported kernel compiles several instantiations)."""
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -144,7 +149,9 @@ def main(argv: list[str]) -> int:
                 )
                 continue
             target = out / name / Path(relative).stem
-            report = import_file(path, folders, target, arch=args.arch)
+            report = import_file(
+                path, folders, target, arch=args.arch, defines=DEFINES.get(name, ())
+            )
             print(f"{name} {relative}: {report.compiler}, {report.compile_seconds:.1f} s")
             if not report.launchers:
                 reason = "no host function in the file launches a kernel (the framework's "
@@ -214,7 +221,8 @@ def main(argv: list[str]) -> int:
     share = f"{100 * validated / applicable:.0f}%" if applicable else "-"
     print(
         f"{total} launch sites, {elsewhere} not applicable on {args.arch} (other GPUs or "
-        f"builds): {imported} imported, {validated} validated ({share} of {applicable}), "
+        f"builds, or dead code): {imported} imported, {validated} validated "
+        f"({share} of {applicable}), "
         f"{checked if args.gpu else 'not'} checked on the GPU; {result_file}"
     )
     return 0

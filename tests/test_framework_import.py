@@ -685,7 +685,9 @@ def test_an_integer_input_is_drawn_as_valid_row_ids(tmp_path: Path) -> None:
     assert main(["import", str(CSRC / "params_struct.cu"), "--out", str(tmp_path)]) == 0
     spec = load_contract(tmp_path / "gather_1")
     args = {a.name: a for a in spec.contract.args}
-    least_rows = min(spec.contract.dims[a.shape[0]].min for a in args.values() if a.name != "index")
+    least_rows = min(
+        spec.contract.dims[str(a.shape[0])].min for a in args.values() if a.name != "index"
+    )
     assert args["index"].init.dist == "uniform"
     assert (args["index"].init.low, args["index"].init.high) == (0.0, float(least_rows - 1))
     assert args["table"].init.dist == "normal"

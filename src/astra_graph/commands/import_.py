@@ -1,4 +1,4 @@
-"""``astra import FILE.cu [--include DIR ...] [--root DIR] [--op NAME] [--out DIR]``.
+"""``astra import FILE.cu [--include DIR ...] [--root DIR] [--op NAME] [--out DIR] [--define M]``.
 
 Reads a framework source file exactly as it is in the framework's tree and writes one
 operation per kernel launch of its host launchers (:mod:`astra_graph.framework.importer`):
@@ -39,6 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"where the operations go (default: the first --path, ${PATH_VARIABLE}, or .)",
     )
     p.add_argument("--arch", default="sm_90", help="architecture NVRTC compiles for")
+    p.add_argument(
+        "--define",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="a macro the framework's build defines (its -D flags; repeatable)",
+    )
     p.set_defaults(run=run)
 
 
@@ -60,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
         source, [Path(f) for f in args.include], Path(args.root) if args.root else None
     )
     try:
-        report = import_file(source, folders, out, arch=args.arch, only=args.op)
+        report = import_file(
+            source, folders, out, arch=args.arch, only=args.op, defines=tuple(args.define)
+        )
     except (ParserUnavailable, NvrtcUnavailable) as exc:
         raise UsageError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:

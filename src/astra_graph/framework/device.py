@@ -27,6 +27,13 @@ What is changed, and why the code path stays the framework's:
 * ``<cub/cub.cuh>`` is replaced by CCCL's block- and warp-level headers, the NVRTC-capable
   subset (the whole of cub pulls in host-only code NVRTC refuses: "__host__ function is not
   allowed in JIT mode");
+* torch's include also brings what torch's headers bring in a real build: the std headers its
+  element types include, ``C10_HOST_DEVICE`` and the other portability macros,
+  ``std::numeric_limits<c10::Float8_e4m3fn>``, glibc's ``uint``; what nvcc accepts under torch's
+  flags and NVRTC refuses is written as nvcc takes it: a ``constexpr`` member without an execution
+  space gets ``__host__ __device__`` (``--expt-relaxed-constexpr``), ``__host__`` on a
+  ``constexpr`` variable is dropped (nvcc ignores it), ``__device__`` on a lambda inside device
+  code is dropped (it is a device lambda anyway); the build's ``-D`` flags, given, come first;
 * CUDA runtime and driver headers (``<cuda_runtime.h>``, ``<cuda.h>``), which NVRTC does not
   need (their device builtins are NVRTC's own) and whose ``crt/`` and ``stdlib.h`` are missing
   from the cuda13 wheel, are dropped, and so is every include NVRTC's folders (CUDA, CCCL, the
@@ -98,6 +105,13 @@ _SCOPES = (
     "declaration_list",
     "linkage_specification",
     "template_declaration",
+    # a preprocessor conditional is no scope: host code inside `#ifndef USE_ROCM` (vLLM's
+    # dtype_fp8.cuh, `inline ... get_fp8_kv_cache_data_type(const std::string&)`) is host code
+    "preproc_if",
+    "preproc_ifdef",
+    "preproc_else",
+    "preproc_elif",
+    "preproc_elifdef",
 )
 
 
@@ -165,8 +179,45 @@ def _is_aligned_struct(definition: Node) -> bool:
     )
 
 
-def device_source(flattened: str) -> DeviceSource:
-    """The flattened file with host code removed and includes made NVRTC's (see above)."""
+RELAXED_CONSTEXPR = "__host__ __device__ "
+"""What a ``constexpr`` function without an execution space is given. torch builds extensions
+with ``--expt-relaxed-constexpr`` (its ``COMMON_NVCC_FLAGS``), under which such a function is
+callable from device code; NVRTC has no such flag and refuses any host function ("host
+functions are not allowed in JIT mode"), so the annotation says it in the source (vLLM's
+``quant_type_max<T>::val()``, a ``static constexpr`` member used by its fp8 kernels)."""
+
+
+def _is_constexpr_function(node: Node) -> bool:
+    head = text(node).split("{", 1)[0]
+    declarator = node.child_by_field_name("declarator")
+    before = head[: head.find(text(declarator))] if declarator is not None else head
+    return "constexpr" in before.split() and not any(w in head for w in _DEVICE_SPACES)
+
+
+def _relaxed_constexpr(root: Node) -> list[tuple[int, int, str]]:
+    """An insertion of :data:`RELAXED_CONSTEXPR` before each ``constexpr`` member function of a
+    class that has no execution space. Only members: a class template's members are compiled
+    for the device only where device code uses them, as relaxed constexpr does, while a
+    namespace-scope ``constexpr`` host helper (vLLM's ``next_pow_2`` with ``__builtin_clz``)
+    made ``__host__ __device__`` would be compiled for the device whether used or not (measured:
+    vLLM 0.33.0's layernorm_kernels.cu then failed, "__builtin_clz is undefined"); such helpers
+    stay removed as host code."""
+    return [
+        (node.start_byte, node.start_byte, RELAXED_CONSTEXPR)
+        for node in _walk(root, ("function_definition",))
+        if node.parent is not None
+        and node.parent.type == "field_declaration_list"
+        and _is_constexpr_function(node)
+    ]
+
+
+def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource:
+    """The flattened file with host code removed and includes made NVRTC's (see above).
+
+    ``defines`` (``NAME`` or ``NAME=VALUE``) are the framework build's own ``-D`` flags,
+    written as ``#define`` lines first, so the file keeps them wherever it is compiled (vLLM's
+    CMake passes ``-DENABLE_FP8`` to every CUDA file, and its fp8 conversions exist only under
+    it)."""
     data = flattened.encode()
     tree = _parser().parse(data)
     removed: list[tuple[int, int, str]] = []
@@ -191,20 +242,89 @@ def device_source(flattened: str) -> DeviceSource:
             and ("TORCH_LIBRARY" in text(node) or "PYBIND11_MODULE" in text(node))
         ):
             removed.append((node.start_byte, node.end_byte, text(node).split("(", 1)[0]))
-    for start, end, name in sorted(removed, reverse=True):
-        lines = data[start:end].count(b"\n")
-        stub = f"// astra-import: host code {name} removed (NVRTC compiles device code only)"
-        data = data[:start] + stub.encode() + b"\n" * lines + data[end:]
+    edits = [(start, end, _stub(name, data[start:end])) for start, end, name in removed]
+    edits += [
+        edit
+        for edit in _relaxed_constexpr(tree.root_node)
+        if not any(start <= edit[0] < end for start, end, _ in removed)
+    ]
+    for start, end, replacement in sorted(edits, reverse=True):
+        data = data[:start] + replacement.encode() + data[end:]
     state: dict[str, bool] = {}
     replaced: list[str] = []
     out = _INCLUDE.sub(lambda m: _replace_include(m, state, replaced), data.decode())
     if not state.get("torch"):
         out = torch_types() + out
+    out = _plain_lambdas(_host_on_constants(out))
+    if defines:
+        lines = [f"#define {' '.join(d.split('=', 1))}" for d in defines]
+        out = "// astra-import: the framework build's defines\n" + "\n".join(lines) + "\n" + out
     return DeviceSource(
         text=out,
         removed_functions=[name for _, _, name in sorted(removed)],
         replaced_includes=list(dict.fromkeys(replaced)),
     )
+
+
+_OBJECT_MACRO = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)[ \t]+([^\n\\]+)$", re.M)
+_SPACED_CONSTANT = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<macro>[A-Z_][A-Z0-9_]*)"
+    r"(?P<rest>[ \t]+(?:(?:static|inline)[ \t]+)*constexpr\b[^;(){}]*=)",
+    re.M,
+)
+MAX_MACRO_DEPTH = 8
+"""Object-like macros followed inside each other before giving up."""
+
+
+def _host_on_constants(source: str) -> str:
+    """``__host__`` dropped from a ``constexpr`` variable declared under a macro that expands
+    to it (vLLM's ``MAYBE_HOST_DEVICE static constexpr T quant_type_max_v = ...``, the macro
+    being torch's ``C10_HOST_DEVICE``). nvcc ignores ``__host__`` on a variable ("does not
+    apply here" is its warning) and keeps ``__device__``; NVRTC makes the same words an error,
+    so the macro is written out there as nvcc takes it: its expansion without ``__host__``."""
+    definitions: dict[str, list[str]] = {}
+    for match in _OBJECT_MACRO.finditer(source):
+        definitions.setdefault(match[1], []).append(match[2].strip())
+
+    def words(name: str, depth: int) -> list[str] | None:
+        """The expansion of the definition that gives ``__host__``, or None."""
+        for value in definitions.get(name, []):
+            out: list[str] = []
+            for word in value.split():
+                inner = words(word, depth + 1) if depth < MAX_MACRO_DEPTH else None
+                out.extend(inner if inner is not None else [word])
+            if "__host__" in out:
+                return out
+        return None
+
+    def one(match: re.Match[str]) -> str:
+        expanded = words(match["macro"], 0)
+        if expanded is None:
+            return match[0]
+        kept = " ".join(w for w in expanded if w != "__host__")
+        return f"{match['indent']}{kept}{match['rest']}"
+
+    return _SPACED_CONSTANT.sub(one, source)
+
+
+_ANNOTATED_LAMBDA = re.compile(
+    r"(?P<capture>\[[^\[\]]*\])(?P<spaces>(?:\s*__(?:host|device)__)+)(?=\s*\()"
+)
+
+
+def _plain_lambdas(source: str) -> str:
+    """``__device__``/``__host__`` removed from lambdas (``[=] __device__(fp8_t& d, ...)``,
+    nvcc's ``--extended-lambda``). Host code is gone, so each such lambda is written inside
+    device code, where a lambda is a device function without the words; NVRTC refuses them
+    ("annotation on lambda is not allowed in JIT mode")."""
+    return _ANNOTATED_LAMBDA.sub(lambda m: m["capture"] + " " * len(m["spaces"]), source)
+
+
+def _stub(name: str, removed: bytes) -> str:
+    """What stands in for removed host code: one comment, and the lines it took (line numbers
+    in compiler messages stay the flattened file's)."""
+    stub = f"// astra-import: host code {name} removed (NVRTC compiles device code only)"
+    return stub + "\n" * removed.count(b"\n")
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "bfloat16": (1e-5, 1.6e-2),
     "float32": (1e-5, 1e-6),
     "float64": (1e-12, 1e-12),
+    "float8_e4m3fn": (2.0**-9, 2.0**-3),
 }
 """(atol, rtol) per dtype. For 16-bit types rtol is four unit roundoffs of the type (2^-11 for
 fp16, 2^-8 for bf16): the oracle runs the original at float32, while the original at a 16-bit
@@ -55,7 +56,10 @@ type may round its intermediates to that type, as vLLM's fused_add_rms_norm roun
 the scale and the product (three roundings, up to ~1.5e-3 relative in fp16, over the shipped
 contracts' 1e-3; the original was rejected against itself on the H100). The precision rules
 still hold every candidate to the original's own error statistics. float32 at 1e-6, float64
-outputs against a float64 oracle at 1e-12."""
+outputs against a float64 oracle at 1e-12. An fp8 output (a fixed type, vLLM's ``fp8_t``) at
+one E4M3 ulp relative at the bottom of a binade (3 mantissa bits: 2^-3) and one subnormal step
+absolute (2^-9), as kernels/per_token_fp8_quant: the oracle quantises the float32 input, a
+16-bit input can round to the neighbouring fp8 value."""
 DEFAULT_EPSILON = 1e-6
 """Default of a float parameter whose name says epsilon: the RMSNorm epsilon of Llama 3."""
 DEFAULT_FLOAT = 1.0
@@ -235,7 +239,12 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
             f"default = {default!r}",
             "",
         ]
-    for dtype in dict.fromkeys([*tested, oracle]):
+    fixed = [  # an output of a fixed type (fp8, a float32 side output) is compared at its own
+        t.element
+        for n, t in analysis.tensors.items()
+        if t.element in TOLERANCES and _role(analysis, n) != "input"
+    ]
+    for dtype in dict.fromkeys([*tested, oracle, *fixed]):
         atol, rtol = TOLERANCES[dtype]
         lines += [f"[tolerance.{dtype}]", f"atol = {atol!r}", f"rtol = {rtol!r}", ""]
     lines += [
@@ -363,10 +372,11 @@ def _at_least(shapes: list[dict[str, int]], least: dict[str, int]) -> list[dict[
 def _non_empty(analysis: Analysis) -> list[str]:
     """``grid >= 1`` and ``block >= 1`` where they are single numbers: the framework never
     launches an empty grid or block (its callers never pass such sizes), so shapes that would
-    give one are outside the operation rather than launch errors."""
+    give one are outside the operation rather than launch errors. A value with a tuple in it
+    (``select(batched, (x, e, t), (x, t))``, a ``dim3`` chosen at run time) is no number."""
     out = []
     for value in (analysis.grid, analysis.block):
-        if not isinstance(expr.parse(value).body, ast.Tuple):
+        if not any(isinstance(node, ast.Tuple) for node in ast.walk(expr.parse(value))):
             out.append(f"{value} >= 1")
     return out
 

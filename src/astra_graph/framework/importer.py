@@ -22,6 +22,7 @@ from astra_graph.framework.flatten import flatten
 from astra_graph.framework.launchers import Analysis, analyse, device_constants
 from astra_graph.framework.parse import Source, parse_source
 from astra_graph.harness import nvrtc
+from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
 
 READ_FORMS = "only <<<>>>, cudaLaunchKernel, cudaLaunchKernelEx and LaunchKernel(...)(...)"
@@ -84,12 +85,33 @@ def for_another_gpu(analysis: Analysis, arch: str) -> str:
     return f"not applicable on {arch}: requires {analysis.other_gpu} (the GPU or the build)"
 
 
+def dead_code(analysis: Analysis) -> str:
+    """Why the launch is never made on any GPU for any shape, or '': a condition around it is
+    false from literals alone (:attr:`~astra_graph.framework.launchers.Analysis.dead`). Like a
+    launch for another GPU it is correctly not imported, not a failure."""
+    if not analysis.dead:
+        return ""
+    return f"dead code: never launched, its condition {' '.join(analysis.dead.split())!r} is false"
+
+
 def _never_taken(analysis: Analysis) -> str:
     """Why the launcher never takes this launch on the import's GPU for the drafted shapes (its
-    ``if`` conditions false on each of them, moved dims included), or ''."""
+    ``if`` conditions false on each of them, moved dims included), or ''. A requirement that
+    is false with no dim in it at all reads only tensor ranks, which are drafted from the axes
+    the launcher asks for: that is said, since a caller with other ranks does take it."""
     tuning, heldout, _ = suites(analysis)
     if tuning and heldout:
         return ""
+    for requirement in analysis.requires:
+        try:
+            constant = not expr.names(requirement) and not expr.evaluate(requirement, {})
+        except expr.ExprError:
+            continue
+        if constant:
+            return (
+                f"never launched for the drafted shapes: requires {requirement}, false for "
+                "the tensor ranks drafted from the axes the launcher reads"
+            )
     return f"never launched on this GPU for serving shapes (requires {analysis.requires[-1]})"
 
 
@@ -173,12 +195,19 @@ def _analysed_sites(
 
 
 def import_file(
-    path: Path, folders: list[Path], out: Path, *, arch: str = "sm_90", only: str | None = None
+    path: Path,
+    folders: list[Path],
+    out: Path,
+    *,
+    arch: str = "sm_90",
+    only: str | None = None,
+    defines: tuple[str, ...] = (),
 ) -> ImportReport:
-    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``."""
+    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``, the
+    device code compiled with the framework build's ``defines`` (``NAME[=VALUE]``)."""
     flat = flatten(path, folders)
     parsed = parse_source(flat.text)
-    device = device_source(flat.text)
+    device = device_source(flat.text, defines)
     results, analyses = _analysed_sites(parsed, device_constants(arch, nvrtc.version()), only)
     analyses = [(r, a) for r, a in analyses if _compiling_dtypes(r, a, device.text, arch)]
     entries = sorted({e for _, a in analyses for e in _instantiations(a)})
@@ -196,7 +225,7 @@ def import_file(
                     f"device code does not compile with NVRTC: {_first_error(alone.log)}"
                 )
                 continue
-        elsewhere = for_another_gpu(analysis, arch)
+        elsewhere = for_another_gpu(analysis, arch) or dead_code(analysis)
         if elsewhere:
             result.reason = elsewhere
             result.applicable = False

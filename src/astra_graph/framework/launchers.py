@@ -13,12 +13,19 @@ launcher's own expressions and nothing else:
   ask for (the frameworks check shapes in Python, not here), and that is reported;
 * strides as those of contiguous tensors (``input.stride(-2)`` = the product of later axes);
 * the dtypes its dispatch macro instantiates (torch's ``AT_DISPATCH_*`` macros by name, a
-  framework's own macros by the scalar types their definitions name, recursively);
+  framework's own macros by the scalar types their definitions name, recursively); a type a
+  dispatch names itself (``*_PRIVATE_CASE_TYPE_USING_HINT``: vLLM's ``fp8_t``) is its one case's
+  type, a fixed dtype of the tensors it types (several cases: not importable);
+* a launcher's ``std::optional`` in a size: a tensor as given (as its ``data_ptr`` is), an
+  integer as absent (its default branch), each noted;
 * the grid, block and dynamic shared memory as expressions over those dims, with
   ``sm_count`` for the device's multiprocessor count.
 
 C++ integer division becomes ``//``. Anything else (a conditional, a call that is not a size
-query) makes the launch not importable, with the reason; nothing is guessed silently.
+query) makes the launch not importable, with the reason; nothing is guessed silently. Two shapes
+the drafting would get wrong are refused: an output the launcher sizes only by ``size(-1)``
+(its leading axes, which the kernel writes, are unstated) and one tensor's ``numel()`` divided
+by another tensor's size (a relation between their shapes the drafted dims would not keep).
 """
 
 from __future__ import annotations
@@ -41,7 +48,7 @@ from astra_graph.framework.parse import (
 from astra_graph.framework.structs import StructUnread, field_values
 from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
-from astra_graph.kernel.header import SM_COUNT
+from astra_graph.kernel.header import SM_COUNT, split_top_level
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
@@ -76,6 +83,7 @@ CPP_TYPES: dict[str, str] = {
     "int": "int32",
     "int32_t": "int32",
     "uint32_t": "int32",
+    "uint": "int32",
     "unsigned": "int32",
     "unsigned int": "int32",
     "int64_t": "int64",
@@ -92,6 +100,9 @@ CPP_TYPES: dict[str, str] = {
     "nv_bfloat16": "bfloat16",
     "c10::BFloat16": "bfloat16",
     "at::BFloat16": "bfloat16",
+    "c10::Float8_e4m3fn": "float8_e4m3fn",
+    "at::Float8_e4m3fn": "float8_e4m3fn",
+    "__nv_fp8_e4m3": "float8_e4m3fn",
 }
 """C++ spellings of the element and scalar types a contract can hold."""
 HOST_SWITCHES: dict[str, tuple[bool, str]] = {
@@ -100,6 +111,18 @@ HOST_SWITCHES: dict[str, tuple[bool, str]] = {
 """Host functions a launcher calls for a process-wide setting, with the value they return by
 default and where it comes from. A size that depends on one is imported for that default and
 the assumption is noted; any other call in a size stays a reason not to import."""
+HINT_TYPES: dict[str, tuple[str, str]] = {
+    **{k: (v, f"c10::{k}") for k, v in SCALAR_TYPES.items() if not k.startswith("k")},
+    "Float8_e4m3fn": ("float8_e4m3fn", "c10::Float8_e4m3fn"),
+}
+"""``ScalarType`` names a dispatch case may bind a named type to (torch's
+``*_PRIVATE_CASE_TYPE_USING_HINT(enum, hint, ...)``: ``using hint = <the enum's type>``): the
+contract's dtype and the C++ type (torch's, as :mod:`~astra_graph.framework.device` defines
+it) the kernel is instantiated with."""
+_HINT_CASE = "PRIVATE_CASE_TYPE_USING_HINT"
+"""The tail of torch's (and its header-only copy's) dispatch case that names its type."""
+MAX_MACRO_DEPTH = 8
+"""Macro calls followed inside a dispatch macro's definition before giving up."""
 ELEMENT_TYPE_NAME = "scalar_t"
 """What torch's dispatch macros call the element type inside their lambda."""
 TEMPLATE_ELEMENT_DTYPES = ("float16", "bfloat16", "float32")
@@ -175,6 +198,10 @@ class Analysis:
     """A condition the launch sits under that reads only the GPU or the build (compute
     capability, ``CUDA_VERSION``) and is false for the import's target: the C++ term and its
     folded value (``cc_major >= 10``: ``9 >= 10``), or '' when there is none."""
+    dead: str = ""
+    """A condition the launch sits under that is false whatever the GPU, the build and the
+    shapes (a macro's literal argument: ``LAUNCH(8, true)`` expands to ``if (true) {...} else
+    {<<<>>>}``), as written, or '': the launch is dead code, never made."""
 
 
 _OPTIONAL = re.compile(r"^(?P<condition>[^?]+)\?(?P<then>[^:]+):\s*(?:nullptr|NULL)\s*$")
@@ -228,6 +255,56 @@ def dispatch_dtypes(name: str, args: tuple[str, ...], macros: dict[str, Macro]) 
     return found
 
 
+def dispatch_hints(
+    name: str, args: tuple[str, ...], macros: dict[str, Macro]
+) -> dict[str, set[str]]:
+    """The named types a dispatch macro call binds (vLLM's ``VLLM_DISPATCH_FP8_TYPES`` binds
+    ``fp8_t`` through ``*_PRIVATE_CASE_TYPE_USING_HINT(ScalarType::Float8_e4m3fn, fp8_t, ...)``)
+    and the ``ScalarType`` names of their cases, its definition followed through the macros it
+    calls with their parameters bound; empty for a dispatch of ``scalar_t``. The lambda
+    argument is not followed (its own dispatches are the launch's other ones)."""
+    macro = macros.get(name)
+    if macro is None:
+        return {}
+    bound = tuple("__astra_body__" if a.lstrip().startswith("[") else a for a in args)
+    return _hint_cases(_bind(macro, bound), macros, {name}, 0)
+
+
+def _bind(macro: Macro, args: tuple[str, ...] | list[str]) -> str:
+    mapping = dict(zip(macro.params, args, strict=False))
+    if macro.params and macro.params[-1] == "__VA_ARGS__":
+        mapping["__VA_ARGS__"] = ", ".join(args[len(macro.params) - 1 :])
+    return re.sub(r"\b\w+\b", lambda m: mapping.get(m[0], m[0]), macro.body)
+
+
+def _hint_cases(
+    body: str, macros: dict[str, Macro], seen: set[str], depth: int
+) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    if depth > MAX_MACRO_DEPTH:
+        return found
+    for match in re.finditer(r"\b(\w+)\s*\(", body):
+        word, args = match[1], _call_arguments(body, match.end())
+        if word.endswith(_HINT_CASE) and len(args) >= 2:
+            enum = re.sub(r"\s+", "", args[0]).rsplit("::", 1)[-1]
+            found.setdefault(args[1], set()).add(enum)
+        elif word in macros and word not in seen:
+            inner = _hint_cases(_bind(macros[word], args), macros, seen | {word}, depth + 1)
+            for hint, enums in inner.items():
+                found.setdefault(hint, set()).update(enums)
+    return found
+
+
+def _call_arguments(body: str, start: int) -> list[str]:
+    """The top-level arguments of the call whose ``(`` ends just before ``start``."""
+    depth = 1
+    for end in range(start, len(body)):
+        depth += {"(": 1, ")": -1}.get(body[end], 0)
+        if depth == 0:
+            return split_top_level(body[start:end])
+    return []
+
+
 def _scalar_types(text_: str) -> set[str]:
     return {
         SCALAR_TYPES[m]
@@ -268,9 +345,14 @@ class _Translator:
         self.params = {p.name: p for p in launcher.params}
         self.host_dims: set[str] = set()
         self.switches: set[str] = set()
+        """The :data:`HOST_SWITCHES` the launch's sizes or conditions read."""
         self.device_read = False
         """Whether an expression read a device constant (set here, cleared by the caller)."""
-        """The :data:`HOST_SWITCHES` the launch's sizes or conditions read."""
+        self.axes: dict[str, str] = {}
+        """Axes that are expressions over tensor ranks (``query.stride(positions.dim() - 1)``):
+        placeholder key -> the axis expression, folded once every rank is known (finish)."""
+        self.assumed: list[str] = []
+        """What was taken for a value the launcher reads at run time (an absent optional)."""
 
     def expression(self, source: str, depth: int = 0) -> str:
         if depth > 16:
@@ -332,6 +414,8 @@ class _Translator:
                 raise Unmapped(f"operator {op!r} in {text(node)!r}")
             left = self._node(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
             right = self._node(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
+            if op == "/":
+                _untied_ratio(text(node), left, right)
             return f"{left} {python} {right}"
         if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "-":
             return f"-{self._node(node.child_by_field_name('argument'), depth)}"  # type: ignore[arg-type]
@@ -347,13 +431,44 @@ class _Translator:
             ]
             if any(p is None for p in parts):
                 raise Unmapped(f"cannot read {text(node)!r}")
+            optional, given = self._optional(parts[0])  # type: ignore[arg-type]
+            if optional:
+                said = (
+                    "optional tensor, imported as given"
+                    if given
+                    else ("optional integer, imported as absent")
+                )
+                self.assumed.append(f"{optional}: {said}")
+                return self._node(parts[1 if given else 2], depth)  # type: ignore[arg-type]
             inner = ", ".join(self._node(p, depth) for p in parts)  # type: ignore[arg-type]
             return f"select({inner})"
         if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "!":
             return f"({self._node(node.child_by_field_name('argument'), depth)}) == 0"  # type: ignore[arg-type]
         if kind in ("true", "false"):
             return "1" if kind == "true" else "0"
+        if kind == "cast_expression":  # (size_t)NUM_WARPS: a C cast to a whole number
+            spelled = " ".join(text(node.child_by_field_name("type")).split())
+            if CPP_TYPES.get(spelled) in ("int32", "int64"):
+                return self._node(node.child_by_field_name("value"), depth)  # type: ignore[arg-type]
         raise Unmapped(f"{kind.replace('_', ' ')} {text(node)!r} in a size expression")
+
+    def _optional(self, condition: Node) -> tuple[str, bool]:
+        """(the launcher's ``std::optional`` parameter that ``condition`` asks ``has_value()``
+        of, or '', and whether it is taken as given). An optional tensor is given, as its
+        ``data_ptr`` is (:func:`_pointer_source`): its sizes (vLLM's ``key->numel()``) are
+        then the tensor's. An optional integer (vLLM's ``prefill_tokens_with_context``) is
+        absent: its default branch is what every caller gets without it, and a given value has
+        bounds the launcher only checks at run time (``STD_TORCH_CHECK``), which a contract
+        would not hold."""
+        match = re.fullmatch(r"\(?\s*(\w+)\s*\.\s*has_value\s*\(\s*\)\s*\)?", text(condition))
+        param = self.params.get(match[1]) if match else None
+        if param is None or "optional" not in param.type:
+            return "", False
+        if "Tensor" in param.type:
+            return param.name, True
+        inner = re.search(r"optional\s*<\s*([\w:\s]+?)\s*>", param.text)
+        kind = CPP_TYPES.get(inner[1].removeprefix("std::") if inner else "")
+        return (param.name, False) if kind in ("int32", "int64") else ("", False)
 
     def _sizeof(self, node: Node) -> str:
         """``sizeof(scalar_t)`` is the element's bytes (``elem_bytes``), ``sizeof(float)`` its
@@ -409,11 +524,12 @@ class _Translator:
             tensor = text(function.child_by_field_name("argument"))
             method = text(function.child_by_field_name("field"))
             if method in ("size", "stride") and len(args) == 1:
-                index_text = self.expression(text(args[0]), depth + 1).strip("()")
-                if not re.fullmatch(r"-?\d+", index_text):
-                    raise Unmapped(f"{text(node)!r}: the axis is not a constant")
-                index = int(index_text)
+                axis = self.expression(text(args[0]), depth + 1)
+                index_text = axis.strip("()")
                 use = self._tensor(tensor)
+                if not re.fullmatch(r"-?\d+", index_text):
+                    return self._ranked_axis(node, tensor, method, axis)
+                index = int(index_text)
                 use.indices.add(index)
                 return f"{tensor}__{method}__{'m' if index < 0 else ''}{abs(index)}"
             if method == "numel" and not args:
@@ -426,6 +542,8 @@ class _Translator:
                 self._tensor(tensor)
                 return f"{tensor}__dim"
         short = name.split("<", 1)[0].rsplit("::", 1)[-1]  # std::min<int64_t> is min
+        if short == "gcd" and len(args) == 2:
+            return f"gcd({self._node(args[0], depth)}, {self._node(args[1], depth)})"
         if short in HOST_SWITCHES and not args:
             self.switches.add(short)
             return "1" if HOST_SWITCHES[short][0] else "0"
@@ -443,6 +561,36 @@ class _Translator:
         ):
             return f"ceil_div({self._node(args[0], depth)}, {self._node(args[1], depth)})"
         raise Unmapped(f"call {text(node)!r} in a size expression")
+
+    def _ranked_axis(self, node: Node, tensor: str, method: str, index: str) -> str:
+        """A placeholder for a size or stride whose axis reads tensor ranks (vLLM's
+        ``query.stride(seq_dim_idx)`` with ``seq_dim_idx = positions.dim() - 1``): the ranks
+        come from every use of the tensors, so the axis is folded when the shapes are known
+        (:func:`_substitute`). Any other axis that is not a constant is not importable."""
+        if not index or re.search(r"\b(?!\w+__dim\b)[A-Za-z_]\w*\b", index):
+            raise Unmapped(f"{text(node)!r}: the axis is not a constant")
+        key = f"{tensor}__{method}__r{len(self.axes)}"
+        self.axes[key] = index
+        return key
+
+
+_QUERY = re.compile(r"\b(\w+?)__(size|stride|numel|dim)\b")
+
+
+def _untied_ratio(written: str, left: str, right: str) -> None:
+    """Raise Unmapped for one tensor's element count divided by another tensor's sizes (vLLM's
+    rotary ``query.numel() / num_tokens`` with ``num_tokens = positions.numel()``): the
+    launcher relies on a relation between the two shapes that it does not state (its callers
+    or a run-time check keep it), and the drafted shapes, whose dims are each tensor's own,
+    would not hold it, so the kernel would index past the smaller tensor."""
+    counted = {m[1] for m in _QUERY.finditer(left) if m[2] == "numel"}
+    divisors = {m[1] for m in _QUERY.finditer(right)}
+    if counted and divisors and not counted & divisors:
+        raise Unmapped(
+            f"{' '.join(written.split())!r}: {', '.join(sorted(counted))}'s element count "
+            f"over a size of {', '.join(sorted(divisors))}, a relation of their shapes the "
+            "launcher does not state"
+        )
 
 
 def _resolve_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
@@ -504,9 +652,8 @@ def analyse(
         notes.append(f"kernel chosen at run time: imported for {launch.choice}")
     targs, element_names = _element_names(kernel, launch, notes)
     own_types = {t.name for t in launcher.template if t.kind == "type"}
-    dtypes: set[str] = set()
-    for name, args in launch.dispatch:
-        dtypes |= dispatch_dtypes(name, args, macros)
+    dtypes, hinted = _dispatched(launch, macros, notes)
+    targs.update({TYPE_ALIAS + hint: cpp for hint, cpp in hinted.items()})
     tensors: dict[str, TensorUse] = {}
     translator = _Translator(
         launcher, launch, tensors, device, source_constants or {}, element_names | own_types | {"T"}
@@ -527,13 +674,15 @@ def analyse(
             dims.append(name)
 
     def finish(expression: str) -> str:
-        return _substitute(expression, tensors, shapes)
+        return _substitute(expression, tensors, shapes, translator.axes)
 
     for binding in bindings:
         for one in binding.fields or [binding]:
             if one.kind == "expr":
                 one.value = finish(one.value)
     requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
+    dead = _dead_condition(launch, translator)
+    notes.extend(dict.fromkeys(translator.assumed))
     for switch in sorted(translator.switches):
         default, origin = HOST_SWITCHES[switch]
         notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
@@ -546,7 +695,7 @@ def analyse(
             "(those that compile are kept)"
         )
     dtypes = _checked_dtypes(dtypes, tensors)
-    entry = _entry(kernel, launch, element_names, launcher, notes)
+    entry = _entry(kernel, launch, element_names, launcher, notes, hinted)
     return Analysis(
         launcher=launcher.name,
         kernel=kernel,
@@ -565,6 +714,7 @@ def analyse(
         notes=notes,
         other_gpu=other_gpu,
         drafted_dtypes=bool(drafted),
+        dead=dead,
     )
 
 
@@ -605,14 +755,53 @@ def _checked_dtypes(dtypes: set[str], tensors: dict[str, TensorUse]) -> set[str]
     return dtypes
 
 
+def _dispatched(
+    launch: Launch, macros: dict[str, Macro], notes: list[str]
+) -> tuple[set[str], dict[str, str]]:
+    """(the element types the launch's dispatches instantiate as ``scalar_t``, the C++ type of
+    each type a dispatch binds by name instead: vLLM's ``fp8_t``)."""
+    dtypes: set[str] = set()
+    hinted: dict[str, str] = {}
+    for name, args in launch.dispatch:
+        hints = dispatch_hints(name, args, macros)
+        if hints:
+            hinted.update(_hinted_types(name, hints, notes))
+        else:
+            dtypes |= dispatch_dtypes(name, args, macros)
+    return dtypes, hinted
+
+
+def _hinted_types(name: str, hints: dict[str, set[str]], notes: list[str]) -> dict[str, str]:
+    """Each type a dispatch binds by name, as the C++ type of its one case; raises Unmapped
+    when a case is a type the harness cannot run or when there are several (an operation has
+    one element type ``T``; a second dispatched type would need a second)."""
+    out: dict[str, str] = {}
+    for hint, enums in hints.items():
+        if len(enums) != 1 or next(iter(enums)) not in HINT_TYPES:
+            raise Unmapped(
+                f"{name} binds {hint} to {sorted(enums)}: one type the harness runs "
+                f"({', '.join(sorted(HINT_TYPES))}) is needed"
+            )
+        dtype, cpp = HINT_TYPES[next(iter(enums))]
+        out[hint] = cpp
+        notes.append(f"{hint}: {dtype} ({cpp}), the one type {name} dispatches it to")
+    return out
+
+
 def _entry(
-    kernel: Kernel, launch: Launch, element_names: set[str], launcher: Launcher, notes: list[str]
+    kernel: Kernel,
+    launch: Launch,
+    element_names: set[str],
+    launcher: Launcher,
+    notes: list[str],
+    hinted: dict[str, str],
 ) -> str:
     """The kernel's entry expression: a dispatch's element type written as the framework type of
     T, a type parameter of the launcher's own template as ``T`` itself (the framework's caller
     instantiates it with CUDA's types), a flag of that template as :data:`TEMPLATE_FLAG_VALUE`;
     raises Unmapped for a value parameter of that template (a compile-time size the caller
-    picks, such as ``kDim``), whose value nothing in the file gives."""
+    picks, such as ``kDim``), whose value nothing in the file gives; each type a dispatch binds
+    by name (vLLM's ``fp8_t``) is written as that type."""
     element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
     entry_args = [
         re.sub(element_pattern, f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
@@ -636,6 +825,7 @@ def _entry(
                 f"{own.name}: a flag of {launcher.name}'s template, imported as "
                 f"{TEMPLATE_FLAG_VALUE} (its caller sets it)"
             )
+    entry_args = [re.sub(r"\b\w+\b", lambda m: hinted.get(m[0], m[0]), a) for a in entry_args]
     return f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified
 
 
@@ -816,6 +1006,25 @@ def _launch_requirements(
     return requires, other_gpu
 
 
+def _dead_condition(launch: Launch, translator: _Translator) -> str:
+    """The first condition around the launch that folds to false from literals alone (no size,
+    no tensor, no GPU or build fact), as written, or ''."""
+    for condition, positive in launch.conditions:
+        translator.device_read = False
+        try:
+            folded = translator.expression(condition)
+        except Unmapped:
+            continue
+        if translator.device_read or expr.names(folded) or "__" in folded:
+            continue
+        try:
+            if bool(expr.evaluate(folded, {})) != positive:
+                return condition if positive else f"!({condition})"
+        except expr.ExprError:
+            continue
+    return ""
+
+
 def _conjuncts(condition: str) -> list[str]:
     """The C++ terms of a condition's top-level ``&&`` chain (the whole condition if none)."""
     tree = _parser().parse(f"auto __e = {condition};".encode())
@@ -876,6 +1085,13 @@ def _shapes(
     for name, use in tensors.items():
         if not use.indices and not use.numel:
             continue
+        if not use.const and not use.numel and use.indices == {-1}:
+            # vLLM's masked_moe_activation reads only `out.size(-1)` of an [E, T, d] output:
+            # a rank of 1 would draft [d], and the kernel writes its rows past it
+            raise Unmapped(
+                f"{name}: the kernel writes it and the launcher reads only its last axis "
+                "(size(-1)), so its leading axes are not stated"
+            )
         rank = max(
             [i + 1 if i >= 0 else -i for i in use.indices] + [2 if use.numel and use.indices else 1]
         )
@@ -905,8 +1121,14 @@ def _shapes(
 
 
 def _substitute(
-    expression: str, tensors: dict[str, TensorUse], shapes: dict[str, list[str]]
+    expression: str,
+    tensors: dict[str, TensorUse],
+    shapes: dict[str, list[str]],
+    ranked: dict[str, str] | None = None,
 ) -> str:
+    """Tensor queries replaced by the dims of the drafted shapes; ``ranked`` holds the axes that
+    read tensor ranks (:meth:`_Translator._ranked_axis`), folded here."""
+
     def one(match: re.Match[str]) -> str:
         tensor, what, index = match["tensor"], match["what"], match["index"]
         axes = shapes[tensor]
@@ -914,6 +1136,9 @@ def _substitute(
             return "(" + " * ".join(axes) + ")"
         if what == "dim":
             return str(len(axes))
+        if index.startswith("r"):
+            folded = _substitute((ranked or {})[match[0]], tensors, shapes)
+            index = str(expr.evaluate_int(folded, {}))
         i = int(index.lstrip("m")) * (-1 if index.startswith("m") else 1)
         i = i + len(axes) if i < 0 else i
         if not 0 <= i < len(axes):
@@ -926,5 +1151,5 @@ def _substitute(
     names = "|".join(re.escape(t) for t in tensors)
     if not names:
         return expression
-    pattern = rf"\b(?P<tensor>{names})__(?P<what>size|stride|numel|dim)(?:__(?P<index>m?\d+))?\b"
+    pattern = rf"\b(?P<tensor>{names})__(?P<what>size|stride|numel|dim)(?:__(?P<index>[mr]?\d+))?\b"
     return re.sub(pattern, one, expression)

@@ -26,6 +26,11 @@ guessed. A call whose kernel is a parameter of its own function (SGLang's
 ``LaunchKernel::operator()`` forwarding to ``cudaLaunchKernelEx``) is the helper itself, not a
 launch site: its callers' launches are the sites.
 
+A launch inside a generic lambda whose template parameter is one of its template arguments
+(``[&]<bool BATCHED>() {... K<scalar_t, BATCHED><<<...>>> ...}``) is one :class:`Launch` per
+call of the lambda (``launch.template operator()<true>()``), bound to that call's value and under
+its ``if`` conditions: the parameter has a value only there.
+
 Macros are read, not expanded, with one exception: a function-like macro whose body launches a
 kernel (vLLM's ``LAUNCH_ACTIVATION_GATE_KERNEL``) is expanded where a host function calls it, so
 the launch it writes is seen in the launcher that calls it.
@@ -37,7 +42,7 @@ this module.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -578,7 +583,7 @@ def parse_source(source: str) -> Source:
         launches: list[Launch] = []
         for call in _walk(body, ("call_expression",)):
             if _launch_of(call) is not None:
-                launches.append(_launch(call))
+                launches.extend(lambda_instances(call, _launch(call)))
                 continue
             api = _api_launch(call, {p.name for p in params})
             if api:
@@ -596,6 +601,82 @@ def parse_source(source: str) -> Source:
                 )
             )
     return out
+
+
+def _template_lambda(call: Node, launch: Launch) -> tuple[Node, list[str]] | None:
+    """The innermost generic lambda with a template parameter list around ``call`` whose
+    parameters the launch's template arguments name (vLLM's ``[&]<bool BATCHED_EXPERTS>() {...}``),
+    and those parameters' names; None when there is none."""
+    words = set(re.findall(r"\b\w+\b", " ".join(launch.template_args)))
+    node = call.parent
+    while node is not None and node.type != "function_definition":
+        plist = next((c for c in node.children if c.type == "template_parameter_list"), None)
+        if node.type == "lambda_expression" and plist is not None:
+            names = [_declared_name(p) for p in plist.named_children]
+            if words & set(names):
+                return node, names
+        node = node.parent
+    return None
+
+
+def _declared_name(parameter: Node) -> str:
+    """The name a template parameter declares (its last identifier), or ''."""
+    found = _walk(parameter, ("identifier", "type_identifier"))
+    return text(found[-1]) if found else ""
+
+
+def _bound(argument: str, binding: dict[str, str]) -> str:
+    """A template argument with the names of ``binding`` replaced, by whole word."""
+    return re.sub(r"\b\w+\b", lambda m: binding.get(m[0], m[0]), argument)
+
+
+def lambda_instances(call: Node, launch: Launch) -> list[Launch]:
+    """The launch once per instantiation of the generic lambda it sits in: a template argument
+    that is the lambda's own template parameter has a value only at the lambda's calls
+    (``launch.template operator()<true>()``), so each call gives one launch, its template
+    arguments bound to that call's and the ``if`` conditions around the call added to the
+    launch's. A launch outside such a lambda is returned as it is; one whose lambda is not a
+    local called so is kept with its :attr:`Launch.unread` reason."""
+    found = _template_lambda(call, launch)
+    if found is None:
+        return [launch]
+    lambda_node, names = found
+    holder = lambda_node.parent
+    variable = text(holder.child_by_field_name("declarator")) if holder is not None else ""
+    function = holder
+    while function is not None and function.type != "function_definition":
+        function = function.parent
+    if holder is None or holder.type != "init_declarator" or function is None:
+        why = f"template parameters {names} of a lambda that is not a local variable"
+        return [replace(launch, unread=why)]
+    variants = []
+    for use in _walk(function, ("call_expression",)):
+        callee = use.child_by_field_name("function")
+        if callee is None or callee.type != "field_expression" or "operator" not in text(callee):
+            continue
+        if text(callee.child_by_field_name("argument")) != variable:
+            continue
+        targs = _walk(callee, ("template_argument_list",))
+        values = [text(a) for a in (targs[0].named_children if targs else [])]
+        binding = dict(zip(names, values, strict=False))
+        bound = tuple(_bound(a, binding) for a in launch.template_args)
+        _, outer = _scope(use)
+        said = ", ".join(f"{k} = {v}" for k, v in binding.items())
+        variants.append(
+            replace(
+                launch,
+                template_args=bound,
+                conditions=outer + launch.conditions,
+                notes=(
+                    *launch.notes,
+                    f"{said}: the lambda {variable} called at line {use.start_point[0] + 1}",
+                ),
+            )
+        )
+    if not variants:
+        why = f"lambda {variable}'s template parameters {names} are bound by no call read"
+        return [replace(launch, unread=why)]
+    return variants
 
 
 def _callee(call: Node) -> str:

@@ -47,9 +47,11 @@ FUNCTIONS: dict[str, Callable[..., Number]] = {
     "round_up": _round_up,
     "log2": lambda x: int(math.log2(x)) if float(x).is_integer() else math.log2(x),
     "select": lambda condition, a, b: a if condition else b,
+    "gcd": math.gcd,
 }
 """``select(c, a, b)`` is C++'s ``c ? a : b`` (a framework launcher's block size chosen by the
-token count); both branches are evaluated."""
+token count); both branches are evaluated. ``gcd`` is ``std::gcd`` of two whole numbers (a
+launcher's vector width that divides the hidden size)."""
 
 _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Add: operator.add,

@@ -44,6 +44,7 @@ TYPE_ALIASES: dict[str, str] = {
     "unsigned int": "int32",
     "int32_t": "int32",
     "uint32_t": "int32",
+    "uint": "int32",
     "long": "int64",
     "long int": "int64",
     "long long": "int64",

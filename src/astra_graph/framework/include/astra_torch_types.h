@@ -14,6 +14,18 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+// The C++ library headers torch's element-type headers include (c10/util/Half.h and
+// BFloat16.h: <cmath>, <cstdint>, <cstring>, <limits>, <type_traits>; <utility> through
+// them), so a framework file gets them wherever it includes torch, as in its own build:
+// vLLM's fp8 common.cuh uses std::is_same_v before any include of its own names
+// <type_traits>. Here they are the std shims over libcu++ (harness/include).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <utility>
+
 namespace c10 {
 
 #define ASTRA_TORCH_16BIT(NAME, CUDA_T, TO_FLOAT, FROM_FLOAT)                                \
@@ -106,6 +118,10 @@ ASTRA_TORCH_8BIT(Float8_e5m2, __NV_E5M2)
 // storage only: code that computes with it fails to compile here instead of being guessed.
 struct alignas(1) Float8_e4m3fnuz {
   unsigned char x;
+  struct from_bits_t {};
+  static constexpr __host__ __device__ from_bits_t from_bits() { return from_bits_t(); }
+  Float8_e4m3fnuz() = default;
+  constexpr __host__ __device__ Float8_e4m3fnuz(unsigned char bits, from_bits_t) : x(bits) {}
 };
 
 }  // namespace c10
@@ -127,6 +143,50 @@ using c10::Float8_e5m2;
 using c10::Half;
 }  // namespace headeronly
 }  // namespace torch
+
+// torch's numeric_limits of Float8_e4m3fn (its bit patterns: no infinity, NaN 0x7F, largest
+// finite 448 = 0x7E, smallest normal 2^-6 = 0x08, smallest subnormal 2^-9 = 0x01, epsilon
+// 2^-3 = 0x20), which framework code reads as the fp8 range (vLLM's quant_type_max). std:: is
+// libcu++'s cuda::std here (harness/include), so the specialisation is made there.
+template <>
+class cuda::std::numeric_limits<c10::Float8_e4m3fn> {
+  using T = c10::Float8_e4m3fn;
+  static constexpr __host__ __device__ T bits(unsigned char b) { return T(b, T::from_bits()); }
+
+ public:
+  static constexpr bool is_specialized = true;
+  static constexpr bool is_signed = true;
+  static constexpr bool is_integer = false;
+  static constexpr bool is_exact = false;
+  static constexpr bool has_infinity = false;
+  static constexpr bool has_quiet_NaN = true;
+  static constexpr bool has_signaling_NaN = false;
+  static constexpr int digits = 4;
+  static constexpr int radix = 2;
+  static constexpr int min_exponent = -5;
+  static constexpr int max_exponent = 8;
+  static constexpr __host__ __device__ T min() { return bits(0x08); }
+  static constexpr __host__ __device__ T lowest() { return bits(0xFE); }
+  static constexpr __host__ __device__ T max() { return bits(0x7E); }
+  static constexpr __host__ __device__ T epsilon() { return bits(0x20); }
+  static constexpr __host__ __device__ T quiet_NaN() { return bits(0x7F); }
+  static constexpr __host__ __device__ T denorm_min() { return bits(0x01); }
+};
+
+// glibc's <sys/types.h> short names, which a Linux build gets through the C library headers
+// that torch's include (vLLM's merge_attn_states kernel takes `const uint num_tokens`); NVRTC
+// has no C library.
+typedef unsigned int uint;
+typedef unsigned short ushort;
+
+// torch's portability macros (torch/headeronly/macros/Macros.h), which device code uses to
+// annotate its functions; the header itself is replaced by this file.
+#define C10_HOST_DEVICE __host__ __device__
+#define C10_DEVICE __device__
+#define C10_HOST __host__
+#define C10_ALWAYS_INLINE __forceinline__
+#define C10_LIKELY(expr) (__builtin_expect(static_cast<bool>(expr), 1))
+#define C10_UNLIKELY(expr) (__builtin_expect(static_cast<bool>(expr), 0))
 
 // math.h's POSIX constants, which framework code uses and NVRTC's headers do not define.
 #ifndef M_PI
