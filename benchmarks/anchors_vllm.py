@@ -272,7 +272,11 @@ def import_anchor(anchor: VllmAnchor, root: Path, out: Path) -> Imported:
     path = root / anchor.file
     folders = include_folders(root, [root / INCLUDE_ROOT], None)
     target = out / anchor.op
-    report = import_file(path, folders, target, arch=IMPORT_ARCH, only=anchor.launcher)
+    from frameworks import DEFINES  # the build's -D flags, stated once (benchmarks/frameworks.py)
+
+    report = import_file(
+        path, folders, target, arch=IMPORT_ARCH, only=anchor.launcher, defines=DEFINES["vllm"]
+    )
     sites: list[Site] = []
     refused: list[str] = []
     for result in report.launchers:
