@@ -691,3 +691,22 @@ def test_an_integer_input_is_drawn_as_valid_row_ids(tmp_path: Path) -> None:
     assert args["index"].init.dist == "uniform"
     assert (args["index"].init.low, args["index"].init.high) == (0.0, float(least_rows - 1))
     assert args["table"].init.dist == "normal"
+
+
+def test_a_host_library_header_is_dropped_even_where_nvrtc_finds_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The GPU machines' CUDA folder holds cuBLAS's headers, CI's does not: kept there, a
+    framework's ``<cublas_v2.h>`` made NVRTC refuse every kernel of the file (host functions in
+    JIT mode). Host-library headers go whatever the folders hold; curand's device API stays."""
+    from astra_graph.framework import device
+
+    monkeypatch.setattr(device, "_available", lambda name: True)  # every header "found"
+    text = (
+        "#include <cublas_v2.h>\n#include <curand_kernel.h>\n#include <cuda_fp16.h>\n"
+        "__global__ void k(float* x) { x[0] = 1.0f; }\n"
+    )
+    lines = device_source(text).text.splitlines()
+    assert "#include <cublas_v2.h>" not in lines
+    assert any("dropped #include <cublas_v2.h>" in line for line in lines)
+    assert "#include <curand_kernel.h>" in lines and "#include <cuda_fp16.h>" in lines

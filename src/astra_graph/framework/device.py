@@ -72,6 +72,26 @@ CUB_SUBSET = (
 )
 """CCCL's cub headers that NVRTC compiles, in place of ``<cub/cub.cuh>``."""
 RUNTIME_HEADERS = {"cuda.h", "cuda_runtime.h", "cuda_runtime_api.h"}
+HOST_LIBRARY_HEADERS = (
+    "cublas",
+    "cusparse",
+    "cusolver",
+    "cufft",
+    "curand.h",
+    "nccl",
+    "cudnn",
+    "nvml",
+    "nvrtc",
+    "nvToolsExt",
+    "nvtx3/",
+    "cuda_profiler_api",
+)
+"""Headers of CUDA's host libraries (by name prefix), dropped whether or not NVRTC's folders
+have them: they declare host functions without an execution space, which NVRTC refuses. Where
+the GPU's CUDA folder holds them (the H100 machines' nvidia/cu13/include has cuBLAS's), vLLM's
+``torch_utils.h`` kept ``<cublas_v2.h>`` and every activation kernel failed to import there
+while it imported on CI, which has no cuBLAS headers (1ffc87d). ``curand_kernel.h``, the device
+API, is not among them."""
 """Present in the CUDA include folder but not compilable by NVRTC from the cuda13 wheel (no
 ``crt/``, ``<cuda.h>`` wants ``stdlib.h``), and not needed: NVRTC has their device builtins."""
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.M)
@@ -150,7 +170,7 @@ def _replace_include(match: re.Match[str], state: dict[str, bool], replaced: lis
     if name == "cub/cub.cuh":
         replaced.append(name)
         return "\n".join(f"#include <{h}>" for h in CUB_SUBSET)
-    if name in RUNTIME_HEADERS or not _available(name):
+    if name in RUNTIME_HEADERS or name.startswith(HOST_LIBRARY_HEADERS) or not _available(name):
         replaced.append(name)
         return f"// astra-import: dropped #include <{name}> (host or runtime header)"
     return match[0]
