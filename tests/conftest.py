@@ -8,6 +8,7 @@ another test uses the same GPU or loads the host.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from functools import cache
 
 import pytest
@@ -72,3 +73,25 @@ def plots_not_drawn(monkeypatch: pytest.MonkeyPatch) -> None:
     stand-in bytes start as a PNG file does.
     """
     monkeypatch.setattr(plots, "_png", lambda figure: PNG_SIGNATURE + b" (not drawn in tests)")
+
+
+@pytest.fixture
+def needs_nvrtc() -> None:
+    """Skip, saying why, where NVRTC cannot be loaded (the import and compile tests need it)."""
+    from astra_graph.harness import nvrtc
+
+    try:
+        nvrtc.version()
+    except nvrtc.NvrtcUnavailable as exc:
+        pytest.skip(f"NVRTC unavailable: {exc}")
+
+
+@pytest.fixture
+def default_search_path() -> Iterator[None]:
+    """The kernel search path reset around a test: a ``--path`` given to ``main()`` is global
+    state and must not leak into later tests."""
+    from astra_graph.kernel.catalog import set_search_dirs
+
+    set_search_dirs(None)
+    yield
+    set_search_dirs(None)

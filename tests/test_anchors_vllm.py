@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.harness import nvrtc
 from astra_graph.harness.results import Measurement
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import set_search_dirs
@@ -46,14 +45,6 @@ FIXTURE_SILU = vllm.VllmAnchor(
     args={"x": "input", "out": "out"},
     larger={"out": "drafted as input's shape; the kernel writes tokens * d"},
 )
-
-
-@pytest.fixture
-def needs_nvrtc() -> None:
-    try:
-        nvrtc.version()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"NVRTC unavailable: {exc}")
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,6 @@ input_stride parameter and the kernel's own parameter order) are brought in with
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,26 +23,12 @@ from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import Implementation, load_implementation, split_entry
 from astra_graph.kernel.signature import find_signature, interface_problem
 
-pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+# conftest.py says why
+pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "byok"
 ACT = EXAMPLES / "act_and_mul" / "act_and_mul.cu"
 NORM = EXAMPLES / "fused_add_rmsnorm" / "fused_add_rmsnorm.cu"
-
-
-@pytest.fixture
-def needs_nvrtc() -> None:
-    try:
-        nvrtc.version()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"NVRTC unavailable: {exc}")
-
-
-@pytest.fixture(autouse=True)
-def _default_search_path() -> Iterator[None]:
-    set_search_dirs(None)
-    yield
-    set_search_dirs(None)  # --path given to main() must not leak into later tests
 
 
 def test_entry_grammar() -> None:

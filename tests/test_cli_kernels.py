@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from astra_graph.cli import main
-from astra_graph.harness import nvrtc
 from astra_graph.kernel.catalog import kernels_root
 
 OPS = [
@@ -26,14 +25,6 @@ OPS = [
     "silu_and_mul",
 ]
 MISSPELT = Path(__file__).parent / "data" / "contracts" / "misspelt_dim"
-
-
-@pytest.fixture
-def needs_nvrtc() -> None:
-    try:
-        nvrtc.version()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"NVRTC unavailable: {exc}")
 
 
 def test_kernels_json_lists_the_three_operations(capsys: pytest.CaptureFixture[str]) -> None:

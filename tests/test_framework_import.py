@@ -11,7 +11,6 @@ with NVRTC for sm_90.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -30,33 +29,17 @@ from astra_graph.framework.launchers import (
     dispatch_dtypes,
 )
 from astra_graph.framework.parse import Launch, Source, parse_source
-from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
-from astra_graph.kernel.catalog import set_search_dirs
 from astra_graph.kernel.contract import ContractError, load_contract
 from astra_graph.kernel.header import load_implementation, split_top_level
 
-pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+# conftest.py says why
+pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")
 
 CSRC = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc"
 NORM = CSRC / "layernorm.cu"
 ACT = CSRC / "activation.cu"
 H100 = device_constants("sm_90", (13, 0))
-
-
-@pytest.fixture
-def needs_nvrtc() -> None:
-    try:
-        nvrtc.version()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"NVRTC unavailable: {exc}")
-
-
-@pytest.fixture(autouse=True)
-def _default_search_path() -> Iterator[None]:
-    set_search_dirs(None)
-    yield
-    set_search_dirs(None)
 
 
 def _source(path: Path) -> Source:

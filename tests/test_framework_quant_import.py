@@ -8,7 +8,6 @@ compiles with NVRTC for sm_90.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,29 +24,13 @@ from astra_graph.framework.launchers import (
     dispatch_hints,
 )
 from astra_graph.framework.parse import Macro, Source, parse_source
-from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
-from astra_graph.kernel.catalog import set_search_dirs
 
-pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+# conftest.py says why
+pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")
 
 QUANT = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc" / "quant.cu"
 H100 = device_constants("sm_90", (13, 0))
-
-
-@pytest.fixture
-def needs_nvrtc() -> None:
-    try:
-        nvrtc.version()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"NVRTC unavailable: {exc}")
-
-
-@pytest.fixture(autouse=True)
-def _default_search_path() -> Iterator[None]:
-    set_search_dirs(None)
-    yield
-    set_search_dirs(None)
 
 
 def _source() -> Source:

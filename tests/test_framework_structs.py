@@ -4,7 +4,7 @@ the harness packs it, on the CPU (NumPy; the GPU launch of a packed struct is no
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -15,9 +15,7 @@ import pytest
 from astra_graph.cli import main
 from astra_graph.framework.launchers import Analysis, Unmapped, analyse, device_constants
 from astra_graph.framework.parse import parse_source
-from astra_graph.harness import nvrtc
 from astra_graph.harness.launch import struct_argument, struct_dtype
-from astra_graph.kernel.catalog import set_search_dirs
 from astra_graph.kernel.contract import Binding, load_contract
 from astra_graph.kernel.header import load_implementation
 from astra_graph.kernel.param_struct import layout
@@ -26,20 +24,7 @@ from astra_graph.kernel.signature import interface_problem
 PARAMS = Path(__file__).parent / "fixtures" / "framework" / "csrc" / "params_struct.cu"
 H100 = device_constants("sm_90", (13, 0))
 
-
-@pytest.fixture
-def needs_nvrtc() -> None:
-    try:
-        nvrtc.version()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"NVRTC unavailable: {exc}")
-
-
-@pytest.fixture(autouse=True)
-def _default_search_path() -> Iterator[None]:
-    set_search_dirs(None)
-    yield
-    set_search_dirs(None)
+pytestmark = pytest.mark.usefixtures("default_search_path")
 
 
 def _analyses(launcher_name: str) -> list[Analysis]:
