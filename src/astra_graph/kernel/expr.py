@@ -47,6 +47,7 @@ FUNCTIONS: dict[str, Callable[..., Number]] = {
     "round_up": _round_up,
     "log2": lambda x: int(math.log2(x)) if float(x).is_integer() else math.log2(x),
     "select": lambda condition, a, b: a if condition else b,
+    "gcd": math.gcd,
 }
 """``select(c, a, b)`` is C++'s ``c ? a : b`` (a framework launcher's block size chosen by the
 token count); both branches are evaluated."""
