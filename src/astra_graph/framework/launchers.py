@@ -517,12 +517,7 @@ def analyse(
     )
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
-    shapes, dims = _shapes(launch, tensors, notes)
-    if reshape is not None:
-        # shapes the launcher's caller checks (callers.py) win over ranks read from the
-        # launch's queries, before any stride is written in terms of them
-        shapes = reshape(shapes, notes)
-        dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape))
+    shapes, dims = _shapes(launch, tensors, notes, reshape)
     for name in translator.host_dims:
         if name not in dims:
             dims.append(name)
@@ -872,7 +867,10 @@ def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None
 
 
 def _shapes(
-    launch: Launch, tensors: dict[str, TensorUse], notes: list[str]
+    launch: Launch,
+    tensors: dict[str, TensorUse],
+    notes: list[str],
+    reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
 ) -> tuple[dict[str, list[str]], list[str]]:
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
@@ -905,6 +903,11 @@ def _shapes(
         else:
             shapes[name] = list(shapes[main])
             notes.append(f"{name}: no size is asked for in the launcher; drafted as {main}'s shape")
+    if reshape is not None:
+        # shapes the launcher's caller checks (callers.py) win over ranks read from the
+        # launch's queries, before any stride is written in terms of them
+        shapes = reshape(shapes, notes)
+        dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape))
     return shapes, dims
 
 
