@@ -16,7 +16,13 @@ from pathlib import Path
 import pytest
 
 from astra_graph.cli import main
-from astra_graph.framework.callers import Callers, CallSite, checked_shapes
+from astra_graph.framework.callers import (
+    Callers,
+    CallSite,
+    checked_dtypes,
+    checked_shapes,
+    size_conditions,
+)
 from astra_graph.framework.device import device_source
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import LauncherResult, import_file
@@ -72,6 +78,7 @@ def test_a_raw_pointer_launcher_takes_shapes_and_dtypes_from_its_binding(tmp_pat
     # CUDA's types themselves (no c10 stand-in), and VEC folded to the width serving sizes take
     assert header.entry == "fw::row_scale_kernel<8, T>"
     assert any("gcd(16 // elem_bytes, (d))" in r and "== (8)" in r for r in header.requires)
+    assert "(d) <= 16384" in header.requires  # the binding's FW_ICHECK(d <= 16384)
     # the binding's local `grid` is not the launcher's `dim3 grid(rows)`
     assert header.grid.replace(" ", "") == "(rows)"
     assert main(["validate", str(folder)]) == 0
@@ -83,6 +90,7 @@ def test_a_value_dispatch_keeps_the_serving_instantiation_and_pins_its_dim(
 ) -> None:
     head = _results(tmp_path, FOLDERS)["HeadScale"]
     assert head.imported, head.reason
+    assert head.dtypes == ["bfloat16"]  # the binding's dtype check, within the dispatch's
     assert any("HEAD = 128 where head_dim is 128 (other values 64" in n for n in head.notes)
     folder = tmp_path / "head_scale"
     contract = load_contract(folder).contract
@@ -207,3 +215,18 @@ def test_a_local_set_through_its_address_is_not_its_initialiser() -> None:
     found = source.launchers[0].launches[0].locals
     assert found["sms"] == "multiProcessorCount"
     assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in found["blocks"]
+
+
+def test_the_callers_size_and_dtype_checks_are_read() -> None:
+    site = _site(
+        ("TVM_FFI_ICHECK", ("d % 8 == 0",)),
+        ("TVM_FFI_ICHECK_LE", ("d", "16384")),
+        ("TVM_FFI_ICHECK", ("x.dtype() == dl_float16 || x.dtype() == dl_bfloat16",)),
+        ("TVM_FFI_ICHECK", ("ok",)),
+        ("CHECK_INPUT", ("x",)),
+    )
+    assert size_conditions(site) == ["d % 8 == 0", "(d) <= (16384)"]
+    assert checked_dtypes(site, {"x"}) == {"float16", "bfloat16"}
+    assert checked_dtypes(site, {"y"}) is None  # a check of another tensor says nothing
+    narrower = _site(*site.checks, ("TVM_FFI_ICHECK_EQ", ("x.dtype()", "dl_bfloat16")))
+    assert checked_dtypes(narrower, {"x"}) == {"bfloat16"}

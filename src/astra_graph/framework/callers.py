@@ -308,7 +308,11 @@ def compose(
             *call.dispatch,
         ),
         locals={**call.locals, **aliases, **local_values},
-        conditions=(*call.conditions, *((sub(c), p) for c, p in launch.conditions)),
+        conditions=(
+            *call.conditions,
+            *((c, True) for c in size_conditions(call)),
+            *((sub(c), p) for c, p in launch.conditions),
+        ),
         notes=(
             *launch.notes,
             f"shapes and dtypes from {launcher.name}'s caller {call.function} "
@@ -316,6 +320,65 @@ def compose(
         ),
     )
     return Launcher(launcher.name, call.params, (composed,), launcher.line), composed
+
+
+_ORDER_CHECKS = {"CHECK_LE": "<=", "CHECK_LT": "<", "CHECK_GE": ">=", "CHECK_GT": ">"}
+"""Two-argument checks of an order, as the comparison they assert (``TVM_FFI_ICHECK_LE``)."""
+_COMPARISON = re.compile(r"==|!=|<=|>=|<|>|%")
+DLPACK_PREFIX = "dl_"
+"""TVM-FFI's DLPack dtype constants (``dl_bfloat16``): the contract's dtype after it."""
+
+
+def size_conditions(call: CallSite) -> list[str]:
+    """What the caller's checks assert of sizes before the call, as launch conditions (so that
+    they become ``requires``): ``TVM_FFI_ICHECK(hidden_size % 8 == 0)`` and the order checks
+    (``*_CHECK_LE(d, 16384)``). A check the analysis cannot express is noted there, not
+    guessed; shape equalities are :func:`checked_shapes`' and dtype checks
+    :func:`checked_dtypes`'."""
+    out = []
+    for name, args in call.checks:
+        order = next((op for suffix, op in _ORDER_CHECKS.items() if name.endswith(suffix)), None)
+        if order is not None and len(args) == 2:
+            out.append(f"({args[0]}) {order} ({args[1]})")
+        elif (
+            name.endswith(CHECK_WORD)
+            and args
+            and _COMPARISON.search(args[0])
+            and "dtype" not in args[0]  # a dtype check is checked_dtypes'
+        ):
+            out.append(args[0])
+    return out
+
+
+def checked_dtypes(call: CallSite, element_tensors: set[str]) -> set[str] | None:
+    """The element types the caller's checks allow the dispatched tensors
+    (``TVM_FFI_ICHECK_EQ(input.dtype(), dl_bfloat16)``: bfloat16 only), or None when it
+    checks none."""
+    allowed: set[str] | None = None
+    for name, args in call.checks:
+        if _EQUALITY_CHECK.search(name) and len(args) == 2:
+            terms = [(args[0].strip(), args[1].strip())]
+        elif name.endswith(CHECK_WORD) and args:
+            # `TVM_FFI_ICHECK(x.dtype() == dl_float16 || x.dtype() == dl_bfloat16)`
+            terms = [
+                (t.split("==")[0], t.split("==")[1])
+                for t in args[0].split("||")
+                if t.count("==") == 1
+            ]
+            if len(terms) != args[0].count("||") + 1:
+                continue
+        else:
+            continue
+        accepted: set[str] = set()
+        for left, right in terms:
+            tensor = re.fullmatch(r"(\w+)\s*\.\s*dtype\s*\(\s*\)", left.strip())
+            if tensor is None or tensor[1] not in element_tensors:
+                break
+            spelled = right.strip()
+            accepted.add(spelled[len(DLPACK_PREFIX) :] if spelled.startswith(DLPACK_PREFIX) else "")
+        else:
+            allowed = accepted if allowed is None else allowed & accepted
+    return allowed
 
 
 _SIZE_QUERY = re.compile(

@@ -17,7 +17,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from astra_graph.framework.callers import Callers, compose, shape_checker
+from astra_graph.framework.callers import (
+    Callers,
+    CallSite,
+    checked_dtypes,
+    compose,
+    shape_checker,
+)
 from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import flatten
@@ -140,6 +146,24 @@ def _variant_analysis(
     return chosen[0] if chosen is not None else analysed[0][0]
 
 
+def _restrict_dtypes(analysis: Analysis, site: CallSite) -> None:
+    """The analysis' element types cut to those the caller's dtype checks accept; raises
+    Unmapped when none of the dispatched ones is."""
+    elements = {name for name, use in analysis.tensors.items() if use.element == "T"}
+    allowed = checked_dtypes(site, elements)
+    if allowed is None:
+        return
+    kept = tuple(d for d in analysis.dtypes if d in allowed)
+    if not kept:
+        raise Unmapped(
+            f"{site.function} accepts only {sorted(allowed)}, which the dispatch does not "
+            f"instantiate ({', '.join(analysis.dtypes)})"
+        )
+    if kept != analysis.dtypes:
+        analysis.notes.append(f"element types {list(kept)}: {site.function}'s dtype checks")
+    analysis.dtypes = kept
+
+
 def _site_analysis(
     launcher: Launcher,
     launch: Launch,
@@ -166,6 +190,7 @@ def _site_analysis(
             except ValueError as exc:
                 failures.append(f"through {site.function} ({site.file.name}:{site.line}): {exc}")
                 continue
+            _restrict_dtypes(analysis, site)
             if len(sites) > 1:
                 others = ", ".join(sorted({s.function for s in sites} - {site.function}))
                 analysis.notes.append(f"other callers not imported: {others or 'none'}")
