@@ -143,9 +143,13 @@ def test_the_callers_checks_shape_the_tensors_it_passes() -> None:
         ("CHECK_DIM", ("2", "b")),
         ("CHECK_SHAPE", ("a", "b")),
         ("CHECK_DIM", ("3", "unsized")),
+        # no CHECK_DIM: the axes its checks name (a launch reading o.stride(0) alone read one)
+        ("CHECK_EQ", ("o.size(1)", "d")),
+        ("CHECK_EQ", ("o.size(0)", "a.size(0)")),
     )
     shapes = checked_shapes(_site(*checks), {"a": ["n", "d"]})
-    assert shapes == {"a": ["n", "d"], "w": ["d"], "b": ["n", "d"]}  # not `unsized`: no axis tied
+    # not `unsized`: no check ties its axes
+    assert shapes == {"a": ["n", "d"], "w": ["d"], "b": ["n", "d"], "o": ["n", "d"]}
     # checks that make the two axes of `a` one: neither dim is taken for anything
     clash = (("CHECK_DIM", ("1", "w")), ("CHECK_EQ", ("w.size(0)", "n")), *checks[1:2])
     assert checked_shapes(_site(*clash), {"a": ["n", "d"]}) == {}

@@ -424,6 +424,7 @@ def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, li
     ``*_CHECK_EQ`` of sizes and ``CHECK_SHAPE(a, b)``. A tensor of unknown rank, or with an
     axis tied to no known dim, is left out."""
     ranks: dict[str, int] = {}
+    least: dict[str, int] = {}
     axes = _Axes()
     same: list[tuple[str, str]] = []
     for name, args in call.checks:
@@ -435,12 +436,20 @@ def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, li
             left, right = (_axis_node(a, call) for a in args)
             if left is not None and right is not None:
                 axes.join(left, right)
+                for side, side_axis in (left, right):
+                    if side and side_axis.isdigit():
+                        least[side] = max(least.get(side, 0), int(side_axis) + 1)
+    # a tensor without CHECK_DIM has at least the axes its checks name (gemma_rmsnorm checks
+    # output.size(1) and no rank), as the launch's own queries give a rank
+    for checked, count in least.items():
+        ranks.setdefault(checked, count)
     for a, b in same:
-        for rank in {ranks.get(a), ranks.get(b)} - {None}:
-            ranks.setdefault(a, rank)  # type: ignore[arg-type]
-            ranks.setdefault(b, rank)  # type: ignore[arg-type]
-        for axis in range(max(ranks.get(a, 0), ranks.get(b, 0))):
-            axes.join((a, str(axis)), (b, str(axis)))
+        if a in ranks or b in ranks:
+            common = ranks.get(a, ranks.get(b, 0))
+            ranks.setdefault(a, common)
+            ranks.setdefault(b, common)
+        for index in range(max(ranks.get(a, 0), ranks.get(b, 0))):
+            axes.join((a, str(index)), (b, str(index)))
     known: dict[tuple[str, str], str] = {}
     clashes: set[tuple[str, str]] = set()
 
@@ -463,20 +472,26 @@ def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, li
         query = _SIZE_QUERY.match(value.strip())
         if query is not None and re.fullmatch(r"\w+", local):
             learn((query["tensor"], query["axis"] or query["index"]), local)
-    for root in clashes:
-        del known[root]
+
+    def dim_of(node: tuple[str, str]) -> str | None:
+        root = axes.find(node)
+        return None if root in clashes else known.get(root)
+
     out: dict[str, list[str]] = {}
-    for tensor, rank in ranks.items():
+    for shaped, rank in ranks.items():
         found: list[str] = []
-        for axis in range(rank):
-            found_dim = known.get(axes.find((tensor, str(axis)))) or known.get(
-                axes.find((tensor, str(axis - rank)))
-            )
+        for index in range(rank):
+            forward = (shaped, str(index))
+            # counted from the end only where counted from the front says nothing (a clash
+            # there is no gap to fill)
+            found_dim = dim_of(forward)
+            if found_dim is None and axes.find(forward) not in clashes:
+                found_dim = dim_of((shaped, str(index - rank)))
             if found_dim is None:
                 break
             found.append(found_dim)
         else:
-            out[tensor] = found
+            out[shaped] = found
     return out
 
 
