@@ -111,6 +111,7 @@ class Callers:
 
     folders: list[Path]
     _texts: dict[Path, str] = field(default_factory=dict)
+    _trees: dict[Path, Node] = field(default_factory=dict)
     _macros: dict[Path, dict[str, Macro]] = field(default_factory=dict)
 
     def files(self) -> list[Path]:
@@ -136,8 +137,9 @@ class Callers:
         for path in self.files():
             if not named.search(self._text(path)):
                 continue
-            tree = _parser().parse(self._text(path).encode())
-            for call in _walk(tree.root_node, ("call_expression",)):
+            if path not in self._trees:
+                self._trees[path] = _parser().parse(self._text(path).encode()).root_node
+            for call in _walk(self._trees[path], ("call_expression",)):
                 if _callee(call) != launcher.name:
                     continue
                 site = _call_site(path, call)
