@@ -59,7 +59,7 @@ FILES: dict[str, tuple[str, ...]] = {
 """The files a user would hand over, per release (field notes, section 8)."""
 INCLUDE_ROOTS: dict[str, tuple[str, ...]] = {
     "vllm": ("csrc",),
-    "flashinfer-python": ("flashinfer/data/include",),
+    "flashinfer-python": ("flashinfer/data/include", "flashinfer/data/csrc"),
     "sglang": ("sglang/kernels/jit/include", "sglang/kernels/jit/csrc"),
 }
 """The framework's own include folders, relative to the unpacked release."""

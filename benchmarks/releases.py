@@ -48,7 +48,14 @@ PINNED: dict[str, Release] = {
     r.name: r
     for r in (
         Release("vllm", "0.33.0", "sdist", ("csrc/",)),
-        Release("flashinfer-python", "0.7.2.post1", "wheel", ("flashinfer/data/include/",)),
+        Release(
+            "flashinfer-python",
+            "0.7.2.post1",
+            "wheel",
+            # the header launchers' callers, its TVM-FFI bindings, are csrc/*.cu (its
+            # subfolders, ~3,000 files, hold kernels and instantiations, not bindings)
+            ("flashinfer/data/include/", "flashinfer/data/csrc/*"),
+        ),
         Release(
             "sglang", "0.5.23", "wheel", ("sglang/kernels/jit/csrc/", "sglang/kernels/jit/include/")
         ),
@@ -61,7 +68,18 @@ SOURCE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".cpp", ".inl")
 
 
 def _keep(member: str, keep: tuple[str, ...]) -> bool:
-    return member.endswith(SOURCE_SUFFIXES) and any(member.startswith(p) for p in keep)
+    """Whether ``member`` is kept: a source under a kept prefix, or directly in a kept
+    ``folder/*``."""
+    if not member.endswith(SOURCE_SUFFIXES):
+        return False
+    for prefix in keep:
+        if prefix.endswith("/*"):
+            folder = prefix[:-1]
+            if member.startswith(folder) and "/" not in member[len(folder) :]:
+                return True
+        elif member.startswith(prefix):
+            return True
+    return False
 
 
 def _registry_sdist(name: str, version: str, into: Path) -> Path:
@@ -119,6 +137,19 @@ def _unpack(archive: Path, release: Release, target: Path) -> None:
                 out.write_bytes(source.read())
 
 
+def _complete(marker: Path, release: Release) -> bool:
+    """Whether the unpacked release holds every part it keeps. The marker lists them after
+    ``name==version``; a marker of that line alone was written before parts were listed, when
+    every part was a prefix, so it lacks only the ``folder/*`` parts."""
+    if not marker.is_file():
+        return False
+    lines = marker.read_text().split()
+    if lines[:1] != [f"{release.name}=={release.version}"]:
+        return False
+    needed = set(release.keep) if len(lines) > 1 else {p for p in release.keep if p.endswith("/*")}
+    return needed <= set(lines[1:])
+
+
 def fetch(name: str, version: str | None = None) -> Path:
     """The unpacked kernel sources of a pinned release (downloaded on first use)."""
     if name not in PINNED:
@@ -127,13 +158,14 @@ def fetch(name: str, version: str | None = None) -> Path:
     if version is not None and version != release.version:
         raise KeyError(f"{name}: pinned at {release.version}, not {version}")
     target = CACHE / f"{release.name}-{release.version}"
-    if (target / ".complete").is_file():
+    complete = target / ".complete"
+    if _complete(complete, release):
         return target
     with tempfile.TemporaryDirectory() as tmp:
         archive = _download(release, Path(tmp))
         shutil.rmtree(target, ignore_errors=True)
         _unpack(archive, release, target)
-    (target / ".complete").write_text(f"{release.name}=={release.version}\n")
+    complete.write_text("\n".join([f"{release.name}=={release.version}", *release.keep]) + "\n")
     return target
 
 

@@ -71,7 +71,9 @@ CUB_SUBSET = (
     "cub/thread/thread_operators.cuh",
 )
 """CCCL's cub headers that NVRTC compiles, in place of ``<cub/cub.cuh>``."""
-RUNTIME_HEADERS = {"cuda.h", "cuda_runtime.h", "cuda_runtime_api.h"}
+RUNTIME_HEADERS = {"cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "cuda_device_runtime_api.h"}
+"""Present in the CUDA include folder but not compilable by NVRTC from the cuda13 wheel (no
+``crt/``, ``<cuda.h>`` wants ``stdlib.h``), and not needed: NVRTC has their device builtins."""
 HOST_LIBRARY_HEADERS = (
     "cublas",
     "cusparse",
@@ -92,8 +94,13 @@ the GPU's CUDA folder holds them (the H100 machines' nvidia/cu13/include has cuB
 ``torch_utils.h`` kept ``<cublas_v2.h>`` and every activation kernel failed to import there
 while it imported on CI, which has no cuBLAS headers (1ffc87d). ``curand_kernel.h``, the device
 API, is not among them."""
-"""Present in the CUDA include folder but not compilable by NVRTC from the cuda13 wheel (no
-``crt/``, ``<cuda.h>`` wants ``stdlib.h``), and not needed: NVRTC has their device builtins."""
+HOST_TYPEDEFS = (
+    "// astra-import: glibc's <sys/types.h> names, which nvcc's host headers give device code\n"
+    "typedef unsigned short ushort;\ntypedef unsigned int uint;\n"
+)
+"""Type names a framework's device code takes from the host C library (FlashInfer's
+``ptx_exp2`` declares ``ushort``, vLLM's merge kernel takes ``const uint num_tokens``); NVRTC has
+no host headers, so they are declared as glibc does, once, before every imported file."""
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.M)
 _DEVICE_SPACES = ("__global__", "__device__", "__constant__", "__shared__", "__managed__")
 """A namespace-scope definition without one of these is host code, which NVRTC refuses ("host
@@ -114,6 +121,38 @@ def _is_host_variable(node: Node) -> bool:
     )
 
 
+HOST_LIBRARY_TYPES = (
+    "exception",
+    "runtime_error",
+    "string",
+    "ostringstream",
+    "stringstream",
+    "ostream",
+    "vector",
+    "map",
+    "unordered_map",
+    "mutex",
+)
+"""C++ library types libcu++ does not have: a namespace-scope class deriving from one or holding
+one (FlashInfer's ``class Error : public std::exception { std::string message_; ... }``) is
+host code, removed like a host function (its header, ``<exception>``, is not NVRTC's)."""
+_HOST_LIBRARY_TYPE = re.compile(r"\bstd\s*::\s*(?:" + "|".join(HOST_LIBRARY_TYPES) + r")\b")
+
+
+def _is_host_class(node: Node) -> bool:
+    """A class or struct whose bases or fields name a :data:`HOST_LIBRARY_TYPES` type."""
+    body = node.child_by_field_name("body")
+    if body is None:
+        return False
+    parts = [text(c) for c in node.named_children if c.type == "base_class_clause"]
+    parts += [
+        text(c.child_by_field_name("type"))
+        for c in body.named_children
+        if c.type == "field_declaration"
+    ]
+    return any(_HOST_LIBRARY_TYPE.search(p) for p in parts)
+
+
 def _declarator_type(node: Node) -> str | None:
     declarator = node.child_by_field_name("declarator")
     return None if declarator is None else declarator.type
@@ -127,6 +166,8 @@ _SCOPES = (
     "template_declaration",
     # a preprocessor conditional is no scope: host code inside `#ifndef USE_ROCM` (vLLM's
     # dtype_fp8.cuh, `inline ... get_fp8_kv_cache_data_type(const std::string&)`) is host code
+    # a header under an include guard (FlashInfer's `#ifndef FLASHINFER_EXCEPTION_H_`) or a
+    # feature test: its free functions are still at namespace scope
     "preproc_if",
     "preproc_ifdef",
     "preproc_else",
@@ -154,9 +195,13 @@ class DeviceSource:
 
 @cache
 def torch_types() -> str:
-    """The text of :data:`TORCH_TYPES_FILE`, inlined so the file stays self-contained."""
+    """The text of :data:`TORCH_TYPES_FILE`, inlined so the file stays self-contained, after
+    :data:`HOST_TYPEDEFS` (torch's headers bring glibc's names too; a repeated identical typedef
+    is allowed, so the text also stands alone)."""
     body = TORCH_TYPES_FILE.read_text(encoding="utf-8").replace("#pragma once\n", "")
-    return f"// astra-import: begin torch's element types\n{body}// astra-import: end\n"
+    return (
+        f"{HOST_TYPEDEFS}// astra-import: begin torch's element types\n{body}// astra-import: end\n"
+    )
 
 
 def _replace_include(match: re.Match[str], state: dict[str, bool], replaced: list[str]) -> str:
@@ -231,6 +276,18 @@ def _relaxed_constexpr(root: Node) -> list[tuple[int, int, str]]:
     ]
 
 
+def _device_macros(root: Node) -> list[str]:
+    """Object-like macros whose body names a device space (FlashInfer's ``#define
+    FLASHINFER_INLINE inline __attribute__((always_inline)) __device__``): a definition headed
+    by one is device code."""
+    found = []
+    for node in _walk(root, ("preproc_def",)):
+        body = text(node.child_by_field_name("value"))
+        if any(word in body for word in _DEVICE_SPACES):
+            found.append(text(node.child_by_field_name("name")))
+    return found
+
+
 def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource:
     """The flattened file with host code removed and includes made NVRTC's (see above).
 
@@ -241,11 +298,12 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     data = flattened.encode()
     tree = _parser().parse(data)
     removed: list[tuple[int, int, str]] = []
+    spaces = (*_DEVICE_SPACES, *_device_macros(tree.root_node))
     for node in _walk(tree.root_node, ("function_definition", "declaration")):
         if not _at_namespace_scope(node):
             continue
         head = text(node).split("{", 1)[0]
-        if any(word in head for word in _DEVICE_SPACES):
+        if any(word in head for word in spaces):
             continue
         if node.type == "declaration" and not _is_host_variable(node):
             continue
@@ -255,6 +313,13 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
         declarator = node.child_by_field_name("declarator")
         name = text(declarator).split("(", 1)[0].split("=", 1)[0].strip() if declarator else "?"
         removed.append((whole.start_byte, whole.end_byte, name))
+    for node in _walk(tree.root_node, ("class_specifier", "struct_specifier")):
+        if _at_namespace_scope(node) and _is_host_class(node):
+            whole = (
+                node.parent if node.parent and node.parent.type == "template_declaration" else node
+            )
+            name = text(node.child_by_field_name("name")) or "?"
+            removed.append((whole.start_byte, whole.end_byte, name))
     for node in _walk(tree.root_node, ("expression_statement",)):
         if (
             node.parent is not None
@@ -275,7 +340,7 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     out = _INCLUDE.sub(lambda m: _replace_include(m, state, replaced), data.decode())
     if not state.get("torch"):
         out = torch_types() + out
-    out = _plain_lambdas(_host_on_constants(out))
+    out = HOST_TYPEDEFS + _plain_lambdas(_host_on_constants(out))
     if defines:
         lines = [f"#define {' '.join(d.split('=', 1))}" for d in defines]
         out = "// astra-import: the framework build's defines\n" + "\n".join(lines) + "\n" + out

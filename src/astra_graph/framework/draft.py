@@ -97,9 +97,34 @@ def _axis_values(analysis: Analysis, dim: str) -> tuple[tuple[int, ...], tuple[i
     return OTHER[:1], OTHER[1:]
 
 
+def _pinned(analysis: Analysis) -> dict[str, int]:
+    """Dims a launch requirement fixes (``head_dim == 128``: FlashInfer instantiates a kernel
+    per head size), which every suite shape then takes, held-out ones included."""
+    out: dict[str, int] = {}
+    for requirement in analysis.requires:
+        try:
+            body = expr.parse(requirement).body
+        except expr.ExprError:
+            continue
+        if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+            continue
+        if not isinstance(body.ops[0], ast.Eq):
+            continue
+        sides = [body.left, body.comparators[0]]
+        names = [s.id for s in sides if isinstance(s, ast.Name) and s.id in analysis.dims]
+        numbers = [s.value for s in sides if isinstance(s, ast.Constant)]
+        if len(names) == 1 and len(numbers) == 1 and isinstance(numbers[0], int):
+            out[names[0]] = numbers[0]
+    return out
+
+
 def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int]], int]:
     """(tuning shapes, held-out shapes, how many were left out for size)."""
-    values = {d: _axis_values(analysis, d) for d in analysis.dims}
+    pinned = _pinned(analysis)
+    values = {
+        d: ((pinned[d],), (pinned[d],)) if d in pinned else _axis_values(analysis, d)
+        for d in analysis.dims
+    }
     tuning, heldout = [], []
     for tokens_index in range(max(len(v[0]) for v in values.values())):
         tuning.append({d: v[0][min(tokens_index, len(v[0]) - 1)] for d, v in values.items()})

@@ -12,21 +12,39 @@ came in and, if not, why, in one line each.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from astra_graph.framework.callers import (
+    Callers,
+    CallSite,
+    checked_dtypes,
+    compose,
+    shape_checker,
+)
 from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import flatten
-from astra_graph.framework.launchers import Analysis, analyse, device_constants
-from astra_graph.framework.parse import Source, parse_source
+from astra_graph.framework.launchers import (
+    Analysis,
+    RawPointer,
+    Unmapped,
+    analyse,
+    device_constants,
+)
+from astra_graph.framework.parse import Launch, Launcher, Macro, Source, parse_source
+from astra_graph.framework.values import best_variant, value_variants
 from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
 
 READ_FORMS = "only <<<>>>, cudaLaunchKernel, cudaLaunchKernelEx and LaunchKernel(...)(...)"
 """The launch forms :mod:`~astra_graph.framework.parse` reads, for the reason of one it does not."""
+Reshape = Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]]
+"""A caller's correction of a launch's tensor shapes (:func:`~astra_graph.framework.callers.
+shape_checker`)."""
 COMPILER_REASON = (
     "device code only, launchers read by the parser: nvcc on the whole file needs torch's "
     "headers, which CI and CPU hosts lack"
@@ -147,8 +165,97 @@ def _first_error(log: str) -> str:
     return errors[0] if errors else log.strip()[:300]
 
 
+def _variant_analysis(
+    launcher: Launcher,
+    launch: Launch,
+    parsed: Source,
+    macros: dict[str, Macro],
+    device_facts: dict[str, int],
+    reshape: Reshape | None = None,
+) -> Analysis:
+    """The launch analysed once per value-dispatch variant (:mod:`~astra_graph.framework.
+    values`), the one the serving shapes take kept; raises the first variant's reason when
+    none analyses."""
+    analysed: list[tuple[Analysis, str]] = []
+    failures: list[ValueError] = []
+    for variant, note in value_variants(launch, macros):
+        try:
+            analysis = analyse(
+                launcher,
+                variant,
+                parsed.kernels,
+                macros,
+                device_facts,
+                parsed.constants,
+                parsed.structs,
+                reshape,
+            )
+        except ValueError as exc:
+            failures.append(exc)
+            continue
+        if note:
+            analysis.notes.append(note)
+        analysed.append((analysis, note))
+    if not analysed:
+        raise failures[0]
+    chosen = best_variant(analysed) if len(analysed) > 1 else None
+    return chosen[0] if chosen is not None else analysed[0][0]
+
+
+def _restrict_dtypes(analysis: Analysis, site: CallSite) -> None:
+    """The analysis' element types cut to those the caller's dtype checks accept; raises
+    Unmapped when none of the dispatched ones is."""
+    elements = {name for name, use in analysis.tensors.items() if use.element == "T"}
+    allowed = checked_dtypes(site, elements)
+    if allowed is None:
+        return
+    kept = tuple(d for d in analysis.dtypes if d in allowed)
+    if not kept:
+        raise Unmapped(
+            f"{site.function} accepts only {sorted(allowed)}, which the dispatch does not "
+            f"instantiate ({', '.join(analysis.dtypes)})"
+        )
+    if kept != analysis.dtypes:
+        analysis.notes.append(f"element types {list(kept)}: {site.function}'s dtype checks")
+    analysis.dtypes = kept
+
+
+def _site_analysis(
+    launcher: Launcher,
+    launch: Launch,
+    parsed: Source,
+    device_facts: dict[str, int],
+    callers: Callers | None,
+) -> Analysis:
+    """One launch site analysed, through its launcher's callers when the launcher passes raw
+    pointers (:mod:`~astra_graph.framework.callers`); raises ValueError with the reason."""
+    try:
+        return _variant_analysis(launcher, launch, parsed, parsed.macros, device_facts)
+    except RawPointer as raw:
+        sites = callers.calls(launcher) if callers is not None else []
+        if callers is None or not sites:
+            raise RawPointer(f"{raw}; no caller in the include folders passes tensors") from None
+        failures = []
+        for site in sites:
+            macros = {**parsed.macros, **callers.macros(site.file)}
+            try:
+                host, composed = compose(launcher, launch, site, macros)
+                analysis = _variant_analysis(
+                    host, composed, parsed, macros, device_facts, shape_checker(site)
+                )
+            except ValueError as exc:
+                failures.append(f"through {site.function} ({site.file.name}:{site.line}): {exc}")
+                continue
+            _restrict_dtypes(analysis, site)
+            if len(sites) > 1:
+                others = ", ".join(sorted({s.function for s in sites} - {site.function}))
+                analysis.notes.append(f"other callers not imported: {others or 'none'}")
+            return analysis
+        raise Unmapped(failures[0]) from None
+
+
 def _analysed_sites(
-    parsed: Source, device_facts: dict[str, int], only: str | None
+    parsed: Source, device_facts: dict[str, int], only: str | None, callers: Callers | None = None
 ) -> tuple[list[LauncherResult], list[tuple[LauncherResult, Analysis]]]:
     """One result per launch site of the parsed file (or of the launcher ``only``), and the
     sites whose analysis succeeded; a site that cannot be analysed, or whose launch form is not
@@ -165,15 +272,7 @@ def _analysed_sites(
             )
             results.append(result)
             try:
-                analysis = analyse(
-                    launcher,
-                    launch,
-                    parsed.kernels,
-                    parsed.macros,
-                    device_facts,
-                    parsed.constants,
-                    parsed.structs,
-                )
+                analysis = _site_analysis(launcher, launch, parsed, device_facts, callers)
             except ValueError as exc:  # Unmapped, or a launcher this analysis cannot read
                 result.reason = str(exc) or type(exc).__name__
                 continue
@@ -208,7 +307,9 @@ def import_file(
     flat = flatten(path, folders)
     parsed = parse_source(flat.text)
     device = device_source(flat.text, defines)
-    results, analyses = _analysed_sites(parsed, device_constants(arch, nvrtc.version()), only)
+    results, analyses = _analysed_sites(
+        parsed, device_constants(arch, nvrtc.version()), only, Callers(folders)
+    )
     analyses = [(r, a) for r, a in analyses if _compiling_dtypes(r, a, device.text, arch)]
     entries = sorted({e for _, a in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()

@@ -31,7 +31,7 @@ by another tensor's size (a relation between their shapes the drafted dims would
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.device import FRAMEWORK_TYPE
@@ -47,6 +47,7 @@ from astra_graph.framework.parse import (
 )
 from astra_graph.framework.structs import StructUnread, field_values
 from astra_graph.kernel import expr
+from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import SM_COUNT, split_top_level
 
@@ -58,6 +59,12 @@ if TYPE_CHECKING:
 
 class Unmapped(ValueError):
     """Something of the launch cannot be expressed in a contract; ``str()`` says what."""
+
+
+class RawPointer(Unmapped):
+    """A kernel pointer gets a raw pointer parameter of the launcher (FlashInfer's header
+    launchers): its shape is known to the launcher's callers
+    (:mod:`astra_graph.framework.callers`), not here."""
 
 
 SCALAR_TYPES: dict[str, str] = {
@@ -97,6 +104,7 @@ CPP_TYPES: dict[str, str] = {
     "c10::Half": "float16",
     "at::Half": "float16",
     "__nv_bfloat16": "bfloat16",
+    "nv_half": "float16",
     "nv_bfloat16": "bfloat16",
     "c10::BFloat16": "bfloat16",
     "at::BFloat16": "bfloat16",
@@ -143,6 +151,8 @@ _DATA_PTR = re.compile(
 _CAST = re.compile(r"^(?:reinterpret_cast|static_cast)\s*<[^()]*>\s*\((?P<inner>.*)\)$", re.S)
 _C_CAST = re.compile(r"^\(\s*(?:const\s+)?[\w:]+\s*\)\s*(?P<inner>[\w.]+)$")
 _FLOAT_LITERAL = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?$")
+_USING_CASE = re.compile(r"\busing\s+\w+\s*=\s*([\w:]+)\s*;")
+"""A dispatch case's type alias (``using c_type = nv_bfloat16;``)."""
 _COMPARISONS = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "==", "!=": "!="}
 
 
@@ -306,11 +316,18 @@ def _call_arguments(body: str, start: int) -> list[str]:
 
 
 def _scalar_types(text_: str) -> set[str]:
-    return {
+    """The dtypes a dispatch text names: ``at::ScalarType`` spellings, and the C++ types of its
+    ``using c_type = nv_half;`` cases (a DLPack dtype switch such as FlashInfer's). A case type
+    no contract can hold (``__nv_fp8_e4m3``) is returned as spelled, so that the launch is
+    refused with it named rather than imported with the other types alone."""
+    found = {
         SCALAR_TYPES[m]
         for m in re.findall(r"(?:ScalarType::|\b)(k?\w+)\b", text_)
         if m in SCALAR_TYPES and ("ScalarType::" + m in text_ or m.startswith("k"))
     }
+    for spelled in _USING_CASE.findall(text_):
+        found.add(CPP_TYPES.get(spelled, spelled))
+    return found
 
 
 def _macro_types(body: str, macros: dict[str, Macro], seen: set[str]) -> set[str]:
@@ -353,6 +370,15 @@ class _Translator:
         placeholder key -> the axis expression, folded once every rank is known (finish)."""
         self.assumed: list[str] = []
         """What was taken for a value the launcher reads at run time (an absent optional)."""
+
+    def fresh(self) -> _Translator:
+        """A translator of the same launch whose reads are not recorded (its tensor uses and
+        host dims stay apart from the analysis')."""
+        copy = _Translator.__new__(_Translator)
+        copy.__dict__.update(self.__dict__)
+        copy.tensors = {k: replace(v, indices=set(v.indices)) for k, v in self.tensors.items()}
+        copy.host_dims, copy.switches = set(), set()
+        return copy
 
     def expression(self, source: str, depth: int = 0) -> str:
         if depth > 16:
@@ -538,7 +564,7 @@ class _Translator:
             if method == "element_size" and not args:
                 self._tensor(tensor)
                 return "elem_bytes"
-            if method == "dim" and not args:
+            if method in ("dim", "ndim") and not args:  # ndim: TVM-FFI's TensorView
                 self._tensor(tensor)
                 return f"{tensor}__dim"
         short = name.split("<", 1)[0].rsplit("::", 1)[-1]  # std::min<int64_t> is min
@@ -550,7 +576,7 @@ class _Translator:
         if short == "dim3":
             inner = ", ".join(self._node(a, depth) for a in args)
             return f"({inner},)" if len(args) == 1 else f"({inner})"
-        if short in ("min", "max") and len(args) == 2:
+        if short in ("min", "max", "gcd") and len(args) == 2:
             inner = ", ".join(self._node(a, depth) for a in args)
             return f"{short}({inner})"
         if short in ("static_cast", "int", "int64_t") or name.startswith("static_cast"):
@@ -631,6 +657,7 @@ def analyse(
     device: dict[str, int],
     source_constants: dict[str, str] | None = None,
     structs: dict[str, list[Param]] | None = None,
+    reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
 ) -> Analysis:
     """The contract-level description of one launch; raises Unmapped with the reason.
 
@@ -638,6 +665,8 @@ def analyse(
     ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's;
     ``structs`` (:attr:`~astra_graph.framework.parse.Source.structs`) the fields of by-value
     struct parameters.
+    ``reshape(shapes, notes)``, where given, corrects the tensors' shapes before strides and
+    sizes are written over them.
     """
     if launch.unread:
         raise Unmapped(launch.unread)
@@ -668,7 +697,7 @@ def analyse(
     )
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
-    shapes, dims = _shapes(launch, tensors, notes)
+    shapes, dims = _shapes(launch, tensors, notes, reshape)
     for name in translator.host_dims:
         if name not in dims:
             dims.append(name)
@@ -695,7 +724,17 @@ def analyse(
             "(those that compile are kept)"
         )
     dtypes = _checked_dtypes(dtypes, tensors)
-    entry = _entry(kernel, launch, element_names, launcher, notes, hinted)
+    folded = _folded_template_args(kernel, launch, dtypes, translator.fresh())
+    framework_type = "T" if _cuda_spelled(launch, macros) else f"{FRAMEWORK_TYPE}<T>"
+    entry = _entry(
+        kernel,
+        replace(launch, template_args=folded),
+        element_names,
+        launcher,
+        notes,
+        hinted,
+        framework_type,
+    )
     return Analysis(
         launcher=launcher.name,
         kernel=kernel,
@@ -788,6 +827,73 @@ def _hinted_types(name: str, hints: dict[str, set[str]], notes: list[str]) -> di
     return out
 
 
+_LITERAL_ARGUMENT = re.compile(r"^(?:-?\d+[uUlL]*|true|false)$")
+
+
+def _folded_template_args(
+    kernel: Kernel, launch: Launch, dtypes: set[str], translator: _Translator
+) -> tuple[str, ...]:
+    """The launch's template arguments with each compile-time value that the launcher computes
+    (FlashInfer's ``constexpr uint32_t vec_size = std::max(16U / sizeof(DTypeIn), HEAD_DIM /
+    32U)``) folded to its literal, which the entry must spell. An argument that cannot be read
+    is kept as written (NVRTC then names it); one that depends on the sizes, or differs between
+    the dispatched element types, cannot be one entry and raises Unmapped."""
+    out = []
+    for param, arg in zip(kernel.template, launch.template_args, strict=False):
+        spelled = " ".join(arg.split())
+        if param.kind not in ("value", "flag") or _LITERAL_ARGUMENT.match(spelled):
+            out.append(arg)
+            continue
+        try:
+            value = translator.expression(spelled)
+        except Unmapped:
+            out.append(arg)
+            continue
+        if expr.names(value) - {ELEM_BYTES}:
+            raise Unmapped(
+                f"template argument {param.name} = {spelled!r} of {kernel.name} depends on the "
+                f"sizes ({value}): a compile-time value cannot"
+            )
+        try:
+            values = {expr.evaluate_int(value, {ELEM_BYTES: DTYPES[d].itemsize}) for d in dtypes}
+        except expr.ExprError:
+            out.append(arg)  # not a whole number (a comparison): kept for NVRTC to read
+            continue
+        if len(values) != 1:
+            raise Unmapped(
+                f"template argument {param.name} = {spelled!r} of {kernel.name} is "
+                f"{sorted(values)} across the element types {sorted(dtypes)}: one entry cannot"
+            )
+        number = values.pop()
+        out.append(str(bool(number)).lower() if param.kind == "flag" else str(number))
+    return (*out, *launch.template_args[len(out) :])
+
+
+CUDA_ELEMENT_SPELLINGS = ("half", "__half", "nv_half", "__nv_bfloat16", "nv_bfloat16")
+"""CUDA's own 16-bit types, as a dispatch case spells them (FlashInfer's ``using c_type =
+nv_half;``): the framework instantiates its kernels with these, not with torch's c10 types."""
+
+
+def _cuda_spelled(launch: Launch, macros: dict[str, Macro]) -> bool:
+    """Whether the launch's dispatch instantiates CUDA's 16-bit types themselves (its cases say
+    ``using c_type = nv_half;``), so that ``T`` is the framework's type as it is: the c10 types
+    stand in only for torch's dispatch, whose ``scalar_t`` is ``c10::Half``. A FlashInfer kernel
+    instantiated with ``c10::Half`` finds no ``vec_t<c10::Half, 8>`` specialisation."""
+    for name, _ in launch.dispatch:
+        seen: set[str] = set()
+        pending = [name]
+        while pending:
+            current = pending.pop()
+            if current in seen or current not in macros:
+                continue
+            seen.add(current)
+            body = macros[current].body
+            if any(s in CUDA_ELEMENT_SPELLINGS for s in _USING_CASE.findall(body)):
+                return True
+            pending += re.findall(r"\b[A-Z_][A-Z0-9_]*\b", body)
+    return False
+
+
 def _entry(
     kernel: Kernel,
     launch: Launch,
@@ -795,17 +901,18 @@ def _entry(
     launcher: Launcher,
     notes: list[str],
     hinted: dict[str, str],
+    framework_type: str,
 ) -> str:
-    """The kernel's entry expression: a dispatch's element type written as the framework type of
-    T, a type parameter of the launcher's own template as ``T`` itself (the framework's caller
+    """The kernel's entry expression: a dispatch's element type written as ``framework_type``
+    (the framework's type of T, or T itself where the dispatch spells CUDA's types), a type
+    parameter of the launcher's own template as ``T`` itself (the framework's caller
     instantiates it with CUDA's types), a flag of that template as :data:`TEMPLATE_FLAG_VALUE`;
     raises Unmapped for a value parameter of that template (a compile-time size the caller
     picks, such as ``kDim``), whose value nothing in the file gives; each type a dispatch binds
     by name (vLLM's ``fp8_t``) is written as that type."""
     element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
     entry_args = [
-        re.sub(element_pattern, f"{FRAMEWORK_TYPE}<T>", " ".join(a.split()))
-        for a in launch.template_args
+        re.sub(element_pattern, framework_type, " ".join(a.split())) for a in launch.template_args
     ]
     for own in launcher.template:
         pattern = rf"(?<![\w:])\b{re.escape(own.name)}\b(?!\s*::)"
@@ -941,7 +1048,7 @@ def _pointer_binding(
     if match is None and inner in host and host[inner].pointer:
         # FlashInfer's header launchers (`RMSNorm(T* input, ..., uint32_t d, ...)`):
         # a raw pointer says nothing of the tensor's shape, which its caller knows
-        raise Unmapped(
+        raise RawPointer(
             f"pointer argument {raw!r} for {param.name!r} is the launcher's raw pointer "
             f"parameter ({' '.join(host[inner].text.split())}), not a tensor's "
             "data_ptr(): shapes behind raw pointers are not read"
@@ -1077,7 +1184,10 @@ def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None
 
 
 def _shapes(
-    launch: Launch, tensors: dict[str, TensorUse], notes: list[str]
+    launch: Launch,
+    tensors: dict[str, TensorUse],
+    notes: list[str],
+    reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
 ) -> tuple[dict[str, list[str]], list[str]]:
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
@@ -1117,6 +1227,11 @@ def _shapes(
         else:
             shapes[name] = list(shapes[main])
             notes.append(f"{name}: no size is asked for in the launcher; drafted as {main}'s shape")
+    if reshape is not None:
+        # shapes the launcher's caller checks (callers.py) win over ranks read from the
+        # launch's queries, before any stride is written in terms of them
+        shapes = reshape(shapes, notes)
+        dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape))
     return shapes, dims
 
 

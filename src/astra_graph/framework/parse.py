@@ -73,6 +73,12 @@ UNREAD_LAUNCH_CALLS = ("cudaLaunchCooperativeKernel", "cudaLaunchKernelExC", "cu
 _VOID_CAST = re.compile(r"^\(\s*(?:const\s+)?void\s*\*\s*\)\s*")
 
 
+SM_COUNT_ATTRIBUTE = "cudaDevAttrMultiProcessorCount"
+"""The device attribute a launcher reads the multiprocessor count through."""
+SET_BY_CALL = "value_set_through_its_address_by_"
+"""What a local set through its address by a call (``cudaOccupancyMaxActiveBlocks...(&n,
+...)``) holds in :attr:`Launch.locals`: a call no size expression reads, so that a size
+depending on it is refused with the call named, not taken at its initialiser."""
 TYPE_ALIAS = "using "
 """Prefix of a :attr:`Launch.locals` key that holds a type alias (``using query_t = scalar_t``)."""
 
@@ -389,15 +395,28 @@ def _walk(node: Node, types: tuple[str, ...]) -> list[Node]:
     return found
 
 
+def _joined(arguments: list[str], kind: str) -> str:
+    """A constructor's arguments as a local's value: ``dim3 block(32, num_warps)`` is
+    ``dim3(32, num_warps)``, so that both sizes are read (joined bare, the value read as a
+    comma expression, was its last size alone); one argument stays bare (``dim3 grid(n)``
+    is ``n``), as before."""
+    if kind == "dim3" and len(arguments) > 1:
+        return f"dim3({', '.join(arguments)})"
+    return ", ".join(arguments)
+
+
 def _declared(node: Node) -> dict[str, str]:
     """What one statement declares or assigns to a field: name -> initialiser text."""
     out: dict[str, str] = {}
     for decl in _walk(node, ("declaration",)):
         for child in decl.named_children:
+            kind = text(decl.child_by_field_name("type"))
             if child.type == "function_declarator":  # `dim3 grid(n);` parses as a declaration
                 params = child.child_by_field_name("parameters")
                 name = text(child.child_by_field_name("declarator"))
-                out[name] = ", ".join(text(a) for a in (params.named_children if params else []))
+                out[name] = _joined(
+                    [text(a) for a in (params.named_children if params else [])], kind
+                )
             if child.type != "init_declarator":
                 continue
             # `const T* p = ...`: the pointer declarator's text is `* p`, space included;
@@ -405,7 +424,9 @@ def _declared(node: Node) -> dict[str, str]:
             name = text(child.child_by_field_name("declarator")).lstrip("*& ")
             name = re.sub(r"\s*\[[^\]]*\]$", "", name)
             value = child.child_by_field_name("value")
-            if value is not None and value.type in ("argument_list", "initializer_list"):
+            if value is not None and value.type == "argument_list":
+                out[name] = _joined([text(a) for a in value.named_children], kind)
+            elif value is not None and value.type == "initializer_list":
                 out[name] = ", ".join(text(a) for a in value.named_children)
             elif value is not None:
                 out[name] = text(value)
@@ -413,6 +434,18 @@ def _declared(node: Node) -> dict[str, str]:
         out[f"{TYPE_ALIAS}{text(alias.child_by_field_name('name'))}"] = text(
             alias.child_by_field_name("type")
         )
+    for call in _walk(node, ("call_expression",)):
+        args = _arguments(call.child_by_field_name("arguments"))
+        for arg in args:
+            target = re.fullmatch(r"&\s*(\w+)", arg.strip())
+            if target is None or _callee(call) in (ARGS_ARRAY_LAUNCH, CONFIG_LAUNCH):
+                continue
+            # `cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev)` sets
+            # the local through its address: its initialiser is not its value at the launch
+            if len(args) > 1 and args[1].strip() == SM_COUNT_ATTRIBUTE:
+                out[target[1]] = "multiProcessorCount"
+            else:
+                out[target[1]] = f"{SET_BY_CALL}{_callee(call) or 'a_call'}()"
     for assign in _walk(node, ("assignment_expression",)):
         left = assign.child_by_field_name("left")
         if left is not None and left.type == "field_expression":
@@ -460,6 +493,10 @@ def _macros(root: Node) -> dict[str, Macro]:
         if params is not None and "..." in text(params):
             names += ("__VA_ARGS__",)
         body = text(node.child_by_field_name("value")).replace("\\\n", "\n")
+        if not body.strip() and text(node.child_by_field_name("name")) in out:
+            # `#ifdef FLASHINFER_ENABLE_BF16 ... #else #define CASE(...) #endif`: the case the
+            # framework's build enables is kept, not the empty stand-in of the other branch
+            continue
         out[text(node.child_by_field_name("name"))] = Macro(
             text(node.child_by_field_name("name")), names, body
         )

@@ -173,11 +173,7 @@ class cuda::std::numeric_limits<c10::Float8_e4m3fn> {
   static constexpr __host__ __device__ T denorm_min() { return bits(0x01); }
 };
 
-// glibc's <sys/types.h> short names, which a Linux build gets through the C library headers
-// that torch's include (vLLM's merge_attn_states kernel takes `const uint num_tokens`); NVRTC
-// has no C library.
-typedef unsigned int uint;
-typedef unsigned short ushort;
+// glibc's uint and ushort: device.HOST_TYPEDEFS, written before this file.
 
 // torch's portability macros (torch/headeronly/macros/Macros.h), which device code uses to
 // annotate its functions; the header itself is replaced by this file.

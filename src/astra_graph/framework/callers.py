@@ -1,0 +1,533 @@
+"""Follow a raw-pointer launcher to its caller: shapes and dtypes from the framework's binding.
+
+A header launcher such as FlashInfer's ``RMSNorm(T* input, T* weight, T* output, uint32_t
+batch_size, uint32_t d, uint32_t stride_input, ...)`` takes raw pointers and sizes; which
+tensors those are, their shapes and the element types the op dispatches are written in its
+caller, the framework's binding (``csrc/norm.cu``: ``rmsnorm(TensorView output, TensorView
+input, ...)`` calls ``norm::RMSNorm(static_cast<c_type*>(input.data_ptr()), ...,
+input.size(0), input.size(1), input.stride(0), ...)`` inside a DLPack dtype dispatch).
+
+Why the call is followed rather than a contract drafted from the launcher's parameters alone
+(``T* input`` with ``batch_size`` and ``d``): the parameters do not say which sizes belong to
+which pointer (``d`` is ``input``'s last axis, and ``weight``'s only one, by the binding's
+checks), nor that ``stride_input`` is ``d`` for the contiguous tensors the binding passes,
+nor which element types ``T`` is instantiated with; a draft would have to guess each, and a
+wrong guess is a contract the original itself would not meet. The binding says all of it in
+the expressions :mod:`~astra_graph.framework.launchers` already reads for a ``torch::Tensor``
+launcher. So the launcher's launch is rewritten in its caller's terms
+(:func:`compose`): each launcher parameter becomes the caller's argument, the launcher's
+template types the caller's (from the casts of its pointer arguments), the launcher's locals
+stay (renamed where the caller has a variable of that name), and the caller's locals,
+``if`` conditions and dispatch macros are added around it. The composed launch is then
+analysed as if the caller had launched the kernel itself; nothing is guessed that the
+analysis would not read in a torch launcher.
+
+Where callers are searched: the ``.cu``, ``.cpp`` and ``.cc`` files directly in each of the
+framework's include folders (``--include DIR``, or a checkout root's ``csrc/``), which is where
+bindings live (FlashInfer's ``csrc/*.cu``, vLLM's ``csrc/*.cu``); subfolders hold kernels
+and generated instantiations, not bindings, and FlashInfer's hold about 3,000 files. A file is
+parsed only when its text names the launcher followed by ``(``. The first caller whose
+composed launch analyses is taken; the others are noted. A launcher nobody calls, or whose
+callers pass raw pointers in turn, keeps its raw-pointer reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+from astra_graph.framework.flatten import flatten
+from astra_graph.framework.launchers import CPP_TYPES, Unmapped
+from astra_graph.framework.parse import (
+    TYPE_ALIAS,
+    Launch,
+    Launcher,
+    Macro,
+    Param,
+    _arguments,
+    _callee,
+    _dispatch_chain,
+    _function_declarator,
+    _macros,
+    _params,
+    _parser,
+    _scope,
+    _walk,
+    text,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+    from tree_sitter import Node
+
+CALLER_SUFFIXES = (".cu", ".cpp", ".cc")
+"""Files of an include folder searched for a launcher's callers (its bindings)."""
+ELEMENT_ALIAS_VALUE = "scalar_t"
+"""What a caller's dispatched type name is aliased to, the name the analysis knows as the
+element type (:data:`~astra_graph.framework.launchers.ELEMENT_TYPE_NAME`)."""
+NAMED_TYPES = frozenset(
+    [*CPP_TYPES, "void", "char", "int8_t", "uint8_t", "int16_t", "uint16_t", "unsigned char"]
+)
+"""Pointer types of a launcher that are types of their own, not template parameters."""
+CHECK_WORD = "CHECK"
+"""A call whose name has this word is one of the caller's checks (``CHECK_DIM``,
+``TVM_FFI_ICHECK_EQ``, ``TORCH_CHECK``), read for the shapes of the tensors it passes."""
+MAX_MACRO_DEPTH = 8
+"""How deep a dispatch macro's nested case macros are followed for its type parameter."""
+_POINTER_CAST = re.compile(
+    r"(?:static_cast|reinterpret_cast)\s*<\s*(?:const\s+)?(?P<a>[\w:]+)\s*(?:const\s*)?\*\s*>"
+    r"|data_ptr\s*<\s*(?:const\s+)?(?P<b>[\w:]+)\s*>"
+    r"|^\(\s*(?:const\s+)?(?P<c>[\w:]+)\s*\*\s*\)"
+)
+_SIMPLE = re.compile(r"^[\w:]+(?:\s*(?:\.|->)\s*\w+)*(?:\s*\([^()]*\))?$")
+_TOKEN = re.compile(r"(?<![\w.])(?<!->)(?<!::)\b([A-Za-z_]\w*)\b")
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """One call of a launcher in a caller file, read as :class:`~astra_graph.framework.parse.
+    Launch` reads a kernel launch: the caller's parameters, locals, conditions, dispatch."""
+
+    file: Path
+    function: str
+    params: tuple[Param, ...]
+    args: tuple[str, ...]
+    template_args: tuple[str, ...]
+    locals: dict[str, str]
+    conditions: tuple[tuple[str, bool], ...]
+    dispatch: tuple[tuple[str, tuple[str, ...]], ...]
+    line: int
+    checks: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """The caller's checks before the call (``CHECK_DIM(1, weight)``,
+    ``TVM_FFI_ICHECK_EQ(input.size(1), weight.size(0))``): (macro or function, arguments)."""
+
+
+@dataclass
+class Callers:
+    """The caller files of one import, each read and parsed at most once."""
+
+    folders: list[Path]
+    _texts: dict[Path, str] = field(default_factory=dict)
+    _trees: dict[Path, Node] = field(default_factory=dict)
+    _macros: dict[Path, dict[str, Macro]] = field(default_factory=dict)
+
+    def files(self) -> list[Path]:
+        found = []
+        for folder in self.folders:
+            found += sorted(
+                f for f in folder.iterdir() if f.suffix in CALLER_SUFFIXES and f.is_file()
+            )
+        return list(dict.fromkeys(found))
+
+    def _text(self, path: Path) -> str:
+        if path not in self._texts:
+            self._texts[path] = path.read_text(errors="replace")
+        return self._texts[path]
+
+    def calls(self, launcher: Launcher) -> list[CallSite]:
+        """Every call of ``launcher`` (by name, with an argument count its parameters take)."""
+        named = re.compile(
+            rf"(?<![\w.])(?:[\w:]*::)?{re.escape(launcher.name)}\s*(?:<[^;{{}}]*>)?\s*\("
+        )
+        least = sum(1 for p in launcher.params if "=" not in p.text)
+        found = []
+        for path in self.files():
+            if not named.search(self._text(path)):
+                continue
+            if path not in self._trees:
+                self._trees[path] = _parser().parse(self._text(path).encode()).root_node
+            for call in _walk(self._trees[path], ("call_expression",)):
+                if _callee(call) != launcher.name:
+                    continue
+                site = _call_site(path, call)
+                if site is not None and least <= len(site.args) <= len(launcher.params):
+                    found.append(site)
+        return found
+
+    def macros(self, path: Path) -> dict[str, Macro]:
+        """The macros a caller file sees (its includes inlined): its dispatch macros."""
+        if path not in self._macros:
+            flat = flatten(path, self.folders)
+            self._macros[path] = _macros(_parser().parse(flat.text.encode()).root_node)
+        return self._macros[path]
+
+
+def _call_site(path: Path, call: Node) -> CallSite | None:
+    definition = call.parent
+    while definition is not None and definition.type != "function_definition":
+        definition = definition.parent
+    declarator = _function_declarator(definition) if definition is not None else None
+    if declarator is None:
+        return None
+    function = call.child_by_field_name("function")
+    targs: tuple[str, ...] = ()
+    if function is not None and "<" in text(function):
+        inner = text(function).split("<", 1)[1].rsplit(">", 1)[0]
+        targs = tuple(a.strip() for a in inner.split(",") if a.strip())
+    found, conditions = _scope(call)
+    body = definition.child_by_field_name("body") if definition is not None else None
+    checks = tuple(
+        (_callee(c), _arguments(c.child_by_field_name("arguments")))
+        for c in (_walk(body, ("call_expression",)) if body is not None else [])
+        if c.start_byte < call.start_byte and CHECK_WORD in _callee(c) and _encloses(c, call)
+    )
+    return CallSite(
+        file=path,
+        function=text(declarator.child_by_field_name("declarator")).rsplit("::", 1)[-1],
+        params=_params(declarator),
+        args=_arguments(call.child_by_field_name("arguments")),
+        template_args=targs,
+        locals=found,
+        conditions=conditions,
+        dispatch=_dispatch_chain(call),
+        line=call.start_point[0] + 1,
+        checks=checks,
+    )
+
+
+def _encloses(check: Node, call: Node) -> bool:
+    """Whether the block ``check`` is in also holds ``call``: a check of another branch
+    (``rmsnorm``'s 2-D branch beside its 3-D one) says nothing of this call's tensors."""
+    block = check.parent
+    while block is not None and block.type != "compound_statement":
+        block = block.parent
+    return block is not None and block.start_byte <= call.start_byte < block.end_byte
+
+
+def _default(param: Param) -> str | None:
+    """A parameter's default argument (``float eps = 1e-5`` -> ``1e-5``), or None."""
+    _, equals, value = param.text.partition("=")
+    return value.strip() if equals else None
+
+
+def _template_types(launcher: Launcher, call: CallSite) -> dict[str, str]:
+    """The launcher's template types as the caller instantiates it: deduced from the casts of
+    its pointer arguments (``static_cast<c_type*>(x.data_ptr())`` for ``T* input``), else the
+    call's explicit template arguments in the order the types first appear."""
+    unknown = [
+        p.type
+        for p in launcher.params
+        if p.pointer and p.type not in NAMED_TYPES and "::" not in p.type
+    ]
+    unknown = list(dict.fromkeys(unknown))
+    types: dict[str, str] = {}
+    for param, arg in zip(launcher.params, call.args, strict=False):
+        if param.type in unknown and param.type not in types:
+            cast = _POINTER_CAST.search(arg.strip())
+            if cast is not None:
+                types[param.type] = cast["a"] or cast["b"] or cast["c"]
+    for name, explicit in zip(unknown, call.template_args, strict=False):
+        types.setdefault(name, explicit)
+    missing = [t for t in unknown if t not in types]
+    if missing:
+        raise Unmapped(
+            f"{launcher.name}'s type {missing[0]} is not deduced from {call.function}'s "
+            f"arguments ({call.file.name}:{call.line})"
+        )
+    return types
+
+
+def _type_parameters(macro: Macro, macros: dict[str, Macro], depth: int = 0) -> set[int]:
+    """The indices of a dispatch macro's parameters that name the dispatched type: those its
+    body (or a case macro it passes them to) declares with ``using P = ...``."""
+    found: set[int] = set()
+    if depth > MAX_MACRO_DEPTH:
+        return found
+    for index, name in enumerate(macro.params):
+        if re.search(rf"\busing\s+{re.escape(name)}\s*=", macro.body):
+            found.add(index)
+    for inner, args in re.findall(r"\b([A-Z_][A-Z0-9_]*)\s*\(([^()]*)\)", macro.body):
+        if inner not in macros or inner == macro.name:
+            continue
+        passed = [a.strip() for a in args.split(",")]
+        for position in _type_parameters(macros[inner], macros, depth + 1):
+            if position < len(passed) and passed[position] in macro.params:
+                found.add(macro.params.index(passed[position]))
+    return found
+
+
+def _substituter(mapping: dict[str, str]) -> Callable[[str], str]:
+    def one(match: re.Match[str]) -> str:
+        value = mapping.get(match[1])
+        if value is None:
+            return match[0]
+        return value if _SIMPLE.match(value.strip()) else f"({value})"
+
+    def sub(source: str) -> str:
+        stripped = source.strip()
+        if stripped in mapping:  # a whole argument is passed as the caller wrote it
+            return mapping[stripped]
+        return _TOKEN.sub(one, source)
+
+    return sub
+
+
+def compose(
+    launcher: Launcher, launch: Launch, call: CallSite, macros: dict[str, Macro]
+) -> tuple[Launcher, Launch]:
+    """``launch`` of ``launcher`` rewritten in the terms of its caller ``call``: a launcher of
+    the caller's parameters whose one launch passes the caller's values; raises Unmapped when a
+    parameter has no argument or a template type is not deduced."""
+    mapping: dict[str, str] = {}
+    for index, param in enumerate(launcher.params):
+        value = call.args[index] if index < len(call.args) else _default(param)
+        if value is None:
+            raise Unmapped(f"{call.function} passes {launcher.name} no {param.name}")
+        mapping[param.name] = value.strip()
+    mapping.update(_template_types(launcher, call))
+    taken = set(call.locals) | {p.name for p in call.params}
+    renames = {}
+    for key in launch.locals:
+        base = key.removeprefix(TYPE_ALIAS).split(".", 1)[0]
+        if base in taken and base not in mapping:
+            renames[base] = f"{base}__{launcher.name}"  # the launcher's own, kept apart
+    mapping.update(renames)
+    sub = _substituter(mapping)
+    local_values = {}
+    for key, value in launch.locals.items():
+        prefix = TYPE_ALIAS if key.startswith(TYPE_ALIAS) else ""
+        base, dot, member = key.removeprefix(TYPE_ALIAS).partition(".")
+        local_values[f"{prefix}{renames.get(base, base)}{dot}{member}"] = sub(value)
+    aliases = {}
+    for name, args in call.dispatch:
+        macro = macros.get(name)
+        for index in _type_parameters(macro, macros) if macro is not None else set():
+            if index < len(args) and re.fullmatch(r"\w+", args[index].strip()):
+                aliases[TYPE_ALIAS + args[index].strip()] = ELEMENT_ALIAS_VALUE
+    composed = replace(
+        launch,
+        template_args=tuple(sub(a) for a in launch.template_args),
+        grid=sub(launch.grid),
+        block=sub(launch.block),
+        smem=sub(launch.smem),
+        stream=sub(launch.stream),
+        args=tuple(sub(a) for a in launch.args),
+        dispatch=(
+            *((n, tuple(sub(a) for a in args)) for n, args in launch.dispatch),
+            *call.dispatch,
+        ),
+        locals={**call.locals, **aliases, **local_values},
+        conditions=(
+            *call.conditions,
+            *((c, True) for c in size_conditions(call)),
+            *((sub(c), p) for c, p in launch.conditions),
+        ),
+        notes=(
+            *launch.notes,
+            f"shapes and dtypes from {launcher.name}'s caller {call.function} "
+            f"({call.file.name}:{call.line})",
+        ),
+    )
+    return Launcher(launcher.name, call.params, (composed,), launcher.line), composed
+
+
+_ORDER_CHECKS = {"CHECK_LE": "<=", "CHECK_LT": "<", "CHECK_GE": ">=", "CHECK_GT": ">"}
+"""Two-argument checks of an order, as the comparison they assert (``TVM_FFI_ICHECK_LE``)."""
+_COMPARISON = re.compile(r"==|!=|<=|>=|<|>|%")
+DLPACK_PREFIX = "dl_"
+"""TVM-FFI's DLPack dtype constants (``dl_bfloat16``): the contract's dtype after it."""
+
+
+def size_conditions(call: CallSite) -> list[str]:
+    """What the caller's checks assert of sizes before the call, as launch conditions (so that
+    they become ``requires``): ``TVM_FFI_ICHECK(hidden_size % 8 == 0)`` and the order checks
+    (``*_CHECK_LE(d, 16384)``). A check the analysis cannot express is noted there, not
+    guessed; shape equalities are :func:`checked_shapes`' and dtype checks
+    :func:`checked_dtypes`'."""
+    out = []
+    for name, args in call.checks:
+        order = next((op for suffix, op in _ORDER_CHECKS.items() if name.endswith(suffix)), None)
+        if order is not None and len(args) == 2:
+            out.append(f"({args[0]}) {order} ({args[1]})")
+        elif (
+            name.endswith(CHECK_WORD)
+            and args
+            and _COMPARISON.search(args[0])
+            and "dtype" not in args[0]  # a dtype check is checked_dtypes'
+        ):
+            out.append(args[0])
+    return out
+
+
+def checked_dtypes(call: CallSite, element_tensors: set[str]) -> set[str] | None:
+    """The element types the caller's checks allow the dispatched tensors
+    (``TVM_FFI_ICHECK_EQ(input.dtype(), dl_bfloat16)``: bfloat16 only), or None when it
+    checks none."""
+    allowed: set[str] | None = None
+    for name, args in call.checks:
+        if _EQUALITY_CHECK.search(name) and len(args) == 2:
+            terms = [(args[0].strip(), args[1].strip())]
+        elif name.endswith(CHECK_WORD) and args:
+            # `TVM_FFI_ICHECK(x.dtype() == dl_float16 || x.dtype() == dl_bfloat16)`
+            terms = [
+                (t.split("==")[0], t.split("==")[1])
+                for t in args[0].split("||")
+                if t.count("==") == 1
+            ]
+            if len(terms) != args[0].count("||") + 1:
+                continue
+        else:
+            continue
+        accepted: set[str] = set()
+        for left, right in terms:
+            tensor = re.fullmatch(r"(\w+)\s*\.\s*dtype\s*\(\s*\)", left.strip())
+            if tensor is None or tensor[1] not in element_tensors:
+                break
+            spelled = right.strip()
+            accepted.add(spelled[len(DLPACK_PREFIX) :] if spelled.startswith(DLPACK_PREFIX) else "")
+        else:
+            allowed = accepted if allowed is None else allowed & accepted
+    return allowed
+
+
+_SIZE_QUERY = re.compile(
+    r"^(?P<tensor>\w+)\s*(?:\.|->)\s*(?:size\s*\(\s*(?P<axis>-?\d+)\s*\)|shape\s*\(\s*\)\s*\[\s*(?P<index>-?\d+)\s*\])$"
+)
+_EQUALITY_CHECK = re.compile(r"CHECK_EQ$")
+_RANK_CHECK = re.compile(r"CHECK_DIM$")
+_SHAPE_CHECK = re.compile(r"CHECK_SHAPE$")
+
+
+@dataclass
+class _Axes:
+    """Union-find over tensor axes ``(tensor, axis)`` and locals ``("", name)``."""
+
+    parent: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+    def find(self, node: tuple[str, str]) -> tuple[str, str]:
+        while self.parent.get(node, node) != node:
+            node = self.parent[node]
+        return node
+
+    def join(self, a: tuple[str, str], b: tuple[str, str]) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _axis_node(expression: str, call: CallSite) -> tuple[str, str] | None:
+    """The axis or local an equality check's side names, a local holding a size query
+    followed to its axis (``hidden_size = input.size(1)``); None for anything else."""
+    expression = expression.strip()
+    seen: set[str] = set()
+    while expression in call.locals and expression not in seen:
+        seen.add(expression)
+        expression = call.locals[expression].strip()
+    query = _SIZE_QUERY.match(expression)
+    if query is not None:
+        return (query["tensor"], query["axis"] or query["index"])
+    return ("", expression) if re.fullmatch(r"\w+", expression) else None
+
+
+def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, list[str]]:
+    """Shapes the caller's checks give tensors: the rank from ``CHECK_DIM(r, t)``, each axis
+    the dim of an axis in ``shapes`` (or of a local) it is checked equal to, through
+    ``*_CHECK_EQ`` of sizes and ``CHECK_SHAPE(a, b)``. A tensor of unknown rank, or with an
+    axis tied to no known dim, is left out."""
+    ranks: dict[str, int] = {}
+    least: dict[str, int] = {}
+    axes = _Axes()
+    same: list[tuple[str, str]] = []
+    for name, args in call.checks:
+        if _RANK_CHECK.search(name) and len(args) == 2 and args[0].strip().isdigit():
+            ranks[args[1].strip()] = int(args[0])
+        elif _SHAPE_CHECK.search(name) and len(args) == 2:
+            same.append((args[0].strip(), args[1].strip()))
+        elif _EQUALITY_CHECK.search(name) and len(args) == 2:
+            left, right = (_axis_node(a, call) for a in args)
+            if left is not None and right is not None:
+                axes.join(left, right)
+                for side, side_axis in (left, right):
+                    if side and side_axis.isdigit():
+                        least[side] = max(least.get(side, 0), int(side_axis) + 1)
+    # a tensor without CHECK_DIM has at least the axes its checks name (gemma_rmsnorm checks
+    # output.size(1) and no rank), as the launch's own queries give a rank
+    for checked, count in least.items():
+        ranks.setdefault(checked, count)
+    for a, b in same:
+        if a in ranks or b in ranks:
+            common = ranks.get(a, ranks.get(b, 0))
+            ranks.setdefault(a, common)
+            ranks.setdefault(b, common)
+        for index in range(max(ranks.get(a, 0), ranks.get(b, 0))):
+            axes.join((a, str(index)), (b, str(index)))
+    known: dict[tuple[str, str], str] = {}
+    clashes: set[tuple[str, str]] = set()
+
+    def learn(node: tuple[str, str], dim: str) -> None:
+        root = axes.find(node)
+        if known.setdefault(root, dim) != dim:
+            clashes.add(root)  # checked equal to two different dims: neither is taken
+
+    for tensor, dims in shapes.items():
+        # an axis counted from the end names the same axis only at the tensor's true rank
+        # (two axes read of a tensor checked as 3-D: its -1 is not the second)
+        whole = ranks.get(tensor, len(dims)) == len(dims)
+        for axis, dim in enumerate(dims):
+            for index in (axis, axis - len(dims)) if whole else (axis,):
+                learn((tensor, str(index)), dim)
+        for dim in dims:
+            learn(("", dim), dim)
+    for local, value in call.locals.items():
+        # `head_dim = x.size(2)`: the caller's name for that axis, as the analysis names it
+        query = _SIZE_QUERY.match(value.strip())
+        if query is not None and re.fullmatch(r"\w+", local):
+            learn((query["tensor"], query["axis"] or query["index"]), local)
+
+    def dim_of(node: tuple[str, str]) -> str | None:
+        root = axes.find(node)
+        return None if root in clashes else known.get(root)
+
+    out: dict[str, list[str]] = {}
+    for shaped, rank in ranks.items():
+        found: list[str] = []
+        for index in range(rank):
+            forward = (shaped, str(index))
+            # counted from the end only where counted from the front says nothing (a clash
+            # there is no gap to fill)
+            found_dim = dim_of(forward)
+            if found_dim is None and axes.find(forward) not in clashes:
+                found_dim = dim_of((shaped, str(index - rank)))
+            if found_dim is None:
+                break
+            found.append(found_dim)
+        else:
+            out[shaped] = found
+    return out
+
+
+def shape_checker(
+    call: CallSite,
+) -> Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]]:
+    """The ``reshape`` hook of :func:`~astra_graph.framework.launchers.analyse` for a launch
+    composed with ``call``: each tensor the caller's checks shape (:func:`checked_shapes`)
+    takes that shape, over the ranks read from the launch's own queries (``output.stride(1)``
+    alone reads two axes of a tensor the binding checks as 3-D). The dims known are those named
+    after the caller's locals; fallback names (``output_0``) are no evidence. A tensor the
+    launch never sizes and the checks do not shape is refused: a binding checks its shapes in
+    C++, so an unchecked one is not guessed."""
+
+    def reshape(shapes: dict[str, list[str]], notes: list[str]) -> dict[str, list[str]]:
+        drafted = {
+            t for t in shapes if any(n.startswith(f"{t}: no size is asked for") for n in notes)
+        }
+        named = {
+            t: s for t, s in shapes.items() if t not in drafted and all(d in call.locals for d in s)
+        }
+        checked = checked_shapes(call, named)
+        out = dict(shapes)
+        for name, shape in shapes.items():
+            if name in checked and (name in drafted or len(checked[name]) >= len(shape)):
+                out[name] = checked[name]
+                if checked[name] != shape:
+                    notes.append(f"{name}: shape {checked[name]} from {call.function}'s checks")
+            elif name in drafted:
+                raise Unmapped(
+                    f"tensor {name!r}: neither the launcher asks its sizes nor does its "
+                    f"caller {call.function} ({call.file.name}:{call.line}) check its shape"
+                )
+        notes[:] = [n for n in notes if not any(n.startswith(f"{t}: no size") for t in drafted)]
+        return out
+
+    return reshape

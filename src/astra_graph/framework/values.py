@@ -1,0 +1,141 @@
+"""Compile-time values a launcher switches to at run time: one instantiation per site.
+
+FlashInfer's launchers turn run-time sizes into template arguments with value-dispatch macros:
+``DISPATCH_ALIGNED_VEC_SIZE(vec_size, VEC_SIZE, {...})`` is a ``switch (vec_size)`` whose every
+``case 8:`` declares ``constexpr size_t VEC_SIZE = 8;`` before the launch, and
+``DISPATCH_INTERLEAVE(interleave, INTERLEAVE, ...)`` an ``if`` with ``constexpr bool
+INTERLEAVE = true`` / ``false``. A macro is read as such a dispatch when its body declares one
+of its parameters ``constexpr`` with a literal and ``switch``es or branches on another; no
+macro is known by name.
+
+An entry names one instantiation (:mod:`astra_graph.kernel.header`: template arguments are
+types, tunables and literals), so a value the launcher computes from the sizes cannot be a
+template argument of one operation. Each combination of the dispatched literals is a variant
+of the launch (:func:`value_variants`): the name is a local holding the literal, and the
+launch gets the condition ``runtime == literal``, which becomes a ``requires`` over the dims
+(``gcd(16 // elem_bytes, hidden_size) == 8``). The import keeps the variant that the serving
+shapes take for the most (shape, element type) pairs (:func:`best_variant`), with the element
+types that take it, and says which values were left out: those are instantiations the
+framework runs for other sizes (a hidden size off the vector width), each an operation of
+its own were it imported. A condition on a flag the caller passes through (``interleave``)
+is not a size and cannot be a ``requires``; its variant is then the macro's first case, noted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from astra_graph.framework.draft import suites, takes
+
+if TYPE_CHECKING:
+    from astra_graph.framework.launchers import Analysis
+    from astra_graph.framework.parse import Launch, Macro
+
+MAX_VARIANTS = 64
+"""Most value combinations one launch is expanded into; a launch with more is refused."""
+_LITERAL = r"(-?\d+[uUlL]*|true|false)"
+
+
+@dataclass(frozen=True)
+class ValueDispatch:
+    """One value-dispatch macro call around a launch."""
+
+    name: str
+    """The compile-time name the launch uses (``VEC_SIZE``)."""
+    runtime: str
+    """The run-time expression switched on (``vec_size``)."""
+    literals: tuple[str, ...]
+    """The cases' values, in the macro's order."""
+
+
+def _cases(macro: Macro, args: tuple[str, ...]) -> ValueDispatch | None:
+    """The value dispatch a call of ``macro`` with ``args`` is, or None for any other macro."""
+    for index, param in enumerate(macro.params):
+        literals = re.findall(
+            rf"\bconstexpr\s+[\w:\s]+?\b{re.escape(param)}\s*=\s*{_LITERAL}\s*;", macro.body
+        )
+        if not literals or index >= len(args):
+            continue
+        for other, switched in enumerate(macro.params):
+            on = re.escape(switched)
+            switches = re.search(rf"\b(?:switch|if)\s*\(\s*{on}\s*\)", macro.body)
+            if other != index and other < len(args) and switches:
+                values = tuple(lit.rstrip("uUlL") for lit in literals)
+                return ValueDispatch(args[index].strip(), args[other].strip(), values)
+    return None
+
+
+def value_variants(launch: Launch, macros: dict[str, Macro]) -> list[tuple[Launch, str]]:
+    """``launch`` once per combination of its value dispatches' literals, each with its note
+    (the launch alone, with '', when it has none); raises ValueError past
+    :data:`MAX_VARIANTS`."""
+    dispatches: list[ValueDispatch] = []
+    rest = []
+    for name, args in launch.dispatch:
+        macro = macros.get(name)
+        found = _cases(macro, args) if macro is not None else None
+        if found is None:
+            rest.append((name, args))
+        else:
+            dispatches.append(found)
+    if not dispatches:
+        return [(launch, "")]
+    combinations = list(itertools.product(*(d.literals for d in dispatches)))
+    if len(combinations) > MAX_VARIANTS:
+        raise ValueError(
+            f"{len(combinations)} combinations of dispatched values "
+            f"({', '.join(d.name for d in dispatches)}), more than {MAX_VARIANTS}"
+        )
+    out = []
+    for values in combinations:
+        chosen = dict(zip((d.name for d in dispatches), values, strict=True))
+        conditions = [
+            (f"({d.runtime}) == ({v})", True) for d, v in zip(dispatches, values, strict=True)
+        ]
+        others = "; ".join(
+            f"{d.name} = {v} where {d.runtime} is {v} (other values "
+            f"{', '.join(x for x in d.literals if x != v)} are other instantiations, not imported)"
+            for d, v in zip(dispatches, values, strict=True)
+        )
+        out.append(
+            (
+                replace(
+                    launch,
+                    dispatch=tuple(rest),
+                    locals={**launch.locals, **chosen},
+                    conditions=(*launch.conditions, *conditions),
+                ),
+                others,
+            )
+        )
+    return out
+
+
+def taken_pairs(analysis: Analysis) -> dict[str, int]:
+    """For each element type the analysis dispatches, how many of its suite shapes take the
+    launch with that type alone (0 for a type that never does)."""
+    # the serving shapes as drafted without the launch's conditions: a variant's own
+    # `head_dim == 128` pins its suites to itself, so each would take all of its own
+    tuning, heldout, _ = suites(replace(analysis, requires=[]))
+    return {
+        dtype: sum(
+            bool(takes(replace(analysis, dtypes=(dtype,)), dims)) for dims in [*tuning, *heldout]
+        )
+        for dtype in analysis.dtypes
+    }
+
+
+def best_variant(candidates: list[tuple[Analysis, str]]) -> tuple[Analysis, str] | None:
+    """The analysed variant the serving shapes take most often, its element types cut to those
+    that take it; None when no shape takes any. Ties go to the earlier (the macro's order)."""
+    best: tuple[int, Analysis, str] | None = None
+    for analysis, note in candidates:
+        pairs = taken_pairs(analysis)
+        score = sum(pairs.values())
+        if score and (best is None or score > best[0]):
+            kept = tuple(d for d in analysis.dtypes if pairs[d])
+            best = (score, replace(analysis, dtypes=kept), note)
+    return None if best is None else (best[1], best[2])

@@ -1,0 +1,236 @@
+"""``astra import`` of header launchers of raw pointers, followed to their bindings (CPU).
+
+The fixture tests/fixtures/framework/header_only was written for these tests in the layout of a
+header-only kernel library with bindings beside it: ``include/fw/rows.cuh`` holds kernels and
+launchers that take ``T*`` and sizes, value-dispatch macros (a vector width from ``gcd``, a head
+size), a host-only error class, a device macro and a glibc type name; ``csrc/rows_binding.cu``
+calls them with ``TensorView`` data pointers under a DLPack-style dtype dispatch whose bf16 case
+is defined empty when its feature is off, and checks the tensors' shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from astra_graph.cli import main
+from astra_graph.framework.callers import (
+    Callers,
+    CallSite,
+    checked_dtypes,
+    checked_shapes,
+    size_conditions,
+)
+from astra_graph.framework.device import device_source
+from astra_graph.framework.flatten import flatten
+from astra_graph.framework.importer import LauncherResult, import_file
+from astra_graph.framework.parse import Launch, Macro, parse_source
+from astra_graph.framework.values import value_variants
+from astra_graph.harness import nvrtc
+from astra_graph.kernel.catalog import set_search_dirs
+from astra_graph.kernel.contract import load_contract
+from astra_graph.kernel.header import load_implementation
+
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
+BASE = Path(__file__).resolve().parent / "fixtures" / "framework" / "header_only"
+HEADER = BASE / "include" / "fw" / "rows.cuh"
+FOLDERS = [BASE / "include", BASE / "csrc"]
+
+
+@pytest.fixture
+def needs_nvrtc() -> None:
+    try:
+        nvrtc.version()
+    except nvrtc.NvrtcUnavailable as exc:
+        pytest.skip(f"NVRTC unavailable: {exc}")
+
+
+@pytest.fixture(autouse=True)
+def _default_search_path() -> Iterator[None]:
+    set_search_dirs(None)
+    yield
+    set_search_dirs(None)
+
+
+def _results(out: Path, folders: list[Path]) -> dict[str, LauncherResult]:
+    report = import_file(HEADER, folders, out)
+    assert not report.compile_error, report.compile_error
+    return {r.launcher: r for r in report.launchers}
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_raw_pointer_launcher_takes_shapes_and_dtypes_from_its_binding(tmp_path: Path) -> None:
+    results = _results(tmp_path, FOLDERS)
+    row = results["RowScale"]
+    assert row.imported, row.reason
+    # the dispatch's cases are CUDA's own types (the empty #else case is not the definition)
+    assert row.dtypes == ["float16", "bfloat16"]
+    assert any("caller row_scale (rows_binding.cu:" in n for n in row.notes)
+    folder = tmp_path / "row_scale"
+    contract = load_contract(folder).contract
+    shapes = {a.name: a.shape for a in contract.args}
+    # weight is 1-D by the binding's CHECK_DIM and size check, not the first tensor's shape
+    assert shapes == {"out": ["rows", "d"], "in": ["rows", "d"], "weight": ["d"]}
+    header = load_implementation(folder / "production.cu", contract).header
+    # CUDA's types themselves (no c10 stand-in), and VEC folded to the width serving sizes take
+    assert header.entry == "fw::row_scale_kernel<8, T>"
+    assert any("gcd(16 // elem_bytes, (d))" in r and "== (8)" in r for r in header.requires)
+    assert "(d) <= 16384" in header.requires  # the binding's FW_ICHECK(d <= 16384)
+    # the binding's local `grid` is not the launcher's `dim3 grid(rows)`
+    assert header.grid.replace(" ", "") == "(rows)"
+    assert main(["validate", str(folder)]) == 0
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_value_dispatch_keeps_the_serving_instantiation_and_pins_its_dim(
+    tmp_path: Path,
+) -> None:
+    head = _results(tmp_path, FOLDERS)["HeadScale"]
+    assert head.imported, head.reason
+    assert head.dtypes == ["bfloat16"]  # the binding's dtype check, within the dispatch's
+    assert any("HEAD = 128 where head_dim is 128 (other values 64" in n for n in head.notes)
+    folder = tmp_path / "head_scale"
+    contract = load_contract(folder).contract
+    assert {a.name: a.shape for a in contract.args} == {
+        "x": ["tokens", "heads", "head_dim"],
+        "scale": ["tokens", "heads"],
+    }
+    suites = [*contract.suites.tuning, *contract.suites.heldout]
+    assert suites and all(shape["head_dim"] == 128 for shape in suites)
+    header = load_implementation(folder / "production.cu", contract).header
+    # `dim3 block(threads_x, 4)` is both sizes, not the last one alone
+    assert header.block.replace(" ", "") == "(((128)//4),4)"
+    assert main(["validate", str(folder)]) == 0
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_what_no_binding_says_is_refused_with_its_reason(tmp_path: Path) -> None:
+    results = _results(tmp_path, FOLDERS)
+    copy = results["CopyRows"]
+    assert not copy.imported
+    assert "tensor 'out': neither the launcher asks its sizes nor does its caller" in copy.reason
+    internal = results["ScaleInternal"]
+    assert not internal.imported
+    assert "raw pointer" in internal.reason and "no caller" in internal.reason
+    # without the bindings' folder nothing is guessed: every launcher keeps its reason
+    alone = _results(tmp_path / "alone", [BASE / "include"])
+    assert not any(r.imported for r in alone.values())
+    assert all("raw pointer" in r.reason for r in alone.values())
+
+
+def _site(*checks: tuple[str, tuple[str, ...]]) -> CallSite:
+    return CallSite(
+        file=Path("b.cu"),
+        function="f",
+        params=(),
+        args=(),
+        template_args=(),
+        locals={"n": "a.size(0)", "d": "a.size(1)"},
+        conditions=(),
+        dispatch=(),
+        line=1,
+        checks=checks,
+    )
+
+
+def test_the_callers_checks_shape_the_tensors_it_passes() -> None:
+    checks = (
+        ("CHECK_DIM", ("1", "w")),
+        ("CHECK_EQ", ("w.size(0)", "d")),
+        ("CHECK_DIM", ("2", "b")),
+        ("CHECK_SHAPE", ("a", "b")),
+        ("CHECK_DIM", ("3", "unsized")),
+        # no CHECK_DIM: the axes its checks name (a launch reading o.stride(0) alone read one)
+        ("CHECK_EQ", ("o.size(1)", "d")),
+        ("CHECK_EQ", ("o.size(0)", "a.size(0)")),
+    )
+    shapes = checked_shapes(_site(*checks), {"a": ["n", "d"]})
+    # not `unsized`: no check ties its axes
+    assert shapes == {"a": ["n", "d"], "w": ["d"], "b": ["n", "d"], "o": ["n", "d"]}
+    # checks that make the two axes of `a` one: neither dim is taken for anything
+    clash = (("CHECK_DIM", ("1", "w")), ("CHECK_EQ", ("w.size(0)", "n")), *checks[1:2])
+    assert checked_shapes(_site(*clash), {"a": ["n", "d"]}) == {}
+
+
+def test_a_check_in_another_branch_says_nothing_of_the_call(tmp_path: Path) -> None:
+    binding = tmp_path / "b.cu"
+    binding.write_text(
+        "void f(TensorView x, TensorView w) {\n"
+        "  if (x.ndim() == 2) {\n"
+        "    CHECK_EQ(x.size(1), w.size(0));\n"
+        "    Launch(static_cast<float*>(x.data_ptr()), x.size(0));\n"
+        "  } else {\n"
+        "    CHECK_EQ(x.size(2), w.size(0));\n"
+        "    Launch(static_cast<float*>(x.data_ptr()), x.size(0));\n"
+        "  }\n"
+        "}\n"
+    )
+    header = parse_source(
+        "template <typename T> __global__ void k(T* x, int n) {}\n"
+        "template <typename T> void Launch(T* x, int n) { k<T><<<n, 1>>>(x, n); }\n"
+    )
+    sites = Callers([tmp_path]).calls(header.launchers[0])
+    assert [s.checks for s in sites] == [
+        (("CHECK_EQ", ("x.size(1)", "w.size(0)")),),
+        (("CHECK_EQ", ("x.size(2)", "w.size(0)")),),
+    ]
+
+
+def test_value_dispatch_macros_are_read_from_their_bodies() -> None:
+    macros = parse_source(flatten(HEADER, FOLDERS).text).macros
+    launch = Launch(
+        kernel="k",
+        template_args=("VEC", "T"),
+        grid="1",
+        block="1",
+        smem="0",
+        stream="0",
+        args=(),
+        dispatch=(("FW_DISPATCH_VEC", ("vec", "VEC", "{}")), ("OTHER", ("x",))),
+        line=1,
+    )
+    variants = value_variants(launch, {**macros, "OTHER": Macro("OTHER", ("x",), "x")})
+    assert [v.locals["VEC"] for v, _ in variants] == ["8", "4", "2", "1"]
+    assert variants[1][0].conditions == (("(vec) == (4)", True),)
+    assert variants[1][0].dispatch == (("OTHER", ("x",)),)  # not a value dispatch: kept
+
+
+def test_device_code_keeps_macro_headed_functions_and_drops_host_classes() -> None:
+    text = device_source(flatten(HEADER, FOLDERS).text).text
+    assert "class Error" not in text  # derives from std::exception: host code
+    assert "FW_INLINE float load(__half x)" in text  # FW_INLINE says __device__
+    assert "typedef unsigned short ushort;" in text
+
+
+def test_a_local_set_through_its_address_is_not_its_initialiser() -> None:
+    source = parse_source(
+        "__global__ void k(float* x) {}\n"
+        "void Launch(float* x) {\n"
+        "  int sms = 0;\n"
+        "  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);\n"
+        "  int blocks = 0;\n"
+        "  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, 128, 0);\n"
+        "  k<<<sms * blocks, 128>>>(x);\n"
+        "}\n"
+    )
+    found = source.launchers[0].launches[0].locals
+    assert found["sms"] == "multiProcessorCount"
+    assert "cudaOccupancyMaxActiveBlocksPerMultiprocessor" in found["blocks"]
+
+
+def test_the_callers_size_and_dtype_checks_are_read() -> None:
+    site = _site(
+        ("TVM_FFI_ICHECK", ("d % 8 == 0",)),
+        ("TVM_FFI_ICHECK_LE", ("d", "16384")),
+        ("TVM_FFI_ICHECK", ("x.dtype() == dl_float16 || x.dtype() == dl_bfloat16",)),
+        ("TVM_FFI_ICHECK", ("ok",)),
+        ("CHECK_INPUT", ("x",)),
+    )
+    assert size_conditions(site) == ["d % 8 == 0", "(d) <= (16384)"]
+    assert checked_dtypes(site, {"x"}) == {"float16", "bfloat16"}
+    assert checked_dtypes(site, {"y"}) is None  # a check of another tensor says nothing
+    narrower = _site(*site.checks, ("TVM_FFI_ICHECK_EQ", ("x.dtype()", "dl_bfloat16")))
+    assert checked_dtypes(narrower, {"x"}) == {"bfloat16"}
