@@ -602,7 +602,8 @@ def test_astra_import_of_launch_calls_validates_and_says_why_not(
 
 
 def _fp16(values: np.ndarray) -> np.ndarray:
-    return values.astype(np.float16).astype(np.float64)
+    with np.errstate(over="ignore"):  # an overflow to inf is what fp16 does
+        return values.astype(np.float16).astype(np.float64)
 
 
 def test_the_originals_own_error_is_the_tolerance_of_an_imported_operation(
@@ -634,6 +635,7 @@ def test_the_originals_own_error_is_the_tolerance_of_an_imported_operation(
     data = _fp16(rng.normal(size=(4, 64)))
     data[0, 3], data[0, 32 + 3] = -17.0, 60000.0  # silu(-17) ~ -7e-7: subnormal in fp16
     data[1, 5], data[1, 32 + 5] = np.inf, -np.inf  # the original's own -inf * ... stays exact
+    data[3, 9], data[3, 32 + 9] = 300.0, 60000.0  # fp16 overflows to inf, float64 does not
     reference = oracle.reference_with_own_error(spec, "float16", np, {"input": data}, {})
     bound = reference[bound_key("out")]
     arg = next(a for a in spec.contract.args if a.name == "out")
@@ -659,6 +661,11 @@ def test_the_originals_own_error_is_the_tolerance_of_an_imported_operation(
     other = own.copy()
     other[2, 7] *= 1.01  # an element the original got right is held to the plain tolerance
     assert verdict(other) is not None
+    # where the two disagree about finiteness the original's own value is expected, no bound
+    assert np.isinf(reference["out"][3, 9]) and bound[3, 9] == 0
+    zeroed = own.copy()
+    zeroed[3, 9] = 0.0  # an infinite bound there accepted any value
+    assert verdict(zeroed) is not None
 
 
 def test_an_integer_input_is_drawn_as_valid_row_ids(tmp_path: Path) -> None:
