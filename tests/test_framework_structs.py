@@ -150,3 +150,18 @@ def test_astra_import_of_params_structs_validates(
     production.write_text(impl.source.replace("int64_t stride;", "int32_t stride;"))
     problem = interface_problem(spec, load_implementation(production, spec.contract), "float16")
     assert problem is not None and "Params.stride is int32, 'stride' is passed as int64" in problem
+
+
+def test_a_struct_the_packing_cannot_match_is_refused() -> None:
+    """An array member was read as a pointer and a bit-field as a whole int, and the first of
+    two same-named structs won: each would shift the packed fields, so each is refused."""
+    from astra_graph.kernel.signature import StructUnreadable, struct_fields
+
+    with pytest.raises(StructUnreadable, match="array or a bit-field"):
+        struct_fields(["struct P { float* x; float w[4]; };"], "P")
+    with pytest.raises(StructUnreadable, match="array or a bit-field"):
+        struct_fields(["struct P { int a : 3; int b; };"], "P")
+    with pytest.raises(StructUnreadable, match="more than once"):
+        struct_fields(["struct P { int a; };", "namespace o { struct P { long a; }; }"], "P")
+    fields = struct_fields(["struct P { bool on; int n; };"], "P")
+    assert fields is not None and [f.name for f in fields] == ["on", "n"]

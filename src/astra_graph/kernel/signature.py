@@ -45,6 +45,7 @@ TYPE_ALIASES: dict[str, str] = {
     "int32_t": "int32",
     "uint32_t": "int32",
     "uint": "int32",
+    "bool": "bool",
     "long": "int64",
     "long int": "int64",
     "long long": "int64",
@@ -297,24 +298,39 @@ def _type_mismatch(pointer: bool, actual: str, type_name: str, name: str) -> str
     return ""
 
 
+class StructUnreadable(ValueError):
+    """A struct whose layout the packed bytes cannot be shown to match (one line)."""
+
+
 def struct_fields(texts: Sequence[str], name: str) -> list[KernelParam] | None:
-    """The data members of ``struct name { ... }`` (or ``class``) in the first of ``texts``
-    that defines it, in declaration order, or None when none does. Static members, member
-    functions and type aliases are no part of the layout and are skipped."""
+    """The data members of ``struct name { ... }`` (or ``class``) in ``texts``, in declaration
+    order, or None when none defines it. Static members, member functions and type aliases are
+    no part of the layout and are skipped. Raises :class:`StructUnreadable` for a struct the
+    packing cannot match: an array or bit-field member (an array was read as a pointer, a
+    bit-field as a whole int: both shift every later field) or two definitions of that name."""
     short = name.rsplit("::", 1)[-1]
+    bodies = []
     for text in texts:
         clean = _strip_comments(text)
         for match in re.finditer(rf"\b(?:struct|class)\s+{re.escape(short)}\s*\{{", clean):
             close = _closing(clean, match.end() - 1, "{", "}")
-            body = clean[match.end() : close]
-            fields: list[KernelParam] = []
-            for member in _members(body):
-                words = set(re.findall(r"[A-Za-z_]\w*", member))
-                if words & _NOT_DATA or "(" in member or member.startswith("#"):
-                    continue
-                fields.extend(_parse_param(m) for m in _declarators(member))
-            return fields
-    return None
+            bodies.append(clean[match.end() : close])
+    if not bodies:
+        return None
+    if len({" ".join(b.split()) for b in bodies}) > 1:
+        raise StructUnreadable(f"struct {name} is defined more than once, differently")
+    fields: list[KernelParam] = []
+    for member in _members(bodies[0]):
+        words = set(re.findall(r"[A-Za-z_]\w*", member))
+        if words & _NOT_DATA or "(" in member or member.startswith("#"):
+            continue
+        if "[" in member or re.search(r":\s*\w+\s*$", member):
+            raise StructUnreadable(
+                f"struct {name}: member {member!r} is an array or a bit-field, which the "
+                "packed parameter does not lay out"
+            )
+        fields.extend(_parse_param(m) for m in _declarators(member))
+    return fields
 
 
 _NOT_DATA = {"static", "using", "typedef", "friend", "template", "public", "private"}
@@ -360,7 +376,10 @@ def struct_problem(
     short = binding.name.rsplit("::", 1)[-1]
     if param.base_type.rsplit("::", 1)[-1] != short:
         return f"is {param.base_type!r}, the bindings pass struct {binding.name}"
-    members = struct_fields(texts, binding.name)
+    try:
+        members = struct_fields(texts, binding.name)
+    except StructUnreadable as exc:
+        return str(exc)
     if members is None:
         return f"struct {binding.name} is not defined in the file or its local headers"
     fields = binding.fields or []
@@ -376,6 +395,8 @@ def struct_problem(
             return f"{binding.name}.{member.name} must be {what} for {field.name!r}"
         spelled = bound.get(member.base_type, member.base_type)
         actual = TYPE_ALIASES.get(_STD_PREFIX.sub("", spelled))
+        if actual is None and not pointer:  # a value's width is its layout: unknown is no match
+            return f"{binding.name}.{member.name} is {spelled!r}, a type whose width is not known"
         if field.kind == "null" or actual is None:
             continue
         mismatch = _type_mismatch(pointer, actual, type_name, field.name)
