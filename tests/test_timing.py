@@ -222,3 +222,13 @@ def test_alternating_order_flips_each_turn() -> None:
     assert alternating(["a", "b"], 1) == [(1, "b"), (0, "a")]
     firsts = [alternating(["a", "b"], j)[0][1] for j in range(10)]
     assert firsts.count("a") == firsts.count("b") == 5
+
+
+def test_a_graph_methods_copies_are_read_back_from_its_one_spelling() -> None:
+    """The export's timing repeats the bench's protocol from a stored ``method``: the copies of
+    a graph-timed one, None for events or per-call timing."""
+    from astra_graph.harness.timing import EVENTS_METHOD, GRAPH_METHOD, method_copies
+
+    assert method_copies(GRAPH_METHOD.format(copies=25)) == 25
+    assert method_copies(EVENTS_METHOD) is None
+    assert method_copies("per-call (20 warm-up, 100 timed)") is None

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from astra_graph.export.framework import FrameworkOp
+from astra_graph.harness.timing import MIN_FLUSH_BYTES
 from astra_graph.kernel.contract import OperationSpec
 
 L2_FLUSH_FACTOR = 3
@@ -37,8 +38,6 @@ thousands, and 64 launches already make the graph's own overhead negligible."""
 FLUSHED_SAMPLES = 41
 """Samples of :func:`flushed_replay_us` (the median of 41 is known to about 1% for the spread a
 flushed single launch shows on the H100)."""
-MIN_FLUSH_BYTES = 64 << 20
-"""The flush buffer's least size, as the harness's timer (``harness.timing``)."""
 REPEATS = 21
 """Alternating replays per side; the median and the ratios' spread come from these."""
 WARMUP_REPLAYS = 3
@@ -185,16 +184,18 @@ def compare_graphs(
     }
 
 
-def flushed_replay_us(graph: torch.cuda.CUDAGraph) -> float:
-    """The bench's events protocol (``harness.timing``, device mode, for kernels above its graph
-    threshold) applied to one replay of a one-call graph: before every sample the L2 is flushed
-    by writing a buffer of at least twice its size, then a pair of events brackets the replay;
-    the median of :data:`FLUSHED_SAMPLES`. The flush is still running when the replay is
-    submitted, so the host's submission time stays outside the events, as in the bench; a graph
-    (not an eager call) keeps the export's Python launch path out of a device-time figure."""
+def flushed_replay_us(graph: torch.cuda.CUDAGraph, calls: int = 1) -> float:
+    """The bench's device-mode protocol (``harness.timing``) for a graph of ``calls`` calls: before
+    every replay the L2 is flushed by writing a buffer of at least twice its size, then a pair of
+    events brackets the replay; the median of :data:`FLUSHED_SAMPLES`, per call. With one call
+    it is the bench's flushed single launch, with N its graph of N copies. The flush is still
+    running when the replay is submitted, so the host's submission stays outside the events, as
+    in the bench; a graph (not an eager call) keeps the export's Python launch path out of a
+    device-time figure."""
     device = torch.cuda.current_device()
     l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
     flush = torch.empty(max(2 * l2_bytes, MIN_FLUSH_BYTES), dtype=torch.uint8, device="cuda")
+    graph.replay()  # warm-up: the first replay uploads the graph
     pairs = []
     for sample in range(FLUSHED_SAMPLES):
         flush.fill_(sample & 0x7F)  # a value that changes: no write is skipped as redundant
@@ -204,14 +205,7 @@ def flushed_replay_us(graph: torch.cuda.CUDAGraph) -> float:
         end.record()
         pairs.append((start, end))
     torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1e3 for a, b in pairs)
-
-
-def graph_per_call_us(graph: torch.cuda.CUDAGraph, calls: int) -> float:
-    """The median over :data:`REPEATS` replays of ``graph`` (``calls`` calls) per call."""
-    graph.replay()  # warm-up: the first replay uploads the graph
-    torch.cuda.synchronize()
-    return statistics.median(replay_us(graph, calls) for _ in range(REPEATS))
+    return statistics.median(a.elapsed_time(b) * 1e3 / calls for a, b in pairs)
 
 
 def eager_us(call: Callable[[], Any]) -> float:

@@ -20,7 +20,6 @@ dict; ``passed`` is the verdict.
 
 from __future__ import annotations
 
-import re
 import sys
 from functools import partial
 from pathlib import Path
@@ -35,7 +34,6 @@ from astra_graph.export.measure import (
     copies_for,
     eager_us,
     flushed_replay_us,
-    graph_per_call_us,
     host_us,
     load_original,
     load_package,
@@ -45,6 +43,7 @@ from astra_graph.export.measure import (
 )
 from astra_graph.export.torch_package import FinishedRun
 from astra_graph.harness.selection import call
+from astra_graph.harness.timing import EVENTS_METHOD, method_copies
 from astra_graph.kernel.contract import SUITE_NAMES
 
 SEED = 20261125
@@ -165,9 +164,11 @@ def _time_case(
     it), taken by the bench's own protocol so that the ratio shows what the export adds on the
     device, not a difference of protocols: where the bench bracketed one flushed launch with
     events, one flushed graph replay of the export (:func:`flushed_replay_us`); where it timed a
-    graph of N copies, a graph of N copies of the export (the share of the data L2 still holds
-    depends on N: 64 copies instead of the bench's 256 read 1x14336 in 0.74 of the bench's
-    time on the H100 at 4ba2ace). (Back-to-back calls in a graph hide
+    graph of N copies, a graph of N copies of the export, each replay after an L2 flush as in
+    the bench (the share of the data L2 still holds depends on N and on the flush: 64 copies
+    instead of 256 read 1x14336 in 0.74 of the bench's time on the H100 at 4ba2ace, and the
+    same 25 copies replayed without a flush in 0.71-0.80 at b64be50); a per-call bench time is
+    host time and has no device-time counterpart (None). (Back-to-back calls in a graph hide
     each kernel's launch latency and tail, so the per-call graph time of a kernel the bench
     timed alone was 0.69-0.97 of the bench's on the H100 at dc9568b: a protocol, not a cost.)"""
     spec, fw = run.spec, run.framework
@@ -197,18 +198,18 @@ def _time_case(
     row["export_bench_protocol_us"] = None
     row["export_over_bench"] = None
     if bench is not None:
-        copies_match = re.match(r"graph x(\d+)", bench[1])
-        if copies_match is None:  # events+l2flush: one flushed launch
+        bench_copies = method_copies(bench[1])
+        if bench[1] == EVENTS_METHOD:  # one flushed launch
             single = capture([partial(exported, *args_of(sides["exported"][0]))])
             row["export_bench_protocol_us"] = flushed_replay_us(single)
             del single
-        else:  # a graph of exactly the bench's copies: the same share of the data stays cold
-            bench_copies = int(copies_match.group(1))
+        elif bench_copies is not None:  # the same copies: the same share of the data is cold
             sets = [cloned(inputs) for _ in range(bench_copies)]
             graph = capture([partial(exported, *args_of(t)) for t in sets])
-            row["export_bench_protocol_us"] = graph_per_call_us(graph, bench_copies)
+            row["export_bench_protocol_us"] = flushed_replay_us(graph, bench_copies)
             del graph, sets
-        row["export_over_bench"] = row["export_bench_protocol_us"] / bench[0]
+        if row["export_bench_protocol_us"] is not None:  # per-call: host time, no device time
+            row["export_over_bench"] = row["export_bench_protocol_us"] / bench[0]
     del graphs, sides
 
 

@@ -41,6 +41,7 @@ interrupted sample does not inflate it, and the standard error of the median is
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -69,11 +70,24 @@ SAMPLES_PER_ROUND = 10
 PER_CALL_WARMUP = 20
 PER_CALL_CALLS = 100
 
+MIN_FLUSH_BYTES = 64 << 20
+"""The L2 flush buffer's least size (it is at least twice the L2 in any case)."""
+EVENTS_METHOD = "events+l2flush"
+"""An events-timed measurement's ``method``: one flushed launch between two events."""
+GRAPH_METHOD = "graph x{copies}, each copy once"
+"""A graph-timed measurement's ``method``: how many input copies one replay launched."""
 GRAPH_TARGET_US = 200.0
 """A graph replay should take about this long, so its launch cost is small next to it."""
 MAX_COPIES = 256
 """At most this many input copies rotate inside a graph; tiny shapes then stay partly warm (and
 their replay falls short of :data:`GRAPH_TARGET_US`)."""
+
+
+def method_copies(method: str) -> int | None:
+    """The copies per replay a measurement's ``method`` names (:data:`GRAPH_METHOD`), or None
+    for one not timed as a graph."""
+    match = re.fullmatch(re.escape(GRAPH_METHOD).replace(r"\{copies\}", r"(\d+)"), method)
+    return int(match.group(1)) if match else None
 
 
 # --- statistics ---------------------------------------------------------------------------------
@@ -228,7 +242,7 @@ class Timer:
         self._cupy = cupy
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.l2_bytes = l2_cache_bytes()
-        flush_bytes = max(2 * self.l2_bytes, 64 << 20)
+        flush_bytes = max(2 * self.l2_bytes, MIN_FLUSH_BYTES)
         self._flush_buffer = cupy.empty(flush_bytes // 4, dtype=cupy.int32)
         self._flush_value = 0
         reset_persisting_l2()
@@ -337,9 +351,9 @@ class Timer:
             if use_graph:
                 launches.append(subject.copies)
                 graphs.append(self.capture(subject))
-                methods.append(f"graph x{subject.copies}, each copy once")
+                methods.append(GRAPH_METHOD.format(copies=subject.copies))
             else:
-                methods.append("events+l2flush")
+                methods.append(EVENTS_METHOD)
         samples: list[list[float]] = [[] for _ in subjects]
         deadline = time.perf_counter() + budget_s
         self.clock.start_block()
