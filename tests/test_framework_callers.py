@@ -28,7 +28,6 @@ from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import LauncherResult, import_file
 from astra_graph.framework.parse import Launch, Macro, parse_source
 from astra_graph.framework.values import value_variants
-from astra_graph.harness import nvrtc
 from astra_graph.kernel.catalog import set_search_dirs
 from astra_graph.kernel.contract import load_contract
 from astra_graph.kernel.header import load_implementation
@@ -38,14 +37,6 @@ pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
 BASE = Path(__file__).resolve().parent / "fixtures" / "framework" / "header_only"
 HEADER = BASE / "include" / "fw" / "rows.cuh"
 FOLDERS = [BASE / "include", BASE / "csrc"]
-
-
-@pytest.fixture
-def needs_nvrtc() -> None:
-    try:
-        nvrtc.version()
-    except nvrtc.NvrtcUnavailable as exc:
-        pytest.skip(f"NVRTC unavailable: {exc}")
 
 
 @pytest.fixture(autouse=True)

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.launchers import CPP_TYPES, Unmapped
 from astra_graph.framework.parse import (
+    MAX_MACRO_DEPTH,
     TYPE_ALIAS,
     Launch,
     Launcher,
@@ -75,8 +76,6 @@ NAMED_TYPES = frozenset(
 CHECK_WORD = "CHECK"
 """A call whose name has this word is one of the caller's checks (``CHECK_DIM``,
 ``TVM_FFI_ICHECK_EQ``, ``TORCH_CHECK``), read for the shapes of the tensors it passes."""
-MAX_MACRO_DEPTH = 8
-"""How deep a dispatch macro's nested case macros are followed for its type parameter."""
 _POINTER_CAST = re.compile(
     r"(?:static_cast|reinterpret_cast)\s*<\s*(?:const\s+)?(?P<a>[\w:]+)\s*(?:const\s*)?\*\s*>"
     r"|data_ptr\s*<\s*(?:const\s+)?(?P<b>[\w:]+)\s*>"

@@ -51,7 +51,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from astra_graph.framework.parse import _parser, _walk, text
+from astra_graph.framework.parse import MAX_MACRO_DEPTH, _parser, _walk, text
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -357,8 +357,6 @@ _SPACED_CONSTANT = re.compile(
     r"(?P<rest>[ \t]+(?:(?:static|inline)[ \t]+)*constexpr\b[^;(){}]*=)",
     re.M,
 )
-MAX_MACRO_DEPTH = 8
-"""Object-like macros followed inside each other before giving up."""
 
 
 def _host_on_constants(source: str) -> str:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import (
+    MAX_MACRO_DEPTH,
     TYPE_ALIAS,
     Kernel,
     Launch,
@@ -129,8 +130,6 @@ contract's dtype and the C++ type (torch's, as :mod:`~astra_graph.framework.devi
 it) the kernel is instantiated with."""
 _HINT_CASE = "PRIVATE_CASE_TYPE_USING_HINT"
 """The tail of torch's (and its header-only copy's) dispatch case that names its type."""
-MAX_MACRO_DEPTH = 8
-"""Macro calls followed inside a dispatch macro's definition before giving up."""
 ELEMENT_TYPE_NAME = "scalar_t"
 """What torch's dispatch macros call the element type inside their lambda."""
 TEMPLATE_ELEMENT_DTYPES = ("float16", "bfloat16", "float32")

@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
 
+MAX_MACRO_DEPTH = 8
+"""How deep macros are followed inside each other (a dispatch macro's case macros, the
+object-like macros of a declaration) before giving up."""
 ARGS_ARRAY_LAUNCH = "cudaLaunchKernel"
 """``cudaLaunchKernel(kernel, grid, block, args, smem = 0, stream = 0)``: arguments by address."""
 CONFIG_LAUNCH = "cudaLaunchKernelEx"

@@ -7,7 +7,8 @@ gets what the implementation's bindings say: a tensor's device pointer, a contra
 whole number computed from the shape (a stride), in the kernel's own order. A by-value struct
 parameter gets one NumPy structured scalar whose bytes are laid out as the C++ ABI lays out the
 struct (:func:`struct_dtype`); CuPy copies its bytes into the kernel's parameter buffer. That
-path is byte-checked on the CPU (tests) and not yet run on a GPU.
+path is byte-checked on the CPU (tests) and run on the H100 (tests/test_import_gpu.py: a
+struct's fields read by the kernel).
 
 Launch errors come in two kinds. A launch the driver refuses (too many threads, too much shared
 memory) leaves the context usable: :class:`LaunchError` with ``sticky=False``. A fault while the
@@ -21,7 +22,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -136,12 +137,17 @@ def struct_dtype(binding: Binding) -> np.dtype[Any]:
     tail padding, and its alignment (what CuPy uses to place a structured scalar among the
     kernel's parameters). Pointers are unsigned 64-bit integers."""
     fields = binding.fields or []
-    placed = layout([f.field_kind() for f in fields])
-    formats = [_STRUCT_FIELD_TYPES[kind] for kind in placed.kinds]
+    return _struct_dtype(tuple(f.name for f in fields), tuple(f.field_kind() for f in fields))
+
+
+@lru_cache(maxsize=64)
+def _struct_dtype(names: tuple[str, ...], kinds: tuple[str, ...]) -> np.dtype[Any]:
+    """:func:`struct_dtype` once per field list: it is asked for on every launch."""
+    placed = layout(kinds)
     return np.dtype(
         {
-            "names": [f.name for f in fields],
-            "formats": formats,
+            "names": list(names),
+            "formats": [_STRUCT_FIELD_TYPES[kind] for kind in placed.kinds],
             "offsets": list(placed.offsets),
             "itemsize": placed.size,
         },
