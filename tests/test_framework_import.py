@@ -700,3 +700,20 @@ def test_a_host_library_header_is_dropped_even_where_nvrtc_finds_it(
     assert "#include <cublas_v2.h>" not in lines
     assert any("dropped #include <cublas_v2.h>" in line for line in lines)
     assert "#include <curand_kernel.h>" in lines and "#include <cuda_fp16.h>" in lines
+
+
+def test_a_launch_under_a_shape_condition_is_a_partial_kernel(tmp_path: Path) -> None:
+    """Each branch of a vector-or-scalar dispatch covers part of the dims' domain: the domain
+    check refused vLLM's vector path against itself on the H100 until the draft said so."""
+    assert main(["import", str(CSRC / "vec_path.cu"), "--out", str(tmp_path)]) == 0
+    for op in ("scale_by_two_1", "scale_by_two_2"):
+        assert load_contract(tmp_path / op).contract.partial_kernels
+        assert main(["validate", str(tmp_path / op)]) == 0
+    assert not load_contract(
+        _imported(tmp_path / "act", ACT) / "silu_and_mul"
+    ).contract.partial_kernels
+
+
+def _imported(out: Path, source: Path) -> Path:
+    assert main(["import", str(source), "--out", str(out)]) == 0
+    return out

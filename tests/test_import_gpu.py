@@ -34,6 +34,7 @@ IMPORTED = {
         "scale_either_1",
         "scale_either_2",
     ),
+    "vec_path.cu": ("scale_by_two_1", "scale_by_two_2"),
     "params_struct.cu": (
         "run",
         "run_positional",

@@ -196,6 +196,18 @@ def _toml(value: object) -> str:
     return repr(value)
 
 
+_PARTIAL = [
+    "# one branch of the launcher's dispatch: the framework sends the shapes its launch",
+    "# condition excludes to another kernel, so the original's requires is its domain",
+    "partial_kernels = true",
+]
+"""A launch under a condition (vLLM's vector path, ``d % 8 == 0``) covers only part of the
+dims' domain, and the domain check refused the original against itself on the H100 (427de8e:
+"requires ... is narrower than the contract's domain"); the condition is the kernel's domain,
+recorded as such, and a replacement's narrower one is recorded too, the original serving the
+rest (the contract's ``partial_kernels``)."""
+
+
 def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[str]]:
     """The drafted ``contract.toml`` and what was assumed."""
     notes = list(analysis.notes)
@@ -227,6 +239,7 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
         f'reference = "reference.py:{op}"',
         'oracle = "production.cu"',
         f"bytes_moved = {_toml(' + '.join(terms))}",
+        *(_PARTIAL if analysis.requires else []),
         "",
     ]
     for dim in analysis.dims:
