@@ -572,3 +572,19 @@ def test_resolve_unknown_implementation_and_missing_file(tmp_path: Path) -> None
 def test_resolve_a_file_whose_contract_is_bad_names_the_contract() -> None:
     with pytest.raises(ContractError, match=r"misspelt_dim/contract\.toml: args\[2\]\.shape"):
         resolve(FIXTURES / "misspelt_dim" / "kernel.cu")
+
+
+def test_an_init_bound_names_dims_and_lowers_the_draw_per_shape(tmp_path: Path) -> None:
+    text = BASE.replace(
+        'name = "w"\ndtype = "T"\nshape = ["hidden"]\nrole = "input"',
+        'name = "w"\ndtype = "T"\nshape = ["hidden"]\nrole = "input"\n'
+        'init = { dist = "uniform", low = 0.0, high = 1000.0, below = "tokens" }',
+    )
+    (tmp_path / "ok").mkdir()
+    (tmp_path / "bad").mkdir()
+    spec = load_contract(write_op(tmp_path / "ok", text))
+    init = next(a for a in spec.contract.args if a.name == "w").init
+    assert init.high_at({"tokens": 7, "hidden": 8}) == 6.0
+    assert init.high_at({"tokens": 5000, "hidden": 8}) == 1000.0
+    message = contract_error(tmp_path / "bad", text.replace('below = "tokens"', 'below = "rows"'))
+    assert "args.w.init.below" in message and "'rows'" in message

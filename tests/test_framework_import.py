@@ -671,16 +671,19 @@ def test_the_originals_own_error_is_the_tolerance_of_an_imported_operation(
 def test_an_integer_input_is_drawn_as_valid_row_ids(tmp_path: Path) -> None:
     """A gather's row ids drawn from the default normal go negative and send the original
     outside its table (it faulted on the H100): an integer input is drawn in [0, the fewest rows
-    any other tensor has], a float input keeps the default draw."""
+    any other tensor has at the case's dims), spanning them all at every shape (a bound fixed
+    at the least sizes drew row 0 only); a float input keeps the default draw."""
+    from astra_graph.harness.cases import make_case
+
     assert main(["import", str(CSRC / "params_struct.cu"), "--out", str(tmp_path)]) == 0
     spec = load_contract(tmp_path / "gather_1")
     args = {a.name: a for a in spec.contract.args}
-    least_rows = min(
-        spec.contract.dims[str(a.shape[0])].min for a in args.values() if a.name != "index"
-    )
-    assert args["index"].init.dist == "uniform"
-    assert (args["index"].init.low, args["index"].init.high) == (0.0, float(least_rows - 1))
+    assert args["index"].init.dist == "uniform" and args["index"].init.below == "tokens"
     assert args["table"].init.dist == "normal"
+    dims = {"tokens": 50, "width": 8, "index_0": 4000}
+    case = make_case(spec, dims, "bfloat16", np.random.default_rng(5))
+    ids = case.arrays["index"]
+    assert ids.min() >= 0 and ids.max() == dims["tokens"] - 1 and len(np.unique(ids)) == 50
 
 
 def test_a_host_library_header_is_dropped_even_where_nvrtc_finds_it(

@@ -94,7 +94,7 @@ def make_inputs(
             values = values * init.scale + init.mean
         else:
             values = torch.rand(shape, generator=generator, device="cuda", dtype=torch.float32)
-            values = values * (init.high - init.low) + init.low
+            values = values * (init.high_at(dims) - init.low) + init.low
         out[arg.name] = values.to(element)
     return out
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -196,6 +195,8 @@ def _toml(value: object) -> str:
     return repr(value)
 
 
+INDEX_HIGH = float(2**31 - 1)
+"""An integer input's draw's upper end before ``init.below`` lowers it: the int32 range."""
 _PARTIAL = [
     "# one branch of the launcher's dispatch: the framework sends the shapes its launch",
     "# condition excludes to another kernel, so the original's requires is its domain",
@@ -253,13 +254,15 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
             f"shape = {_toml(shape)}",
             f"role = {_toml(_role(analysis, name))}",
         ]
-        rows = _index_rows(analysis, name, least)
+        rows = _index_rows(analysis, name)
         if rows is not None:
-            lines.append(f'init = {{ dist = "uniform", low = 0.0, high = {float(rows - 1)!r} }}')
+            lines.append(
+                f'init = {{ dist = "uniform", low = 0.0, high = {INDEX_HIGH!r}, '
+                f"below = {_toml(rows)} }}"
+            )
             notes.append(
-                f"args.{name}: integer input drawn in [0, {rows - 1}] (the fewest rows another "
-                "tensor has at the least sizes), in case it indexes rows: widen it where the "
-                "kernel allows"
+                f"args.{name}: integer input drawn in [0, {rows}) at each shape (the fewest rows "
+                "another tensor has), in case it indexes rows: widen it where the kernel allows"
             )
         lines.append("")
     for name, kind in analysis.scalars.items():
@@ -294,28 +297,24 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
     return "\n".join(lines), notes
 
 
-def _index_rows(analysis: Analysis, name: str, least: Mapping[str, int]) -> int | None:
-    """For an integer input: the fewest rows (first axis, at the least sizes) of any other
-    tensor, or None for a floating-point one. An integer tensor the kernel reads may index
-    rows of another (positions into a cache, a gather's row ids); the default draw (normal,
-    rounded) gives negative values that send such a kernel outside its tensors, and the
-    original faulted on the H100 with them (params_struct.cu's gather, b64be50). Values in
-    [0, fewest rows) are valid row ids of every tensor at every size the contract allows."""
+def _index_rows(analysis: Analysis, name: str) -> str | None:
+    """For an integer input: an expression of the fewest rows (first axis) any other tensor has
+    at a case's dims, or None for a floating-point one. An integer tensor the kernel reads may
+    index rows of another (positions into a cache, a gather's row ids); the default draw (normal,
+    rounded) gives negative values that sent such an original outside its tensors on the H100
+    (params_struct.cu's gather, b64be50). Drawn below this at every case (``init.below``), the
+    values are valid row ids of every tensor and span all of them (a bound fixed at the least
+    sizes drew only row 0, at every shape)."""
     element = analysis.tensors[name].element
-    if (
-        element is None
-        or not element.startswith(("int", "uint"))
-        or _role(analysis, name) == "output"
-    ):
+    role = _role(analysis, name)
+    if element is None or not element.startswith(("int", "uint")) or role == "output":
         return None
-    firsts = [
-        least.get(shape[0], 1)
-        if isinstance(shape[0], str) and not shape[0].isdigit()
-        else int(shape[0])
-        for other, shape in analysis.shapes.items()
-        if other != name and shape
-    ]
-    return max(1, min(firsts)) if firsts else None
+    firsts = sorted(
+        {str(shape[0]) for other, shape in analysis.shapes.items() if other != name and shape}
+    )
+    if not firsts:
+        return None
+    return firsts[0] if len(firsts) == 1 else f"min({', '.join(firsts)})"
 
 
 def _param_item(binding: Binding, taken: set[str]) -> str:

@@ -61,8 +61,9 @@ def host_generator(rng: Any) -> np.random.Generator:
     return _HOST_RNG
 
 
-def random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any) -> Any:
-    """Float32 draws from the argument's ``init`` distribution (float32 keeps memory low)."""
+def random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any, dims: Mapping[str, int]) -> Any:
+    """Float32 draws from the argument's ``init`` distribution at the case's ``dims`` (float32
+    keeps memory low)."""
     init = arg.init
     if init.dist == "normal":
         values = rng.standard_normal(shape, dtype=np.float32)
@@ -72,7 +73,7 @@ def random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any) -> Any:
             values += np.float32(init.mean)
         return values
     values = rng.random(shape, dtype=np.float32)
-    values *= np.float32(init.high - init.low)
+    values *= np.float32(init.high_at(dims) - init.low)
     values += np.float32(init.low)
     return values
 
@@ -110,7 +111,7 @@ def make_case(
     raw: dict[str, Any] = {}
     for arg in contract.args:
         if arg.role != "output":
-            raw[arg.name] = random_values(arg, contract.shape_of(arg, dims), rng)
+            raw[arg.name] = random_values(arg, contract.shape_of(arg, dims), rng, dims)
     if special is not None:
         _apply_special(raw, special, rng)
     arrays: dict[str, Any] = {}

@@ -98,7 +98,7 @@ class TimedCopies:
             if arg.role != "output":
                 for inputs in sets:
                     drawn = cupy.empty((total, row), dtype=element.storage)
-                    values = random_values(arg, (total, size), rng)
+                    values = random_values(arg, (total, size), rng, dims)
                     drawn[:, :size] = element.from_float64(cupy, values)
                     inputs[arg.name] = drawn
                 batch[...] = sets[0][arg.name]

@@ -95,6 +95,18 @@ class InitSpec(Strict):
         description="checks multiply each row (first index) by a factor drawn log-uniformly "
         "in [low, high], the same factor for every argument of that row count",
     )
+    below: str | None = Field(
+        None,
+        description="an expression over the dims: uniform draws stay below its value at each "
+        "case's dims (row ids into a tensor of that many rows: a gather's index, positions into "
+        "a cache), so they span every valid row at every shape",
+    )
+
+    def high_at(self, dims: Mapping[str, int]) -> float:
+        """The uniform draw's upper end at ``dims``: ``high``, lowered to ``below - 1``."""
+        if self.below is None:
+            return self.high
+        return float(min(self.high, expr.evaluate_int(self.below, dict(dims)) - 1))
 
     @field_validator("row_scale")
     @classmethod
@@ -307,6 +319,12 @@ class Contract(Strict):
                         raise ValueError(
                             f"tolerance: no entry for {dtype!r}, which output {arg.name!r} uses"
                         )
+        for arg in self.args:
+            if arg.init.below is not None:
+                try:
+                    check_names(arg.init.below, set(self.dims), "dim")
+                except (expr.ExprError, ValueError) as exc:
+                    raise ValueError(f"args.{arg.name}.init.below: {exc}") from None
         inputs = {a.name: a for a in self.args if a.role != "output"}
         for i, special in enumerate(self.specials):
             named = [("values", n) for n in special.values]
