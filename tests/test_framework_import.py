@@ -31,7 +31,8 @@ from astra_graph.framework.launchers import (
 from astra_graph.framework.parse import Launch, Source, parse_source
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ContractError, load_contract
-from astra_graph.kernel.header import load_implementation, split_top_level
+from astra_graph.kernel.expr import split_top_level
+from astra_graph.kernel.header import load_implementation
 
 # conftest.py says why
 pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")

@@ -37,7 +37,7 @@ from astra_graph.export.torch_package import FinishedRun, settings_used
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, LARGEST_ROW_CLASS, ROW_CLASSES
 from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER
-from astra_graph.kernel.header import split_top_level
+from astra_graph.kernel.expr import split_top_level
 
 NVCC_TIMEOUT_S = 600
 """A torch-header build of one file takes about a minute on the H100 machine; ten is a hang."""

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING
 
-from astra_graph.kernel.header import split_top_level
+from astra_graph.kernel.expr import split_top_level
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser

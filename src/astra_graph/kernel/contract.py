@@ -522,7 +522,7 @@ def parse_bindings(items: list[str], contract: Contract, where: str) -> list[Bin
             continue
         fields = [
             _binding(f, contract, f"{where}[{i}].{struct['type']}[{j}]")
-            for j, f in enumerate(split_top_level_commas(struct["fields"]))
+            for j, f in enumerate(expr.split_top_level(struct["fields"], angles=False))
         ]
         try:
             layout([f.field_kind() for f in fields])
@@ -538,23 +538,6 @@ def parse_bindings(items: list[str], contract: Contract, where: str) -> list[Bin
     if missing:
         raise ValueError(f"{where}: tensor {missing[0]!r} is not passed to the kernel")
     return out
-
-
-def split_top_level_commas(text: str) -> list[str]:
-    """``text`` split at commas outside brackets (a field's expression may call ``min(a, b)``)."""
-    parts: list[str] = []
-    depth = 0
-    current = ""
-    for char in text:
-        depth += (char in "([{") - (char in ")]}")
-        if char == "," and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += char
-    if current.strip():
-        parts.append(current.strip())
-    return parts
 
 
 def _binding(text: str, contract: Contract, where: str) -> Binding:

@@ -192,3 +192,27 @@ def _eval(node: ast.AST, env: Mapping[str, Number], text: str) -> Value:
         case ast.Tuple(elts=elts):
             return tuple(_eval(e, env, text) for e in elts)  # type: ignore[misc]  # a nested tuple fails its caller's item check
     raise ExprError(f"cannot evaluate {text!r}")  # unreachable after parse()
+
+
+def split_top_level(text: str, angles: bool = True) -> list[str]:
+    """Split at commas outside ``()``, ``[]``, ``{}`` and, with ``angles``, ``<>`` (template,
+    parameter and argument lists, initialiser lists; the ``>`` of ``->`` closes nothing).
+    Without ``angles`` a ``<`` is a comparison (a field's expression, ``a < b ? a : b``)."""
+    opens, closes = ("<([{", ")]}") if angles else ("([{", ")]}")
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for char in text:
+        if char in opens:
+            depth += 1
+        elif char in closes or (angles and char == ">" and not (current and current[-1] == "-")):
+            depth -= 1
+        if char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    tail = "".join(current)
+    if tail.strip():
+        parts.append(tail)
+    return [p.strip() for p in parts]

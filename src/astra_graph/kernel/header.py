@@ -31,6 +31,7 @@ from astra_graph.kernel.contract import (
     read_text,
 )
 from astra_graph.kernel.dtypes import TYPE_PARAMETER, DType
+from astra_graph.kernel.expr import split_top_level
 
 SM_COUNT = "sm_count"
 """Name bound in launch geometry to the GPU's multiprocessor count (a framework's persistent
@@ -59,28 +60,6 @@ _QUALIFIED_NAME = re.compile(r"^(::)?[A-Za-z_]\w*(::[A-Za-z_]\w*)*$")
 _TEMPLATE_ARGUMENT = re.compile(r"^-?[\w:<>,&*()\s]+$")
 """Characters a template argument may use: types, functors, function addresses, literals."""
 _TOKEN = re.compile(r"(?:::)?[A-Za-z_]\w*(?:::[A-Za-z_]\w*)*")
-
-
-def split_top_level(text: str) -> list[str]:
-    """Split at commas outside ``<>``, ``()``, ``[]`` and ``{}`` (template, parameter and
-    argument lists, initialiser lists); the ``>`` of ``->`` closes nothing."""
-    parts: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for char in text:
-        if char in "<([{":
-            depth += 1
-        elif char in ")]}" or (char == ">" and not (current and current[-1] == "-")):
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    tail = "".join(current)
-    if tail.strip():
-        parts.append(tail)
-    return [p.strip() for p in parts]
 
 
 def split_entry(entry: str) -> tuple[str, list[str] | None]:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from astra_graph.kernel.contract import Binding, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES
-from astra_graph.kernel.header import Implementation, split_entry, split_top_level
+from astra_graph.kernel.expr import split_top_level
+from astra_graph.kernel.header import Implementation, split_entry
 
 _QUALIFIERS = {
     "const",
