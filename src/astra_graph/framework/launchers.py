@@ -50,7 +50,9 @@ from astra_graph.framework.structs import StructUnread, field_values
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
-from astra_graph.kernel.header import SM_COUNT, split_top_level
+from astra_graph.kernel.expr import split_top_level
+from astra_graph.kernel.header import SM_COUNT
+from astra_graph.kernel.signature import TYPE_ALIASES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
@@ -86,34 +88,17 @@ TORCH_DISPATCH: dict[str, tuple[str, ...]] = {
 }
 """The types torch's dispatch macros instantiate before their ``_AND<n>`` extras."""
 CPP_TYPES: dict[str, str] = {
-    "float": "float32",
-    "double": "float64",
-    "int": "int32",
-    "int32_t": "int32",
-    "uint32_t": "int32",
-    "uint": "int32",
-    "unsigned": "int32",
-    "unsigned int": "int32",
-    "int64_t": "int64",
-    "uint64_t": "int64",
-    "long": "int64",
-    "long long": "int64",
-    "size_t": "int64",
-    "bool": "bool",
-    "__half": "float16",
-    "half": "float16",
+    **TYPE_ALIASES,
     "c10::Half": "float16",
     "at::Half": "float16",
-    "__nv_bfloat16": "bfloat16",
     "nv_half": "float16",
-    "nv_bfloat16": "bfloat16",
     "c10::BFloat16": "bfloat16",
     "at::BFloat16": "bfloat16",
     "c10::Float8_e4m3fn": "float8_e4m3fn",
     "at::Float8_e4m3fn": "float8_e4m3fn",
-    "__nv_fp8_e4m3": "float8_e4m3fn",
 }
-"""C++ spellings of the element and scalar types a contract can hold."""
+"""C++ spellings of the element and scalar types a contract can hold: the signature check's
+(:data:`~astra_graph.kernel.signature.TYPE_ALIASES`, one list) and torch's own names."""
 HOST_SWITCHES: dict[str, tuple[bool, str]] = {
     "vllm_is_batch_invariant": (False, "the VLLM_BATCH_INVARIANT environment variable, unset"),
 }

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from astra_graph.framework.parse import Param
-from astra_graph.kernel.header import split_top_level
+from astra_graph.kernel.expr import split_top_level
 
 ZERO_POINTER = "nullptr"
 ZERO_VALUE = "0"
