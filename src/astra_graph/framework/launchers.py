@@ -44,6 +44,7 @@ from astra_graph.framework.parse import (
     Macro,
     Param,
     _parser,
+    bind_macro,
     text,
 )
 from astra_graph.framework.structs import StructUnread, field_values
@@ -261,14 +262,7 @@ def dispatch_hints(
     if macro is None:
         return {}
     bound = tuple("__astra_body__" if a.lstrip().startswith("[") else a for a in args)
-    return _hint_cases(_bind(macro, bound), macros, {name}, 0)
-
-
-def _bind(macro: Macro, args: tuple[str, ...] | list[str]) -> str:
-    mapping = dict(zip(macro.params, args, strict=False))
-    if macro.params and macro.params[-1] == "__VA_ARGS__":
-        mapping["__VA_ARGS__"] = ", ".join(args[len(macro.params) - 1 :])
-    return re.sub(r"\b\w+\b", lambda m: mapping.get(m[0], m[0]), macro.body)
+    return _hint_cases(bind_macro(macro, bound), macros, {name}, 0)
 
 
 def _hint_cases(
@@ -283,7 +277,7 @@ def _hint_cases(
             enum = re.sub(r"\s+", "", args[0]).rsplit("::", 1)[-1]
             found.setdefault(args[1], set()).add(enum)
         elif word in macros and word not in seen:
-            inner = _hint_cases(_bind(macros[word], args), macros, seen | {word}, depth + 1)
+            inner = _hint_cases(bind_macro(macros[word], args), macros, seen | {word}, depth + 1)
             for hint, enums in inner.items():
                 found.setdefault(hint, set()).update(enums)
     return found

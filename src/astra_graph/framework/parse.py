@@ -42,6 +42,7 @@ this module.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING
@@ -517,8 +518,17 @@ def _split_args(call: Node) -> list[str]:
 
 
 def _substitute(body: str, mapping: dict[str, str]) -> str:
-    """A macro body with its parameters replaced by whole token."""
+    """``body`` with the names of ``mapping`` replaced by whole token."""
     return re.sub(r"\b\w+\b", lambda m: mapping.get(m[0], m[0]), body)
+
+
+def bind_macro(macro: Macro, values: Sequence[str]) -> str:
+    """A function-like macro's body for a call with ``values``: parameters replaced by whole
+    token, ``__VA_ARGS__`` taking the remaining arguments."""
+    mapping = dict(zip(macro.params, values, strict=False))
+    if macro.params and macro.params[-1] == "__VA_ARGS__":
+        mapping["__VA_ARGS__"] = ", ".join(values[len(macro.params) - 1 :])
+    return _substitute(macro.body, mapping)
 
 
 def expand_launching_macros(source: str, macros: dict[str, Macro]) -> str:
@@ -541,11 +551,7 @@ def expand_launching_macros(source: str, macros: dict[str, Macro]) -> str:
         if name not in launching or inside is None or inside.type != "function_definition":
             continue
         macro = launching[name]
-        values = _split_args(call)
-        mapping = dict(zip(macro.params, values, strict=False))
-        if macro.params and macro.params[-1] == "__VA_ARGS__":
-            mapping["__VA_ARGS__"] = ", ".join(values[len(macro.params) - 1 :])
-        edits.append((call.start_byte, call.end_byte, _substitute(macro.body, mapping)))
+        edits.append((call.start_byte, call.end_byte, bind_macro(macro, _split_args(call))))
     for start, end, replacement in sorted(edits, reverse=True):
         data = data[:start] + replacement.encode() + data[end:]
     return data.decode(errors="replace")
@@ -665,11 +671,6 @@ def _declared_name(parameter: Node) -> str:
     return text(found[-1]) if found else ""
 
 
-def _bound(argument: str, binding: dict[str, str]) -> str:
-    """A template argument with the names of ``binding`` replaced, by whole word."""
-    return re.sub(r"\b\w+\b", lambda m: binding.get(m[0], m[0]), argument)
-
-
 def lambda_instances(call: Node, launch: Launch) -> list[Launch]:
     """The launch once per instantiation of the generic lambda it sits in: a template argument
     that is the lambda's own template parameter has a value only at the lambda's calls
@@ -699,7 +700,7 @@ def lambda_instances(call: Node, launch: Launch) -> list[Launch]:
         targs = _walk(callee, ("template_argument_list",))
         values = [text(a) for a in (targs[0].named_children if targs else [])]
         binding = dict(zip(names, values, strict=False))
-        bound = tuple(_bound(a, binding) for a in launch.template_args)
+        bound = tuple(_substitute(a, binding) for a in launch.template_args)
         _, outer = _scope(use)
         said = ", ".join(f"{k} = {v}" for k, v in binding.items())
         variants.append(
