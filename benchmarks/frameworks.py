@@ -118,6 +118,17 @@ def _check_on_gpu(rows: list[dict[str, Any]], limit: int | None) -> None:
             print(f"  checked {folder.name}: {'accepted' if verdict.accepted else verdict.message}")
 
 
+def _not_fetched(name: str, relative: str, reason: str) -> dict[str, Any]:
+    """A row for a file whose release could not be fetched (counted as not imported)."""
+    return {
+        "framework": name,
+        "file": relative,
+        "launcher": "-",
+        "imported": False,
+        "reason": f"release not fetched: {reason}",
+    }
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="also check each op against itself")
@@ -130,12 +141,18 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     out = Path(args.out)
     rows: list[dict[str, Any]] = []
-    for name, files in FILES.items():
-        root = fetch(name)
+    for name, all_files in FILES.items():
+        files = [f for f in all_files if not args.only or args.only in f"{name}/{f}"]
+        if not files:
+            continue  # --only names none of this release's files: nothing to fetch
+        try:
+            root = fetch(name)
+        except RuntimeError as exc:  # offline, or the pinned release is gone: say so per file
+            rows += [_not_fetched(name, relative, str(exc)) for relative in files]
+            print(f"{name}: not fetched: {exc}")
+            continue
         folders = include_folders(root, [root / f for f in INCLUDE_ROOTS[name]], None)
         for relative in files:
-            if args.only and args.only not in f"{name}/{relative}":
-                continue
             path = root / relative
             if not path.is_file():
                 rows.append(

@@ -7,7 +7,9 @@ type and structured rows, which cost no extra cases) and with ``domain=True`` (t
 added: min/max per dim, 2^31 elements and bytes, gridDim limits, non-multiples, a whole-domain
 sample; large shapes by the light protocol or skipped when they exceed the free memory). A first,
 untimed check warms the compile cache and the worker. The verdict's notes say which domain
-shapes were skipped and how long the domain cases took.
+shapes were skipped and how long the domain cases took. Then the step every accepted candidate
+also takes (``Evaluator.sanitize``: compute-sanitizer memcheck and racecheck over the small
+shapes, every dtype) is timed once; where the tool is missing the row says so instead of a time.
 
 Usage (GPU host): ``python benchmarks/verification_time.py [--out FILE] [--repeats N]``. Writes
 JSON (device, date, commit, seconds per operation and setting, notes) and prints a summary last.
@@ -83,6 +85,18 @@ def main(argv: list[str] | None = None) -> int:
                     f"{verdict.cases_checked} cases, accepted={accepted}; {' | '.join(notes)}",
                     flush=True,
                 )
+            started = time.perf_counter()
+            report = evaluator.sanitize(spec, production.path)
+            sanitizer_seconds = time.perf_counter() - started
+            row["sanitizer"] = {
+                "seconds": sanitizer_seconds,
+                "available": report.available,
+                "summaries": [r.summary for r in report.results],
+            }
+            print(
+                f"{op} sanitizer: {sanitizer_seconds:.2f} s, available={report.available}",
+                flush=True,
+            )
             ops[op] = row
             results["ops"] = ops
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -90,12 +104,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nwritten {out}")
     print(f"SUMMARY verification time per operation on {results['device']} ({results['commit']}):")
     for op, row in ops.items():
-        before, after = row["before"], row["after"]
-        assert isinstance(before, dict) and isinstance(after, dict)
+        before, after, sanitizer = row["before"], row["after"], row["sanitizer"]
+        assert isinstance(before, dict) and isinstance(after, dict) and isinstance(sanitizer, dict)
         added = after["seconds"] - before["seconds"]
+        sanitized = f"{sanitizer['seconds']:.2f} s" if sanitizer["available"] else "not installed"
         print(
             f"  {op}: before {before['seconds']:.2f} s ({before['cases']} cases), after "
-            f"{after['seconds']:.2f} s ({after['cases']} cases): +{added:.2f} s"
+            f"{after['seconds']:.2f} s ({after['cases']} cases): +{added:.2f} s; "
+            f"compute-sanitizer {sanitized}"
         )
     return 0
 
