@@ -182,15 +182,19 @@ def test_a_kernel_that_stops_writing_when_timed_is_rejected(
 TIMING_KERNELS = Path(__file__).parent / "fixtures" / "timing_kernels"
 
 
-def test_a_kernel_looking_for_clone_copies_finds_none_and_gains_nothing(tmp_path: Path) -> None:
+def test_a_kernel_looking_for_clone_copies_gains_nothing_and_is_rejected_for_its_state(
+    tmp_path: Path,
+) -> None:
     # the red team's kernel recognised timing's clones of the first copy and left rows unwritten;
-    # every timed copy now has its own inputs (issue 22), so it never skips and is not faster
+    # every timed copy now has its own inputs (issue 22), so it never skips and is not faster;
+    # what it remembers between launches to look for clones is module state (carried_state)
     source = (TIMING_KERNELS / "silu_skips_clone_copies.cu").read_text()
     skipper = _op_copy(tmp_path, "clones", source)
     out = run_bench(_request(skipper, skipper.parent / "production.cu", shapes=[SMALL]))
     report = BenchReport.model_validate(out)
     assert report.shapes[0].candidate.method.startswith("graph")  # copies rotate only in graphs
-    assert report.rejection is None, report.rejection
+    assert report.rejection is not None and report.rejection.reason == "carried_state"
+    assert "after timing" in report.rejection.message and "g_" in report.rejection.message
     assert all(s.call != "faster" for s in report.shapes), [s.speedup for s in report.shapes]
 
 

@@ -41,6 +41,23 @@ CLASSES: dict[str, tuple[set[str], str | tuple[str, ...]]] = {
     "fused_add_rmsnorm/overflow_row_written_as_zeros": ({"mismatch"}, "'residual'"),
     "merge_attn_states_lse/lse_biased_up": ({"mismatch"}, "precision loss"),
     "merge_attn_states_lse/heads_64_to_128_drop_b": ({"mismatch"}, ""),
+    # launch counters, clone and poison detectors, replay caches: each keeps something in a
+    # module variable from one launch for the next (harness.module_state), seen after its first
+    # launch; their triggers never fired in the check's own launches, so before the rule they
+    # were accepted (timing-class, 7 of the 34 at fc9cf2c)
+    **{
+        name: ({"carried_state"}, "keeps state from one launch for the next")
+        for name in (
+            "silu_and_mul/clone_copies_skip",
+            "silu_and_mul/fifth_repeat_skips_valid_rows",
+            "silu_and_mul/recognises_bench_poison",
+            "silu_and_mul/replays_per_buffer_when_timed",
+            "fused_add_rmsnorm/clone_copies_skip_residual",
+            "fused_add_rmsnorm/fifth_repeat_drops_residual",
+            "merge_attn_states_lse/fifth_repeat_skips_valid_rows",
+            "merge_attn_states_lse/repeat_writes_first_rows",
+        )
+    },
 }
 
 
@@ -64,19 +81,6 @@ def test_each_red_team_class_is_rejected_naming_it(evaluator: Evaluator, name: s
     assert any(w in verdict.message + evidence for w in words), verdict.model_dump_json(indent=1)
     if verdict.evidence is not None and verdict.evidence.suite == "domain":
         assert verdict.evidence.seed is not None  # the plan can be replayed
-
-
-def test_a_kernel_replaying_per_buffer_when_timed_is_rejected(evaluator: Evaluator) -> None:
-    spec, production = resolve("silu_and_mul")
-    kernel = REDTEAM / "silu_and_mul" / "replays_per_buffer_when_timed.cu"
-    evaluation = evaluator.evaluate(spec, production.path, kernel)
-    verdict, bench = evaluation.verdict, evaluation.bench
-    print(f"replays_per_buffer_when_timed: {verdict.reason} {verdict.message}")
-    if verdict.accepted:  # the check never launches one buffer six times in a row: timing does
-        assert bench is not None and bench.rejection is not None
-        assert bench.rejection.reason == "timing_replay", bench.rejection.message
-    else:  # the memory pool gave a later case the same buffer: replayed there, a mismatch
-        assert verdict.reason == "mismatch"
 
 
 @pytest.mark.parametrize("op", ["silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse"])

@@ -56,6 +56,9 @@ class NumpyKernel:
     def unsupported(self, dims: Mapping[str, int]) -> str | None:
         return None
 
+    def carried_state(self) -> str | None:
+        return None
+
     def geometry(self, dims: Mapping[str, int]) -> Any:
         return self._geometry(dims) if callable(self._geometry) else self._geometry
 
@@ -283,6 +286,43 @@ def test_random_unchecked_launches_come_before_the_checked_ones() -> None:
     # runs 1 and 2 share the buffers: two unchecked launches make run 2 the fourth
     verdict = _rejected(SILU, silu_right_for_three_launches_per_buffer, SILU_DIMS, unchecked=2)
     assert verdict.reason in ("mismatch", "unwritten_output")
+
+
+class CountingKernel(NumpyKernel):
+    """Computes every launch right but keeps a launch count in a "module variable": the
+    state a launch counter needs before it can misbehave on some later launch."""
+
+    def carried_state(self) -> str | None:
+        return f"module variable 'count' is {self.launches}, not 0" if self.launches else None
+
+
+class SemaphoreKernel(NumpyKernel):
+    """A grid-wide semaphore that the last block resets: back to its value after each launch."""
+
+    def __init__(self, body: Callable[[Case, int], None]) -> None:
+        super().__init__(body)
+        self.semaphore = 0
+
+    def launch(self, case: Case) -> None:
+        self.semaphore += 4  # every block arrives ...
+        super().launch(case)
+        self.semaphore = 0  # ... and the last one resets it
+
+    def carried_state(self) -> str | None:
+        return None if self.semaphore == 0 else "module variable 'semaphore' changed"
+
+
+def test_a_kernel_that_keeps_state_between_launches_is_rejected_at_its_first_launch() -> None:
+    case = _case(SILU, SILU_DIMS, unchecked=0)
+    kernel = CountingKernel(silu_good)
+    with pytest.raises(Rejected) as caught:
+        check_case(SILU, kernel, NumpyKernel(silu_good), case, np.random.default_rng(3))
+    verdict = caught.value.verdict
+    assert verdict.reason == "carried_state" and "'count'" in verdict.message
+    assert kernel.launches == 1  # rejected after the first launch, right as its output was
+    semaphore = SemaphoreKernel(silu_good)
+    assert check_case(SILU, semaphore, NumpyKernel(silu_good), case, np.random.default_rng(3)) < 1
+    assert semaphore.launches == 3
 
 
 def test_buffers_at_other_addresses_with_only_the_guaranteed_alignment() -> None:

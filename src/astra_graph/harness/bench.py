@@ -353,14 +353,15 @@ def _rejection(
     ``timing_replay`` (the kernel behaves differently when timed) when a copy chosen after
     timing (:data:`TIMED_CHECKED_COPIES`) holds outputs unlike the reference of the inputs the
     last sample gave it, or when two samples on the same inputs left different outputs;
-    ``input_mutated`` when a pure input changed under timing."""
+    ``input_mutated`` when a pure input changed under timing; ``carried_state`` when a module
+    variable is not back at its value at load after the timed launches (harness.module_state)."""
     import numpy as np
 
+    where = f"{shape.label} {shape.dtype}"
     launched = candidate.launched()
     chooser = np.random.default_rng(secrets.randbits(63))
     count = min(TIMED_CHECKED_COPIES, len(launched))
     chosen = sorted(int(i) for i in chooser.choice(launched, size=count, replace=False))
-    where = f"{shape.label} {shape.dtype}"
     for index in chosen:
         mutated = candidate.mutated_input(index)
         if mutated is not None:
@@ -403,6 +404,14 @@ def _rejection(
             f"{where}: the timed runs' outputs differ between samples: "
             "the kernel behaves differently when timed",
             Evidence(op=spec.name, dims=shape.dims, dtype=shape.dtype, detail=detail),
+        )
+    # after the output checks, which name what the timed launches did wrong where they did
+    carried = candidate.kernel.carried_state()
+    if carried is not None:
+        return Verdict.reject(
+            "carried_state",
+            f"{where}: after timing, {carried}",
+            Evidence(op=spec.name, dims=shape.dims, dtype=shape.dtype, detail=carried),
         )
     if shape.impossible:
         floor = roofline.floor_us(shape.bytes_moved, roof_gbps)

@@ -23,6 +23,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -35,6 +36,7 @@ from astra_graph.harness.compile import (
     compile_implementation,
     gpu_arch,
 )
+from astra_graph.harness.module_state import ModuleState, heap_refusal, module_memory
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import Binding, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES, DType
@@ -193,6 +195,10 @@ class LoadedKernel:
     compiled: CompiledKernel
     function: Any
     """The ``cupy.RawKernel`` of the entry point."""
+    module_state: ModuleState | None = None
+    """The module's writable variables as loaded (``harness.module_state``), None if none."""
+    heap_refusal: str | None = None
+    """Why the module's device-heap calls make it uncheckable, or None."""
     _smem_attribute: int = field(default=DEFAULT_SMEM_LIMIT, repr=False)
 
     def geometry(
@@ -216,6 +222,13 @@ class LoadedKernel:
             else:
                 args.append(_by_value(binding, case))
         return args
+
+    def carried_state(self) -> str | None:
+        """After a finished launch: how the kernel keeps state from one launch for the next
+        (a module variable not back at its value at load, or a device-heap call), or None."""
+        if self.heap_refusal is not None:
+            return self.heap_refusal
+        return None if self.module_state is None else self.module_state.carried()
 
     def allow_dynamic_smem(self, smem: int) -> None:
         """Raise the kernel's dynamic shared memory attribute to ``smem`` where the default
@@ -283,6 +296,7 @@ def load_kernel(
     )
     module = cupy.RawModule(path=compiled.cubin_file)
     function = module.get_function(compiled.lowered_name)
+    memory = module_memory(Path(compiled.cubin_file).read_bytes())
     loaded = LoadedKernel(
         spec=spec,
         impl=impl,
@@ -290,6 +304,8 @@ def load_kernel(
         tunables=settings,
         compiled=compiled,
         function=function,
+        module_state=ModuleState(module, memory) if memory.variables else None,
+        heap_refusal=heap_refusal(memory),
     )
     _LOADED[key] = loaded
     while len(_LOADED) > _LOADED_LIMIT:

@@ -24,6 +24,7 @@ RejectReason = Literal[
     "crashed",
     "domain",
     "timing_replay",
+    "carried_state",
 ]
 TimingMode = Literal["device", "per-call"]
 SpeedCall = Literal["faster", "slower", "tie"]
@@ -194,7 +195,8 @@ class BenchReport(BaseModel):
     rejection: Verdict | None = None
     """Set when timing found the candidate invalid: ``impossible_time`` (faster than the memory
     allows), ``timing_replay`` (outputs of the timed runs differ from the reference, or between
-    samples on the same inputs) or ``input_mutated``."""
+    samples on the same inputs), ``input_mutated`` or ``carried_state`` (a module variable kept
+    something from the timed launches)."""
     notes: list[str] = []
     """What the reader should know: shapes skipped, tools missing, partly warm data."""
     seconds: float = 0.0

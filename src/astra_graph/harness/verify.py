@@ -166,6 +166,9 @@ def _launch_checked(xp: Any, kernel: Any, data: Any, case: CaseSpec, spec: Opera
             raise _reject("crashed", f"CUDA fault: {exc}", case, spec, detail=str(exc)) from None
         raise _reject("launch_error", str(exc), case, spec, detail=str(exc)) from None
     worker.progress(watch=False)
+    carried = kernel.carried_state()  # harness.module_state: no launch leaves state behind
+    if carried is not None:
+        raise _reject("carried_state", carried, case, spec, detail=carried)
 
 
 class _CaseCheck:
