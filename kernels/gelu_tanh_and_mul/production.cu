@@ -12,10 +12,15 @@
 //   but cost ~1.5% of bandwidth on launches of many waves (8192 x 12288: 207.9 us with it,
 //   203.2 us without), which load through the plain read-only path.
 // - The activation is the tanh-approximated GELU in fp32, in a form without cancellation in the
-//   negative tail, from one ex2 and one rcp (see gelu below): 12 instructions per element, 202
+//   negative tail, from one ex2 and one rcp (see gelu below): 12 instructions per element, 197
 //   in the whole kernel for sm_90 (VECS = 1, fp16), where expf and the IEEE division took 338
 //   up to the exit plus the division's slow path (1 x 8 on the H100: 2.05 us against vLLM
 //   0.33.0's 1.84 us). The product is rounded once, at the store.
+// - At the tiniest shapes a call is pure latency, so the path to the first load is
+//   silu_and_mul's, as short as FlashInfer's in the SASS for sm_90: unsigned sizes (the vector
+//   and chunk counts are shifts, not signed divisions, since BLOCK * VECS is a power of two) and a
+//   32-bit row times the row width in one wide multiply (53 instructions before the first load
+//   instead of 62 with signed sizes and a 64-bit row).
 // - The same kernel as silu_and_mul's production kernel except for the activation: the
 //   layout (x = [a | b] per row, 16-byte aligned halves) and the traffic are the same.
 // astra: description = (row chunks, rows) grid, VECS 16-byte vectors per thread, loads first
@@ -121,26 +126,27 @@ template <typename T, int kVecs>
 __global__ void gelu_tanh_and_mul_vec(T* __restrict__ out, const T* __restrict__ x, int d) {
     constexpr int kVec = 16 / sizeof(T);
     constexpr int kChunk = BLOCK * kVecs;  // BLOCK: the tunable, a compile-time constant
-    const int n = d / kVec;                // vectors per half row
+    const unsigned n = (unsigned)d / kVec;  // vectors per half row
+    static_assert((kChunk & (kChunk - 1)) == 0, "BLOCK * VECS is a power of two: a shift");
     const unsigned chunks = (n + kChunk - 1) / kChunk;
-    size_t row;
+    unsigned row;
     unsigned chunk;
     if (gridDim.x == chunks) {  // (chunks, rows) grid
         row = blockIdx.y;
         chunk = blockIdx.x;
     } else {  // flat grid, beyond 65535 rows
         row = blockIdx.x / chunks;
-        chunk = blockIdx.x - (unsigned)row * chunks;
+        chunk = blockIdx.x - row * chunks;
     }
     const bool hint = gridDim.x * gridDim.y <= STREAM_HINT_MAX_BLOCKS;
-    const uint4* a_vec = reinterpret_cast<const uint4*>(x + row * 2 * d);
+    const uint4* a_vec = reinterpret_cast<const uint4*>(x) + (size_t)row * (2 * n);
     const uint4* b_vec = a_vec + n;
-    uint4* out_vec = reinterpret_cast<uint4*>(out + row * d);
-    const int first = chunk * kChunk + threadIdx.x;
+    uint4* out_vec = reinterpret_cast<uint4*>(out) + (size_t)row * n;
+    const unsigned first = chunk * kChunk + threadIdx.x;
     uint4 a_raw[kVecs], b_raw[kVecs];
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {
-        const int i = first + k * BLOCK;
+        const unsigned i = first + k * BLOCK;
         if (i < n) {
             a_raw[k] = load_stream(a_vec + i, hint);
             b_raw[k] = load_stream(b_vec + i, hint);
@@ -148,7 +154,7 @@ __global__ void gelu_tanh_and_mul_vec(T* __restrict__ out, const T* __restrict__
     }
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {
-        const int i = first + k * BLOCK;
+        const unsigned i = first + k * BLOCK;
         if (i < n) {
             out_vec[i] = act_mul_vec<T>(a_raw[k], b_raw[k]);
         }
