@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from astra_graph.export.framework import FrameworkOp
+from astra_graph.export.original import original_build
 from astra_graph.harness.timing import MIN_FLUSH_BYTES
 from astra_graph.kernel.contract import OperationSpec
 
@@ -48,17 +49,20 @@ HOST_CALLS = 1000
 
 
 def load_original(spec: OperationSpec, framework: FrameworkOp, source: Path) -> Any:
-    """Build the framework-style original as a torch extension; its registered op."""
+    """Build the framework-style original, unmodified, as a torch extension (with a generated
+    registration where the file registers no op: ``export.original``); its op."""
     from torch.utils.cpp_extension import load
 
+    build = original_build(framework, spec.name, source)
     load(
-        name=f"astra_original_{spec.name}",
-        sources=[str(source)],
+        name=build.name,
+        sources=[str(s) for s in build.sources],
         extra_cuda_cflags=["-O3"],
+        extra_include_paths=[str(d) for d in build.include_dirs],
         is_python_module=False,
         verbose=False,
     )
-    return getattr(getattr(torch.ops, framework.namespace), framework.name)
+    return getattr(getattr(torch.ops, build.namespace), build.op)
 
 
 def load_package(package: Path) -> Any:
