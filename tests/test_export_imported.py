@@ -19,12 +19,13 @@ import pytest
 
 from astra_graph.cli import main
 from astra_graph.export.dispatch_source import ExportError
-from astra_graph.export.framework import FRAMEWORK_FILE, gate_of, load_framework
+from astra_graph.export.framework import FRAMEWORK_FILE, MODEL, gate_of, load_framework
 from astra_graph.export.original import NAMESPACE_PREFIX, framework_root, original_build
 from astra_graph.export.patch import write_patch
 from astra_graph.export.torch_package import FinishedRun, export_torch, read_run
 from astra_graph.framework.device import TORCH_TYPES_BEGIN, framework_type_map
 from astra_graph.framework.naming import DEFAULT_NAMESPACE, default_root, registered_namespace
+from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import resolve
 from astra_graph.kernel.contract import ContractError
 from export_run import REPO, finished_run
@@ -275,3 +276,70 @@ def test_gate_without_a_block_is_bad_input_before_any_export(
     err = capsys.readouterr().err
     assert "no [gate]" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def _benchmark() -> ModuleType:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        return __import__("export_round_trip")
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
+def test_the_benchmarks_gates_fit_the_imported_contracts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """benchmarks/export_round_trip.py --imported fixtures: each fixture imports with a
+    framework.toml that validates with the benchmark's [gate], and at every token count the
+    gate runs the block's projections fit the drafted tensors (what gate._rows checks on the
+    GPU)."""
+    bench = _benchmark()
+    targets = [bench.imported(item, tmp_path) for item in bench.IMPORTED_FIXTURES]
+    capsys.readouterr()
+    assert [t.framework_op for t in targets] == ["silu_and_mul", "fused_add_rms_norm"]
+    for target in targets:
+        spec, _ = resolve(Path(target.kernel))
+        fw = load_framework(spec.folder, spec.contract)
+        gate = gate_of(fw, spec.folder)
+        assert target.root == FRAMEWORK.resolve()
+        for tokens in (1, 2048):
+            env = {"tokens": tokens, **MODEL}
+            dims = {d: expr.evaluate_int(text, env) for d, text in gate.dims.items()}
+            assert spec.contract.shape_problem(dims) is None
+            sizes = {
+                a.name: expr.evaluate_int(" * ".join(map(str, spec.contract.shape_of(a, dims))), {})
+                for a in spec.contract.args
+            }
+            width = {"mlp": MODEL["intermediate"], "norm": MODEL["hidden"]}[gate.block]
+            assert sizes[gate.reads] >= tokens * width
+            if gate.writes is not None:
+                assert sizes[gate.writes] >= tokens * 2 * MODEL["intermediate"]
+    with pytest.raises(SystemExit, match=r"expected FILE\.cu:LAUNCHER"):
+        bench.imported("tests/fixtures/framework/csrc/missing.cu:x", tmp_path)
+    with pytest.raises(SystemExit, match="0 launch sites imported"):
+        bench.imported("tests/fixtures/framework/csrc/activation.cu:nothing", tmp_path)
+
+
+def test_the_benchmarks_agreement_counts_each_protocol_apart() -> None:
+    bench = _benchmark()
+    events, graph = "events+l2flush", "graph x38, each copy once"
+    cases = [
+        {"shape": "a", "dtype": "float16", "bench_method": events, "export_over_bench": 1.045,
+         "direct_over_bench": 1.005, "host_ahead": True},
+        {"shape": "b", "dtype": "float16", "bench_method": graph, "export_over_bench": 1.01,
+         "direct_over_bench": None, "host_ahead": False},
+        {"shape": "c", "dtype": "float16", "bench_method": None, "export_over_bench": None,
+         "direct_over_bench": None, "host_ahead": None},
+    ]  # fmt: skip
+    out = bench.agreement(cases)
+    assert out["graph"]["within"] == 1 and out["graph"]["timed"] == 2
+    assert out["graph"]["outside"] == [f"a float16 1.045 ({events})"]
+    assert out["graph"]["events_timed"] == 1
+    assert out["direct"] == {
+        "within": 1,
+        "timed": 1,
+        "events_timed": 1,
+        "range": [1.005, 1.005],
+        "outside": [],
+    }
+    assert out["host_time_possible"] == 1
