@@ -16,12 +16,15 @@ from astra_graph.store.rundir import BEST, BEST_DISPATCH, RUN_JSON, write_model
 REPO = Path(__file__).resolve().parents[1]
 
 
-def finished_run(root: Path, op: str, *, status: str = "finished") -> Path:
-    """``root/<op>-run``: a finished offline run of ``kernels/<op>/production.cu``. Where the
-    kernel has tunables, the bucket of the first tuning shape gets its last configuration
-    (verified) and the bucket of the last tuning shape another one marked unverified, so tests
-    can tell a used setting from an ignored one."""
-    spec, impl = resolve(REPO / "kernels" / op / "production.cu")
+def finished_run(
+    root: Path, op: str, *, status: str = "finished", kernel: Path | None = None
+) -> Path:
+    """``root/<op>-run``: a finished offline run of ``kernels/<op>/production.cu`` (or of
+    ``kernel``, an imported operation's ``production.cu``). Where the kernel has tunables, the
+    bucket of the first tuning shape gets its last configuration (verified) and the bucket of
+    the last tuning shape another one marked unverified, so tests can tell a used setting from
+    an ignored one."""
+    spec, impl = resolve(kernel or REPO / "kernels" / op / "production.cu")
     run = root / f"{op}-run"
     run.mkdir(parents=True)
     shutil.copyfile(impl.path, run / BEST)

@@ -201,3 +201,29 @@ def test_schema_and_patch(package: tuple[Any, _Recorder, Any], monkeypatch: Any)
     assert vllm_ops.fused_add_rms_norm is vllm_original
     assert sgl.fused_add_rmsnorm is sgl_original
     assert run.framework.qualname == "_C::fused_add_rms_norm"
+
+
+def test_bound_launch_is_the_calls_launch(package: tuple[Any, _Recorder, Any]) -> None:
+    """runtime.bound fixes what run() would launch (verify times it as the bench launches a
+    kernel): the same function, geometry, arguments and stream, one call each time."""
+    run, recorder, pkg = package
+    pkg.load()
+    runtime = sys.modules[f"{pkg.__name__}.op"].RUNTIME
+    dims = run.spec.contract.suite("tuning")[0]
+    tokens, hidden = dims["tokens"], dims["hidden"]
+    tensors = {
+        "input": _CudaTensor((tokens, hidden), torch.float16, 1 << 20),
+        "residual": _CudaTensor((tokens, hidden), torch.float16, 2 << 20),
+        "weight": _CudaTensor((hidden,), torch.float16, 3 << 20),
+    }
+    runtime.run(tensors, {"eps": 1e-5}, ())
+    bound = runtime.bound(tensors, {"eps": 1e-5})
+    assert callable(bound)
+    bound()
+    bound()
+    first, second, third = recorder.launches[-3:]
+    assert first[:3] == second[:3] == third[:3]
+    assert [int(a) for a in first[3]] == [int(a) for a in third[3]]
+    assert first[4] == third[4]
+    outside = {**tensors, "weight": _CudaTensor((40000,), torch.float16, 0)}
+    assert "weight" in runtime.bound(outside, {"eps": 1e-5})

@@ -39,7 +39,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "local GPU's, else sm_90, the H100's)",
     )
     p.add_argument("--name", help="package name (default: astra_<op>)")
-    p.add_argument("--framework-root", type=Path, help="the framework checkout (--format patch)")
+    p.add_argument(
+        "--framework-root",
+        type=Path,
+        help="the framework checkout ([source] file is under it; --format patch, and the "
+        "original for --verify/--gate)",
+    )
     p.add_argument("--check", action="store_true", help="build the patched file with nvcc")
     p.add_argument(
         "--verify",
@@ -62,8 +67,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from astra_graph.export.dispatch_source import ExportError
+    from astra_graph.export.framework import gate_of
     from astra_graph.export.torch_package import check_exportable, export_torch
     from astra_graph.harness.compile import DEFAULT_ARCH, gpu_arch
+    from astra_graph.kernel.contract import ContractError
 
     try:
         finished = check_exportable(args.run_dir)
@@ -71,10 +78,14 @@ def run(args: argparse.Namespace) -> int:
         arch = args.arch or gpu_arch() or DEFAULT_ARCH
         if args.format == "patch":
             return _patch(finished, out, arch, args)
-        if args.framework_root or args.check:
-            raise UsageError("--framework-root and --check go with --format patch")
+        if args.check:
+            raise UsageError("--check goes with --format patch")
+        if args.gate:  # before any export or GPU work: a missing [gate] is bad input
+            gate_of(finished.framework, finished.spec.folder)
+        if args.framework_root and not (args.verify or args.gate):
+            raise UsageError("--framework-root goes with --format patch, --verify or --gate")
         package = export_torch(finished, out, arch=arch, name=args.name)
-    except ExportError as exc:
+    except (ExportError, ContractError) as exc:
         raise UsageError(str(exc)) from None
     print(
         f"astra export: wrote {package} ({finished.framework.qualname} as "
@@ -87,14 +98,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _original(finished: FinishedRun, args: argparse.Namespace) -> Path:
+    """``--original``, else ``[source] file`` under ``--framework-root``, else under the
+    project's framework-style fixtures (the shipped operations' originals)."""
     if args.original:
         if not args.original.is_file():
             raise UsageError(f"--original: {args.original} not found")
         return Path(args.original)
     source = finished.framework.source
-    default = FIXTURES / source.file if source else None
+    root = args.framework_root or FIXTURES
+    default = root / source.file if source else None
     if default is None or not default.is_file():
-        raise UsageError(f"--original: no default {default}; name the framework-style original")
+        raise UsageError(
+            f"--original: no default {default}; name the framework-style original "
+            "(or its checkout with --framework-root)"
+        )
     return default
 
 

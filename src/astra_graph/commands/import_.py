@@ -68,7 +68,13 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         report = import_file(
-            source, folders, out, arch=args.arch, only=args.op, defines=tuple(args.define)
+            source,
+            folders,
+            out,
+            arch=args.arch,
+            only=args.op,
+            defines=tuple(args.define),
+            root=Path(args.root) if args.root else None,
         )
     except (ParserUnavailable, NvrtcUnavailable) as exc:
         raise UsageError(str(exc)) from None

@@ -22,9 +22,16 @@ stays the harness's alone (``astra import`` writes the same file for an imported
     launcher = "silu_and_mul"            # the host function that launches the kernel
     kernel = "act_and_mul_kernel"        # the __global__ function it launches
 
-:class:`FrameworkSource` is the record ``astra import`` (``astra_graph.framework``) writes into
-``[source]``; ``--format patch`` needs it, nothing else does. Anything malformed is one
-:class:`ContractError` line naming the file and field.
+    [gate]                               # the serving block --gate times around the op
+    block = "mlp"                        # mlp, norm or attention_out (GateBlock)
+    dims = { tokens = "tokens", d = "intermediate" }
+    writes = "x"
+    reads = "out"
+
+:class:`FrameworkSource` is the record ``astra import`` (``astra_graph.framework.naming``)
+writes into ``[source]`` with ``[op]``; ``--format patch`` and the original's build need it.
+``[gate]`` is the user's (the import cannot know the model block an op sits in). Anything
+malformed is one :class:`ContractError` line naming the file and field.
 """
 
 from __future__ import annotations
@@ -36,9 +43,24 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from astra_graph.kernel.contract import Contract, ContractError, one_line, read_text
+from astra_graph.kernel import expr
+from astra_graph.kernel.contract import (
+    FRAMEWORK_FILE,
+    Contract,
+    ContractError,
+    one_line,
+    read_text,
+)
 
-FRAMEWORK_FILE = "framework.toml"
+__all__ = [
+    "FRAMEWORK_FILE",
+    "GATE_NAMES",
+    "MODEL",
+    "FrameworkOp",
+    "gate_of",
+    "load_framework",
+    "parse_op",
+]
 _SCHEMA = re.compile(
     r"^\s*(?P<namespace>[A-Za-z_]\w*)::(?P<name>[A-Za-z_]\w*)\s*\((?P<args>[^()]*)\)"
     r"\s*(?:->\s*\(\s*\))?\s*$"
@@ -108,10 +130,39 @@ class FrameworkSource(_Strict):
     )
 
 
+MODEL = {"hidden": 4096, "intermediate": 14336, "qkv": 6144, "heads": 32, "head_dim": 128}
+"""The serving model ``--gate`` builds its block at (``export.gate``): Llama-3-8B, hidden 4096,
+MLP 14336, q + k + v = 4096 + 2 * 1024 (8 KV heads of 128), 32 query heads of 128."""
+GATE_NAMES = ("tokens", *MODEL)
+"""What ``[gate] dims`` expressions may read: the block's token count and the model's sizes."""
+GateBlockKind = Literal["mlp", "norm", "attention_out"]
+
+
+class GateBlock(_Strict):
+    """``[gate]``: which serving block surrounds the op, and how its tensors sit in it (for
+    ``--gate``). The block is a projection writing ``writes`` (``mlp`` only: ``x @ W_gate_up``,
+    ``[tokens, 2 * intermediate]``), the op, then a projection reading ``reads`` as
+    ``[tokens, K]`` (its first ``tokens * K`` elements; K is intermediate for ``mlp``, hidden
+    for ``norm``, heads * head_dim for ``attention_out``)::
+
+        [gate]
+        block = "mlp"
+        dims = { tokens = "tokens", d = "intermediate" }   # every contract dim, over GATE_NAMES
+        writes = "x"
+        reads = "out"
+    """
+
+    block: GateBlockKind
+    dims: dict[str, str]
+    reads: str
+    writes: str | None = None
+
+
 class FrameworkFile(_Strict):
     op: OpName
     patch: list[PatchTarget] = []
     source: FrameworkSource | None = None
+    gate: GateBlock | None = None
 
 
 class FrameworkOp(BaseModel):
@@ -124,6 +175,7 @@ class FrameworkOp(BaseModel):
     args: list[SchemaArg]
     patch: list[PatchTarget]
     source: FrameworkSource | None
+    gate: GateBlock | None = None
 
     @property
     def qualname(self) -> str:
@@ -198,13 +250,56 @@ def parse_op(file: FrameworkFile, contract: Contract) -> FrameworkOp:
         for name in patch.optional:
             if not next(a for a in args if a.name == name).mutated:
                 raise ValueError(f"patch[{i}].optional: {name!r} is not an output (Tensor!)")
+    if file.gate is not None:
+        _check_gate(file.gate, contract)
     return FrameworkOp(
         namespace=match["namespace"],
         name=match["name"],
         args=args,
         patch=file.patch,
         source=file.source,
+        gate=file.gate,
     )
+
+
+def _check_gate(gate: GateBlock, contract: Contract) -> None:
+    """``[gate]`` against the contract; raises ValueError naming the field."""
+    missing = sorted(set(contract.dims) - set(gate.dims))
+    if missing:
+        raise ValueError(f"gate.dims: the contract's dim {missing[0]!r} has no expression")
+    for dim, text in gate.dims.items():
+        if dim not in contract.dims:
+            raise ValueError(f"gate.dims: {dim!r} is no dim of the contract")
+        try:
+            names = expr.names(text)
+        except expr.ExprError as exc:
+            raise ValueError(f"gate.dims.{dim}: {exc}") from None
+        unknown = sorted(names - set(GATE_NAMES))
+        if unknown:
+            raise ValueError(f"gate.dims.{dim}: {unknown[0]!r} is none of {', '.join(GATE_NAMES)}")
+    tensors = {a.name: a for a in contract.args}
+    if gate.reads not in tensors or not tensors[gate.reads].written:
+        raise ValueError(f"gate.reads: {gate.reads!r} is no tensor the op writes")
+    if (gate.block == "mlp") != (gate.writes is not None):
+        raise ValueError(
+            f"gate.writes: {'required' if gate.block == 'mlp' else 'only'} for block 'mlp' "
+            "(the tensor the up-projection writes)"
+        )
+    if gate.writes is not None and (
+        gate.writes not in tensors or tensors[gate.writes].role == "output"
+    ):
+        raise ValueError(f"gate.writes: {gate.writes!r} is no tensor the op reads")
+
+
+def gate_of(framework: FrameworkOp, folder: Path) -> GateBlock:
+    """The op's ``[gate]``; raises ContractError (one line) when ``folder``'s framework.toml
+    has none (``--gate`` cannot know which serving block surrounds the op)."""
+    if framework.gate is None:
+        raise ContractError(
+            f"{folder / FRAMEWORK_FILE}: no [gate] (block, dims, reads): --gate needs the "
+            "serving block around the op (docs/EXPORT.md)"
+        )
+    return framework.gate
 
 
 def load_framework(folder: Path, contract: Contract) -> FrameworkOp:

@@ -20,13 +20,16 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from astra_graph.export.framework import FrameworkOp
-from astra_graph.harness.timing import MIN_FLUSH_BYTES
+from astra_graph.export.original import original_build
+from astra_graph.harness.clock import MAX_REPEATS, ClockGuard, nvml_source
+from astra_graph.harness.timing import MIN_FLUSH_BYTES, alternating
 from astra_graph.kernel.contract import OperationSpec
 
 L2_FLUSH_FACTOR = 3
@@ -36,8 +39,17 @@ MAX_COPIES = 64
 """At most this many input copies per graph: decode shapes of a few KB would otherwise need
 thousands, and 64 launches already make the graph's own overhead negligible."""
 FLUSHED_SAMPLES = 41
-"""Samples of :func:`flushed_replay_us` (the median of 41 is known to about 1% for the spread a
-flushed single launch shows on the H100)."""
+"""Samples per side of :func:`flushed_us` (the median of 41 is known to about 1% for the spread
+a flushed single launch shows on the H100)."""
+HOLD_CYCLES = 40_000_000
+"""GPU clock cycles a spin kernel holds the stream while :func:`flushed_us` enqueues a batch
+(about 20 ms at the H100's 1.98 GHz; a batch of two sides takes the host a few ms). Without it
+a host slower than the GPU lets the GPU wait for the launch between the events: at 427de8e on
+the H100, with nvcc builds on the same CPU, merge 512x64x128 fp16 read 49 us against the
+bench's 14.9 while its eager call took 246 us instead of about 75."""
+HOLD_TRIES = 3
+"""Batches taken, each holding twice as long as the one before, until one was enqueued while
+the hold still ran; the last is kept either way, marked unproven."""
 REPEATS = 21
 """Alternating replays per side; the median and the ratios' spread come from these."""
 WARMUP_REPLAYS = 3
@@ -48,17 +60,20 @@ HOST_CALLS = 1000
 
 
 def load_original(spec: OperationSpec, framework: FrameworkOp, source: Path) -> Any:
-    """Build the framework-style original as a torch extension; its registered op."""
+    """Build the framework-style original, unmodified, as a torch extension (with a generated
+    registration where the file registers no op: ``export.original``); its op."""
     from torch.utils.cpp_extension import load
 
+    build = original_build(framework, spec.name, source)
     load(
-        name=f"astra_original_{spec.name}",
-        sources=[str(source)],
+        name=build.name,
+        sources=[str(s) for s in build.sources],
         extra_cuda_cflags=["-O3"],
+        extra_include_paths=[str(d) for d in build.include_dirs],
         is_python_module=False,
         verbose=False,
     )
-    return getattr(getattr(torch.ops, framework.namespace), framework.name)
+    return getattr(getattr(torch.ops, build.namespace), build.op)
 
 
 def load_package(package: Path) -> Any:
@@ -184,28 +199,79 @@ def compare_graphs(
     }
 
 
-def flushed_replay_us(graph: torch.cuda.CUDAGraph, calls: int = 1) -> float:
-    """The bench's device-mode protocol (``harness.timing``) for a graph of ``calls`` calls: before
-    every replay the L2 is flushed by writing a buffer of at least twice its size, then a pair of
-    events brackets the replay; the median of :data:`FLUSHED_SAMPLES`, per call. With one call
-    it is the bench's flushed single launch, with N its graph of N copies. The flush is still
-    running when the replay is submitted, so the host's submission stays outside the events, as
-    in the bench; a graph (not an eager call) keeps the export's Python launch path out of a
-    device-time figure."""
+@dataclass(frozen=True)
+class Flushed:
+    """:func:`flushed_us`'s result: the median time per call of each side, whether every kept
+    sample was enqueued before the GPU reached it, and the clock guard's events."""
+
+    us: dict[str, float]
+    host_ahead: bool
+    clock_events: list[str]
+    sm_mhz: tuple[int, int] | None
+    """The lowest and highest SM clock read around the batches (None: NVML unreadable), to set
+    beside the run's bench's own (``BenchReport.clock``): the two run minutes apart."""
+
+
+def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
+    """The bench's device-mode protocol (``harness.timing``) for launches made by ``sides``
+    (a graph's replay of ``calls`` calls, or one bound launch): before every sample the L2 is
+    flushed by writing a buffer of at least twice its size, then a pair of events brackets the
+    launch; the sides alternate A B B A; the median of :data:`FLUSHED_SAMPLES` per side, per
+    call. With one call it is the bench's flushed single launch, with N its graph of N copies.
+
+    Two guards the bench has or needs, here where the export's host path is slower and shares
+    the CPU with builds: the batch is enqueued while a spin kernel holds the stream
+    (:data:`HOLD_CYCLES`), so no sample can contain the host's time, and a batch that outran
+    the hold is taken again with a longer one (:data:`HOLD_TRIES`; ``host_ahead`` says whether
+    the kept one was proven); and the SM clock is read around the batch (``harness.clock``), a
+    batch taken while the GPU throttled or changed its clock taken again as the bench does."""
+    import cupy
+
     device = torch.cuda.current_device()
     l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
     flush = torch.empty(max(2 * l2_bytes, MIN_FLUSH_BYTES), dtype=torch.uint8, device="cuda")
-    graph.replay()  # warm-up: the first replay uploads the graph
-    pairs = []
-    for sample in range(FLUSHED_SAMPLES):
-        flush.fill_(sample & 0x7F)  # a value that changes: no write is skipped as redundant
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        pairs.append((start, end))
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) * 1e3 / calls for a, b in pairs)
+    for launch in sides.values():
+        launch()  # warm-up: the first replay of a graph uploads it
+    guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
+    guard.start_block()
+    spin: Callable[[int], None] | None = getattr(torch.cuda, "_sleep", None)  # torch's own
+    hold, ahead, fills = HOLD_CYCLES, False, 0
+    pairs: dict[str, list[tuple[Any, Any]]] = {}
+    for _ in range(HOLD_TRIES + MAX_REPEATS):
+        torch.cuda.synchronize()
+        before = guard.read()
+        if spin is not None:  # without it every batch stays unproven (host_ahead False)
+            spin(hold)
+        held = torch.cuda.Event()
+        held.record()
+        pairs = {name: [] for name in sides}
+        for sample in range(FLUSHED_SAMPLES):
+            for _, (name, launch) in alternating(list(sides.items()), sample):
+                fills += 1
+                flush.fill_(fills & 0x7F)  # a value that changes: no write skipped as redundant
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                launch()
+                end.record()
+                pairs[name].append((start, end))
+        # the hold still spinning: everything was enqueued before the GPU reached it
+        ahead = spin is not None and not held.query()
+        torch.cuda.synchronize()
+        if guard.disturbed(before, guard.read()):
+            continue
+        if ahead or hold >= HOLD_CYCLES << (HOLD_TRIES - 1):
+            break
+        hold *= 2
+    return Flushed(
+        us={
+            name: statistics.median(a.elapsed_time(b) * 1e3 / calls for a, b in taken)
+            for name, taken in pairs.items()
+        },
+        host_ahead=ahead,
+        clock_events=list(guard.events),
+        sm_mhz=(min(guard.readings), max(guard.readings)) if guard.readings else None,
+    )
 
 
 def eager_us(call: Callable[[], Any]) -> float:

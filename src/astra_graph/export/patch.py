@@ -34,6 +34,7 @@ from pathlib import Path
 
 from astra_graph.export.dispatch_source import ExportError, dim_sources, verified_domain
 from astra_graph.export.torch_package import FinishedRun, settings_used
+from astra_graph.framework.device import TORCH_TYPES_BEGIN, TORCH_TYPES_END, framework_type_map
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, LARGEST_ROW_CLASS, ROW_CLASSES
 from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER
@@ -60,6 +61,16 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return -floordiv(-a, b); }
 inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 inline int64_t power(int64_t a, int64_t b) { int64_t r = 1; while (b-- > 0) r *= a; return r; }
 inline double log2(double x) { return std::log2(x); }"""
+PARAM_TYPE = """\
+// the type of parameter I of a kernel (through its address): each pointer argument is cast to
+// the kernel's own pointer type
+template <typename F, size_t I> struct astra_param;
+template <size_t I, typename... A> struct astra_param<void (*)(A...), I> {
+  using type = typename std::tuple_element<I, std::tuple<A...>>::type;
+};
+template <typename F, size_t I> using astra_param_t = typename astra_param<F, I>::type;"""
+FRAMEWORK_TYPES_GUARD = "ASTRA_FRAMEWORK_TYPES"
+"""The include guard around ``astra_framework_t`` in a patched file (two patched ops, one map)."""
 
 
 class _Cpp:
@@ -130,6 +141,7 @@ class _Cpp:
 cpp = _Cpp()
 
 _INCLUDE = re.compile(r"^\s*#\s*include\b")
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 
 
 def _launcher_span(text: str, launcher: str, where: str) -> tuple[int, int, list[str]]:
@@ -142,32 +154,78 @@ def _launcher_span(text: str, launcher: str, where: str) -> tuple[int, int, list
             depth += (text[i] == "(") - (text[i] == ")")
             i += 1
         rest = text[i:].lstrip()
+        while rest.startswith(("//", "/*")):  # a comment after the parameters (`)  // [..., d]`)
+            comment = _COMMENT.match(rest)
+            rest = rest[comment.end() if comment else len(rest) :].lstrip()
         if not rest.startswith("{"):
             continue  # a declaration, not the definition
-        params = split_top_level(text[match.end() : i - 1])
+        params = split_top_level(_COMMENT.sub(" ", text[match.end() : i - 1]))
         names = [re.findall(r"[A-Za-z_]\w*", p.split("=")[0])[-1] for p in params if p.strip()]
         return match.start(), text.index("{", i) + 1, names
     raise ExportError(f"{where}: no definition of the launcher {launcher!r} found")
 
 
+def _without_torch_stand_ins(source: str) -> tuple[list[str], bool]:
+    """The source's lines without the stand-ins of torch's element types an imported kernel
+    carries for NVRTC (``framework.device``: c10's types, torch's macros), which the framework's
+    build takes from torch itself; and whether there were any (then the kernel's entry names
+    ``astra_framework_t``, which the patch defines once in torch's terms)."""
+    lines, skipping, found = [], False, False
+    for line in source.splitlines():
+        if line.strip() == TORCH_TYPES_BEGIN:
+            skipping = found = True
+        elif skipping:
+            skipping = line.strip() != TORCH_TYPES_END
+        else:
+            lines.append(line)
+    return lines, found
+
+
+def entry_function(dtype: str) -> str:
+    """The function a kernel copy's namespace defines for the instantiation of ``dtype``."""
+    return f"astra_entry_{dtype}"
+
+
 def kernel_copies(run: FinishedRun) -> tuple[list[str], str]:
-    """(the kernel's #include lines, the kernel once per setting in its own namespace)."""
+    """(the kernel's #include lines, the kernel once per setting in its own namespace).
+
+    Each copy ends with one ``astra_entry_<dtype>()`` per element type returning the address
+    of that setting's instantiation, so the entry's names (``fw::silu`` in an imported entry)
+    are looked up inside the copy, not in the framework's namespaces of the same names."""
     includes, body = [], []
-    for line in run.impl.source.splitlines():
+    lines, stand_ins = _without_torch_stand_ins(run.impl.source)
+    for line in lines:
         if _INCLUDE.match(line):
             includes.append(line.strip())
         elif line.strip() != "#pragma once":
             body.append(line)
     copies = []
+    if stand_ins:
+        copies.append(
+            "\n".join(
+                [
+                    f"#ifndef {FRAMEWORK_TYPES_GUARD}  // once per file, however many ops it has",
+                    f"#define {FRAMEWORK_TYPES_GUARD}",
+                    framework_type_map().rstrip(),
+                    f"#endif  // {FRAMEWORK_TYPES_GUARD}",
+                ]
+            )
+        )
     for i, setting in enumerate(settings_used(run)):
         defines = [f"#define {k} {v}" for k, v in sorted(setting.items())]
         undefines = [f"#undef {k}" for k in sorted(setting)]
+        entries = [
+            f"inline auto {entry_function(dtype)}() {{ return "
+            f"&{run.impl.header.entry_for(DTYPES[dtype], setting).lstrip(':')}; }}"
+            for dtype in run.spec.contract.dtypes
+        ]
         copies.append(
             "\n".join(
                 [
                     f"namespace astra_{run.spec.name}_{i} {{",
                     *defines,
                     *body,
+                    *entries,
                     *undefines,
                     f"}}  // namespace astra_{run.spec.name}_{i}",
                 ]
@@ -199,6 +257,7 @@ def dispatcher(run: FinishedRun, arch: str) -> str:
     lines = [
         f"namespace astra_{op} {{",
         HELPERS,
+        PARAM_TYPE,
         "",
         f"// {op} from astra-graph run {run.result.run_id}: the kernel verified on {arch} for",
         "// the shapes below; false hands the call back to the launcher's own code.",
@@ -321,10 +380,9 @@ def _setting_case(
     lines.append(f"      const dim3 block = {cpp.dims3(header.block)};")
     lines.append(f"      const int64_t smem = {cpp(header.smem)};")
     for d, dtype in enumerate(contract.dtypes):
-        entry = header.entry_for(DTYPES[dtype], setting).lstrip(":")
         lines += [
             f"      if (dtype_index == {d}) {{",
-            f"        auto kernel = astra_{run.spec.name}_{i}::{entry};",
+            f"        auto kernel = astra_{run.spec.name}_{i}::{entry_function(dtype)}();",
             f"        if (smem > {DEFAULT_SMEM_LIMIT}) cudaFuncSetAttribute(kernel, "
             "cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));",
             f"        kernel<<<grid, block, smem, stream>>>"
@@ -344,11 +402,13 @@ def _kernel_args(run: FinishedRun, tensor_of: dict[str, str], dtype: str) -> lis
     by_contract = run.framework.by_contract()
     scalars = {s.name: s for s in contract.scalars}
     args = []
-    for b in run.impl.bindings:
+    for index, b in enumerate(run.impl.bindings):
         if b.kind == "tensor":
-            tensor = next(a for a in contract.args if a.name == b.name)
-            ctype = contract.dtype_of(tensor, dtype).ctype
-            args.append(f"reinterpret_cast<{ctype}*>({tensor_of[b.name]}.data_ptr())")
+            # the kernel's own pointer type, whatever it spells the element (__half, c10::Half)
+            param = f"astra_param_t<decltype(kernel), {index}>"
+            args.append(f"reinterpret_cast<{param}>({tensor_of[b.name]}.data_ptr())")
+        elif b.kind == "null":
+            args.append("nullptr")
         elif b.kind == "scalar" and scalars[b.name].default is not None:
             args.append(f"static_cast<{_C_TYPES[b.dtype or 'int32']}>({by_contract[b.name].name})")
         else:
@@ -377,6 +437,7 @@ def patched_text(run: FinishedRun, original: str, where: str, arch: str) -> str:
         "#include <cmath>",
         "#include <cstdint>",
         "#include <algorithm>",
+        "#include <tuple>",
         *includes,
     ]
     added_includes = [i for i in dict.fromkeys(wanted) if i not in original]

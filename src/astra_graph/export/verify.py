@@ -21,6 +21,7 @@ dict; ``passed`` is the verdict.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from astra_graph.export.measure import (
     compare_graphs,
     copies_for,
     eager_us,
-    flushed_replay_us,
+    flushed_us,
     host_us,
     load_original,
     load_package,
@@ -84,7 +85,7 @@ def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, 
                 inputs = make_inputs(spec, dims, dtype, generator)
                 row: dict[str, Any] = {"suite": suite, "shape": label, "dtype": dtype}
                 _check_case(run, original, exported, runtime, inputs, row, failures)
-                _time_case(run, original, exported, inputs, row, bench.get((label, dtype)))
+                _time_case(run, original, exported, runtime, inputs, row, bench.get((label, dtype)))
                 rows.append(row)
     checks = _opcheck_and_compile(run, original, exported, generator, failures)
     host = _host_overhead(run, original, exported, generator)
@@ -92,13 +93,18 @@ def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, 
     speedups = [r["graph_speedup"] for r in rows]
     ratios = [r["export_over_bench"] for r in rows if r["export_over_bench"] is not None]
     near = sum(abs(r - 1) <= BENCH_AGREEMENT for r in ratios)
+    direct = [r["direct_over_bench"] for r in rows if r["direct_over_bench"] is not None]
+    direct_near = sum(abs(r - 1) <= BENCH_AGREEMENT for r in direct)
+    unproven = sum(r["host_ahead"] is False for r in rows)
     summary = (
         f"{spec.name}: {len(rows)} shape/dtype cases, "
         f"{'all equal to the original' if passed else f'{len(failures)} failures'}; "
         f"opcheck/compile {'ok' if all(c['ok'] for c in checks) else 'FAILED'}; "
         f"graph speedup over the original {min(speedups):.2f}x-{max(speedups):.2f}x; "
         f"device time within {BENCH_AGREEMENT:.0%} of the run's bench at {near} of "
-        f"{len(ratios)} timed cases; "
+        f"{len(ratios)} timed cases (the kernel launched straight, at {direct_near} of the "
+        f"{len(direct)} the bench timed as one launch"
+        f"{f'; {unproven} with host time possible' if unproven else ''}); "
         f"host overhead {host['exported_us']:.1f} us/call (original {host['original_us']:.1f})"
     )
     return {
@@ -112,6 +118,12 @@ def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, 
         "cases": rows,
         "checks": checks,
         "host_overhead": host,
+        # the SM clock while the run timed its starting kernel, beside each case's sm_mhz
+        "bench_clock": (
+            baseline.clock.model_dump(mode="json")
+            if (baseline := run.result.baseline) is not None and baseline.clock is not None
+            else None
+        ),
         "summary": summary,
     }
 
@@ -154,6 +166,7 @@ def _time_case(
     run: FinishedRun,
     original: Any,
     exported: Any,
+    runtime: Any,
     inputs: dict[str, torch.Tensor],
     row: dict[str, Any],
     bench: tuple[float, str] | None,
@@ -161,16 +174,7 @@ def _time_case(
     """One case's times into ``row``: both ops side by side in CUDA graphs over enough input
     copies to keep L2 cold, then each eagerly, and the export's device time over the run's own
     device time for the shape (``bench``: its time and method, None where the run did not time
-    it), taken by the bench's own protocol so that the ratio shows what the export adds on the
-    device, not a difference of protocols: where the bench bracketed one flushed launch with
-    events, one flushed graph replay of the export (:func:`flushed_replay_us`); where it timed a
-    graph of N copies, a graph of N copies of the export, each replay after an L2 flush as in
-    the bench (the share of the data L2 still holds depends on N and on the flush: 64 copies
-    instead of 256 read 1x14336 in 0.74 of the bench's time on the H100 at 4ba2ace, and the
-    same 25 copies replayed without a flush in 0.71-0.80 at b64be50); a per-call bench time is
-    host time and has no device-time counterpart (None). (Back-to-back calls in a graph hide
-    each kernel's launch latency and tail, so the per-call graph time of a kernel the bench
-    timed alone was 0.69-0.97 of the bench's on the H100 at dc9568b: a protocol, not a cost.)"""
+    it), taken by the bench's own protocol (:func:`_bench_protocol`)."""
     spec, fw = run.spec, run.framework
 
     def args_of(tensors: dict[str, torch.Tensor]) -> list[Any]:
@@ -195,22 +199,80 @@ def _time_case(
     row["eager_original_us"] = eager_us(partial(original, *args_of(sides["original"][0])))
     row["eager_exported_us"] = eager_us(partial(exported, *args_of(sides["exported"][0])))
     row["bench_us"], row["bench_method"] = bench if bench is not None else (None, None)
-    row["export_bench_protocol_us"] = None
-    row["export_over_bench"] = None
+    row.update(dict.fromkeys(BENCH_PROTOCOL_KEYS))
     if bench is not None:
-        bench_copies = method_copies(bench[1])
-        if bench[1] == EVENTS_METHOD:  # one flushed launch
-            single = capture([partial(exported, *args_of(sides["exported"][0]))])
-            row["export_bench_protocol_us"] = flushed_replay_us(single)
-            del single
-        elif bench_copies is not None:  # the same copies: the same share of the data is cold
-            sets = [cloned(inputs) for _ in range(bench_copies)]
-            graph = capture([partial(exported, *args_of(t)) for t in sets])
-            row["export_bench_protocol_us"] = flushed_replay_us(graph, bench_copies)
-            del graph, sets
-        if row["export_bench_protocol_us"] is not None:  # per-call: host time, no device time
-            row["export_over_bench"] = row["export_bench_protocol_us"] / bench[0]
+        _bench_protocol(run, exported, runtime, inputs, row, bench)
     del graphs, sides
+
+
+BENCH_PROTOCOL_KEYS = (
+    "export_bench_protocol_us",
+    "export_over_bench",
+    "export_direct_us",
+    "direct_over_bench",
+    "host_ahead",
+    "clock_events",
+    "sm_mhz",
+)
+"""What :func:`_bench_protocol` adds to a case's row (None where the run did not time it)."""
+
+
+def _bench_protocol(
+    run: FinishedRun,
+    exported: Any,
+    runtime: Any,
+    inputs: dict[str, torch.Tensor],
+    row: dict[str, Any],
+    bench: tuple[float, str],
+) -> None:
+    """The export's device time by the bench's own protocol for the shape (``bench``: the
+    run's time and method), so that ``export_over_bench`` shows what the export adds on the
+    device, not a difference of protocols (``measure.flushed_us``: L2 flush before every
+    sample, A B B A, clock guard, the batch enqueued under a hold):
+
+    - where the bench bracketed one flushed launch with events (``events+l2flush``), one
+      flushed replay of a CUDA graph of the export (the issue's measure, ``export_over_bench``)
+      and, alternating with it, the export's own kernel launched straight on the stream with
+      its arguments bound (``runtime.bound``: what the bench itself launches;
+      ``direct_over_bench``). Their difference is the single-kernel graph's launch on the
+      device, which the bench's launch does not have;
+    - where it timed a graph of N copies, a graph of N copies of the export, each replay after
+      an L2 flush as in the bench (the share of the data L2 still holds depends on N and on the
+      flush: 64 copies instead of 256 read 1x14336 in 0.74 of the bench's time on the H100 at
+      4ba2ace, and the same 25 copies replayed without a flush in 0.71-0.80 at b64be50);
+    - a per-call bench time is host time and has no device-time counterpart (all None).
+
+    (Back-to-back calls in a graph hide each kernel's launch latency and tail, so the per-call
+    graph time of a kernel the bench timed alone was 0.69-0.97 of the bench's on the H100 at
+    dc9568b: a protocol, not a cost.)"""
+    spec, fw = run.spec, run.framework
+    copies = method_copies(bench[1])
+    if bench[1] == EVENTS_METHOD:  # one flushed launch
+        tensors = cloned(inputs)
+        args = op_arguments(fw, spec, tensors)
+        single = capture([partial(exported, *args)])
+        params = {a.contract_name: v for a, v in zip(fw.args, args, strict=True) if not a.tensor}
+        direct = runtime.bound(tensors, params)
+        sides: dict[str, Callable[[], None]] = {"graph": single.replay}
+        if not isinstance(direct, str):  # a shape the export hands over is a failure already
+            sides["direct"] = direct
+        flushed = flushed_us(sides)
+        row["export_direct_us"] = flushed.us.get("direct")
+        del single
+    elif copies is not None:  # the same copies: the same share of the data is cold
+        sets = [cloned(inputs) for _ in range(copies)]
+        graph = capture([partial(exported, *op_arguments(fw, spec, t)) for t in sets])
+        flushed = flushed_us({"graph": graph.replay}, copies)
+        del graph, sets
+    else:  # per-call: host time, no device time
+        return
+    row["export_bench_protocol_us"] = flushed.us["graph"]
+    row["export_over_bench"] = flushed.us["graph"] / bench[0]
+    if row["export_direct_us"] is not None:
+        row["direct_over_bench"] = row["export_direct_us"] / bench[0]
+    row["host_ahead"] = flushed.host_ahead
+    row["clock_events"] = flushed.clock_events
+    row["sm_mhz"] = flushed.sm_mhz
 
 
 def _host_overhead(

@@ -59,6 +59,13 @@ if TYPE_CHECKING:
 TORCH_TYPES_FILE = Path(__file__).parent / "include" / "astra_torch_types.h"
 """c10::Half and c10::BFloat16 as distinct types with torch's semantics, and the map from the
 element type under test to the framework's (``astra_framework_t<__half>`` is ``c10::Half``)."""
+TORCH_TYPES_BEGIN = "// astra-import: begin torch's element types"
+TORCH_TYPES_END = "// astra-import: end"
+"""The lines around torch's element types as an imported file carries them (NVRTC's stand-ins
+for c10's, which a framework's own build takes from torch: ``export.patch`` drops them)."""
+FRAMEWORK_TYPE_MAP = "// The framework's type for each element type under test"
+"""The comment that opens :data:`TORCH_TYPES_FILE`'s last part, the map to the framework's types
+(:func:`framework_type_map`)."""
 FRAMEWORK_TYPE = "astra_framework_t"
 TORCH_PREFIXES = ("torch/", "ATen/", "c10/", "pybind11/", "Python.h", "tvm/ffi/")
 """Includes of host frameworks: replaced by :data:`TORCH_TYPES_FILE` (once)."""
@@ -199,9 +206,16 @@ def torch_types() -> str:
     :data:`HOST_TYPEDEFS` (torch's headers bring glibc's names too; a repeated identical typedef
     is allowed, so the text also stands alone)."""
     body = TORCH_TYPES_FILE.read_text(encoding="utf-8").replace("#pragma once\n", "")
-    return (
-        f"{HOST_TYPEDEFS}// astra-import: begin torch's element types\n{body}// astra-import: end\n"
-    )
+    return f"{HOST_TYPEDEFS}{TORCH_TYPES_BEGIN}\n{body}{TORCH_TYPES_END}\n"
+
+
+@cache
+def framework_type_map() -> str:
+    """The last part of :data:`TORCH_TYPES_FILE`: ``astra_framework_t``, the framework's type
+    for each element type (``c10::Half`` for ``__half``), in terms of torch's own types where a
+    framework's build includes torch (``export.patch``)."""
+    text = TORCH_TYPES_FILE.read_text(encoding="utf-8")
+    return text[text.index(FRAMEWORK_TYPE_MAP) :].strip() + "\n"
 
 
 def _replace_include(match: re.Match[str], state: dict[str, bool], replaced: list[str]) -> str:

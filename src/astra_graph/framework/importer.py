@@ -26,13 +26,19 @@ from astra_graph.framework.callers import (
 )
 from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
-from astra_graph.framework.flatten import flatten
+from astra_graph.framework.flatten import Flattened, flatten
 from astra_graph.framework.launchers import (
     Analysis,
     RawPointer,
     Unmapped,
     analyse,
     device_constants,
+)
+from astra_graph.framework.naming import (
+    TorchFacing,
+    default_root,
+    defining_file,
+    write_framework,
 )
 from astra_graph.framework.parse import Launch, Launcher, Macro, Source, parse_source
 from astra_graph.framework.values import best_variant, value_variants
@@ -226,11 +232,15 @@ def _site_analysis(
     parsed: Source,
     device_facts: dict[str, int],
     callers: Callers | None,
-) -> Analysis:
+    flat: Flattened,
+) -> tuple[Analysis, TorchFacing]:
     """One launch site analysed, through its launcher's callers when the launcher passes raw
-    pointers (:mod:`~astra_graph.framework.callers`); raises ValueError with the reason."""
+    pointers (:mod:`~astra_graph.framework.callers`), and the host function torch calls for
+    it; raises ValueError with the reason."""
     try:
-        return _variant_analysis(launcher, launch, parsed, parsed.macros, device_facts)
+        analysis = _variant_analysis(launcher, launch, parsed, parsed.macros, device_facts)
+        file = defining_file(launcher.name, flat.files) or flat.files[0]
+        return analysis, TorchFacing(launcher.name, launcher.params, file)
     except RawPointer as raw:
         sites = callers.calls(launcher) if callers is not None else []
         if callers is None or not sites:
@@ -250,18 +260,22 @@ def _site_analysis(
             if len(sites) > 1:
                 others = ", ".join(sorted({s.function for s in sites} - {site.function}))
                 analysis.notes.append(f"other callers not imported: {others or 'none'}")
-            return analysis
+            return analysis, TorchFacing(site.function, site.params, site.file)
         raise Unmapped(failures[0]) from None
 
 
 def _analysed_sites(
-    parsed: Source, device_facts: dict[str, int], only: str | None, callers: Callers | None = None
-) -> tuple[list[LauncherResult], list[tuple[LauncherResult, Analysis]]]:
+    parsed: Source,
+    device_facts: dict[str, int],
+    only: str | None,
+    flat: Flattened,
+    callers: Callers | None = None,
+) -> tuple[list[LauncherResult], list[tuple[LauncherResult, Analysis, TorchFacing]]]:
     """One result per launch site of the parsed file (or of the launcher ``only``), and the
-    sites whose analysis succeeded; a site that cannot be analysed, or whose launch form is not
-    read, carries its one-line reason."""
+    sites whose analysis succeeded with the host function torch calls for each; a site that
+    cannot be analysed, or whose launch form is not read, carries its one-line reason."""
     results: list[LauncherResult] = []
-    analyses: list[tuple[LauncherResult, Analysis]] = []
+    analyses: list[tuple[LauncherResult, Analysis, TorchFacing]] = []
     for launcher in parsed.launchers:
         if only is not None and launcher.name != only:
             continue
@@ -272,13 +286,15 @@ def _analysed_sites(
             )
             results.append(result)
             try:
-                analysis = _site_analysis(launcher, launch, parsed, device_facts, callers)
+                analysis, facing = _site_analysis(
+                    launcher, launch, parsed, device_facts, callers, flat
+                )
             except ValueError as exc:  # Unmapped, or a launcher this analysis cannot read
                 result.reason = str(exc) or type(exc).__name__
                 continue
             result.op = op_name(launcher.name, index, several)
             result.dtypes = list(analysis.dtypes)
-            analyses.append((result, analysis))
+            analyses.append((result, analysis, facing))
     for function, line, call in parsed.other_launches:
         if only is None or function == only:
             results.append(
@@ -301,22 +317,26 @@ def import_file(
     arch: str = "sm_90",
     only: str | None = None,
     defines: tuple[str, ...] = (),
+    root: Path | None = None,
 ) -> ImportReport:
     """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``, the
-    device code compiled with the framework build's ``defines`` (``NAME[=VALUE]``)."""
+    device code compiled with the framework build's ``defines`` (``NAME[=VALUE]``). ``root``
+    is the framework checkout that ``framework.toml``'s ``[source]`` paths are relative to
+    (default: :func:`~astra_graph.framework.naming.default_root`)."""
     flat = flatten(path, folders)
     parsed = parse_source(flat.text)
     device = device_source(flat.text, defines)
     results, analyses = _analysed_sites(
-        parsed, device_constants(arch, nvrtc.version()), only, Callers(folders)
+        parsed, device_constants(arch, nvrtc.version()), only, flat, Callers(folders)
     )
-    analyses = [(r, a) for r, a in analyses if _compiling_dtypes(r, a, device.text, arch)]
-    entries = sorted({e for _, a in analyses for e in _instantiations(a)})
+    analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, device.text, arch)]
+    entries = sorted({e for _, a, _ in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()
     compiled = compile_device(device.text, entries, arch) if entries else None
     error = "" if compiled is None or compiled.ok else _first_error(compiled.log)
     seconds = compiled.seconds if compiled else 0.0
-    for result, analysis in analyses:
+    checkout = root if root is not None else default_root(path)
+    for result, analysis, facing in analyses:
         if compiled is not None and not compiled.ok:
             # one program for every site failed: compile this site alone to say whose it is
             alone = compile_device(device.text, _instantiations(analysis), arch)
@@ -345,6 +365,9 @@ def import_file(
         result.imported = True
         result.folder = str(written.folder)
         result.notes = written.notes
+        unnamed = write_framework(written.folder, analysis, facing, checkout, folders)
+        if unnamed:
+            result.notes.append(unnamed)
     return ImportReport(
         source=str(path),
         files_read=[str(f) for f in flat.files],

@@ -41,6 +41,9 @@ from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER, DType
 from astra_graph.kernel.param_struct import POINTER, layout
 
 CONTRACT_FILE = "contract.toml"
+FRAMEWORK_FILE = "framework.toml"
+"""How the framework the operation comes from names and calls it, beside the contract (written
+by ``astra import``, read by ``astra export``: ``astra_graph.export.framework``)."""
 SUITE_NAMES = ("tuning", "heldout", "edge")
 HIDDEN_SUITES = ("heldout",)
 """Suites whose shapes no agent may see: a check's message on them names no shape (the

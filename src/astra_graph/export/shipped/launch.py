@@ -158,22 +158,48 @@ class Runtime:
             return
         self.last_reason = None
         device = next(iter(tensors.values())).device.index or 0
-        args: list[Any] = []
-        for kind, name, ctype, value in launch.params:
-            if kind == "tensor":
-                args.append(np.uint64(tensors[name].data_ptr()))
-            elif kind == "param":
-                args.append(_C_TYPES[ctype](params[name]))
-            else:
-                args.append(_C_TYPES[ctype](value))
         function = self._function(device, launch.cubin, launch.function)
         function(
             launch.grid,
             launch.block,
-            tuple(args),
+            _arguments(launch, tensors, params),
             shared_mem=launch.smem,
             stream=self._stream(device),
         )
+
+    def bound(
+        self, tensors: dict[str, torch.Tensor], params: dict[str, float | int]
+    ) -> Callable[[], None] | str:
+        """The launch a call with these tensors makes, its plan and arguments fixed now, on
+        torch's current stream: calling it costs the host one driver call (how the bench
+        launches a kernel it times); or the reason the call would go to the original."""
+        launch = self.plan(tensors)
+        if isinstance(launch, str):
+            return launch
+        device = next(iter(tensors.values())).device.index or 0
+        function = self._function(device, launch.cubin, launch.function)
+        args, stream = _arguments(launch, tensors, params), self._stream(device)
+
+        def call() -> None:
+            function(launch.grid, launch.block, args, shared_mem=launch.smem, stream=stream)
+
+        return call
+
+
+def _arguments(
+    launch: Any, tensors: dict[str, torch.Tensor], params: dict[str, float | int]
+) -> tuple[Any, ...]:
+    """The kernel's arguments in its order: tensor pointers as 64-bit integers, the op's
+    parameters and the plan's computed values in their C types."""
+    args: list[Any] = []
+    for kind, name, ctype, value in launch.params:
+        if kind == "tensor":
+            args.append(np.uint64(tensors[name].data_ptr()))
+        elif kind == "param":
+            args.append(_C_TYPES[ctype](params[name]))
+        else:
+            args.append(_C_TYPES[ctype](value))
+    return tuple(args)
 
 
 class Patcher:
