@@ -68,7 +68,12 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         report = import_file(
-            source, folders, out, arch=args.arch, only=args.op, defines=tuple(args.define)
+            source,
+            folders,
+            out,
+            arch=args.arch,
+            only={args.op} if args.op else None,
+            defines=tuple(args.define),
         )
     except (ParserUnavailable, NvrtcUnavailable) as exc:
         raise UsageError(str(exc)) from None

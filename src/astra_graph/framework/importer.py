@@ -12,7 +12,7 @@ came in and, if not, why, in one line each.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -292,15 +292,18 @@ def _site_analysis(
 
 
 def _analysed_sites(
-    parsed: Source, device_facts: dict[str, int], only: str | None, callers: Callers | None = None
+    parsed: Source,
+    device_facts: dict[str, int],
+    only: Set[str] | None,
+    callers: Callers | None = None,
 ) -> tuple[list[LauncherResult], list[tuple[LauncherResult, Analysis]]]:
-    """One result per launch site of the parsed file (or of the launcher ``only``), and the
-    sites whose analysis succeeded; a site that cannot be analysed, or whose launch form is not
-    read, carries its one-line reason."""
+    """One result per launch site of the parsed file (or of the launchers named in ``only``),
+    and the sites whose analysis succeeded; a site that cannot be analysed, or whose launch form
+    is not read, carries its one-line reason."""
     results: list[LauncherResult] = []
     analyses: list[tuple[LauncherResult, Analysis]] = []
     for launcher in parsed.launchers:
-        if only is not None and launcher.name != only:
+        if only is not None and launcher.name not in only:
             continue
         several = len(launcher.launches) > 1
         for index, launch in enumerate(launcher.launches):
@@ -317,7 +320,7 @@ def _analysed_sites(
             result.dtypes = list(analysis.dtypes)
             analyses.append((result, analysis))
     for function, line, call in parsed.other_launches:
-        if only is None or function == only:
+        if only is None or function in only:
             results.append(
                 LauncherResult(
                     launcher=function,
@@ -336,10 +339,10 @@ def import_file(
     out: Path,
     *,
     arch: str = "sm_90",
-    only: str | None = None,
+    only: Set[str] | None = None,
     defines: tuple[str, ...] = (),
 ) -> ImportReport:
-    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``, the
+    """Import ``path``'s launchers (or only those named in ``only``) into ``out/<op>/``, the
     device code compiled with the framework build's ``defines`` (``NAME[=VALUE]``)."""
     flat = flatten(path, folders)
     parsed = parse_source(flat.text)
