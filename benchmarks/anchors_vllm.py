@@ -1,7 +1,8 @@
 """vLLM's own kernels as anchors, brought in by ``astra import`` (issue 25 item 1).
 
 :func:`import_anchor` imports one vLLM launcher of the pinned release (``.frameworks/``, never
-copied into the repository) with :func:`astra_graph.framework.importer.import_file`: the
+copied into the repository) with :func:`astra_graph.framework.importer.import_file`, each file
+once for the launchers of every anchor in it: the
 imported operation's ``production.cu`` is the vLLM kernel as vLLM compiles it (its template
 arguments, launch geometry and conditions as the launcher computes them), under its own drafted
 contract: its own dim names, argument order, and dims such as ``input_1 = 2 * d``.
@@ -38,13 +39,17 @@ standard errors, the median over rounds). ``call`` is the project's rule
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from astra_graph.framework.importer import ImportReport
 
 VLLM = ("vllm", "0.33.0")
 IMPORT_ARCH = "sm_90"
@@ -260,26 +265,23 @@ class Imported:
     sites: list[Site]
     refused: list[str]
     seconds: float
+    """NVRTC's time for the import of the anchor's file, which every anchor from it shares."""
 
 
 def import_anchor(anchor: VllmAnchor, root: Path, out: Path) -> Imported:
-    """Import ``anchor.launcher`` of ``root/anchor.file`` into ``out`` (NVRTC, no GPU)."""
-    from astra_graph.framework.flatten import include_folders
-    from astra_graph.framework.importer import import_file
+    """``anchor.launcher``'s sites of ``root/anchor.file``, from the one import of that file
+    that every anchor from it shares (:func:`_file_report`, NVRTC, no GPU)."""
     from astra_graph.kernel.contract import load_contract
     from astra_graph.kernel.header import load_implementation
 
-    path = root / anchor.file
-    folders = include_folders(root, [root / INCLUDE_ROOT], None)
-    target = out / anchor.op
-    from frameworks import DEFINES  # the build's -D flags, stated once (benchmarks/frameworks.py)
-
-    report = import_file(
-        path, folders, target, arch=IMPORT_ARCH, only=anchor.launcher, defines=DEFINES["vllm"]
+    launchers = frozenset(
+        {anchor.launcher, *(a.launcher for a in VLLM_ANCHORS if a.file == anchor.file)}
     )
+    report = _file_report(root, anchor.file, out, launchers)
+    results = [r for r in report.launchers if r.launcher == anchor.launcher]
     sites: list[Site] = []
     refused: list[str] = []
-    for result in report.launchers:
+    for result in results:
         if result.imported and result.folder:
             folder = Path(result.folder)
             spec = load_contract(folder)
@@ -287,9 +289,30 @@ def import_anchor(anchor: VllmAnchor, root: Path, out: Path) -> Imported:
             sites.append(Site(result.op or folder.name, folder, header.entry))
         elif result.applicable:
             refused.append(f"{result.launcher}:{result.line} {result.kernel}: {result.reason}")
-    if not report.launchers:
+    if not results:
         refused.append(f"{anchor.file}: no launcher named {anchor.launcher}")
     return Imported(sites, refused, report.compile_seconds)
+
+
+@functools.cache
+def _file_report(root: Path, file: str, out: Path, launchers: frozenset[str]) -> ImportReport:
+    """The import of ``launchers`` of ``root/file`` into ``out/<file without its suffix>/``,
+    made once per process for every anchor's launcher of the file at once: the file is
+    flattened, parsed and compiled once, not once per operation."""
+    from frameworks import DEFINES  # the build's -D flags, stated once (benchmarks/frameworks.py)
+
+    from astra_graph.framework.flatten import include_folders
+    from astra_graph.framework.importer import import_file
+
+    folders = include_folders(root, [root / INCLUDE_ROOT], None)
+    return import_file(
+        root / file,
+        folders,
+        out / Path(file).with_suffix(""),
+        arch=IMPORT_ARCH,
+        only=launchers,
+        defines=DEFINES["vllm"],
+    )
 
 
 @dataclass

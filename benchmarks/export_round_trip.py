@@ -112,7 +112,7 @@ def imported(item: str, out: Path) -> Target:
         raise SystemExit(f"--imported {item}: expected FILE.cu:LAUNCHER with an existing file")
     root = default_root(source)
     report = import_file(
-        source, include_folders(source, [], root), out / "imported", only=launcher, root=root
+        source, include_folders(source, [], root), out / "imported", only={launcher}, root=root
     )
     done = [r for r in report.launchers if r.imported]
     if len(done) != 1 or done[0].folder is None:

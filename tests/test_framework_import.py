@@ -11,13 +11,20 @@ with NVRTC for sm_90.
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from astra_graph.cli import main
-from astra_graph.framework.device import compile_device, device_source, torch_types
+from astra_graph.framework import importer
+from astra_graph.framework.device import (
+    DeviceCompile,
+    compile_device,
+    device_source,
+    torch_types,
+)
 from astra_graph.framework.draft import contract_text, least_sizes
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import for_another_gpu
@@ -721,3 +728,56 @@ def test_a_launch_under_a_shape_condition_is_a_partial_kernel(tmp_path: Path) ->
 def _imported(out: Path, source: Path) -> Path:
     assert main(["import", str(source), "--out", str(out)]) == 0
     return out
+
+
+def _programs_compiled(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The name expressions of every NVRTC program the importer compiles from now on, one list
+    per program (each compiled as before)."""
+    programs: list[list[str]] = []
+
+    def counted(source: str, entries: list[str], arch: str = "sm_90") -> DeviceCompile:
+        programs.append(list(entries))
+        return compile_device(source, entries, arch)
+
+    monkeypatch.setattr(importer, "compile_device", counted)
+    return programs
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_each_instantiation_is_compiled_once_per_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drafted element types are compiled one by one to keep those that compile; the program of
+    every site then leaves them out, and a second site of the same kernel (run and
+    run_positional both launch scale_kernel<T, false>) reuses their results: each was compiled
+    three times before."""
+    programs = _programs_compiled(monkeypatch)
+    report = importer.import_file(CSRC / "params_struct.cu", [], tmp_path)
+    compiled = Counter(entry for program in programs for entry in program)
+    assert compiled["jit::scale_kernel<__half, false>"] == 1
+    assert compiled["jit::act_kernel<float, 1>"] == 1
+    assert compiled["jit::gather_kernel<int32_t>"] == 1  # read, not drafted: the one program
+    assert set(compiled.values()) == {1}, compiled
+    assert report.compiled and not report.compile_error
+    assert sum(r.imported for r in report.launchers) == 6
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_failing_program_of_one_site_is_that_sites_reason_without_a_second_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With one launch site, the program of every site is that site's program: its error names
+    the site at once (it was compiled again alone to say so)."""
+    source = tmp_path / "broken.cu"
+    source.write_text(
+        "template <typename scalar_t> __global__ void k(scalar_t* x) { x[0] = missing; }\n"
+        "void f(torch::Tensor& x) {\n"
+        '  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {\n'
+        "    k<scalar_t><<<x.size(0), 1>>>(x.data_ptr<scalar_t>());\n  });\n}\n"
+    )
+    programs = _programs_compiled(monkeypatch)
+    report = importer.import_file(source, [], tmp_path / "out")
+    (result,) = report.launchers
+    assert not report.compiled and "missing" in report.compile_error
+    assert result.reason == f"device code does not compile with NVRTC: {report.compile_error}"
+    assert len(programs) == 1 and len(programs[0]) == 2  # float and double, compiled once

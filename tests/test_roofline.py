@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from astra_graph.harness import roofline
 from astra_graph.harness.results import Measurement
 from astra_graph.kernel.contract import OperationSpec
+
+
+@pytest.fixture(autouse=True)
+def _cache_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's own roofline cache: the session's is shared by xdist's workers, where one
+    test's device (GPU D) was found in another's table when it ran first."""
+    monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path / "astra-cache"))
 
 
 def test_achieved_bandwidth_and_percent_of_roofline() -> None:

@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             folders,
             out,
             arch=args.arch,
-            only=args.op,
+            only={args.op} if args.op else None,
             defines=tuple(args.define),
             root=Path(args.root) if args.root else None,
         )

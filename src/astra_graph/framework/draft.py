@@ -222,16 +222,43 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
         notes.append(f"suites: {dropped} shape(s) above {MAX_SUITE_BYTES} bytes left out")
     if not tuning or not heldout:
         raise ValueError("no suite shape fits in memory")
-    oracle = next(d for d in ORACLE_PRECISION if d in analysis.dtypes or d == "float32")
     tested = [d for d in analysis.dtypes if d != "float64"] or ["float64"]
+    lines = _operation_lines(analysis, op, source, tested)
+    for dim in analysis.dims:
+        lines += [f"[dims.{dim}]", f"min = {least[dim]}", ""]
+    lines += _arg_lines(analysis, notes)
+    lines += _scalar_lines(analysis, notes)
+    lines += _tolerance_lines(analysis, tested)
+    lines += [
+        "[suites]",
+        f"tuning = {_toml(tuning)}",
+        f"heldout = {_toml(heldout)}",
+        "",
+    ]
+    return "\n".join(lines), notes
+
+
+def _oracle_dtype(analysis: Analysis) -> str:
+    """The element type the oracle runs at: the first of :data:`ORACLE_PRECISION` the dispatch
+    instantiates, float32 otherwise."""
+    return next(d for d in ORACLE_PRECISION if d in analysis.dtypes or d == "float32")
+
+
+def _bytes_moved(analysis: Analysis) -> str:
+    """Every tensor's bytes, an in-place one's twice (read and written)."""
     terms = []
     for name, shape in analysis.shapes.items():
         element = analysis.tensors[name].element
         size = "elem_bytes" if element == "T" else str(DTYPES[element or "float32"].itemsize)
         count = 2 if _role(analysis, name) == "inout" else 1
         terms.append(" * ".join([*shape, size, *(["2"] if count == 2 else [])]))
+    return " + ".join(terms)
+
+
+def _operation_lines(analysis: Analysis, op: str, source: str, tested: list[str]) -> list[str]:
+    """The contract's top-level keys, under a comment saying where it was imported from."""
     summary = f"{analysis.launcher} ({analysis.kernel.qualified}) as {source} launches it"
-    lines = [
+    return [
         f"# Imported by `astra import {source}` from launcher {analysis.launcher}: the original",
         "# kernel (production.cu) is the oracle; reference.py runs it on the GPU.",
         f"name = {_toml(op)}",
@@ -239,12 +266,15 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
         f"dtypes = {_toml(tested)}",
         f'reference = "reference.py:{op}"',
         'oracle = "production.cu"',
-        f"bytes_moved = {_toml(' + '.join(terms))}",
+        f"bytes_moved = {_toml(_bytes_moved(analysis))}",
         *(_PARTIAL if analysis.requires else []),
         "",
     ]
-    for dim in analysis.dims:
-        lines += [f"[dims.{dim}]", f"min = {least[dim]}", ""]
+
+
+def _arg_lines(analysis: Analysis, notes: list[str]) -> list[str]:
+    """One ``[[args]]`` table per tensor; an integer input is drawn as row ids (noted)."""
+    lines: list[str] = []
     for name, shape in analysis.shapes.items():
         element = analysis.tensors[name].element or "T"
         lines += [
@@ -265,6 +295,13 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
                 "another tensor has), in case it indexes rows: widen it where the kernel allows"
             )
         lines.append("")
+    return lines
+
+
+def _scalar_lines(analysis: Analysis, notes: list[str]) -> list[str]:
+    """One ``[[scalars]]`` table per by-value parameter, with its default: a constant the
+    launcher passes, else a drafted one (a bool's is noted, its other value left to check)."""
+    lines: list[str] = []
     for name, kind in analysis.scalars.items():
         if kind == "bool":
             default: float = DEFAULT_FLAG
@@ -280,21 +317,22 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
             f"default = {default!r}",
             "",
         ]
+    return lines
+
+
+def _tolerance_lines(analysis: Analysis, tested: list[str]) -> list[str]:
+    """A ``[tolerance.<dtype>]`` table for each tested type, the oracle's and each fixed type an
+    output has."""
     fixed = [  # an output of a fixed type (fp8, a float32 side output) is compared at its own
         t.element
         for n, t in analysis.tensors.items()
         if t.element in TOLERANCES and _role(analysis, n) != "input"
     ]
-    for dtype in dict.fromkeys([*tested, oracle, *fixed]):
+    lines: list[str] = []
+    for dtype in dict.fromkeys([*tested, _oracle_dtype(analysis), *fixed]):
         atol, rtol = TOLERANCES[dtype]
         lines += [f"[tolerance.{dtype}]", f"atol = {atol!r}", f"rtol = {rtol!r}", ""]
-    lines += [
-        "[suites]",
-        f"tuning = {_toml(tuning)}",
-        f"heldout = {_toml(heldout)}",
-        "",
-    ]
-    return "\n".join(lines), notes
+    return lines
 
 
 def _index_rows(analysis: Analysis, name: str) -> str | None:
@@ -436,7 +474,6 @@ def write_operation(
 ) -> Written:
     """Write the three files of one imported operation; raises ValueError when no suite fits."""
     contract, notes = contract_text(analysis, op, source)
-    oracle = next(d for d in ORACLE_PRECISION if d in analysis.dtypes or d == "float32")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "contract.toml").write_text(contract)
     (folder / "production.cu").write_text(
@@ -445,5 +482,5 @@ def write_operation(
         + "\n"
         + device_text
     )
-    (folder / "reference.py").write_text(reference_text(op, oracle))
+    (folder / "reference.py").write_text(reference_text(op, _oracle_dtype(analysis)))
     return Written(folder, notes)

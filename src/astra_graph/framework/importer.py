@@ -3,7 +3,7 @@
 The steps, each its own module: :func:`~astra_graph.framework.flatten.flatten` (framework
 includes inlined), :func:`~astra_graph.framework.parse.parse_source` (kernels, launchers),
 :func:`~astra_graph.framework.launchers.analyse` (per launch site), the device source compiled
-once with NVRTC for every instantiation the launchers dispatch
+with NVRTC for every instantiation the launchers dispatch, each instantiation once per import
 (:mod:`~astra_graph.framework.device`), then one operation folder per launch site
 (:mod:`~astra_graph.framework.draft`). The :class:`ImportReport` says, per launcher, whether it
 came in and, if not, why, in one line each.
@@ -12,7 +12,8 @@ came in and, if not, why, in one line each.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Set
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -139,8 +140,44 @@ def _never_taken(analysis: Analysis) -> str:
     return f"never launched on this GPU for serving shapes (requires {analysis.requires[-1]})"
 
 
+@dataclass
+class _DeviceCompiler:
+    """NVRTC over one import's device source, each instantiation compiled once per import.
+
+    An instantiation that compiled, alone or in a program with others, is left out of every
+    later program: its errors would be its own, so it compiles in any program of the same
+    source. A program of the same instantiations as one that failed gives that failure again
+    without compiling. Only a program that failed for several sites is followed by smaller
+    ones, to tell whose the error is (:func:`import_file`)."""
+
+    source: str
+    arch: str
+    compiled: set[str] = field(default_factory=set)
+    """The instantiations that compiled."""
+    failed: dict[frozenset[str], str] = field(default_factory=dict)
+    """NVRTC's first error of each program that failed, by the instantiations it compiled."""
+    seconds: float = 0.0
+    """NVRTC's time over every program compiled."""
+
+    def first_error(self, entries: list[str]) -> str | None:
+        """None when every one of ``entries`` (name expressions) compiles, else NVRTC's first
+        error; those not compiled before are compiled together, in one program."""
+        fresh = [e for e in entries if e not in self.compiled]
+        if not fresh:
+            return None
+        program = frozenset(fresh)
+        if program not in self.failed:
+            out = compile_device(self.source, fresh, self.arch)
+            self.seconds += out.seconds
+            if out.ok:
+                self.compiled.update(fresh)
+                return None
+            self.failed[program] = _first_error(out.log)
+        return self.failed[program]
+
+
 def _compiling_dtypes(
-    result: LauncherResult, analysis: Analysis, device_text: str, arch: str
+    result: LauncherResult, analysis: Analysis, compiler: _DeviceCompiler
 ) -> bool:
     """Keep the drafted element types (:attr:`~.launchers.Analysis.drafted_dtypes`) whose
     instantiation compiles, each compiled alone (a ``static_assert`` on the element's size
@@ -150,11 +187,11 @@ def _compiling_dtypes(
     kept, error = [], ""
     for dtype in analysis.dtypes:
         entry = re.sub(r"\bT\b", DTYPES[dtype].ctype, analysis.entry)
-        compiled = compile_device(device_text, [entry], arch)
-        if compiled.ok:
+        failure = compiler.first_error([entry])
+        if failure is None:
             kept.append(dtype)
         else:
-            error = error or _first_error(compiled.log)
+            error = error or failure
     dropped = [d for d in analysis.dtypes if d not in kept]
     if not kept:
         result.reason = f"device code does not compile with NVRTC: {error}"
@@ -267,17 +304,17 @@ def _site_analysis(
 def _analysed_sites(
     parsed: Source,
     device_facts: dict[str, int],
-    only: str | None,
+    only: Set[str] | None,
     flat: Flattened,
     callers: Callers | None = None,
 ) -> tuple[list[LauncherResult], list[tuple[LauncherResult, Analysis, TorchFacing]]]:
-    """One result per launch site of the parsed file (or of the launcher ``only``), and the
-    sites whose analysis succeeded with the host function torch calls for each; a site that
-    cannot be analysed, or whose launch form is not read, carries its one-line reason."""
+    """One result per launch site of the parsed file (or of the launchers named in ``only``),
+    and the sites whose analysis succeeded with the host function torch calls for each; a site
+    that cannot be analysed, or whose launch form is not read, carries its one-line reason."""
     results: list[LauncherResult] = []
     analyses: list[tuple[LauncherResult, Analysis, TorchFacing]] = []
     for launcher in parsed.launchers:
-        if only is not None and launcher.name != only:
+        if only is not None and launcher.name not in only:
             continue
         several = len(launcher.launches) > 1
         for index, launch in enumerate(launcher.launches):
@@ -296,7 +333,7 @@ def _analysed_sites(
             result.dtypes = list(analysis.dtypes)
             analyses.append((result, analysis, facing))
     for function, line, call in parsed.other_launches:
-        if only is None or function == only:
+        if only is None or function in only:
             results.append(
                 LauncherResult(
                     launcher=function,
@@ -315,11 +352,11 @@ def import_file(
     out: Path,
     *,
     arch: str = "sm_90",
-    only: str | None = None,
+    only: Set[str] | None = None,
     defines: tuple[str, ...] = (),
     root: Path | None = None,
 ) -> ImportReport:
-    """Import ``path``'s launchers (or only the one named ``only``) into ``out/<op>/``, the
+    """Import ``path``'s launchers (or only those named in ``only``) into ``out/<op>/``, the
     device code compiled with the framework build's ``defines`` (``NAME[=VALUE]``). ``root``
     is the framework checkout that ``framework.toml``'s ``[source]`` paths are relative to
     (default: :func:`~astra_graph.framework.naming.default_root`)."""
@@ -329,22 +366,19 @@ def import_file(
     results, analyses = _analysed_sites(
         parsed, device_constants(arch, nvrtc.version()), only, flat, Callers(folders)
     )
-    analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, device.text, arch)]
+    compiler = _DeviceCompiler(device.text, arch)
+    analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, compiler)]
     entries = sorted({e for _, a, _ in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()
-    compiled = compile_device(device.text, entries, arch) if entries else None
-    error = "" if compiled is None or compiled.ok else _first_error(compiled.log)
-    seconds = compiled.seconds if compiled else 0.0
+    error = compiler.first_error(entries)
     checkout = root if root is not None else default_root(path)
     for result, analysis, facing in analyses:
-        if compiled is not None and not compiled.ok:
-            # one program for every site failed: compile this site alone to say whose it is
-            alone = compile_device(device.text, _instantiations(analysis), arch)
-            seconds += alone.seconds
-            if not alone.ok:
-                result.reason = (
-                    f"device code does not compile with NVRTC: {_first_error(alone.log)}"
-                )
+        if error is not None:
+            # one program for every site failed: this site's instantiations alone say whose
+            # the error is
+            alone = compiler.first_error(_instantiations(analysis))
+            if alone is not None:
+                result.reason = f"device code does not compile with NVRTC: {alone}"
                 continue
         elsewhere = for_another_gpu(analysis, arch) or dead_code(analysis)
         if elsewhere:
@@ -373,8 +407,8 @@ def import_file(
         files_read=[str(f) for f in flat.files],
         kept_includes=flat.kept,
         compiler=f"NVRTC {major}.{minor} ({COMPILER_REASON})",
-        compile_seconds=round(seconds, 3),
-        compiled=bool(compiled and compiled.ok),
-        compile_error=error,
+        compile_seconds=round(compiler.seconds, 3),
+        compiled=bool(entries) and error is None,
+        compile_error=error or "",
         launchers=results,
     )

@@ -646,14 +646,7 @@ def analyse(
     ``reshape(shapes, notes)``, where given, corrects the tensors' shapes before strides and
     sizes are written over them.
     """
-    if launch.unread:
-        raise Unmapped(launch.unread)
-    kernel = _resolve_kernel(launch, kernels)
-    if len(launch.args) != len(kernel.params):
-        raise Unmapped(
-            f"{launch.kernel} takes {len(kernel.params)} parameters, the launch passes "
-            f"{len(launch.args)}"
-        )
+    kernel = _launched_kernel(launch, kernels)
     notes: list[str] = list(launch.notes)
     if launch.choice:
         notes.append(f"kernel chosen at run time: imported for {launch.choice}")
@@ -668,71 +661,87 @@ def analyse(
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
-    bindings, scalars, constants = bound.bindings, bound.scalars, bound.constants
-    geometry = [launch.grid, launch.block, launch.smem]
-    grid, block, smem = (
-        translator.expression(launch.locals.get(g, g)) if g.strip() else "0" for g in geometry
-    )
+    grid, block, smem = _geometry(launch, translator)
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
     shapes, dims = _shapes(launch, tensors, notes, reshape)
-    for name in translator.host_dims:
-        if name not in dims:
-            dims.append(name)
+    dims += [name for name in translator.host_dims if name not in dims]
 
     def finish(expression: str) -> str:
         return _substitute(expression, tensors, shapes, translator.axes)
 
-    for binding in bindings:
-        for one in binding.fields or [binding]:
-            if one.kind == "expr":
-                one.value = finish(one.value)
+    _finish_bindings(bound.bindings, finish)
     requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
     dead = _dead_condition(launch, translator)
-    notes.extend(dict.fromkeys(translator.assumed))
-    for switch in sorted(translator.switches):
-        default, origin = HOST_SWITCHES[switch]
-        notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
-    drafted = not dtypes and own_types and any(t.element == "T" for t in tensors.values())
-    if drafted:
-        dtypes = set(TEMPLATE_ELEMENT_DTYPES)
-        notes.append(
-            f"element type {'/'.join(sorted(own_types))}: a parameter of the launcher's template "
-            f"with no dispatch; drafted as {', '.join(TEMPLATE_ELEMENT_DTYPES)} "
-            "(those that compile are kept)"
-        )
-    dtypes = _checked_dtypes(dtypes, tensors)
-    folded = _folded_template_args(kernel, launch, dtypes, translator.fresh())
-    framework_type = "T" if _cuda_spelled(launch, macros) else f"{FRAMEWORK_TYPE}<T>"
+    _note_host_reads(translator, notes)
+    dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes)
     entry = _entry(
-        kernel,
-        replace(launch, template_args=folded),
-        element_names,
-        launcher,
-        notes,
-        hinted,
-        framework_type,
+        kernel, launch, launcher, macros, dtypes, element_names, hinted, translator, notes
     )
     return Analysis(
         launcher=launcher.name,
         kernel=kernel,
         entry=entry,
         dtypes=tuple(d for d in ("float32", "float16", "bfloat16", "float64") if d in dtypes),
-        bindings=bindings,
+        bindings=bound.bindings,
         tensors=tensors,
         shapes=shapes,
         dims=dims,
         grid=finish(grid),
         block=finish(block),
         smem=finish(smem),
-        scalars=scalars,
-        constants=constants,
+        scalars=bound.scalars,
+        constants=bound.constants,
         requires=requires,
         notes=notes,
         other_gpu=other_gpu,
-        drafted_dtypes=bool(drafted),
+        drafted_dtypes=drafted,
         dead=dead,
     )
+
+
+def _launched_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
+    """The kernel the launch names; raises Unmapped for a launch the parser could not read, a
+    kernel defined neither in the file nor its includes, or an argument count that is not the
+    kernel's parameter count."""
+    if launch.unread:
+        raise Unmapped(launch.unread)
+    kernel = _resolve_kernel(launch, kernels)
+    if len(launch.args) != len(kernel.params):
+        raise Unmapped(
+            f"{launch.kernel} takes {len(kernel.params)} parameters, the launch passes "
+            f"{len(launch.args)}"
+        )
+    return kernel
+
+
+def _geometry(launch: Launch, translator: _Translator) -> tuple[str, str, str]:
+    """(grid, block, dynamic shared memory) as contract expressions whose tensor queries are
+    still placeholders (:func:`_substitute` replaces them once the shapes are drafted); one the
+    launch leaves out is 0."""
+
+    def translated(value: str) -> str:
+        return translator.expression(launch.locals.get(value, value)) if value.strip() else "0"
+
+    return translated(launch.grid), translated(launch.block), translated(launch.smem)
+
+
+def _finish_bindings(bindings: list[Binding], finish: Callable[[str], str]) -> None:
+    """Each size expression a kernel parameter or struct field is bound to, written over the
+    drafted shapes' dims by ``finish`` (in place)."""
+    for binding in bindings:
+        for one in binding.fields or [binding]:
+            if one.kind == "expr":
+                one.value = finish(one.value)
+
+
+def _note_host_reads(translator: _Translator, notes: list[str]) -> None:
+    """Notes what was taken for each value the launcher reads at run time: an absent optional,
+    a process-wide switch (:data:`HOST_SWITCHES`) at its default."""
+    notes.extend(dict.fromkeys(translator.assumed))
+    for switch in sorted(translator.switches):
+        default, origin = HOST_SWITCHES[switch]
+        notes.append(f"{switch}() taken as {str(default).lower()} ({origin})")
 
 
 def _element_names(
@@ -757,6 +766,24 @@ def _element_names(
             + "): imported with one element type for all"
         )
     return targs, element_names
+
+
+def _element_dtypes(
+    dispatched: set[str], own_types: set[str], tensors: dict[str, TensorUse], notes: list[str]
+) -> tuple[set[str], bool]:
+    """(the launch's element types, whether they are drafted rather than read): the dispatch's;
+    with no dispatch, :data:`TEMPLATE_ELEMENT_DTYPES` for a tensor typed by a type parameter of
+    the launcher's own template (noted), else the tensors' one fixed type; raises Unmapped for
+    a type the harness cannot run (:func:`_checked_dtypes`)."""
+    drafted = not dispatched and bool(own_types) and any(t.element == "T" for t in tensors.values())
+    if drafted:
+        dispatched = set(TEMPLATE_ELEMENT_DTYPES)
+        notes.append(
+            f"element type {'/'.join(sorted(own_types))}: a parameter of the launcher's template "
+            f"with no dispatch; drafted as {', '.join(TEMPLATE_ELEMENT_DTYPES)} "
+            "(those that compile are kept)"
+        )
+    return _checked_dtypes(dispatched, tensors), drafted
 
 
 def _checked_dtypes(dtypes: set[str], tensors: dict[str, TensorUse]) -> set[str]:
@@ -875,22 +902,27 @@ def _cuda_spelled(launch: Launch, macros: dict[str, Macro]) -> bool:
 def _entry(
     kernel: Kernel,
     launch: Launch,
-    element_names: set[str],
     launcher: Launcher,
-    notes: list[str],
+    macros: dict[str, Macro],
+    dtypes: set[str],
+    element_names: set[str],
     hinted: dict[str, str],
-    framework_type: str,
+    translator: _Translator,
+    notes: list[str],
 ) -> str:
-    """The kernel's entry expression: a dispatch's element type written as ``framework_type``
-    (the framework's type of T, or T itself where the dispatch spells CUDA's types), a type
-    parameter of the launcher's own template as ``T`` itself (the framework's caller
-    instantiates it with CUDA's types), a flag of that template as :data:`TEMPLATE_FLAG_VALUE`;
-    raises Unmapped for a value parameter of that template (a compile-time size the caller
-    picks, such as ``kDim``), whose value nothing in the file gives; each type a dispatch binds
-    by name (vLLM's ``fp8_t``) is written as that type."""
+    """The kernel's entry expression: the launch's template arguments with their compile-time
+    values folded (:func:`_folded_template_args`), a dispatch's element type written as the
+    framework's type of T (``T`` itself where the dispatch spells CUDA's types:
+    :func:`_cuda_spelled`), a type parameter of the launcher's own template as ``T`` itself
+    (the framework's caller instantiates it with CUDA's types), a flag of that template as
+    :data:`TEMPLATE_FLAG_VALUE`; raises Unmapped for a value parameter of that template (a
+    compile-time size the caller picks, such as ``kDim``), whose value nothing in the file
+    gives; each type a dispatch binds by name (vLLM's ``fp8_t``) is written as that type."""
+    template_args = _folded_template_args(kernel, launch, dtypes, translator.fresh())
+    framework_type = "T" if _cuda_spelled(launch, macros) else f"{FRAMEWORK_TYPE}<T>"
     element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
     entry_args = [
-        re.sub(element_pattern, framework_type, " ".join(a.split())) for a in launch.template_args
+        re.sub(element_pattern, framework_type, " ".join(a.split())) for a in template_args
     ]
     for own in launcher.template:
         pattern = rf"(?<![\w:])\b{re.escape(own.name)}\b(?!\s*::)"

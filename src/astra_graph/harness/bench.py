@@ -355,40 +355,11 @@ def _rejection(
     last sample gave it, or when two samples on the same inputs left different outputs;
     ``input_mutated`` when a pure input changed under timing; ``carried_state`` when a module
     variable is not back at its value at load after the timed launches (harness.module_state)."""
-    import numpy as np
-
     where = f"{shape.label} {shape.dtype}"
-    launched = candidate.launched()
-    chooser = np.random.default_rng(secrets.randbits(63))
-    count = min(TIMED_CHECKED_COPIES, len(launched))
-    chosen = sorted(int(i) for i in chooser.choice(launched, size=count, replace=False))
-    for index in chosen:
-        mutated = candidate.mutated_input(index)
-        if mutated is not None:
-            detail = f"input {mutated!r} of timed copy {index} changed during timing"
-            return Verdict.reject(
-                "input_mutated",
-                f"{where}: {detail}",
-                Evidence(
-                    op=spec.name, dims=shape.dims, dtype=shape.dtype, arg=mutated, detail=detail
-                ),
-            )
-        candidate.expect(index)
-        found = candidate.check(index)
-        if found is not None:
-            reason, evidence = found
-            evidence.detail = (
-                f"{reason}: output left by the timed calls (last sample) on copy {index} (of "
-                f"{len(candidate.cases)}, input set {candidate.current + 1} of "
-                f"{len(candidate.sets)}) differs from the reference of its inputs. "
-                f"{evidence.detail}".strip()
-            )
-            return Verdict.reject(
-                "timing_replay",
-                f"{where}: the timed runs' output is wrong ({evidence.arg or 'output'}): the "
-                "kernel behaves differently when timed",
-                evidence,
-            )
+    for index in _copies_to_check(candidate):
+        rejected = _timed_copy_rejection(spec, candidate, shape, index)
+        if rejected is not None:
+            return rejected
         del candidate.references[index]
     # bit-identical samples are only asked of operations whose contract demands determinism
     unlike = candidate.first_unlike_sample() if spec.contract.deterministic else None
@@ -426,3 +397,48 @@ def _rejection(
             Evidence(op=spec.name, dims=shape.dims, dtype=shape.dtype, detail=detail),
         )
     return None
+
+
+def _copies_to_check(candidate: TimedCopies) -> list[int]:
+    """:data:`TIMED_CHECKED_COPIES` of the launched copies (all, where fewer were launched),
+    drawn after timing so that the kernel cannot know which will be checked, in order."""
+    import numpy as np
+
+    launched = candidate.launched()
+    chooser = np.random.default_rng(secrets.randbits(63))
+    count = min(TIMED_CHECKED_COPIES, len(launched))
+    return sorted(int(i) for i in chooser.choice(launched, size=count, replace=False))
+
+
+def _timed_copy_rejection(
+    spec: OperationSpec, candidate: TimedCopies, shape: ShapeTiming, index: int
+) -> Verdict | None:
+    """``input_mutated`` when a pure input of the timed copy ``index`` changed under timing,
+    ``timing_replay`` when the outputs the last sample left on it are unlike the reference of
+    its inputs, or None."""
+    where = f"{shape.label} {shape.dtype}"
+    mutated = candidate.mutated_input(index)
+    if mutated is not None:
+        detail = f"input {mutated!r} of timed copy {index} changed during timing"
+        return Verdict.reject(
+            "input_mutated",
+            f"{where}: {detail}",
+            Evidence(op=spec.name, dims=shape.dims, dtype=shape.dtype, arg=mutated, detail=detail),
+        )
+    candidate.expect(index)
+    found = candidate.check(index)
+    if found is None:
+        return None
+    reason, evidence = found
+    evidence.detail = (
+        f"{reason}: output left by the timed calls (last sample) on copy {index} (of "
+        f"{len(candidate.cases)}, input set {candidate.current + 1} of "
+        f"{len(candidate.sets)}) differs from the reference of its inputs. "
+        f"{evidence.detail}".strip()
+    )
+    return Verdict.reject(
+        "timing_replay",
+        f"{where}: the timed runs' output is wrong ({evidence.arg or 'output'}): the "
+        "kernel behaves differently when timed",
+        evidence,
+    )
