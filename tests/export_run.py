@@ -5,8 +5,11 @@ models are real, as in tests/synthetic_run.py)."""
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
+from astra_graph.export.patch import write_patch
+from astra_graph.export.torch_package import FinishedRun
 from astra_graph.harness.buckets import bucket_of
 from astra_graph.harness.results import DispatchEntry, TuningReport
 from astra_graph.kernel.catalog import resolve
@@ -60,3 +63,19 @@ def finished_run(
     )
     write_model(run / RUN_JSON, result)
     return run
+
+
+def applied_patch(run: FinishedRun, framework: Path, tmp_path: Path, arch: str) -> tuple[str, Path]:
+    """``--format patch`` of ``run`` applied with ``patch -p1`` to a copy of ``framework``: the
+    patched file's text (asserted equal to the written patched file) and the diff's path."""
+    assert run.framework.source is not None
+    diff, patched = write_patch(run, framework, tmp_path / "out", arch)
+    tree = tmp_path / "tree"
+    shutil.copytree(framework, tree)
+    done = subprocess.run(
+        ["patch", "-p1", "-i", str(diff)], cwd=tree, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (tree / run.framework.source.file).read_text()
+    assert text == patched.read_text()
+    return text, diff

@@ -10,7 +10,6 @@ registration; ``[gate]`` says where the op sits in a serving block. What needs t
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -21,14 +20,13 @@ from astra_graph.cli import main
 from astra_graph.export.dispatch_source import ExportError
 from astra_graph.export.framework import FRAMEWORK_FILE, MODEL, gate_of, load_framework
 from astra_graph.export.original import NAMESPACE_PREFIX, framework_root, original_build
-from astra_graph.export.patch import write_patch
 from astra_graph.export.torch_package import FinishedRun, export_torch, read_run
 from astra_graph.framework.device import TORCH_TYPES_BEGIN, framework_type_map
 from astra_graph.framework.naming import DEFAULT_NAMESPACE, default_root, registered_namespace
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import resolve
 from astra_graph.kernel.contract import ContractError
-from export_run import REPO, finished_run
+from export_run import REPO, applied_patch, finished_run
 
 # conftest.py says why
 pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path", "needs_nvrtc")
@@ -208,15 +206,7 @@ def test_an_imported_run_patches_its_framework_file_in_torchs_terms(
     run = _run(tmp_path, launcher)
     capsys.readouterr()
     assert run.framework.source is not None
-    diff, patched = write_patch(run, FRAMEWORK, tmp_path / "out", ARCH)
-    tree = tmp_path / "tree"
-    shutil.copytree(FRAMEWORK, tree)
-    done = subprocess.run(
-        ["patch", "-p1", "-i", str(diff)], cwd=tree, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    text = (tree / run.framework.source.file).read_text()
-    assert text == patched.read_text()
+    text, _ = applied_patch(run, FRAMEWORK, tmp_path, ARCH)
     assert TORCH_TYPES_BEGIN not in text and "namespace c10 {" not in text
     assert text.count(framework_type_map().strip()) == 1
     for dtype in run.spec.contract.dtypes:

@@ -15,7 +15,7 @@ from astra_graph.export.dispatch_source import ExportError
 from astra_graph.export.patch import HELPERS, cpp, write_patch
 from astra_graph.export.torch_package import read_run, settings_used
 from astra_graph.kernel.dtypes import DTYPES
-from export_run import REPO, finished_run
+from export_run import REPO, applied_patch, finished_run
 
 FRAMEWORK = REPO / "tests" / "fixtures" / "framework_ops"
 OPS = ("silu_and_mul", "fused_add_rmsnorm", "merge_attn_states_lse")
@@ -26,15 +26,7 @@ ARCH = "sm_90"
 def test_patch_applies_and_calls_the_dispatcher_first(op: str, tmp_path: Path) -> None:
     run = read_run(finished_run(tmp_path, op))
     assert run.framework.source is not None
-    diff, patched = write_patch(run, FRAMEWORK, tmp_path / "out", ARCH)
-    tree = tmp_path / "tree"
-    shutil.copytree(FRAMEWORK, tree)
-    done = subprocess.run(
-        ["patch", "-p1", "-i", str(diff)], cwd=tree, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    text = (tree / run.framework.source.file).read_text()
-    assert text == patched.read_text()
+    text, _ = applied_patch(run, FRAMEWORK, tmp_path, ARCH)
     original = (FRAMEWORK / run.framework.source.file).read_text()
     launcher = text.index(f" {run.framework.source.launcher}(", text.index("end astra-graph"))
     body = text[text.index("{", launcher) + 1 :].lstrip()

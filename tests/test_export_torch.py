@@ -104,17 +104,23 @@ def package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, _Reco
     return run, recorder, importlib.import_module(folder.name)
 
 
-def test_runtime_launches_what_the_header_says(package: tuple[Any, _Recorder, Any]) -> None:
-    run, recorder, pkg = package
-    pkg.load()
-    runtime = sys.modules[f"{pkg.__name__}.op"].RUNTIME
+def _norm_tensors(run: Any) -> dict[str, _CudaTensor]:
+    """fused_add_rmsnorm's tensors at the run's first tuning shape, at distinct addresses."""
     dims = run.spec.contract.suite("tuning")[0]
     tokens, hidden = dims["tokens"], dims["hidden"]
-    tensors = {
+    return {
         "input": _CudaTensor((tokens, hidden), torch.float16, 1 << 20),
         "residual": _CudaTensor((tokens, hidden), torch.float16, 2 << 20),
         "weight": _CudaTensor((hidden,), torch.float16, 3 << 20),
     }
+
+
+def test_runtime_launches_what_the_header_says(package: tuple[Any, _Recorder, Any]) -> None:
+    run, recorder, pkg = package
+    pkg.load()
+    runtime = sys.modules[f"{pkg.__name__}.op"].RUNTIME
+    tensors = _norm_tensors(run)
+    tokens, hidden = tensors["input"].shape
     runtime.run(tensors, {"eps": 1e-5}, ())
     assert runtime.last_reason is None
     name, grid, block, args, kw = recorder.launches[-1]
@@ -123,7 +129,7 @@ def test_runtime_launches_what_the_header_says(package: tuple[Any, _Recorder, An
     )
     assert name == plan.function
     assert (grid, block, kw["shared_mem"]) == run.impl.header.launch(
-        dims, DTYPES["float16"], plan.tunables
+        run.spec.contract.suite("tuning")[0], DTYPES["float16"], plan.tunables
     )
     assert kw["stream"] == ("stream", 77, 0)
     expected = {"input": 1 << 20, "residual": 2 << 20, "weight": 3 << 20, "hidden": hidden}
@@ -209,13 +215,7 @@ def test_bound_launch_is_the_calls_launch(package: tuple[Any, _Recorder, Any]) -
     run, recorder, pkg = package
     pkg.load()
     runtime = sys.modules[f"{pkg.__name__}.op"].RUNTIME
-    dims = run.spec.contract.suite("tuning")[0]
-    tokens, hidden = dims["tokens"], dims["hidden"]
-    tensors = {
-        "input": _CudaTensor((tokens, hidden), torch.float16, 1 << 20),
-        "residual": _CudaTensor((tokens, hidden), torch.float16, 2 << 20),
-        "weight": _CudaTensor((hidden,), torch.float16, 3 << 20),
-    }
+    tensors = _norm_tensors(run)
     runtime.run(tensors, {"eps": 1e-5}, ())
     bound = runtime.bound(tensors, {"eps": 1e-5})
     assert callable(bound)
