@@ -4,6 +4,9 @@ One job per module: ``reading`` loads a run directory into a :class:`~.reading.R
 in one line what is malformed), ``content`` builds the report as a list of ``blocks`` once, and
 ``render`` writes those blocks as Markdown and as HTML. :func:`write_report` puts the three
 together and writes the files into the run directory.
+
+May import: ``kernel``, ``store``, ``harness``, ``llm`` and ``loop`` (the records a run wrote),
+matplotlib inside the chart functions; never ``export``, ``run`` or the command line.
 """
 
 from __future__ import annotations
