@@ -35,6 +35,7 @@ IMPORTED = {
         "scale_either_2",
     ),
     "vec_path.cu": ("scale_by_two_1", "scale_by_two_2"),
+    "switch_dispatch.cu": ("halve",),
     "params_struct.cu": (
         "run",
         "run_positional",
