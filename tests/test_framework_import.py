@@ -781,3 +781,57 @@ def test_a_failing_program_of_one_site_is_that_sites_reason_without_a_second_com
     assert not report.compiled and "missing" in report.compile_error
     assert result.reason == f"device code does not compile with NVRTC: {report.compile_error}"
     assert len(programs) == 1 and len(programs[0]) == 2  # float and double, compiled once
+
+
+def test_a_switch_over_a_run_time_value_binds_the_constant_its_cases_declare(
+    tmp_path: Path,
+) -> None:
+    """A dispatch macro that switches on a run-time value and names the constant itself (each
+    case ``constexpr int width = 4;``, as vLLM's vector-size dispatch): NVRTC found ``width``
+    undefined until the import bound it. The case the serving shapes take is imported under its
+    condition as a ``requires`` (which reads the element size: the types of another size never
+    take it and are left out), the other cases said."""
+    assert main(["import", str(CSRC / "switch_dispatch.cu"), "--out", str(tmp_path)]) == 0
+    spec = load_contract(tmp_path / "halve")
+    assert spec.contract.dtypes == ["float16", "bfloat16"]
+    header = load_implementation(tmp_path / "halve" / "production.cu", spec.contract).header
+    assert header.entry == "fw::halve_kernel<astra_framework_t<T>, 4>"
+    assert any("gcd(8 // elem_bytes" in r and r.endswith("== (4)") for r in header.requires)
+    report = (tmp_path / "import.json").read_text()
+    assert "width = 4 where chosen_width is 4 (other values 2, 1" in report
+    assert main(["validate", str(tmp_path / "halve")]) == 0
+
+
+def test_a_switch_whose_error_case_declares_nothing_has_a_variant_per_declared_case() -> None:
+    """vLLM's rank dispatch: cases 2, 3 and 4 declare ``tensor_rank``, the default raises. A
+    macro with a second constexpr that is not one literal name is not read as such a switch."""
+    from astra_graph.framework.parse import Macro
+    from astra_graph.framework.values import _cases
+
+    body = (
+        "switch (N) { case 2: { constexpr int rank = 2; __VA_ARGS__(); break; } "
+        "case 3: { constexpr int rank = 3; __VA_ARGS__(); break; } "
+        'default: CHECK(false, "rank"); }'
+    )
+    found = _cases(Macro("RANK23", ("N", "__VA_ARGS__"), body), ("input.dim()", "[&] {}"))
+    assert found is not None
+    assert (found.name, found.runtime, found.literals) == ("rank", "input.dim()", ("2", "3"))
+    other = body.replace("__VA_ARGS__(); break; } default", "constexpr int w = N * 2; } default")
+    assert _cases(Macro("RANK23", ("N", "__VA_ARGS__"), other), ("d", "[&] {}")) is None
+
+
+def test_a_comparison_in_a_drafted_expression_is_no_template_bracket() -> None:
+    """vLLM's rms_norm passes ``num_dims >= 3 ? input.stride(-3) : 0``: its drafted
+    ``select(4 >= 3, ...)`` was split inside by the header's parameter list."""
+    params = "a, b: int64 = select((4) >= 3, (x * y), 0), c: int64 = select(n <= 2, 1, 0), d"
+    assert split_top_level(params) == [
+        "a",
+        "b: int64 = select((4) >= 3, (x * y), 0)",
+        "c: int64 = select(n <= 2, 1, 0)",
+        "d",
+    ]
+    assert split_top_level("K<int, 4>, std::pair<a, b>, x->y") == [
+        "K<int, 4>",
+        "std::pair<a, b>",
+        "x->y",
+    ]

@@ -149,7 +149,14 @@ def test_a_generic_lambdas_template_parameter_gives_one_launch_per_call() -> Non
     env = {"tokens": 5, "d": 64}
     assert all(expr.evaluate(r, env) for r in flat.requires)
     assert expr.evaluate_dims3(flat.grid, env) == (5, 1, 1)  # the dim3 chosen at run time
-    assert not expr.evaluate(batched.requires[0], env)  # a rank-3 input, not drafted
+    # the then-branch of `batched = input.dim() == 3` drafts input with three axes: its queries
+    # alone (size(0), size(1), size(-1)) needed two, and the launch was never taken
+    assert batched.shapes["input"] == ["tokens", "input_1", "d"]
+    assert "input: rank 3, as the launch's condition states" in batched.notes
+    env3 = {"tokens": 4, "input_1": 5, "d": 64}
+    assert all(expr.evaluate(r, env3) for r in batched.requires)
+    assert expr.evaluate_dims3(batched.grid, env3) == (5, 4, 1)  # (tokens lane, expert)
+    assert flat.shapes["input"] == ["tokens", "d"]  # the else-branch states no rank
 
 
 def test_the_dead_branch_of_a_macros_literal_flag_is_dead_code() -> None:
@@ -164,9 +171,8 @@ def test_astra_import_of_the_quant_fixture_validates_and_says_why_not(
 ) -> None:
     assert main(["import", str(QUANT), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "3 of 5 launch sites imported (1 not applicable on sm_90)" in out
-    assert "never launched for the drafted shapes: requires (2 == 3)" in out
-    for op in ("scaled_fp8_quant", "masked_copy_2", "square_1"):
+    assert "4 of 5 launch sites imported (1 not applicable on sm_90)" in out
+    for op in ("scaled_fp8_quant", "masked_copy_1", "masked_copy_2", "square_1"):
         assert main(["validate", str(tmp_path / op)]) == 0, op
     contract = (tmp_path / "scaled_fp8_quant" / "contract.toml").read_text()
     assert "[tolerance.float8_e4m3fn]" in contract
@@ -188,6 +194,37 @@ def test_an_output_known_only_by_its_last_axis_is_not_drafted_as_one_row() -> No
             "  const int d = out.size(-1);\n  const int n = in.size(0);\n"
             '  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
             "    k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(), d, n);\n"
+            "  });\n}\n"
+        )
+
+
+def test_an_output_known_by_its_last_axis_takes_the_rows_of_the_one_fully_read_input() -> None:
+    """The launcher reads ``in``'s leading size (``size(-2)``) and its ``size(-1)``, and only
+    ``out.size(-1)``: out's rows are in's (the kernel writes the rows the launcher counts from
+    in), its last axis its own. With two such inputs which rows out has is not stated, and it
+    stays refused."""
+    analysis = _single(
+        "template <typename t> __global__ void k(t* out, const t* in, int d, int w, int n) {}\n"
+        "void f(torch::Tensor& out, torch::Tensor const& in) {\n"
+        "  const int d = out.size(-1);\n  const int n = in.size(-2);\n"
+        "  const int w = in.size(-1);\n"
+        '  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
+        "    k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(), d, w, n);\n"
+        "  });\n}\n"
+    )
+    assert analysis.shapes == {"in": ["n", "w"], "out": ["n", "d"]}
+    assert any(n.startswith("out: the launcher reads only its last axis") for n in analysis.notes)
+    with pytest.raises(Unmapped, match=r"out: .* more than one read tensor \(a, b\)"):
+        _single(
+            "template <typename t> __global__ void k(t* out, const t* a, const t* b, int d,\n"
+            "    int n, int w, int m, int v) {}\n"
+            "void f(torch::Tensor& out, torch::Tensor const& a, torch::Tensor const& b) {\n"
+            "  const int d = out.size(-1);\n  const int n = a.size(-2);\n"
+            "  const int w = a.size(-1);\n  const int m = b.size(-2);\n"
+            "  const int v = b.size(-1);\n"
+            '  AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "f", [&] {\n'
+            "    k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), a.data_ptr<scalar_t>(),\n"
+            "        b.data_ptr<scalar_t>(), d, n, w, m, v);\n"
             "  });\n}\n"
         )
 

@@ -35,6 +35,8 @@ IMPORTED = {
         "scale_either_2",
     ),
     "vec_path.cu": ("scale_by_two_1", "scale_by_two_2"),
+    "switch_dispatch.cu": ("halve",),
+    "quant.cu": ("masked_copy_1", "masked_copy_2"),
     "params_struct.cu": (
         "run",
         "run_positional",

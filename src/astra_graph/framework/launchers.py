@@ -24,8 +24,11 @@ launcher's own expressions and nothing else:
 C++ integer division becomes ``//``. Anything else (a conditional, a call that is not a size
 query) makes the launch not importable, with the reason; nothing is guessed silently. Two shapes
 the drafting would get wrong are refused: an output the launcher sizes only by ``size(-1)``
-(its leading axes, which the kernel writes, are unstated) and one tensor's ``numel()`` divided
-by another tensor's size (a relation between their shapes the drafted dims would not keep).
+(its leading axes, which the kernel writes, are unstated), unless exactly one read tensor has
+every axis read (its leading sizes and its ``size(-1)``), whose leading axes it then takes, and
+one tensor's ``numel()`` divided by another tensor's size (a relation between their shapes the
+drafted dims would not keep). A tensor whose rank a condition the launch is under states
+(``batched = input.dim() == 3; if (batched)``) is drafted with that rank.
 """
 
 from __future__ import annotations
@@ -664,7 +667,8 @@ def analyse(
     grid, block, smem = _geometry(launch, translator)
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
-    shapes, dims = _shapes(launch, tensors, notes, reshape)
+    ranks = _stated_ranks(launch, translator.fresh())
+    shapes, dims = _shapes(launch, tensors, notes, reshape, ranks)
     dims += [name for name in translator.host_dims if name not in dims]
 
     def finish(expression: str) -> str:
@@ -1184,6 +1188,31 @@ def _false_device_term(translator: _Translator, condition: str) -> str:
     return ""
 
 
+_RANK_TEST = re.compile(
+    r"^\(*(?:(?P<t>\w+)__dim == (?P<k>\d+)|(?P<k2>\d+) == (?P<t2>\w+)__dim)\)*$"
+)
+
+
+def _stated_ranks(launch: Launch, translator: _Translator) -> dict[str, int]:
+    """The rank a condition the launch sits in the then-branch of states for a tensor
+    (``batched = input.dim() == 3; if (batched) {...}``): in that branch the tensor has that
+    rank, so it is drafted with it rather than with the fewest axes its size queries need (a
+    rank-2 draft made the launch never taken). Only a whole condition that is one rank
+    equality is read."""
+    out: dict[str, int] = {}
+    for condition, positive in launch.conditions:
+        if not positive:
+            continue
+        try:
+            translated = translator.expression(condition)
+        except Unmapped:
+            continue
+        match = _RANK_TEST.match(translated.strip())
+        if match:
+            out[match["t"] or match["t2"]] = int(match["k"] or match["k2"])
+    return out
+
+
 def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None:
     for name, value in launch.locals.items():
         compact = re.sub(r"\s+", "", value)
@@ -1198,23 +1227,29 @@ def _shapes(
     tensors: dict[str, TensorUse],
     notes: list[str],
     reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
+    ranks: dict[str, int] | None = None,
 ) -> tuple[dict[str, list[str]], list[str]]:
+    """Each tensor's drafted axes and the dims in order of first use; ``ranks``
+    (:func:`_stated_ranks`) raises a tensor's rank to the one the launch's condition states."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
     main: str | None = None
+    last_only: list[str] = []
     for name, use in tensors.items():
         if not use.indices and not use.numel:
             continue
         if not use.const and not use.numel and use.indices == {-1}:
             # vLLM's masked_moe_activation reads only `out.size(-1)` of an [E, T, d] output:
             # a rank of 1 would draft [d], and the kernel writes its rows past it
-            raise Unmapped(
-                f"{name}: the kernel writes it and the launcher reads only its last axis "
-                "(size(-1)), so its leading axes are not stated"
-            )
+            last_only.append(name)
+            continue
         rank = max(
             [i + 1 if i >= 0 else -i for i in use.indices] + [2 if use.numel and use.indices else 1]
         )
+        stated = (ranks or {}).get(name, 0)
+        if stated > rank:
+            notes.append(f"{name}: rank {stated}, as the launch's condition states")
+            rank = stated
         axes = []
         for axis in range(rank):
             local = _local_for(launch, name, axis, rank)
@@ -1226,6 +1261,13 @@ def _shapes(
                 dims.append(dim)
         shapes[name] = axes
         main = main or name
+    for name in last_only:
+        shapes[name], source = _rows_of(launch, name, tensors, shapes)
+        dims.extend(d for d in shapes[name] if d not in dims)
+        notes.append(
+            f"{name}: the launcher reads only its last axis; its leading axes drafted as "
+            f"{source}'s, the one read tensor whose every axis the launcher reads"
+        )
     for name in tensors:
         if name in shapes:
             continue
@@ -1243,6 +1285,37 @@ def _shapes(
         shapes = reshape(shapes, notes)
         dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape))
     return shapes, dims
+
+
+def _rows_of(
+    launch: Launch, name: str, tensors: dict[str, TensorUse], shapes: dict[str, list[str]]
+) -> tuple[list[str], str]:
+    """The axes of a written tensor whose last axis alone the launcher reads: the leading axes
+    of the one read tensor whose every axis the launcher reads (each leading axis by index and
+    the last through ``size(-1)``, so a size read only in a branch of another rank is not
+    taken for its last), then its own last axis; raises Unmapped when there is no such tensor
+    or more than one (which rows the kernel writes is then not stated). Also returns that
+    tensor's name."""
+    candidates = []
+    for other, axes in shapes.items():
+        use = tensors[other]
+        rank = len(axes)
+        leading = all(i in use.indices or i - rank in use.indices for i in range(rank - 1))
+        if use.const and rank >= 2 and -1 in use.indices and leading:
+            candidates.append(other)
+    if len(candidates) != 1:
+        why = (
+            f"more than one read tensor ({', '.join(candidates)}) could give them"
+            if candidates
+            else "no read tensor has every axis read by the launcher (its leading sizes and "
+            "its size(-1)) to give them"
+        )
+        raise Unmapped(
+            f"{name}: the kernel writes it and the launcher reads only its last axis "
+            f"(size(-1)), so its leading axes are not stated: {why}"
+        )
+    last = _local_for(launch, name, 0, 1) or f"{name}_last"
+    return [*shapes[candidates[0]][:-1], last], candidates[0]
 
 
 def _substitute(

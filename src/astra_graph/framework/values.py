@@ -5,8 +5,11 @@ FlashInfer's launchers turn run-time sizes into template arguments with value-di
 ``case 8:`` declares ``constexpr size_t VEC_SIZE = 8;`` before the launch, and
 ``DISPATCH_INTERLEAVE(interleave, INTERLEAVE, ...)`` an ``if`` with ``constexpr bool
 INTERLEAVE = true`` / ``false``. A macro is read as such a dispatch when its body declares one
-of its parameters ``constexpr`` with a literal and ``switch``es or branches on another; no
-macro is known by name.
+of its parameters ``constexpr`` with a literal and ``switch``es or branches on another, or when
+it ``switch``es on a parameter and every case declares one name of its own ``constexpr`` with a
+literal (vLLM's ``VLLM_STABLE_DISPATCH_VEC_SIZE(n, ...)``: ``case 8: { constexpr int vec_size =
+8; ...``; ``VLLM_STABLE_DISPATCH_RANK234(num_dims, ...)``: ``constexpr int tensor_rank = 2``);
+no macro is known by name.
 
 An entry names one instantiation (:mod:`astra_graph.kernel.header`: template arguments are
 types, tunables and literals), so a value the launcher computes from the sizes cannot be a
@@ -65,6 +68,26 @@ def _cases(macro: Macro, args: tuple[str, ...]) -> ValueDispatch | None:
             if other != index and other < len(args) and switches:
                 values = tuple(lit.rstrip("uUlL") for lit in literals)
                 return ValueDispatch(args[index].strip(), args[other].strip(), values)
+    return _own_name_cases(macro, args)
+
+
+def _own_name_cases(macro: Macro, args: tuple[str, ...]) -> ValueDispatch | None:
+    """The value dispatch of a macro that names the constant itself (vLLM's
+    ``VLLM_STABLE_DISPATCH_VEC_SIZE(n, ...)``: ``switch (n) { case 8: { constexpr int vec_size =
+    8; ...``), or None: one name, not a parameter, declared ``constexpr`` with a literal in every
+    case that declares anything, the body switching on a parameter. A case that declares nothing
+    (an error branch) has no value and no variant."""
+    declared = re.findall(rf"\bconstexpr\s+[\w:\s]+?\b(\w+)\s*=\s*{_LITERAL}\s*;", macro.body)
+    names = {name for name, _ in declared}
+    if len(names) != 1 or names & set(macro.params):
+        return None
+    if len(re.findall(r"\bconstexpr\b", macro.body)) != len(declared):
+        return None  # another constexpr (not a literal, not the one name): not read
+    for other, switched in enumerate(macro.params):
+        on = re.escape(switched)
+        if other < len(args) and re.search(rf"\bswitch\s*\(\s*{on}\s*\)", macro.body):
+            values = tuple(dict.fromkeys(lit.rstrip("uUlL") for _, lit in declared))
+            return ValueDispatch(names.pop(), args[other].strip(), values)
     return None
 
 

@@ -197,15 +197,20 @@ def _eval(node: ast.AST, env: Mapping[str, Number], text: str) -> Value:
 def split_top_level(text: str, angles: bool = True) -> list[str]:
     """Split at commas outside ``()``, ``[]``, ``{}`` and, with ``angles``, ``<>`` (template,
     parameter and argument lists, initialiser lists; the ``>`` of ``->`` closes nothing).
-    Without ``angles`` a ``<`` is a comparison (a field's expression, ``a < b ? a : b``)."""
+    Without ``angles`` a ``<`` is a comparison (a field's expression, ``a < b ? a : b``); ``<=``
+    and ``>=`` are comparisons either way."""
     opens, closes = ("<([{", ")]}") if angles else ("([{", ")]}")
     parts: list[str] = []
     current: list[str] = []
     depth = 0
-    for char in text:
-        if char in opens:
+    for index, char in enumerate(text):
+        # `<=` and `>=` compare (a drafted `select(rank >= 3, ...)`): they open and close nothing
+        compares = char in "<>" and text[index + 1 : index + 2] == "="
+        if char in opens and not compares:
             depth += 1
-        elif char in closes or (angles and char == ">" and not (current and current[-1] == "-")):
+        elif char in closes or (
+            angles and char == ">" and not compares and not (current and current[-1] == "-")
+        ):
             depth -= 1
         if char == "," and depth == 0:
             parts.append("".join(current))
