@@ -19,7 +19,11 @@ launcher's own expressions and nothing else:
 * a launcher's ``std::optional`` in a size: a tensor as given (as its ``data_ptr`` is), an
   integer as absent (its default branch), each noted;
 * the grid, block and dynamic shared memory as expressions over those dims, with
-  ``sm_count`` for the device's multiprocessor count.
+  ``sm_count`` for the device's multiprocessor count;
+* SGLang's symbolic sizes: a tensor-shape matcher run on every path to the launch gives its
+  tensors' shapes and ``N.unwrap()`` the dim it binds (:func:`_matched_reshape`); a host check
+  that fixes a dim from others derives it (:func:`_derive_dims`); a pointer chosen by a
+  compile-time condition is the branch the site takes (:meth:`_Binder._compile_time_branch`).
 
 C++ integer division becomes ``//``. Anything else (a conditional, a call that is not a size
 query) makes the launch not importable, with the reason; nothing is guessed silently. Two shapes
@@ -740,7 +744,9 @@ def _matched_reshape(
         for symbol in sizes:
             label = re.fullmatch(r'\s*[\w:]*\s*\{\s*"(\w+)"\s*\}\s*', launch.locals.get(symbol, ""))
             dim = label[1] if label else symbol
-            names.setdefault(symbol, dim if dim not in names.values() else symbol)
+            while symbol not in names and dim in names.values():
+                dim = f"{dim}_"  # two sizes of one label: each its own dim
+            names.setdefault(symbol, dim)
 
     def matched(shapes: dict[str, list[str]], notes: list[str]) -> dict[str, list[str]]:
         out = dict(shapes)
