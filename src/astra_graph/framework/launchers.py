@@ -1425,6 +1425,8 @@ def _substitute(
 
     def one(match: re.Match[str]) -> str:
         tensor, what, index = match["tensor"], match["what"], match["index"]
+        if tensor not in shapes:  # a host check of a tensor the kernel does not get
+            raise Unmapped(f"{tensor}: the kernel does not get it, so it has no drafted shape")
         axes = shapes[tensor]
         if what == "numel":
             return "(" + " * ".join(axes) + ")"
