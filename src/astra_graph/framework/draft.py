@@ -132,7 +132,10 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
         heldout.append({d: v[1][-1] for d, v in values.items()})
 
     def fits(dims: dict[str, int]) -> bool:
-        total = sum(math.prod(dims[a] for a in shape) for shape in analysis.shapes.values())
+        total = sum(
+            math.prod(expr.evaluate_int(a, dims) for a in shape)
+            for shape in analysis.shapes.values()
+        )
         return total * 4 <= MAX_SUITE_BYTES
 
     kept_tuning = [d for d in tuning if fits(d)]

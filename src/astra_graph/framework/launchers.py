@@ -19,7 +19,11 @@ launcher's own expressions and nothing else:
 * a launcher's ``std::optional`` in a size: a tensor as given (as its ``data_ptr`` is), an
   integer as absent (its default branch), each noted;
 * the grid, block and dynamic shared memory as expressions over those dims, with
-  ``sm_count`` for the device's multiprocessor count.
+  ``sm_count`` for the device's multiprocessor count;
+* SGLang's symbolic sizes: a tensor-shape matcher run on every path to the launch gives its
+  tensors' shapes and ``N.unwrap()`` the dim it binds (:func:`_matched_reshape`); a host check
+  that fixes a dim from others derives it (:func:`_derive_dims`); a pointer chosen by a
+  compile-time condition is the branch the site takes (:meth:`_Binder._compile_time_branch`).
 
 C++ integer division becomes ``//``. Anything else (a conditional, a call that is not a size
 query) makes the launch not importable, with the reason; nothing is guessed silently. Two shapes
@@ -33,6 +37,7 @@ drafted dims would not keep). A tensor whose rank a condition the launch is unde
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -47,6 +52,7 @@ from astra_graph.framework.parse import (
     Macro,
     Param,
     _parser,
+    _ternary,
     bind_macro,
     text,
 )
@@ -337,6 +343,7 @@ class _Translator:
         self.element_names = element_names
         """What the launch calls its element type (``scalar_t``, ``T``, a local alias)."""
         self.locals = launch.locals
+        self.matched = launch.matched
         self.device = device
         self.constants = constants
         self.tensors = tensors
@@ -548,6 +555,8 @@ class _Translator:
             if method in ("dim", "ndim") and not args:  # ndim: TVM-FFI's TensorView
                 self._tensor(tensor)
                 return f"{tensor}__dim"
+            if method == "unwrap" and not args and tensor in self.locals:
+                return self._unwrapped(node, tensor)
         short = name.split("<", 1)[0].rsplit("::", 1)[-1]  # std::min<int64_t> is min
         if short == "gcd" and len(args) == 2:
             return f"gcd({self._node(args[0], depth)}, {self._node(args[1], depth)})"
@@ -568,6 +577,23 @@ class _Translator:
         ):
             return f"ceil_div({self._node(args[0], depth)}, {self._node(args[1], depth)})"
         raise Unmapped(f"call {text(node)!r} in a size expression")
+
+    def _unwrapped(self, node: Node, symbol: str) -> str:
+        """``N.unwrap()`` of a symbolic size (SGLang's ``SymbolicSize``): the size or stride of
+        the first tensor a matcher before the launch binds it to (:attr:`~astra_graph.
+        framework.parse.Launch.matched`), whose shape is then the matcher's
+        (:func:`_matched_shapes`). Raises Unmapped when no matcher read on every path to the
+        launch binds it."""
+        for tensor, sizes, strides in self.matched:
+            for method, names in (("size", sizes), ("stride", strides)):
+                if symbol in names and tensor in self.params:
+                    self._tensor(tensor)
+                    return f"{tensor}__{method}__{names.index(symbol)}"
+        raise Unmapped(
+            f"{text(node)!r}: the symbolic size {symbol} is bound by no tensor matcher that runs "
+            f"on every path to the launch in {self.launcher.name} (none, or only under a "
+            "condition), so which tensor's size it is cannot be read"
+        )
 
     def _ranked_axis(self, node: Node, tensor: str, method: str, index: str) -> str:
         """A placeholder for a size or stride whose axis reads tensor ranks (vLLM's
@@ -668,7 +694,7 @@ def analyse(
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
     ranks = _stated_ranks(launch, translator.fresh())
-    shapes, dims = _shapes(launch, tensors, notes, reshape, ranks)
+    shapes, dims = _shapes(launch, tensors, notes, _matched_reshape(launch, reshape), ranks)
     dims += [name for name in translator.host_dims if name not in dims]
 
     def finish(expression: str) -> str:
@@ -677,6 +703,8 @@ def analyse(
     _finish_bindings(bound.bindings, finish)
     requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
     dead = _dead_condition(launch, translator)
+    geometry = [finish(grid), finish(block), finish(smem)]
+    _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
     _note_host_reads(translator, notes)
     dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes)
     entry = _entry(
@@ -691,9 +719,9 @@ def analyse(
         tensors=tensors,
         shapes=shapes,
         dims=dims,
-        grid=finish(grid),
-        block=finish(block),
-        smem=finish(smem),
+        grid=geometry[0],
+        block=geometry[1],
+        smem=geometry[2],
         scalars=bound.scalars,
         constants=bound.constants,
         requires=requires,
@@ -702,6 +730,94 @@ def analyse(
         drafted_dtypes=drafted,
         dead=dead,
     )
+
+
+def _matched_reshape(
+    launch: Launch,
+    reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None,
+) -> Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None:
+    """``reshape`` preceded by the launch's tensor-shape matchers (:attr:`~astra_graph.
+    framework.parse.Launch.matched`): each matched tensor the kernel gets has the matcher's
+    shape, one dim per symbolic size, named after the size's label (``SymbolicSize{"num_tokens"}``
+    is ``num_tokens``) or else its variable, so that tensors matched with one size share its
+    dim, as the matcher checks at run time. A size that is not a symbol raises Unmapped."""
+    if not launch.matched:
+        return reshape
+    names: dict[str, str] = {}
+    for _, sizes, _ in launch.matched:
+        for symbol in sizes:
+            label = re.fullmatch(r'\s*[\w:]*\s*\{\s*"(\w+)"\s*\}\s*', launch.locals.get(symbol, ""))
+            dim = label[1] if label else symbol
+            while symbol not in names and dim in names.values():
+                dim = f"{dim}_"  # two sizes of one label: each its own dim
+            names.setdefault(symbol, dim)
+
+    def matched(shapes: dict[str, list[str]], notes: list[str]) -> dict[str, list[str]]:
+        out = dict(shapes)
+        for tensor, sizes, _ in launch.matched:
+            if tensor not in out:
+                continue
+            odd = [s for s in sizes if s not in launch.locals or not re.fullmatch(r"\w+", s)]
+            if odd:
+                raise Unmapped(
+                    f"{tensor}: its matcher names the size {odd[0]!r}, not a symbolic size "
+                    "of the launcher"
+                )
+            out[tensor] = [names[s] for s in sizes]
+            notes[:] = [n for n in notes if not n.startswith(f"{tensor}: no size is asked")]
+            notes.append(f"{tensor}: shape [{', '.join(out[tensor])}] from its tensor matcher")
+        return reshape(out, notes) if reshape is not None else out
+
+    return matched
+
+
+def _derive_dims(
+    requires: list[str],
+    shapes: dict[str, list[str]],
+    dims: list[str],
+    bindings: list[Binding],
+    geometry: list[str],
+    notes: list[str],
+) -> None:
+    """Each requirement ``dim == e`` with ``e`` over other dims (SGLang's ``RuntimeCheck(
+    hidden_size * 2 == D_in.unwrap())``) made to hold by construction: the dim is replaced by
+    ``(e)`` in the shapes, bindings, geometry and other requirements, and is no dim any more
+    (in place). The suites' dims are drawn independently, so such a requirement held for none
+    of them; a requirement with a constant (``head_dim == 128``) pins its dim instead
+    (:func:`~astra_graph.framework.draft.suites`)."""
+    for requirement in list(requires):
+        try:
+            body = expr.parse(requirement).body
+        except expr.ExprError:
+            continue
+        if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+            continue
+        if not isinstance(body.ops[0], ast.Eq):
+            continue
+        for side, other in ((body.left, body.comparators[0]), (body.comparators[0], body.left)):
+            if not isinstance(side, ast.Name) or side.id not in dims:
+                continue
+            value = ast.unparse(other)
+            used = expr.names(value)
+            if not used or side.id in used or not used <= set(dims):
+                continue
+            pattern = rf"\b{re.escape(side.id)}\b"
+
+            def put(text_: str, pattern: str = pattern, value: str = value) -> str:
+                return re.sub(pattern, f"({value})", text_)
+
+            for name, shape in shapes.items():
+                shapes[name] = [put(axis) for axis in shape]
+            for binding in bindings:
+                for one in binding.fields or [binding]:
+                    if one.kind == "expr":
+                        one.value = put(one.value)
+            geometry[:] = [put(g) for g in geometry]
+            requires.remove(requirement)
+            requires[:] = [put(r) for r in requires]
+            dims.remove(side.id)
+            notes.append(f"{side.id} = {value}: the launcher checks {requirement}")
+            break
 
 
 def _launched_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
@@ -1005,6 +1121,7 @@ class _Binder:
         inner = strip_cast(raw)
         host = {p.name: p for p in self.launcher.params}
         if param.pointer:
+            inner = self._compile_time_branch(param, raw, inner)
             inner = _pointer_source(inner, self.launch, param.name, self.notes)
             return _pointer_binding(
                 param, raw, inner, host, self.translator, self.targs, self.element_names
@@ -1020,6 +1137,58 @@ class _Binder:
         if kind in ("int32", "int64"):
             return Binding(param.name, "expr", self.translator.expression(inner), kind)
         raise Unmapped(f"kernel parameter {param.name!r} has unsupported type {param.type!r}")
+
+    def _compile_time_branch(self, param: Param, raw: str, inner: str) -> str:
+        """The branch a pointer argument ``COND ? a : b`` takes at this launch site when COND
+        is a compile-time constant of it (SGLang's ``kReuseInput ? nullptr : out.data_ptr()``):
+        literals, ``constexpr`` constants of the source and flags of the launcher's own
+        template, each flag at :data:`TEMPLATE_FLAG_VALUE`, the value the entry instantiates
+        the kernel with (:func:`_entry`), so the pointer and the kernel agree. ``inner`` as
+        it is for any other argument, or a condition that reads a local, a parameter or a
+        size (a run-time choice, left to :func:`_pointer_source`). Raises Unmapped where the
+        site passes nullptr for a pointer the kernel writes through while the other branch
+        passes a tensor: the kernel then writes elsewhere (in place), which is not read."""
+        parts = _ternary(inner)
+        if parts is None:
+            return inner
+        condition, then, other = (p.strip() for p in parts)
+        flags = {t.name for t in self.launcher.template if t.kind == "flag"}
+        runtime = set(self.launch.locals) | {p.name for p in self.launcher.params}
+        names = set(re.findall(r"(?<![\w.:>])\b[A-Za-z_]\w*\b(?!\s*::)", condition))
+        if names & runtime:
+            return inner
+        folded = condition
+        for flag in sorted(names & flags):
+            folded = re.sub(rf"(?<![\w:])\b{re.escape(flag)}\b", TEMPLATE_FLAG_VALUE, folded)
+        translator = self.translator.fresh()
+        try:
+            value = translator.expression(folded)
+            if expr.names(value) or "__" in value or translator.host_dims:
+                return inner
+            taken = bool(expr.evaluate(value, {}))
+        except (Unmapped, expr.ExprError):
+            return inner
+        chosen, dropped = (then, other) if taken else (other, then)
+        spelled = " ".join(condition.split())
+        nulled = strip_cast(chosen) in ("nullptr", "NULL", "0") and not param.const
+        if nulled and _DATA_PTR.match(strip_cast(dropped)):
+            raise Unmapped(
+                f"pointer argument {raw!r} for {param.name!r}: {spelled!r} is "
+                f"{str(taken).lower()} at this site, so the kernel gets nullptr where "
+                "otherwise a tensor it writes; where it writes instead (in place) is not read"
+            )
+        flagged = sorted(names & flags)
+        how = (
+            f" ({', '.join(flagged)}: a flag of {self.launcher.name}'s template, "
+            f"{TEMPLATE_FLAG_VALUE} as the entry instantiates it)"
+            if flagged
+            else ""
+        )
+        self.notes.append(
+            f"{param.name}: {spelled!r} is {str(taken).lower()} at compile time{how}; "
+            f"passed {' '.join(chosen.split())}"
+        )
+        return strip_cast(chosen)
 
     def _scalar(
         self, param: Param, raw: str, inner: str, kind: str, host: dict[str, Param]
@@ -1329,6 +1498,8 @@ def _substitute(
 
     def one(match: re.Match[str]) -> str:
         tensor, what, index = match["tensor"], match["what"], match["index"]
+        if tensor not in shapes:  # a host check of a tensor the kernel does not get
+            raise Unmapped(f"{tensor}: the kernel does not get it, so it has no drafted shape")
         axes = shapes[tensor]
         if what == "numel":
             return "(" + " * ".join(axes) + ")"

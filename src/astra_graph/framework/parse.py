@@ -170,6 +170,10 @@ class Launch:
     ``select_kernel(type): type == "silu"``), or '' when the launch names one kernel."""
     notes: tuple[str, ...] = ()
     """What the launch call sets that the contract does not hold (launch attributes)."""
+    matched: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = ()
+    """The tensor-shape matchers run before the launch on every path to it (SGLang's
+    ``TensorMatcher({N, D}).with_strides({S, 1}).verify(x)``): (tensor, its sizes, its
+    strides) as the matcher names them, the first matcher of each tensor (:func:`_matchers`)."""
 
 
 @dataclass(frozen=True)
@@ -370,6 +374,8 @@ def _launch(call: Node) -> Launch:
     else:
         kernel = text(name_node)
     scoped, conditions = _scope(call)
+    matched, checks = _matchers(call)
+    conditions = (*conditions, *checks)
     config = [text(c) for c in (_launch_of(call) or call).named_children]
     config += ["0", "0"][: max(0, 4 - len(config))]
     args = call.child_by_field_name("arguments")
@@ -385,6 +391,7 @@ def _launch(call: Node) -> Launch:
         line=call.start_point[0] + 1,
         locals=scoped,
         conditions=conditions,
+        matched=matched,
     )
 
 
@@ -485,6 +492,129 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
             if statement.type in ("declaration", "expression_statement", "alias_declaration"):
                 found.update(_declared(statement))
     return found, tuple(reversed(conditions))
+
+
+MATCHER_VERIFY = "verify"
+"""The method of a tensor-shape matcher that binds its symbolic sizes to a tensor's (SGLang's
+``TensorMatcher({N, D}).verify(x)``; a later matcher of a bound size checks it is equal)."""
+MATCHER_STRIDES = "with_strides"
+"""The method of a tensor-shape matcher that names the tensor's strides."""
+SET_VALUE = "set_value"
+"""The method that fixes a symbolic size before a matcher reads it (``D.set_value(kDim)``)."""
+CHECK_NAME = "check"
+"""A call statement whose function's name has this word (any case: SGLang's ``RuntimeCheck``,
+``CHECK_HOST``) is a host check: the launch is made only when its first argument is true."""
+
+
+def _matcher(statement: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...]]]:
+    """(tensor, sizes, strides) for each tensor a tensor-shape matcher statement verifies: a
+    call on one braced list of sizes followed by method calls, ``verify(x)`` among them; []
+    for any other statement."""
+    node = next((c for c in statement.named_children if c.type != "comment"), None)
+    verified: list[str] = []
+    strides: tuple[str, ...] = ()
+    while node is not None and node.type == "call_expression":
+        function = node.child_by_field_name("function")
+        args = [
+            a
+            for a in (node.child_by_field_name("arguments") or function or node).named_children
+            if a.type != "comment"
+        ]
+        if function is None or function.type != "field_expression":
+            if len(args) != 1 or args[0].type != "initializer_list" or not verified:
+                return []
+            sizes = tuple(text(a) for a in args[0].named_children if a.type != "comment")
+            return [(tensor, sizes, strides) for tensor in reversed(verified)]
+        method = text(function.child_by_field_name("field")).split("<", 1)[0].strip()
+        if method == MATCHER_VERIFY and len(args) == 1 and args[0].type == "identifier":
+            verified.append(text(args[0]))
+        elif method == MATCHER_STRIDES and len(args) == 1 and args[0].type == "initializer_list":
+            strides = tuple(text(a) for a in args[0].named_children if a.type != "comment")
+        node = function.child_by_field_name("argument")
+    return []
+
+
+def _statement_facts(
+    statement: Node,
+) -> tuple[list[tuple[str, tuple[str, ...], tuple[str, ...]]], list[str]]:
+    """(matched tensors, conditions) one statement establishes whenever it completes: its
+    tensor-shape matchers, its host checks' conditions and ``X.set_value(v)`` as
+    ``X.unwrap() == (v)``; for an ``if`` with an ``else``, what both branches establish."""
+    if statement.type == "if_statement":
+        branches = [
+            statement.child_by_field_name("consequence"),
+            statement.child_by_field_name("alternative"),
+        ]
+        facts = []
+        for branch in branches:
+            if branch is None or not branch.named_children:
+                return [], []
+            body = branch.named_children[-1] if branch.type == "else_clause" else branch
+            inner = body.named_children if body.type == "compound_statement" else [body]
+            matched: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
+            checks: list[str] = []
+            for one in inner:
+                found, checked = _statement_facts(one)
+                matched += found
+                checks += checked
+            facts.append((matched, checks))
+        (matched_a, checks_a), (matched_b, checks_b) = facts
+        sized_b = {(t, sizes) for t, sizes, _ in matched_b}
+        both = [
+            (t, sizes, strides if (t, sizes, strides) in matched_b else ())
+            for t, sizes, strides in matched_a
+            if (t, sizes) in sized_b
+        ]
+        return both, [c for c in checks_a if c in checks_b]
+    if statement.type != "expression_statement":
+        return [], []
+    matched = _matcher(statement)
+    if matched:
+        return matched, []
+    expression = next((c for c in statement.named_children if c.type != "comment"), None)
+    while expression is not None and expression.type == "binary_expression":
+        expression = expression.child_by_field_name("left")  # `CHECK_HOST(c) << "why"`
+    if expression is None or expression.type != "call_expression":
+        return [], []
+    args = _arguments(expression.child_by_field_name("arguments"))
+    function = expression.child_by_field_name("function")
+    if (
+        function is not None
+        and function.type == "field_expression"
+        and len(args) == 1
+        and text(function.child_by_field_name("field")) == SET_VALUE
+    ):
+        symbol = text(function.child_by_field_name("argument"))
+        return [], [f"{symbol}.unwrap() == ({args[0]})"]
+    if CHECK_NAME in _callee(expression).lower() and args:
+        return [], [args[0]]
+    return [], []
+
+
+def _matchers(
+    call: Node,
+) -> tuple[tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...], tuple[tuple[str, bool], ...]]:
+    """(the tensor-shape matchers, the host checks as ``(condition, True)``) of the statements
+    before ``call`` in the scopes around it, which run on every path to the launch: a statement
+    of an enclosing block before the launch, or what both branches of such an ``if ... else``
+    establish. The first matcher of each tensor is kept; later ones check equal sizes."""
+    scopes: list[Node] = []
+    node: Node | None = call
+    while node is not None and node.type != "function_definition":
+        if node.type == "compound_statement":
+            scopes.append(node)
+        node = node.parent
+    matched: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
+    checks: list[tuple[str, bool]] = []
+    for scope in reversed(scopes):
+        for statement in scope.named_children:
+            if statement.start_byte >= call.start_byte:
+                break
+            found, checked = _statement_facts(statement)
+            for fact in found:
+                matched.setdefault(fact[0], fact)
+            checks += [(c, True) for c in checked]
+    return tuple(matched.values()), tuple(checks)
 
 
 def _macros(root: Node) -> dict[str, Macro]:
@@ -825,6 +955,8 @@ def _api_launch(call: Node, function_params: set[str]) -> list[Launch] | None:
         return None  # a declaration-like use, not a launch
     kernel_expression = _VOID_CAST.sub("", args[kernel_index]).lstrip("&").strip()
     found, conditions = _scope(call)
+    matched, checks = _matchers(call)
+    conditions = (*conditions, *checks)
     if kernel_expression in function_params and kernel_expression not in found:
         return None
     api = HELPER_LAUNCH if helper is not None else callee
@@ -884,6 +1016,7 @@ def _api_launch(call: Node, function_params: set[str]) -> list[Launch] | None:
             unread=unread,
             notes=tuple(notes),
             choice=choice,
+            matched=matched,
         )
         for kernel, template_args, choice in choices
     ]

@@ -1,0 +1,106 @@
+"""Compile-time pointer choices and symbolic sizes of JIT-style launchers (issue 23).
+
+The fixture tests/fixtures/framework/csrc/symbolic_sizes.cu was written for these tests in the
+style of SGLang's JIT kernels: tensor-shape matchers bind named sizes (``SymbolicSize``) to the
+tensors they verify, a host check relates two of them, and a flag of the launcher's template
+picks between a tensor's pointer and nullptr.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from astra_graph.cli import main
+from astra_graph.framework.flatten import flatten
+from astra_graph.framework.launchers import Analysis, Unmapped, analyse, device_constants
+from astra_graph.framework.parse import parse_source
+from astra_graph.kernel.contract import load_contract
+
+SOURCE = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc" / "symbolic_sizes.cu"
+H100 = device_constants("sm_90", (13, 0))
+
+
+def _analysis(launcher_name: str) -> Analysis:
+    source = parse_source(flatten(SOURCE, []).text)
+    launcher = next(x for x in source.launchers if x.name == launcher_name)
+    return analyse(
+        launcher,
+        launcher.launches[0],
+        source.kernels,
+        source.macros,
+        H100,
+        source.constants,
+        source.structs,
+    )
+
+
+def test_matchers_on_every_path_are_read_and_branches_keep_what_both_bind() -> None:
+    source = parse_source(flatten(SOURCE, []).text)
+    (launch,) = next(x for x in source.launchers if x.name == "run_gate").launches
+    # out is matched in both branches of `if constexpr`, with strides in one only
+    assert launch.matched == (
+        ("out", ("N", "D_out"), ()),
+        ("input", ("N", "D_in"), ()),
+    )
+    assert ("width * 2 == D_in.unwrap()", True) in launch.conditions
+    (unmatched,) = next(x for x in source.launchers if x.name == "run_unmatched").launches
+    assert unmatched.matched == ()
+
+
+def test_a_symbolic_size_is_the_dim_its_matcher_binds_and_a_check_derives_a_dim() -> None:
+    found = _analysis("run_gate")
+    assert found.shapes == {
+        "input": ["num_tokens", "(output_width * 2)"],
+        "out": ["num_tokens", "output_width"],
+    }
+    assert found.dims == ["num_tokens", "output_width"]
+    (params,) = found.bindings
+    fields = {f.param: (f.kind, f.value) for f in params.fields}
+    assert fields["out"] == ("tensor", "out")
+    assert fields["scale"] == ("null", "")
+    assert fields["width"] == ("expr", "(output_width)")
+    assert fields["rows"][1].strip("()") == "num_tokens"
+    assert found.grid == "num_tokens"
+    assert found.entry == "sym::gate_kernel<T, false>"
+    assert not any("input_width" in r for r in found.requires)
+
+
+def test_one_matcher_of_two_tensors_gives_them_one_shape() -> None:
+    found = _analysis("run_square")
+    assert found.shapes == {"out": ["num_tokens", "hidden"], "input": ["num_tokens", "hidden"]}
+    assert found.bindings[2].value == "(num_tokens * hidden)"
+
+
+def test_a_compile_time_condition_picks_the_pointer_per_site() -> None:
+    found = _analysis("run_scaled")
+    fields = {f.param: (f.kind, f.value) for f in found.bindings[0].fields}
+    assert fields["scale"] == ("tensor", "scale")  # kAlwaysScale, a constexpr of the source
+    assert fields["out"] == ("tensor", "out")  # kInPlace, false as the entry instantiates it
+    assert found.shapes["scale"] == ["width"]
+    assert any("'kInPlace' is false at compile time" in n for n in found.notes)
+
+
+@pytest.mark.parametrize(
+    ("launcher", "reason"),
+    [
+        ("run_reversed", "the kernel gets nullptr where otherwise a tensor it writes"),
+        ("run_chosen", "is not a data_ptr()"),  # a run-time flag: not a compile-time choice
+        ("run_unmatched", "bound by no tensor matcher that runs on every path"),
+    ],
+)
+def test_what_cannot_be_read_soundly_is_refused(launcher: str, reason: str) -> None:
+    with pytest.raises(Unmapped, match=reason.replace("(", r"\(").replace(")", r"\)")):
+        _analysis(launcher)
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_the_imported_operations_validate(tmp_path: Path) -> None:
+    assert main(["import", str(SOURCE), "--out", str(tmp_path)]) == 0
+    for op in ("run_gate", "run_scaled", "run_square"):
+        spec = load_contract(tmp_path / op)
+        shapes = {a.name: a.shape for a in spec.contract.args if hasattr(a, "shape")}
+        assert shapes, op
+        assert main(["validate", str(tmp_path / op)]) == 0, op
+    assert not (tmp_path / "run_reversed").exists()
