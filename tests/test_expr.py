@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 
 from astra_graph.kernel import expr
@@ -151,3 +153,11 @@ def test_huge_exponents_are_refused_not_computed() -> None:
     with pytest.raises(expr.ExprError, match="exponent"):
         expr.evaluate("9 ** 9 ** 9 > 0", {})
     assert expr.evaluate("2 ** 10", {}) == 1024
+
+
+def test_an_equation_gives_its_two_sides_and_nothing_else_is_one() -> None:
+    sides = expr.equation("hidden_size * 2 == d_in")
+    assert sides is not None
+    assert [ast.unparse(s) for s in sides] == ["hidden_size * 2", "d_in"]
+    for other in ("a <= b", "a == b == c", "a != b", "a + b", "a == (", "f(x) == 1"):
+        assert expr.equation(other) is None, other

@@ -101,15 +101,10 @@ def _pinned(analysis: Analysis) -> dict[str, int]:
     per head size), which every suite shape then takes, held-out ones included."""
     out: dict[str, int] = {}
     for requirement in analysis.requires:
-        try:
-            body = expr.parse(requirement).body
-        except expr.ExprError:
+        equation = expr.equation(requirement)
+        if equation is None:
             continue
-        if not isinstance(body, ast.Compare) or len(body.ops) != 1:
-            continue
-        if not isinstance(body.ops[0], ast.Eq):
-            continue
-        sides = [body.left, body.comparators[0]]
+        sides = list(equation)
         names = [s.id for s in sides if isinstance(s, ast.Name) and s.id in analysis.dims]
         numbers = [s.value for s in sides if isinstance(s, ast.Constant)]
         if len(names) == 1 and len(numbers) == 1 and isinstance(numbers[0], int):

@@ -786,15 +786,11 @@ def _derive_dims(
     of them; a requirement with a constant (``head_dim == 128``) pins its dim instead
     (:func:`~astra_graph.framework.draft.suites`)."""
     for requirement in list(requires):
-        try:
-            body = expr.parse(requirement).body
-        except expr.ExprError:
+        sides = expr.equation(requirement)
+        if sides is None:
             continue
-        if not isinstance(body, ast.Compare) or len(body.ops) != 1:
-            continue
-        if not isinstance(body.ops[0], ast.Eq):
-            continue
-        for side, other in ((body.left, body.comparators[0]), (body.comparators[0], body.left)):
+        left, right = sides
+        for side, other in ((left, right), (right, left)):
             if not isinstance(side, ast.Name) or side.id not in dims:
                 continue
             value = ast.unparse(other)

@@ -111,6 +111,20 @@ def parse(text: str) -> ast.Expression:
     return tree
 
 
+def equation(text: str) -> tuple[ast.expr, ast.expr] | None:
+    """The two sides of an equality ``a == b`` (one comparison, nothing else), or None for any
+    other expression or one that does not parse."""
+    try:
+        body = parse(text).body
+    except ExprError:
+        return None
+    if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+        return None
+    if not isinstance(body.ops[0], ast.Eq):
+        return None
+    return body.left, body.comparators[0]
+
+
 def names(text: str) -> set[str]:
     """The free names an expression uses (function names excluded)."""
     tree = parse(text)
