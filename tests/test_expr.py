@@ -161,3 +161,10 @@ def test_an_equation_gives_its_two_sides_and_nothing_else_is_one() -> None:
     assert [ast.unparse(s) for s in sides] == ["hidden_size * 2", "d_in"]
     for other in ("a <= b", "a == b == c", "a != b", "a + b", "a == (", "f(x) == 1"):
         assert expr.equation(other) is None, other
+
+
+def test_shifts_split_as_operators_and_templates_still_nest() -> None:
+    assert expr.split_top_level("a << 2, b") == ["a << 2", "b"]
+    assert expr.split_top_level("a >> 2, b") == ["a >> 2", "b"]
+    assert expr.split_top_level("A<B<C>>, d") == ["A<B<C>>", "d"]
+    assert expr.split_top_level("f(a > b, c), g->h") == ["f(a > b, c)", "g->h"]

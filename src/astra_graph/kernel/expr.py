@@ -212,21 +212,22 @@ def split_top_level(text: str, angles: bool = True) -> list[str]:
     """Split at commas outside ``()``, ``[]``, ``{}`` and, with ``angles``, ``<>`` (template,
     parameter and argument lists, initialiser lists; the ``>`` of ``->`` closes nothing).
     Without ``angles`` a ``<`` is a comparison (a field's expression, ``a < b ? a : b``); ``<=``
-    and ``>=`` are comparisons either way."""
-    opens, closes = ("<([{", ")]}") if angles else ("([{", ")]}")
+    and ``>=`` are comparisons and ``<<`` a shift either way, and a ``>`` with no ``<`` open
+    (``a >> 2``) closes nothing."""
     parts: list[str] = []
     current: list[str] = []
-    depth = 0
+    depth = angle = 0
     for index, char in enumerate(text):
-        # `<=` and `>=` compare (a drafted `select(rank >= 3, ...)`): they open and close nothing
-        compares = char in "<>" and text[index + 1 : index + 2] == "="
-        if char in opens and not compares:
+        following, previous = text[index + 1 : index + 2], text[index - 1 : index]
+        if char in "([{":
             depth += 1
-        elif char in closes or (
-            angles and char == ">" and not compares and not (current and current[-1] == "-")
-        ):
+        elif char in ")]}":
             depth -= 1
-        if char == "," and depth == 0:
+        elif angles and char == "<" and following not in ("=", "<") and previous != "<":
+            angle += 1
+        elif angles and char == ">" and angle and following != "=" and previous != "-":
+            angle -= 1
+        if char == "," and depth == 0 and angle == 0:
             parts.append("".join(current))
             current = []
         else:
