@@ -165,3 +165,11 @@ def test_a_struct_the_packing_cannot_match_is_refused() -> None:
         struct_fields(["struct P { int a; };", "namespace o { struct P { long a; }; }"], "P")
     fields = struct_fields(["struct P { bool on; int n; };"], "P")
     assert fields is not None and [f.name for f in fields] == ["on", "n"]
+
+
+def test_every_access_label_is_read_past() -> None:
+    from astra_graph.kernel.signature import struct_fields
+
+    fields = struct_fields(["struct P { float* x; protected: int m; private: int k; };"], "P")
+    assert fields is not None
+    assert [(f.base_type, f.name) for f in fields] == [("float", "x"), ("int", "m"), ("int", "k")]

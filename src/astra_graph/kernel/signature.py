@@ -334,7 +334,8 @@ def struct_fields(texts: Sequence[str], name: str) -> list[KernelParam] | None:
     return fields
 
 
-_NOT_DATA = {"static", "using", "typedef", "friend", "template", "public", "private"}
+ACCESS_LABELS = ("public", "private", "protected")
+_NOT_DATA = {"static", "using", "typedef", "friend", "template", *ACCESS_LABELS}
 """Words of a class member that is no data member of each object (or an access label)."""
 
 
@@ -348,7 +349,7 @@ def _members(body: str) -> list[str]:
             current = ""
         elif depth == 0 and char != "}":
             current += char
-    return [m.split(":", 1)[-1].strip() if m.split(":", 1)[0] in ("public", "private") else m
+    return [m.split(":", 1)[-1].strip() if m.split(":", 1)[0].strip() in ACCESS_LABELS else m
             for m in members if m]  # fmt: skip
 
 
