@@ -127,6 +127,9 @@ _HINT_CASE = "PRIVATE_CASE_TYPE_USING_HINT"
 """The tail of torch's (and its header-only copy's) dispatch case that names its type."""
 ELEMENT_TYPE_NAME = "scalar_t"
 """What torch's dispatch macros call the element type inside their lambda."""
+HARNESS_FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+"""The floating element types a dispatch may instantiate for the harness, in the order a
+drafted contract lists them."""
 TEMPLATE_ELEMENT_DTYPES = ("float16", "bfloat16", "float32")
 """The element types drafted for a launcher whose element type is a type parameter of its own
 template (SGLang's ``template <typename DType> struct K { static void run(...) }``): the
@@ -714,7 +717,7 @@ def analyse(
         launcher=launcher.name,
         kernel=kernel,
         entry=entry,
-        dtypes=tuple(d for d in ("float32", "float16", "bfloat16", "float64") if d in dtypes),
+        dtypes=tuple(d for d in HARNESS_FLOAT_DTYPES if d in dtypes),
         bindings=bound.bindings,
         tensors=tensors,
         shapes=shapes,
@@ -909,7 +912,7 @@ def _checked_dtypes(dtypes: set[str], tensors: dict[str, TensorUse]) -> set[str]
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
         dtypes = {next(t.element for t in tensors.values() if t.element is not None)}
-    unsupported = sorted(dtypes - {"float32", "float64", "float16", "bfloat16"})
+    unsupported = sorted(dtypes - set(HARNESS_FLOAT_DTYPES))
     if unsupported:
         raise Unmapped(f"dispatch types {unsupported} are not supported")
     return dtypes
@@ -1087,12 +1090,13 @@ def _bind_parameters(
     bound = _Bound()
     binder = _Binder(launch, launcher, translator, targs, element_names, notes, bound)
     for param, arg in zip(kernel.params, launch.args, strict=True):
-        struct = structs.get(param.type.rsplit("::", 1)[-1]) if not param.pointer else None
+        type_name = param.type.rsplit("::", 1)[-1]
+        struct = structs.get(type_name) if not param.pointer else None
         if struct is None:
             bound.bindings.append(binder.bind(param, arg))
             continue
         try:
-            values = field_values(arg, param.type.rsplit("::", 1)[-1], struct, launch.locals, notes)
+            values = field_values(arg, type_name, struct, launch.locals, notes)
         except StructUnread as exc:
             raise Unmapped(f"kernel parameter {param.name!r}: {exc}") from None
         fields = [binder.bind(member, value) for member, value in zip(struct, values, strict=True)]
@@ -1238,9 +1242,6 @@ def _pointer_binding(
     spelled = (match["type"] or "").strip()
     use.element = (
         "T"
-        if (spelled in element_names or spelled == "")
-        and _element_type(param, targs, element_names) == "T"
-        else "T"
         if spelled in element_names
         else CPP_TYPES.get(spelled) or _element_type(param, targs, element_names)
     )

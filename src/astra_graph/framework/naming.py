@@ -23,6 +23,7 @@ import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from astra_graph.framework.flatten import CHECKOUT_INCLUDE_FOLDERS
@@ -76,9 +77,17 @@ def defining_file(function: str, files: Sequence[Path]) -> Path | None:
         re.MULTILINE,
     )
     for file in files:
-        if definition.search(file.read_text(encoding="utf-8", errors="replace")):
+        status = file.stat()
+        if definition.search(_source_text(file, status.st_mtime_ns, status.st_size)):
             return file
     return None
+
+
+@lru_cache(maxsize=256)
+def _source_text(file: Path, mtime_ns: int, size: int) -> str:
+    """A framework file's text, read once per version (every launch site of a file asks for
+    the files its flattening read; ``mtime_ns`` and ``size`` key a changed file anew)."""
+    return file.read_text(encoding="utf-8", errors="replace")
 
 
 @dataclass(frozen=True)

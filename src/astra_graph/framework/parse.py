@@ -906,10 +906,7 @@ def _class_member(node: Node, name: str) -> str | None:
     ``static constexpr auto kernel = rmsnorm_cta<kDim, kUsePDL, DType>;``), or None. Raises
     ValueError when it is declared under a preprocessor condition (``#if
     SGL_ARCH_BLACKWELL_OR_GREATER``): which declaration the build takes is not read here."""
-    owner = node.parent
-    while owner is not None and owner.type not in ("struct_specifier", "class_specifier"):
-        owner = owner.parent
-    body = owner.child_by_field_name("body") if owner is not None else None
+    body = _owner_body(node)
     for member in _walk(body, ("field_declaration",)) if body is not None else []:
         value = member.child_by_field_name("default_value")
         if value is None or text(member.child_by_field_name("declarator")) != name:
@@ -1091,6 +1088,8 @@ def _both(outer: str, inner: str) -> str:
 
 def _ternary(compact: str) -> tuple[str, str, str] | None:
     """(condition, then, else) of a top-level ``c ? a : b``, or None."""
+    if "?" not in compact:  # most arguments: no parse of their own
+        return None
     tree = _parser().parse(f"auto __e = {compact};".encode())
     decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
     init = decl.child_by_field_name("declarator") if decl is not None else None
