@@ -151,6 +151,23 @@ def test_the_original_of_an_imported_op_is_the_file_unmodified_and_registered(
     assert other.name != build.name and other.namespace != build.namespace
 
 
+def test_include_folders_the_original_cannot_find_are_one_line_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = _run(tmp_path, "fused_add_rms_norm")
+    capsys.readouterr()
+    assert run.framework.source is not None
+    source = IMPORTS["fused_add_rms_norm"]
+    missing = run.framework.source.model_copy(update={"include_dirs": ["no_such_folder"]})
+    framework = run.framework.model_copy(update={"source": missing})
+    with pytest.raises(ExportError, match=r"include_dirs 'no_such_folder' is no folder under"):
+        original_build(framework, run.spec.name, source, tmp_path / "builds")
+    elsewhere = missing.model_copy(update={"file": "other/layernorm.cu"})
+    framework = run.framework.model_copy(update={"source": elsewhere})
+    with pytest.raises(ExportError, match=r"is not the end of .*include_dirs cannot be found"):
+        original_build(framework, run.spec.name, source, tmp_path / "builds")
+
+
 def test_a_file_registering_its_op_is_built_alone(tmp_path: Path) -> None:
     spec, _ = resolve("silu_and_mul/production")
     fw = load_framework(spec.folder, spec.contract)

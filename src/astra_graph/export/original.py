@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from astra_graph.export.dispatch_source import ExportError
-from astra_graph.export.framework import FrameworkOp
+from astra_graph.export.framework import FRAMEWORK_FILE, FrameworkOp
 from astra_graph.framework.naming import registered_namespace
 
 NAMESPACE_PREFIX = "astra_original_"
@@ -106,11 +106,20 @@ def original_build(
     except OSError as exc:
         raise ExportError(f"{source}: cannot read the original: {exc}") from None
     folders = [source.resolve().parent]
-    if framework.source is not None:
+    if framework.source is not None and framework.source.include_dirs:
         root = framework_root(source, framework.source.file)
-        if root is not None:
-            folders += [(root / d).resolve() for d in framework.source.include_dirs]
-    folders = [f for f in dict.fromkeys(folders) if f.is_dir()]
+        if root is None:
+            raise ExportError(
+                f"{FRAMEWORK_FILE}: [source] file {framework.source.file!r} is not the end of "
+                f"{source}, so its include_dirs cannot be found from it"
+            )
+        for include in framework.source.include_dirs:
+            if not (root / include).is_dir():
+                raise ExportError(
+                    f"{FRAMEWORK_FILE}: [source] include_dirs {include!r} is no folder under {root}"
+                )
+            folders.append((root / include).resolve())
+    folders = list(dict.fromkeys(folders))
     registered = registered_namespace(text, framework.name)
     digest = hashlib.sha256(f"{source.resolve()}\n{text}".encode())
     if registered is not None:
