@@ -86,6 +86,12 @@ def test_a_file_that_is_not_an_elf_cubin_is_a_clear_error() -> None:
         module_memory(np.zeros(64, dtype=np.uint8).tobytes())
 
 
+def test_a_truncated_cubin_is_a_clear_error_not_a_traceback(needs_nvrtc: None) -> None:
+    cubin = _cubin(STATEFUL)
+    with pytest.raises(ModuleReadError, match="malformed ELF cubin"):
+        module_memory(cubin[: len(cubin) // 3])
+
+
 class HostVariable:
     """Stands in for CuPy's MemoryPointer to a module variable: host bytes, same copy call."""
 

@@ -36,7 +36,12 @@ from astra_graph.harness.compile import (
     compile_implementation,
     gpu_arch,
 )
-from astra_graph.harness.module_state import ModuleState, heap_refusal, module_memory
+from astra_graph.harness.module_state import (
+    ModuleReadError,
+    ModuleState,
+    heap_refusal,
+    module_memory,
+)
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import Binding, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES, DType
@@ -296,7 +301,10 @@ def load_kernel(
     )
     module = cupy.RawModule(path=compiled.cubin_file)
     function = module.get_function(compiled.lowered_name)
-    memory = module_memory(Path(compiled.cubin_file).read_bytes())
+    try:
+        memory = module_memory(Path(compiled.cubin_file).read_bytes())
+    except ModuleReadError as exc:  # a damaged cache entry: a compile error naming the file
+        raise CompileFailed(impl.path, f"{compiled.cubin_file}: {exc}") from None
     loaded = LoadedKernel(
         spec=spec,
         impl=impl,
