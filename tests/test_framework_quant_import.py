@@ -14,6 +14,7 @@ import pytest
 
 from astra_graph.cli import main
 from astra_graph.framework.device import compile_device, device_source, torch_types
+from astra_graph.framework.draft import contract_text, greatest_sizes, least_sizes
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import dead_code
 from astra_graph.framework.launchers import (
@@ -157,6 +158,22 @@ def test_a_generic_lambdas_template_parameter_gives_one_launch_per_call() -> Non
     assert all(expr.evaluate(r, env3) for r in batched.requires)
     assert expr.evaluate_dims3(batched.grid, env3) == (5, 4, 1)  # (tokens lane, expert)
     assert flat.shapes["input"] == ["tokens", "d"]  # the else-branch states no rank
+
+
+def test_a_dim_on_grid_y_gets_the_largest_size_the_original_can_launch() -> None:
+    """The batched masked_copy puts its leading axis on ``gridDim.y``: past 65535 the original
+    cannot launch, so the draft bounds that dim there (the domain check probes 16 times the
+    suites' largest size, 65536, and refused the original against itself on the H100), while the
+    flat launch, whose grid is x only, gets no bound."""
+    batched, flat = _analyses("masked_copy")
+    least = least_sizes(batched)
+    suite = [{"tokens": 4096, "input_1": 64, "d": 4096}]
+    assert greatest_sizes(batched, least, suite) == {"tokens": 65535}
+    assert expr.evaluate_dims3(batched.grid, {**least, "tokens": 65535})[1] == 65535
+    assert greatest_sizes(flat, least_sizes(flat), [{"tokens": 4096, "d": 4096}]) == {}
+    text, notes = contract_text(batched, "masked_copy_1", "quant.cu")
+    assert "[dims.tokens]\nmin = 1\nmax = 65535\n" in text
+    assert any(n.startswith("dims.tokens: max 65535") for n in notes)
 
 
 def test_the_dead_branch_of_a_macros_literal_flag_is_dead_code() -> None:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from astra_graph.framework.launchers import Analysis, Binding
+from astra_graph.harness.domain import UNBOUNDED_FACTOR
+from astra_graph.harness.geometry import geometry_problem
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
@@ -221,9 +223,16 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
     if not tuning or not heldout:
         raise ValueError("no suite shape fits in memory")
     tested = [d for d in analysis.dtypes if d != "float64"] or ["float64"]
+    greatest = greatest_sizes(analysis, least, [*tuning, *heldout])
+    for dim, size in greatest.items():
+        notes.append(
+            f"dims.{dim}: max {size}, the largest at which the original's launch fits CUDA's "
+            "grid and block limits with the other dims at their least"
+        )
     lines = _operation_lines(analysis, op, source, tested)
     for dim in analysis.dims:
-        lines += [f"[dims.{dim}]", f"min = {least[dim]}", ""]
+        bound = [f"max = {greatest[dim]}"] if dim in greatest else []
+        lines += [f"[dims.{dim}]", f"min = {least[dim]}", *bound, ""]
     lines += _arg_lines(analysis, notes)
     lines += _scalar_lines(analysis, notes)
     lines += _tolerance_lines(analysis, tested)
@@ -430,6 +439,50 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
         if not changed:
             break
     return least
+
+
+def _launches(analysis: Analysis, sizes: dict[str, int]) -> bool:
+    """Whether the original's grid and block for ``sizes`` are within CUDA's limits for every
+    dispatched element type (a shape its requirements exclude is never launched, so it passes;
+    shared memory is left to the checks, whose limit depends on the GPU)."""
+    for dtype in analysis.dtypes:
+        env = _requirement_env(sizes, dtype)
+        try:
+            if not all(expr.evaluate(r, env) for r in analysis.requires):
+                continue
+            grid = expr.evaluate_dims3(analysis.grid, env)
+            block = expr.evaluate_dims3(analysis.block, env)
+        except (expr.ExprError, ArithmeticError):
+            continue  # not decidable here: the checks' preflight names it
+        if geometry_problem(grid, block, 0, "sm_90") is not None:
+            return False
+    return True
+
+
+def greatest_sizes(
+    analysis: Analysis, least: dict[str, int], shapes: list[dict[str, int]]
+) -> dict[str, int]:
+    """A ``max`` for each dim whose growth alone takes the original's launch past CUDA's limits
+    inside the domain the checks would otherwise probe (:data:`UNBOUNDED_FACTOR` times the
+    suites' largest size): the largest size that still launches, the other dims at their least.
+    A launcher that puts a dim on ``gridDim.y`` (one block row per expert) cannot launch past
+    65535 of it, and the domain check refused the original against itself there (H100, the
+    ``masked_copy`` fixture at cc80102: grid y 65536). The search is a bisection: launch sizes
+    grow with the dims in every launcher seen."""
+    greatest: dict[str, int] = {}
+    for dim in analysis.dims:
+        low = least[dim]
+        high = max(low, UNBOUNDED_FACTOR * max((s[dim] for s in shapes), default=low))
+        if _launches(analysis, {**least, dim: high}) or not _launches(analysis, dict(least)):
+            continue
+        while high - low > 1:  # low launches, high does not
+            middle = (low + high) // 2
+            if _launches(analysis, {**least, dim: middle}):
+                low = middle
+            else:
+                high = middle
+        greatest[dim] = low
+    return greatest
 
 
 def _at_least(shapes: list[dict[str, int]], least: dict[str, int]) -> list[dict[str, int]]:
