@@ -28,13 +28,17 @@
 // recomputed, so it passes through bit-exact; both empty: the weights' sum is 0, both scales 0,
 // v = 0 and s = lg2(0) + (-inf) = -inf, as FlashInfer computes it.
 // The weights are computed by every lane of a row: the lanes of one warp run that arithmetic in
-// the same instructions, so sharing it through shared memory would only add a barrier; the
-// merged LSE is stored by one lane.
+// the same instructions, so sharing it through shared memory would only add a barrier. Every
+// lane of a row also stores the merged LSE (the same value to the same address: one transaction
+// per warp and row): with one lane storing it behind a branch, the kernel was 1-2.4% slower than
+// FlashInfer's MergeStateKernel at 7-256 tokens (H100, 2026-11-26, 20 shapes x dtypes; the
+// store by every lane moved the geomean from 1.004x to 1.022x and the worst shape from 0.976x to
+// 0.995x: benchmarks/results/2026-11-26-h100/merge-store-variants-a61af77.json).
 // Loads carry the L1::no_allocate streaming hint only with STREAM = 1, in launches of up to
 // LARGE_LAUNCH_THREADS threads: on 2026-11-24 it shortened mid-size launches by ~2%, but the
 // 2026-11-25 sweep found it 2-4% slower at the decode shapes with one block per token (1x32x128
 // 1.97 vs 1.92 us, 16x64x128 2.56 vs 2.45) and within the noise elsewhere, so it is off by default.
-// astra: description = a block per token above 256 tokens, 128-thread blocks at decode (or ROWS rows per block), VECS 16-byte vectors per thread, loads first, hardware ex2/rcp/lg2
+// astra: description = a block per token above 256 tokens, 128-thread blocks at decode (or ROWS rows per block), VECS 16-byte vectors per thread, loads first, hardware ex2/rcp/lg2, the merged LSE stored by every lane of its row
 // astra: entry = merge_attn_states_lse_vec<T, VECS, STREAM>
 // astra: grid = ceil_div(tokens * heads, max(1, min(ROWS + (ROWS == 0) * ((tokens > 256) * heads + (tokens <= 256) * max(1, 128 // ceil_div(head_dim // 8, VECS))), 1024 // ceil_div(head_dim // 8, VECS))))
 // astra: block = (ceil_div(head_dim // 8, VECS), max(1, min(ROWS + (ROWS == 0) * ((tokens > 256) * heads + (tokens <= 256) * max(1, 128 // ceil_div(head_dim // 8, VECS))), 1024 // ceil_div(head_dim // 8, VECS))))
@@ -142,12 +146,10 @@ __global__ void merge_attn_states_lse_vec(const T* __restrict__ v_a, const float
             *reinterpret_cast<uint4*>(v_merged + base + j * kVec) = o_raw;
         }
     }
-    if (threadIdx.x == 0) {
-        // one side empty (the other's weight exactly 1): that side's LSE, bit-exact; selects
-        // rather than branches, so the store waits on nothing but lg2
-        const float merged = lg2(sum) + m;
-        const float one_side = wb == 0.0f ? sa : sb;
-        const float defined = (wa == 0.0f || wb == 0.0f) ? one_side : merged;
-        s_merged[row] = undefined ? __int_as_float(0x7fffffff) : defined;
-    }
+    // one side empty (the other's weight exactly 1): that side's LSE, bit-exact; selects
+    // rather than branches, so the store waits on nothing but lg2 (every lane stores it: above)
+    const float merged = lg2(sum) + m;
+    const float one_side = wb == 0.0f ? sa : sb;
+    const float defined = (wa == 0.0f || wb == 0.0f) ? one_side : merged;
+    s_merged[row] = undefined ? __int_as_float(0x7fffffff) : defined;
 }
