@@ -325,6 +325,7 @@ def vllm_entry(
         "layout": anchor.layout,
         "same_work": anchor.same_work,
         "dims_map": dict(anchor.dims),
+        "axes_map": {tensor: list(axes) for tensor, axes in anchor.axes.items()},
         "args_map": dict(anchor.args),
         "rounds": rounds,
         "not_timed": {f"{m.label} {m.dtype}": m.reason for m in mapped if m.site is None},

@@ -8,19 +8,24 @@ arguments, launch geometry and conditions as the launcher computes them), under 
 contract: its own dim names, argument order, and dims such as ``input_1 = 2 * d``.
 
 **The shape mapping.** Our contract and the imported one name the same problem differently, so
-each operation has a small explicit table (:data:`VLLM_ANCHORS`): the imported dims as
-expressions over ours, our tensors and the imported ones they stand for, the template path
-vLLM's launcher takes for our suites (a regex over the imported site's entry) and the shapes
-vLLM refuses, each with its reason. :func:`map_shapes` checks the table against the imported
-``contract.toml`` and ``production.cu`` header at every suite shape and dtype: the dim names
-are the contract's, the mapped shape is in the imported contract's domain, the site's launch
-conditions (``requires``) hold (vLLM launches this path there), and each of our tensors has the
-same element type and element count as the imported one it stands for (or fewer, where the
-draft over-allocates a tensor the kernel only partly touches, with the reason in the table). A
-shape that fails any of these is not timed and gets its one-line reason; none is skipped
-silently. Whether vLLM computes the same operation in the same layout is in each table's
-``layout``; where the layouts differ (merge's ``[heads, tokens]`` log-sum-exp), the rows are
-timed but marked not the same work, and the summary keeps them apart from the geomean.
+each operation has a small explicit table (:data:`VLLM_ANCHORS`): the axes of the imported
+tensors in vLLM's real call, or the imported dims, as expressions over ours; our tensors and the
+imported ones they stand for, the template path vLLM's launcher takes for our suites (a regex
+over the imported site's entry) and the shapes vLLM refuses, each with its reason.
+:func:`map_shapes` checks the table against the imported ``contract.toml`` and ``production.cu``
+header at every suite shape and dtype: each tensor given axes has as many in the draft (its
+strides follow them) and those sizes, every dim of the contract gets one value, the mapped shape
+is in the imported contract's domain, the site's launch conditions (``requires``) hold (vLLM
+launches this path there), and each of our tensors has the same element type and element count
+as the imported one it stands for (or fewer, where the draft over-allocates a tensor the kernel
+only partly touches, with the reason in the table). A shape that fails any of these is not timed
+and gets its one-line reason; none is skipped silently. A dim is keyed by the tensor axis it
+sizes where it can be, not by the name the draft gives it (``input_1``, ``out_1``): the draft's
+names follow the importer's rules, which change; the launcher's tensors and their axes are
+vLLM's. Whether vLLM computes the same operation in the same layout is in each table's
+``layout``; where the layouts or the instantiation differ (merge's ``[heads, tokens]``
+log-sum-exp, rms_norm's rank-4 template), the rows are timed but marked not the same work, and
+the summary keeps them apart from the geomean.
 
 **What is measured, and the noise.** The two kernels have different contracts, so the usual
 A-vs-B bench (one request, both sides interleaved sample by sample) cannot hold them. Each side
@@ -81,10 +86,13 @@ class VllmAnchor:
     paths: tuple[LaunchPath, ...]
     why_path: str
     """Why vLLM's launcher takes this path for our suites (alignment, arch, flags)."""
-    dims: Mapping[str, str]
-    """Imported dim -> expression over our dims."""
     args: Mapping[str, str]
     """Our tensor -> the imported tensor it stands for."""
+    dims: Mapping[str, str] = field(default_factory=dict)
+    """Imported dim -> expression over our dims: for a dim that sizes no tensor of ``axes``."""
+    axes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Imported tensor -> its axes in vLLM's call, over our dims: each axis that the draft sizes
+    by a dim gives that dim its value, whatever the draft names it."""
     larger: Mapping[str, str] = field(default_factory=dict)
     """Imported tensor the draft makes larger than ours -> why the kernel touches only ours."""
     refused: tuple[tuple[str, str], ...] = ()
@@ -136,13 +144,19 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
         file="csrc/layernorm_kernels.cu",
         launcher="rms_norm",
         # rms_norm_kernel<scalar_t, vec_size, tensor_rank, has_weight>
-        paths=(LaunchPath("1", r"rms_norm_kernel<[^,]+,\s*8,\s*2,\s*true>\s*$"),),
-        why_path="vec_size = gcd(16 / sizeof(T), hidden) = 8 (hidden % 8 == 0), rank-2 input, "
-        "a weight",
-        dims={"tokens": "tokens", "hidden_size": "hidden"},
+        paths=(LaunchPath("1", r"rms_norm_kernel<[^,]+,\s*8,\s*4,\s*true>\s*$"),),
+        why_path="vec_size = gcd(16 / sizeof(T), hidden) = 8 (hidden % 8 == 0), a weight; the "
+        "import keeps one tensor_rank of VLLM_STABLE_DISPATCH_RANK234, 4, so the input is "
+        "viewed [tokens, 1, 1, hidden]",
         args={"input": "input", "out": "out", "weight": "weight"},
+        # out and weight are drafted as input's shape: input's axes size every dim
+        axes={"input": ("tokens", "1", "1", "hidden")},
         larger={"weight": "a 1-D weight [hidden] is read; the draft may give it the input's shape"},
-        layout="same layout: input and out [tokens, hidden] contiguous, weight [hidden]",
+        layout="PATH DIFFERS: input and out [tokens, hidden] contiguous, weight [hidden] alike, "
+        "but vLLM launches the rank-2 instantiation for a 2-D input and only the rank-4 one "
+        "imports: the same rows and bytes, plus its row index (a 64-bit division and remainder "
+        "by the two unit axes a block)",
+        same_work=False,
     ),
     VllmAnchor(
         op="fused_add_rmsnorm",
@@ -202,7 +216,6 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
         paths=(LaunchPath("1", r"merge_attn_states_kernel<.*,\s*false>\s*$"),),
         why_path="no output scale: output_t = scalar_t, USE_FP8_OUTPUT false; 128 threads, "
         "one 16-byte pack per thread",
-        dims={"num_tokens": "tokens", "num_heads": "heads", "head_size": "head_dim"},
         args={
             "v_a": "prefix_output",
             "s_a": "prefix_lse",
@@ -210,6 +223,15 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
             "s_b": "suffix_lse",
             "v_merged": "output",
             "s_merged": "output_lse",
+        },
+        # vLLM's call: values [tokens, heads, head_dim] (prefix_head_stride = stride(1) =
+        # head_dim), log-sum-exps [heads, tokens] (contiguous: token stride 1)
+        axes={
+            "output": ("tokens", "heads", "head_dim"),
+            "prefix_output": ("tokens", "heads", "head_dim"),
+            "suffix_output": ("tokens", "heads", "head_dim"),
+            "prefix_lse": ("heads", "tokens"),
+            "suffix_lse": ("heads", "tokens"),
         },
         layout="LAYOUT DIFFERS: vLLM's log-sum-exps are [heads, tokens] (ours [tokens, heads]) "
         "and natural-log (expf/logf; ours base 2); values [tokens, heads, head_dim] alike: the "
@@ -222,9 +244,12 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
         launcher="dynamic_per_token_scaled_fp8_quant",
         # dynamic_per_token_scaled_fp8_quant_kernel_strided<scalar_t, fp8_t>
         paths=(LaunchPath("1", r"dynamic_per_token_scaled_fp8_quant_kernel_strided<"),),
-        why_path="the one launch: 256 threads a token, no scale upper bound (scale_ub nullptr)",
-        dims={"num_tokens": "tokens", "hidden_size": "hidden"},
+        why_path="the one launch: 256 threads a token; the import passes scale_ub (an optional "
+        "tensor imported as given), so vLLM's side also reads one float a token and clamps amax "
+        "by it, where vLLM's per-token activation call passes none",
         args={"x": "input", "out": "out", "scale": "scales"},
+        axes={"input": ("tokens", "hidden"), "out": ("tokens", "hidden")},
+        larger={"scales": "drafted as out's shape; the kernel writes scale[token], one a token"},
         layout="same layout: input [tokens, hidden], out float8_e4m3fn [tokens, hidden], one "
         "float32 scale a token, scale = max(amax / 448, 1 / (448 * 512))",
     ),
@@ -366,6 +391,44 @@ def _arg_problem(
     return ""
 
 
+def _their_dims(
+    anchor: VllmAnchor, theirs: Any, dims: Mapping[str, int]
+) -> tuple[dict[str, int], str]:
+    """The imported contract's dims for our shape ``dims``, from the table's ``dims`` and the
+    axes of its ``axes`` tensors, or why the table does not fit the imported contract."""
+    values = {k: _int(v, dims) for k, v in anchor.dims.items()}
+    by_name = {a.name: a for a in theirs.contract.args}
+    for tensor, axes in anchor.axes.items():
+        arg = by_name.get(tensor)
+        if arg is None:
+            return values, f"the imported contract has no tensor {tensor!r}: update VLLM_ANCHORS"
+        if len(arg.shape) != len(axes):
+            # the draft's strides follow its axes (a 2-D prefix_output has stride(1) == 1): a
+            # tensor of another rank is another call, whatever its element count
+            return values, (
+                f"{tensor} is drafted with {len(arg.shape)} axes {list(arg.shape)}, vLLM's call "
+                f"has {len(axes)} ({', '.join(axes)}): the draft is not that call"
+            )
+        for name, axis in zip(arg.shape, axes, strict=True):
+            size = _int(axis, dims)
+            if name in theirs.contract.dims and values.setdefault(name, size) != size:
+                return values, f"mapping gives {name} both {values[name]} and {size} ({tensor})"
+    if set(values) != set(theirs.contract.dims):
+        return values, (
+            f"mapping gives dims {sorted(values)}, the imported contract has "
+            f"{sorted(theirs.contract.dims)}: update VLLM_ANCHORS"
+        )
+    for tensor, axes in anchor.axes.items():  # an axis the draft sizes by an expression
+        drafted = theirs.contract.shape_of(by_name[tensor], values)
+        wanted = tuple(_int(axis, dims) for axis in axes)
+        if drafted != wanted:
+            return (
+                values,
+                f"mapping: {tensor} is {list(drafted)} at the mapped dims, not {list(wanted)}",
+            )
+    return {k: values[k] for k in theirs.contract.dims}, ""
+
+
 def map_shapes(
     anchor: VllmAnchor, ours: Any, imported: Imported, shapes: Sequence[Mapping[str, int]]
 ) -> list[Mapped]:
@@ -396,13 +459,10 @@ def map_shapes(
                 continue
             problems = []
             for spec, site in matching:
-                if set(spec.contract.dims) != set(anchor.dims):
-                    problems.append(
-                        f"mapping names dims {sorted(anchor.dims)}, the imported {site.op} has "
-                        f"{sorted(spec.contract.dims)}: update VLLM_ANCHORS"
-                    )
+                theirs, unfit = _their_dims(anchor, spec, dims)
+                if unfit:
+                    problems.append(f"{site.op}: {unfit}")
                     continue
-                theirs = {k: _int(v, dims) for k, v in anchor.dims.items()}
                 problem = spec.contract.shape_problem(theirs)
                 if problem is None and dtype not in spec.contract.dtypes:
                     problem = f"vLLM's draft dispatches {spec.contract.dtypes}, not {dtype}"

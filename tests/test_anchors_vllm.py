@@ -12,6 +12,7 @@ vLLM (CI has none: ``python benchmarks/releases.py --prefetch`` fetches it).
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from pathlib import Path
 
@@ -33,7 +34,13 @@ pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
 
 FIXTURE = ROOT / "tests" / "fixtures" / "framework"
 RELEASE = ROOT / ".frameworks" / f"{vllm.VLLM[0]}-{vllm.VLLM[1]}"
-IMPORTED_ON_MAIN = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")
+IMPORTED_ON_MAIN = (
+    "silu_and_mul",
+    "gelu_and_mul",
+    "gelu_tanh_and_mul",
+    "rms_norm",
+    "per_token_fp8_quant",
+)
 """The anchors whose vLLM path imports with today's `astra import`: every shape is timed."""
 FIXTURE_SILU = vllm.VllmAnchor(
     op="silu_and_mul",
@@ -75,8 +82,11 @@ def test_every_operation_with_a_vllm_kernel_has_a_complete_table() -> None:
         assert set(anchor.larger) <= set(anchor.args.values()), anchor.op
         for dims in _shapes(anchor.op):  # every expression evaluates on every suite shape
             assert all(expr.evaluate_int(e, dims) > 0 for e in anchor.dims.values())
+            axes = [a for shape in anchor.axes.values() for a in shape]
+            assert all(expr.evaluate_int(a, dims) > 0 for a in axes), anchor.op
             assert any(expr.evaluate(p.when, dims) for p in anchor.paths), (anchor.op, dims)
-        assert anchor.same_work == (not anchor.layout.startswith("LAYOUT DIFFERS")), anchor.op
+        differs = re.match(r"[A-Z ]+ DIFFERS:", anchor.layout)  # the summary's [... DIFFERS]
+        assert anchor.same_work == (not differs), anchor.op
 
 
 def test_the_activation_tables_map_d_to_the_doubled_input_width() -> None:
@@ -112,6 +122,31 @@ def test_a_fixture_launcher_imports_and_every_shape_maps(tmp_path: Path) -> None
     first = mapped[0]
     assert first.theirs == {"tokens": first.ours["tokens"], "input_1": 2 * first.ours["d"]}
     assert {m.dtype for m in mapped} == set(vllm.DTYPES)
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_table_keyed_by_tensor_axes_maps_whatever_the_draft_names_the_dims(
+    tmp_path: Path,
+) -> None:
+    imported = vllm.import_anchor(FIXTURE_SILU, FIXTURE, tmp_path)
+    spec = load_contract(ROOT / "kernels" / "silu_and_mul")
+    shapes = _shapes("silu_and_mul")
+    by_axes = dataclasses.replace(FIXTURE_SILU, dims={}, axes={"input": ("tokens", "2 * d")})
+    named = vllm.map_shapes(FIXTURE_SILU, spec, imported, shapes)
+    keyed = vllm.map_shapes(by_axes, spec, imported, shapes)
+    assert [m.theirs for m in keyed] == [m.theirs for m in named]
+    assert all(m.site is not None for m in keyed)
+    (row, _) = vllm.map_shapes(
+        dataclasses.replace(by_axes, axes={"input": ("tokens", "1", "2 * d")}),
+        spec,
+        imported,
+        shapes[:1],
+    )  # the draft's strides follow its rank: another rank is another call
+    assert row.site is None and "drafted with 2 axes" in row.reason
+    (row, _) = vllm.map_shapes(
+        dataclasses.replace(by_axes, dims={"input_1": "d"}), spec, imported, shapes[:1]
+    )
+    assert row.site is None and "mapping gives input_1 both" in row.reason
 
 
 @pytest.mark.usefixtures("needs_nvrtc")
