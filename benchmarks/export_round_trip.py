@@ -134,10 +134,17 @@ def imported(item: str, out: Path) -> Target:
 
 
 def agreement(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """The device-time comparison with the run's bench over the timed cases: how many within
-    :data:`BENCH_AGREEMENT`, split by the bench's method, the range, and the cases outside."""
+    """The device-time comparisons over the timed cases: the export's graph and the kernel
+    launched straight each against the run's bench, and the graph against the straight launch
+    beside it on the same buffers (``same_buffers``); per comparison how many within
+    :data:`BENCH_AGREEMENT`, how many the bench timed with events, the range, the cases outside."""
     out: dict[str, Any] = {}
-    for method, key in (("graph", "export_over_bench"), ("direct", "direct_over_bench")):
+    keys = (
+        ("graph", "export_over_bench"),
+        ("direct", "direct_over_bench"),
+        ("same_buffers", "graph_over_direct"),
+    )
+    for method, key in keys:
         timed = [c for c in cases if c.get(key) is not None]
         ratios = [c[key] for c in timed]
         out[method] = {
@@ -299,12 +306,15 @@ def report(summary: dict[str, Any], out: Path) -> None:
             continue
         built = "builds" if entry.get("patch_builds") else f"FAILS: {entry.get('patch_problem')}"
         times = entry["bench_agreement"]
-        graph, direct = times["graph"], times["direct"]
+        graph, direct, beside = times["graph"], times["direct"], times["same_buffers"]
         print(
             f"{name}: {entry['verify']}\n  {entry['gate']}\n  patched framework file {built}\n"
             f"  CUDA-graph time within {BENCH_AGREEMENT:.0%} of bench: {graph['within']}/"
             f"{graph['timed']} (outside: {', '.join(graph['outside']) or 'none'}); kernel "
-            f"launched straight: {direct['within']}/{direct['timed']} events-timed"
+            f"launched straight: {direct['within']}/{direct['timed']} events-timed\n"
+            f"  CUDA-graph time within {BENCH_AGREEMENT:.0%} of the kernel launched straight "
+            f"beside it (same buffers): {beside['within']}/{beside['timed']} (outside: "
+            f"{', '.join(beside['outside']) or 'none'})"
         )
 
 

@@ -332,11 +332,11 @@ def test_the_benchmarks_agreement_counts_each_protocol_apart() -> None:
     events, graph = "events+l2flush", "graph x38, each copy once"
     cases = [
         {"shape": "a", "dtype": "float16", "bench_method": events, "export_over_bench": 1.045,
-         "direct_over_bench": 1.005, "host_ahead": True},
+         "direct_over_bench": 1.005, "graph_over_direct": 1.04, "host_ahead": True},
         {"shape": "b", "dtype": "float16", "bench_method": graph, "export_over_bench": 1.01,
-         "direct_over_bench": None, "host_ahead": False},
+         "direct_over_bench": None, "graph_over_direct": None, "host_ahead": False},
         {"shape": "c", "dtype": "float16", "bench_method": None, "export_over_bench": None,
-         "direct_over_bench": None, "host_ahead": None},
+         "direct_over_bench": None, "graph_over_direct": None, "host_ahead": None},
     ]  # fmt: skip
     out = bench.agreement(cases)
     assert out["graph"]["within"] == 1 and out["graph"]["timed"] == 2
@@ -349,4 +349,6 @@ def test_the_benchmarks_agreement_counts_each_protocol_apart() -> None:
         "range": [1.005, 1.005],
         "outside": [],
     }
+    assert out["same_buffers"]["timed"] == 1 and out["same_buffers"]["within"] == 0
+    assert out["same_buffers"]["outside"] == [f"a float16 1.040 ({events})"]
     assert out["host_time_possible"] == 1
