@@ -29,7 +29,9 @@ C++ integer division becomes ``//``. Anything else (a conditional, a call that i
 query) makes the launch not importable, with the reason; nothing is guessed silently. Two shapes
 the drafting would get wrong are refused: an output the launcher sizes only by ``size(-1)``
 (its leading axes, which the kernel writes, are unstated), unless exactly one read tensor has
-every axis read (its leading sizes and its ``size(-1)``), whose leading axes it then takes, and
+every axis read (its leading sizes and its ``size(-1)``), whose leading axes it then takes, or
+else the read tensors whose leading sizes are read agree on them (taken as an assumption, noted,
+and only while a kernel parameter or launch size carries that input's last axis), and
 one tensor's ``numel()`` divided by another tensor's size (a relation between their shapes the
 drafted dims would not keep). A tensor whose rank a condition the launch is under states
 (``batched = input.dim() == 3; if (batched)``) is drafted with that rank.
@@ -697,7 +699,9 @@ def analyse(
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
     ranks = _stated_ranks(launch, translator.fresh())
-    shapes, dims = _shapes(launch, tensors, notes, _matched_reshape(launch, reshape), ranks)
+    shapes, dims, unstated = _shapes(
+        launch, tensors, notes, _matched_reshape(launch, reshape), ranks
+    )
     dims += [name for name in translator.host_dims if name not in dims]
 
     def finish(expression: str) -> str:
@@ -708,6 +712,8 @@ def analyse(
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
     _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
+    sizes = [one.value for b in bound.bindings for one in b.fields or [b] if one.kind == "expr"]
+    _carried_row_lengths(unstated, shapes, [*sizes, *geometry, *requires])
     _note_host_reads(translator, notes)
     dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes)
     entry = _entry(
@@ -1394,11 +1400,14 @@ def _shapes(
     notes: list[str],
     reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
     ranks: dict[str, int] | None = None,
-) -> tuple[dict[str, list[str]], list[str]]:
-    """Each tensor's drafted axes and the dims in order of first use; ``ranks``
-    (:func:`_stated_ranks`) raises a tensor's rank to the one the launch's condition states."""
+) -> tuple[dict[str, list[str]], list[str], dict[str, str]]:
+    """Each tensor's drafted axes, the dims in order of first use, and the last axis of each
+    read tensor whose rows an output was assumed to have (:func:`_rows_of`, checked by
+    :func:`_carried_row_lengths`); ``ranks`` (:func:`_stated_ranks`) raises a tensor's rank to
+    the one the launch's condition states."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
+    unstated: dict[str, str] = {}
     main: str | None = None
     last_only: list[str] = []
     for name, use in tensors.items():
@@ -1428,12 +1437,19 @@ def _shapes(
         shapes[name] = axes
         main = main or name
     for name in last_only:
-        shapes[name], source = _rows_of(launch, name, tensors, shapes)
+        shapes[name], source, assumed = _rows_of(launch, name, tensors, shapes)
         dims.extend(d for d in shapes[name] if d not in dims)
         notes.append(
             f"{name}: the launcher reads only its last axis; its leading axes drafted as "
-            f"{source}'s, the one read tensor whose every axis the launcher reads"
+            + (
+                f"{source}'s (an assumption: the launcher reads only {source}'s leading axes, "
+                "and an output with its input's rows is the framework's convention)"
+                if assumed
+                else f"{source}'s, the one read tensor whose every axis the launcher reads"
+            )
         )
+        if assumed:
+            unstated[source] = shapes[source][-1]
     for name in tensors:
         if name in shapes:
             continue
@@ -1450,38 +1466,94 @@ def _shapes(
         # launch's queries, before any stride is written in terms of them
         shapes = reshape(shapes, notes)
         dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape))
-    return shapes, dims
+    return shapes, dims, unstated
+
+
+def _carried_row_lengths(
+    unstated: dict[str, str], shapes: dict[str, list[str]], sizes: list[str]
+) -> None:
+    """Raise Unmapped for a read tensor whose rows an output was assumed to have
+    (:func:`_rows_of`) when its last axis is in none of ``sizes`` (the kernel parameters'
+    size expressions, the launch geometry and the requirements; a ``select`` whose condition
+    is a constant counts for the branch taken): the kernel then works its row length out from
+    other sizes (vLLM's gated activations read 2 * d of a row) in a way the launcher does not
+    state, and a drafted dim of its own would be drawn too short for it."""
+    live = set().union(*(_live_names(size) for size in sizes))
+    for tensor, axis in unstated.items():
+        if shapes[tensor][-1] == axis and axis not in live:
+            raise Unmapped(
+                f"{tensor}: the kernel reads it, and neither a kernel parameter nor a launch "
+                f"size carries its last axis {axis!r}, so a row's length is not stated "
+                "(the kernel works it out from other sizes)"
+            )
+
+
+def _live_names(expression: str) -> set[str]:
+    """The names ``expression`` uses, a ``select`` whose condition is a constant
+    (``select((2 == 3), input_1, tokens)``, a rank test the shapes decided) read for the branch
+    it takes."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "select" and len(node.args) == 3:
+                try:
+                    taken = expr.evaluate(ast.unparse(node.args[0]), {})
+                except expr.ExprError:
+                    pass
+                else:
+                    visit(node.args[1] if taken else node.args[2])
+                    return
+            for arg in node.args:
+                visit(arg)
+            return
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(expr.parse(expression))
+    return found
 
 
 def _rows_of(
     launch: Launch, name: str, tensors: dict[str, TensorUse], shapes: dict[str, list[str]]
-) -> tuple[list[str], str]:
-    """The axes of a written tensor whose last axis alone the launcher reads: the leading axes
-    of the one read tensor whose every axis the launcher reads (each leading axis by index and
-    the last through ``size(-1)``, so a size read only in a branch of another rank is not
-    taken for its last), then its own last axis; raises Unmapped when there is no such tensor
-    or more than one (which rows the kernel writes is then not stated). Also returns that
-    tensor's name."""
-    candidates = []
+) -> tuple[list[str], str, bool]:
+    """The axes of a written tensor whose last axis alone the launcher reads, its own last axis
+    after leading axes taken from a read tensor; also that tensor's name and whether they are
+    an assumption. First the one read tensor whose every axis the launcher reads (each leading
+    axis by index and the last through ``size(-1)``, so a size read only in a branch of another
+    rank is not taken for its last): the launcher counts the rows from it. Failing that, the
+    read tensors whose leading axes alone the launcher reads (vLLM's masked_moe_activation
+    reads ``input.size(0)``, ``input.size(1)`` of an [E, T, 2d] input and ``out.size(-1)``),
+    when they all have the same leading axes: the framework's convention of an output with its
+    input's rows, which the launcher does not state, so it is an assumption the notes say.
+    Raises Unmapped when there is no such tensor or two disagree (which rows the kernel writes
+    is then not stated)."""
+    full: list[str] = []
+    leading_only: list[str] = []
     for other, axes in shapes.items():
         use = tensors[other]
         rank = len(axes)
         leading = all(i in use.indices or i - rank in use.indices for i in range(rank - 1))
-        if use.const and rank >= 2 and -1 in use.indices and leading:
-            candidates.append(other)
-    if len(candidates) != 1:
-        why = (
-            f"more than one read tensor ({', '.join(candidates)}) could give them"
-            if candidates
-            else "no read tensor has every axis read by the launcher (its leading sizes and "
-            "its size(-1)) to give them"
-        )
-        raise Unmapped(
-            f"{name}: the kernel writes it and the launcher reads only its last axis "
-            f"(size(-1)), so its leading axes are not stated: {why}"
-        )
-    last = _local_for(launch, name, 0, 1) or f"{name}_last"
-    return [*shapes[candidates[0]][:-1], last], candidates[0]
+        if not use.const or rank < 2 or not leading:
+            continue
+        (full if -1 in use.indices else leading_only).append(other)
+    rows = {tuple(shapes[other][:-1]) for other in leading_only}
+    if len(full) == 1 or (not full and len(rows) == 1):
+        source = full[0] if full else leading_only[0]
+        last = _local_for(launch, name, 0, 1) or f"{name}_last"
+        return [*shapes[source][:-1], last], source, not full
+    if full:
+        why = f"more than one read tensor ({', '.join(full)}) could give them"
+    elif leading_only:
+        why = f"the read tensors {', '.join(leading_only)} have different leading axes"
+    else:
+        why = "no read tensor has its leading sizes read by the launcher to give them"
+    raise Unmapped(
+        f"{name}: the kernel writes it and the launcher reads only its last axis "
+        f"(size(-1)), so its leading axes are not stated: {why}"
+    )
 
 
 def _substitute(
