@@ -281,8 +281,12 @@ def _site_analysis(
     except RawPointer as raw:
         sites = callers.calls(launcher) if callers is not None else []
         if callers is None or not sites:
-            raise RawPointer(f"{raw}; no caller in the include folders passes tensors") from None
+            where = "the file, its includes or the include folders"
+            raise RawPointer(f"{raw}; no caller in {where} passes tensors") from None
         failures = []
+        # a caller through which the launch is dead code (it passes nullptr where the launch
+        # sits under `ptr != nullptr`) is the answer only when every caller is one
+        dead: tuple[Analysis, TorchFacing] | None = None
         for site in sites:
             macros = {**parsed.macros, **callers.macros(site.file)}
             try:
@@ -297,7 +301,12 @@ def _site_analysis(
             if len(sites) > 1:
                 others = ", ".join(sorted({s.function for s in sites} - {site.function}))
                 analysis.notes.append(f"other callers not imported: {others or 'none'}")
-            return analysis, TorchFacing(site.function, site.params, site.file)
+            facing = TorchFacing(site.function, site.params, site.file)
+            if not analysis.dead:
+                return analysis, facing
+            dead = dead or (analysis, facing)
+        if dead is not None and not failures:
+            return dead
         raise Unmapped(failures[0]) from None
 
 
@@ -364,7 +373,7 @@ def import_file(
     parsed = parse_source(flat.text)
     device = device_source(flat.text, defines)
     results, analyses = _analysed_sites(
-        parsed, device_constants(arch, nvrtc.version()), only, flat, Callers(folders)
+        parsed, device_constants(arch, nvrtc.version()), only, flat, Callers(folders, flat.files)
     )
     compiler = _DeviceCompiler(device.text, arch)
     analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, compiler)]

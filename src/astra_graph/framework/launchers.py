@@ -149,6 +149,10 @@ _DATA_PTR = re.compile(
 )
 _CAST = re.compile(r"^(?:reinterpret_cast|static_cast)\s*<[^()]*>\s*\((?P<inner>.*)\)$", re.S)
 _C_CAST = re.compile(r"^\(\s*(?:const\s+)?[\w:]+\s*\)\s*(?P<inner>[\w.]+)$")
+NULL_POINTERS = ("nullptr", "NULL")
+"""The spellings that are only ever a null pointer."""
+NULL_LITERALS = (*NULL_POINTERS, "0")
+"""How C++ spells a null pointer argument."""
 _FLOAT_LITERAL = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?$")
 _USING_CASE = re.compile(r"\busing\s+\w+\s*=\s*([\w:]+)\s*;")
 """A dispatch case's type alias (``using c_type = nv_bfloat16;``)."""
@@ -222,7 +226,7 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
     if argument in launch.locals:
         local = argument
         argument = strip_cast(launch.locals[argument])
-        if argument in ("nullptr", "NULL", "0"):
+        if argument in NULL_LITERALS:
             # vLLM's `float* output_lse_ptr = nullptr; if (output_lse.has_value()) {...}`:
             # only the declaration is read, so the pointer is passed as its initial nullptr
             notes.append(
@@ -239,10 +243,30 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
 
 
 def strip_cast(expression: str) -> str:
+    """``expression`` without the casts and the parentheses around the whole of it (a caller's
+    ``static_cast<const int32_t*>(ids.data_ptr())`` is parenthesised where it replaces the
+    launcher's parameter inside a longer text, :func:`~astra_graph.framework.callers.compose`)."""
     expression = expression.strip()
-    while match := _CAST.match(expression) or _C_CAST.match(expression):
-        expression = match["inner"].strip()
-    return expression
+    while True:
+        match = _CAST.match(expression) or _C_CAST.match(expression)
+        if match is not None:
+            expression = match["inner"].strip()
+        elif _enclosed(expression):
+            expression = expression[1:-1].strip()
+        else:
+            return expression
+
+
+def _enclosed(expression: str) -> bool:
+    """Whether the parenthesis that opens ``expression`` is the one that closes it."""
+    if not expression.startswith("("):
+        return False
+    depth = 0
+    for index, char in enumerate(expression):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return index == len(expression) - 1
+    return False
 
 
 def dispatch_dtypes(name: str, args: tuple[str, ...], macros: dict[str, Macro]) -> set[str]:
@@ -431,6 +455,9 @@ class _Translator:
             }.get(op)
             if python is None:
                 raise Unmapped(f"operator {op!r} in {text(node)!r}")
+            null_test = self._null_test(node, op)
+            if null_test is not None:
+                return null_test
             left = self._node(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
             right = self._node(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
             if op == "/":
@@ -470,6 +497,27 @@ class _Translator:
             if CPP_TYPES.get(spelled) in ("int32", "int64"):
                 return self._node(node.child_by_field_name("value"), depth)  # type: ignore[arg-type]
         raise Unmapped(f"{kind.replace('_', ' ')} {text(node)!r} in a size expression")
+
+    def _null_test(self, node: Node, op: str) -> str | None:
+        """``p == nullptr`` or ``p != nullptr`` folded where ``p`` is known at the launch site
+        (``1`` or ``0``): a null literal is null and a tensor parameter's ``data_ptr()`` is not
+        (a caller that passes SGLang's launcher ``nullptr`` or ``ids.data_ptr()`` for its
+        ``expert_ids`` picks the launch under ``expert_ids != nullptr`` by it); None for any
+        other comparison. Raises Unmapped for another pointer, which only the run knows."""
+        sides = [strip_cast(text(node.child_by_field_name(f))) for f in ("left", "right")]
+        # `0` is a null pointer too, but `n % 8 == 0` compares a number: a spelled null only
+        if op not in ("==", "!=") or not any(side in NULL_POINTERS for side in sides):
+            return None
+        other = sides[1] if sides[0] in NULL_POINTERS else sides[0]
+        match = _DATA_PTR.match(other)
+        tensor = self.params.get(match["tensor"]) if match is not None else None
+        if other in NULL_LITERALS:
+            null = True
+        elif tensor is not None and "Tensor" in tensor.type:
+            null = False
+        else:
+            raise Unmapped(f"{text(node)!r}: a pointer whose nullness only the run knows")
+        return "1" if null == (op == "==") else "0"
 
     def _optional(self, condition: Node) -> tuple[str, bool]:
         """(the launcher's ``std::optional`` parameter that ``condition`` asks ``has_value()``
@@ -1176,7 +1224,7 @@ class _Binder:
             return inner
         chosen, dropped = (then, other) if taken else (other, then)
         spelled = " ".join(condition.split())
-        nulled = strip_cast(chosen) in ("nullptr", "NULL", "0") and not param.const
+        nulled = strip_cast(chosen) in NULL_LITERALS and not param.const
         if nulled and _DATA_PTR.match(strip_cast(dropped)):
             raise Unmapped(
                 f"pointer argument {raw!r} for {param.name!r}: {spelled!r} is "
@@ -1231,7 +1279,7 @@ def _pointer_binding(
 ) -> Binding:
     """A pointer parameter's binding: null, or the tensor whose ``data_ptr()`` the launch
     passes, with its element type; raises Unmapped for anything else (a raw pointer)."""
-    if inner in ("nullptr", "NULL", "0"):
+    if inner in NULL_LITERALS:
         return Binding(param.name, "null", "", "pointer")
     match = _DATA_PTR.match(inner)
     if match is None and inner in host and host[inner].pointer:

@@ -126,6 +126,8 @@ class TemplateParam:
     name: str
     kind: str
     """``type``, ``value`` (an integer or enum), ``flag`` (bool) or ``function`` (a pointer)."""
+    default: str | None = None
+    """The default argument as written (``bool kReuseInput = false`` -> ``false``), or None."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,9 @@ class Launcher:
     """The template parameters of the launcher's enclosing class templates and its own
     (SGLang's ``template <typename DType, bool kUsePDL> struct K { static void run(...); }``):
     the caller instantiates them, so the element type may be one of them."""
+    own_template: int = 0
+    """How many of :attr:`template`'s last parameters are the launcher's own (a function
+    template's), which a call's explicit template arguments bind in order."""
 
 
 @dataclass(frozen=True)
@@ -301,7 +306,9 @@ def _template_params(template: Node) -> tuple[TemplateParam, ...]:
             out.append(TemplateParam(pointer[1], "function"))
             continue
         names = re.findall(r"\w+", raw.split("=")[0])
-        out.append(TemplateParam(names[-1], "flag" if names[0] == "bool" else "value"))
+        _, equals, default = raw.partition("=")
+        kind = "flag" if names[0] == "bool" else "value"
+        out.append(TemplateParam(names[-1], kind, default.strip() if equals else None))
     return tuple(out)
 
 
@@ -315,6 +322,12 @@ def _enclosing_templates(node: Node) -> tuple[TemplateParam, ...]:
             found[:0] = _template_params(parent)
         parent = parent.parent
     return tuple(found)
+
+
+def _own_template(definition: Node) -> tuple[TemplateParam, ...]:
+    """A function template's own template parameters (none for a plain function)."""
+    parent = definition.parent
+    return _template_params(parent) if parent and parent.type == "template_declaration" else ()
 
 
 def _function_declarator(definition: Node) -> Node | None:
@@ -774,6 +787,7 @@ def parse_source(source: str) -> Source:
                     launches=tuple(launches),
                     line=line,
                     template=_enclosing_templates(definition),
+                    own_template=len(_own_template(definition)),
                 )
             )
     return out
