@@ -283,7 +283,8 @@ def _site_analysis(
         if callers is None or not sites:
             where = "the file, its includes or the include folders"
             raise RawPointer(f"{raw}; no caller in {where} passes tensors") from None
-        failures = []
+        failures: list[str] = []
+        passed_on: list[str] = []
         # a caller through which the launch is dead code (it passes nullptr where the launch
         # sits under `ptr != nullptr`) is the answer only when every caller is one
         dead: tuple[Analysis, TorchFacing] | None = None
@@ -295,7 +296,10 @@ def _site_analysis(
                     host, composed, parsed, macros, device_facts, shape_checker(site)
                 )
             except ValueError as exc:
-                failures.append(f"through {site.function} ({site.file.name}:{site.line}): {exc}")
+                reason = f"through {site.function} ({site.file.name}:{site.line}): {exc}"
+                # a caller that passes raw pointers in turn (a header's convenience launcher
+                # over this one) says less than a binding's own reason: its reason goes last
+                (passed_on if isinstance(exc, RawPointer) else failures).append(reason)
                 continue
             _restrict_dtypes(analysis, site)
             if len(sites) > 1:
@@ -305,9 +309,9 @@ def _site_analysis(
             if not analysis.dead:
                 return analysis, facing
             dead = dead or (analysis, facing)
-        if dead is not None and not failures:
+        if dead is not None and not failures and not passed_on:
             return dead
-        raise Unmapped(failures[0]) from None
+        raise Unmapped([*failures, *passed_on][0]) from None
 
 
 def _analysed_sites(

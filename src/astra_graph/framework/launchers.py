@@ -40,6 +40,7 @@ drafted dims would not keep). A tensor whose rank a condition the launch is unde
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -201,6 +202,11 @@ class Analysis:
     """Launcher parameters passed by value: name -> dtype (float32, float64, bool)."""
     constants: dict[str, float]
     """Scalars the launcher passes as a literal: name -> the literal (their default)."""
+    derived: dict[str, str]
+    """Scalars the launcher computes from its float parameters (FlashInfer's
+    ``rope_rcp_scale = 1.0f / rope_scale``): name -> the computation over those parameters'
+    names (:func:`_float_expression`). Each is a parameter of the contract of its own, the
+    kernel's argument, its default the computation at the parameters' drafted defaults."""
     requires: list[str]
     """The ``if`` conditions the launch sits under, as expressions over the dims."""
     notes: list[str]
@@ -781,6 +787,7 @@ def analyse(
         smem=geometry[2],
         scalars=bound.scalars,
         constants=bound.constants,
+        derived=bound.derived,
         requires=requires,
         notes=notes,
         other_gpu=other_gpu,
@@ -1126,6 +1133,7 @@ class _Bound:
     bindings: list[Binding] = field(default_factory=list)
     scalars: dict[str, str] = field(default_factory=dict)
     constants: dict[str, float] = field(default_factory=dict)
+    derived: dict[str, str] = field(default_factory=dict)
 
 
 def _bind_parameters(
@@ -1262,10 +1270,81 @@ class _Binder:
             constants[name] = number
             self.notes.append(f"scalars.{name}: the launcher passes the constant {value}")
             return Binding(param.name, "scalar", name, kind)
-        raise Unmapped(
-            f"{param.name!r} ({param.type}) gets {raw!r}, neither a launcher parameter nor a "
-            "constant"
-        )
+        derived = _float_expression(value, self.launch, host)
+        if derived is None:
+            raise Unmapped(
+                f"{param.name!r} ({param.type}) gets {raw!r}, neither a launcher parameter, a "
+                "constant nor arithmetic of the launcher's float parameters"
+            )
+        name = param.name if param.name not in host else f"{param.name}_value"
+        scalars[name] = kind
+        self.bound.derived[name] = derived
+        return Binding(param.name, "scalar", name, kind)
+
+
+MATH_CONSTANTS: dict[str, float] = {
+    "M_PI": math.pi,
+    "M_PI_2": math.pi / 2,
+    "M_E": math.e,
+    "M_LN2": math.log(2),
+    "M_SQRT2": math.sqrt(2),
+}
+"""``<math.h>``'s constants, which a launcher's float arithmetic may use (FlashInfer's Llama 3.1
+rotary ``smooth_a`` divides by ``2 * M_PI * high_freq_factor``)."""
+_FLOAT_OPERATORS = ("+", "-", "*", "/")
+
+
+def _float_expression(value: str, launch: Launch, host: dict[str, Param]) -> str | None:
+    """``value``, a float the launcher computes, as an expression (:mod:`~astra_graph.kernel.
+    expr`) over the launcher's float parameters, or None when it reads anything else (a size,
+    a call, a run-time state): number literals, those parameters, the launcher's locals that
+    are such arithmetic, :data:`MATH_CONSTANTS`, ``+ - * /``, parentheses and casts."""
+    floats = {n for n, p in host.items() if CPP_TYPES.get(p.type) in ("float32", "float64")}
+
+    def walk(node: Node, depth: int) -> str | None:
+        kind = node.type
+        if kind == "number_literal":
+            literal = text(node).rstrip("fFlLuU")
+            return repr(float(literal)) if _FLOAT_LITERAL.match(literal) else None
+        if kind == "identifier":
+            name = text(node)
+            if name in floats:
+                return name
+            if name in MATH_CONSTANTS:
+                return repr(MATH_CONSTANTS[name])
+            if name in launch.locals and name not in host and depth < MAX_MACRO_DEPTH:
+                inner = whole(launch.locals[name], depth + 1)
+                return f"({inner})" if inner is not None else None
+            return None
+        if kind == "parenthesized_expression":
+            inner = walk(node.named_children[0], depth)
+            return f"({inner})" if inner is not None else None
+        if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "-":
+            inner = walk(node.child_by_field_name("argument"), depth)  # type: ignore[arg-type]
+            return f"-{inner}" if inner is not None else None
+        if kind == "binary_expression":
+            op = text(node.child_by_field_name("operator"))
+            left = walk(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
+            right = walk(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
+            if op not in _FLOAT_OPERATORS or left is None or right is None:
+                return None
+            return f"{left} {op} {right}"
+        if kind == "cast_expression":
+            return walk(node.child_by_field_name("value"), depth)  # type: ignore[arg-type]
+        return None
+
+    def whole(source: str, depth: int) -> str | None:
+        stripped = strip_cast(source)
+        tree = _parser().parse(f"auto __e = {stripped};".encode())
+        decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+        init = decl.child_by_field_name("declarator") if decl is not None else None
+        found = init.child_by_field_name("value") if init is not None else None
+        if found is None or tree.root_node.has_error:
+            return None
+        return walk(found, depth)
+
+    derived = whole(value, 0)
+    return derived if derived is not None and expr.names(derived) else None
 
 
 def _pointer_binding(
