@@ -359,6 +359,19 @@ def _analysed_sites(
     return results, analyses
 
 
+def define_values(defines: tuple[str, ...]) -> dict[str, int]:
+    """The build's ``-D`` flags (``NAME`` or ``NAME=VALUE``) whose value is a whole number,
+    ``NAME`` alone being 1 as for the compiler; a define of any other value is left out."""
+    values: dict[str, int] = {}
+    for define in defines:
+        name, equals, value = define.partition("=")
+        try:
+            values[name.strip()] = int(value.strip(), 0) if equals else 1
+        except ValueError:
+            continue
+    return values
+
+
 def import_file(
     path: Path,
     folders: list[Path],
@@ -374,11 +387,12 @@ def import_file(
     is the framework checkout that ``framework.toml``'s ``[source]`` paths are relative to
     (default: :func:`~astra_graph.framework.naming.default_root`)."""
     flat = flatten(path, folders)
-    parsed = parse_source(flat.text)
+    # the build's defines with a number are facts of the build, as CUDA_VERSION is: a host
+    # size or an #if that picks a macro's definition reads them
+    facts = {**device_constants(arch, nvrtc.version()), **define_values(defines)}
+    parsed = parse_source(flat.text, facts)
     device = device_source(flat.text, defines)
-    results, analyses = _analysed_sites(
-        parsed, device_constants(arch, nvrtc.version()), only, flat, Callers(folders, flat.files)
-    )
+    results, analyses = _analysed_sites(parsed, facts, only, flat, Callers(folders, flat.files))
     compiler = _DeviceCompiler(device.text, arch)
     analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, compiler)]
     entries = sorted({e for _, a, _ in analyses for e in _instantiations(a)})

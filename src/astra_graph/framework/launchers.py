@@ -706,12 +706,16 @@ def _element_type(
 
 def device_constants(arch: str, cuda_version: tuple[int, int]) -> dict[str, int]:
     """What a launcher may ask of the build and the GPU, fixed by the import's target:
-    ``CUDA_VERSION`` (the compiler's, 13050 for 13.5) and the compute capability of ``arch``."""
+    ``CUDA_VERSION`` (the compiler's, 13050 for 13.5), the compute capability of ``arch``, and
+    ``__CUDACC__``, which nvcc defines in the host pass that compiles the launchers (an
+    ``#ifdef __CUDACC__`` around a header's macros is taken; ``__CUDA_ARCH__``, defined in the
+    device pass only, is not defined here)."""
     digits = arch.removeprefix("sm_").rstrip("a")
     return {
         "CUDA_VERSION": cuda_version[0] * 1000 + cuda_version[1] * 10,
         "cc_major": int(digits[:-1]),
         "cc_minor": int(digits[-1]),
+        "__CUDACC__": 1,
     }
 
 
