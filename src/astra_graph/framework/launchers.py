@@ -770,8 +770,7 @@ def analyse(
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
     _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
-    sizes = [one.value for b in bound.bindings for one in b.fields or [b] if one.kind == "expr"]
-    _carried_row_lengths(unstated, shapes, [*sizes, *geometry, *requires])
+    _row_lengths(unstated, shapes, dims, kernel, bound.bindings, geometry, requires, notes)
     _note_host_reads(translator, notes)
     dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes)
     entry = _entry(
@@ -1531,14 +1530,14 @@ def _shapes(
     notes: list[str],
     reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
     ranks: dict[str, int] | None = None,
-) -> tuple[dict[str, list[str]], list[str], dict[str, str]]:
-    """Each tensor's drafted axes, the dims in order of first use, and the last axis of each
-    read tensor whose rows an output was assumed to have (:func:`_rows_of`, checked by
-    :func:`_carried_row_lengths`); ``ranks`` (:func:`_stated_ranks`) raises a tensor's rank to
-    the one the launch's condition states."""
+) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, str]]]:
+    """Each tensor's drafted axes, the dims in order of first use, and for each read tensor
+    whose rows an output was assumed to have (:func:`_rows_of`, checked by
+    :func:`_row_lengths`) its last axis and that output; ``ranks`` (:func:`_stated_ranks`)
+    raises a tensor's rank to the one the launch's condition states."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
-    unstated: dict[str, str] = {}
+    unstated: dict[str, tuple[str, str]] = {}
     main: str | None = None
     last_only: list[str] = []
     for name, use in tensors.items():
@@ -1580,7 +1579,7 @@ def _shapes(
             )
         )
         if assumed:
-            unstated[source] = shapes[source][-1]
+            unstated[source] = (shapes[source][-1], name)
     for name in tensors:
         if name in shapes:
             continue
@@ -1600,23 +1599,88 @@ def _shapes(
     return shapes, dims, unstated
 
 
-def _carried_row_lengths(
-    unstated: dict[str, str], shapes: dict[str, list[str]], sizes: list[str]
+def _row_lengths(
+    unstated: dict[str, tuple[str, str]],
+    shapes: dict[str, list[str]],
+    dims: list[str],
+    kernel: Kernel,
+    bindings: list[Binding],
+    geometry: list[str],
+    requires: list[str],
+    notes: list[str],
 ) -> None:
-    """Raise Unmapped for a read tensor whose rows an output was assumed to have
-    (:func:`_rows_of`) when its last axis is in none of ``sizes`` (the kernel parameters'
-    size expressions, the launch geometry and the requirements; a ``select`` whose condition
-    is a constant counts for the branch taken): the kernel then works its row length out from
-    other sizes (vLLM's gated activations read 2 * d of a row) in a way the launcher does not
-    state, and a drafted dim of its own would be drawn too short for it."""
-    live = set().union(*(_live_names(size) for size in sizes))
-    for tensor, axis in unstated.items():
-        if shapes[tensor][-1] == axis and axis not in live:
+    """For a read tensor whose rows an output was assumed to have (:func:`_rows_of`) and whose
+    last axis is in none of the kernel parameters' size expressions, the launch geometry and
+    the requirements (a ``select`` whose condition is a constant counts for the branch taken),
+    the kernel works its row length out from other sizes, and a dim of its own would be drawn
+    too short for it (vLLM's gated activations read 2 * d of a row). That axis becomes the
+    length the kernel's own indexing gives (:func:`kernel_row_length`) everywhere, in place,
+    noted; raises Unmapped when the kernel does not say it either."""
+    sizes = [one.value for b in bindings for one in b.fields or [b] if one.kind == "expr"]
+    live = set().union(*(_live_names(size) for size in [*sizes, *geometry, *requires]))
+    for tensor, (axis, written) in unstated.items():
+        if shapes[tensor][-1] != axis or axis in live:
+            continue
+        length = kernel_row_length(kernel, bindings, tensor, written, shapes[written][-1])
+        if length is None:
             raise Unmapped(
-                f"{tensor}: the kernel reads it, and neither a kernel parameter nor a launch "
-                f"size carries its last axis {axis!r}, so a row's length is not stated "
-                "(the kernel works it out from other sizes)"
+                f"{tensor}: the kernel reads it, and neither a kernel parameter, a launch size "
+                f"nor the kernel's row indexing carries its last axis {axis!r}, so a row's "
+                "length is not stated"
             )
+        pattern = rf"\b{re.escape(axis)}\b"
+
+        def put(text_: str, pattern: str = pattern, length: str = length) -> str:
+            return re.sub(pattern, f"({length})", text_)
+
+        for name, shape in shapes.items():
+            shapes[name] = [put(a) for a in shape]
+        for binding in bindings:
+            for one in binding.fields or [binding]:
+                if one.kind == "expr":
+                    one.value = put(one.value)
+        geometry[:] = [put(g) for g in geometry]
+        requires[:] = [put(r) for r in requires]
+        if axis in dims:
+            dims.remove(axis)
+        notes.append(
+            f"{tensor}: its last axis is {length}, the row length the kernel indexes it with "
+            f"(the launcher states none; {written}'s rows are {written}'s last axis apart)"
+        )
+
+
+def kernel_row_length(
+    kernel: Kernel, bindings: list[Binding], read: str, written: str, written_last: str
+) -> str | None:
+    """The row length of tensor ``read`` as the kernel indexes it, over the dims, or None: in
+    the kernel's body, its pointer offset by a row index times an expression of the kernel's
+    size parameters (``input + row * 2 * d``), where the same row index offsets ``written``'s
+    pointer by ``written_last``, its drafted last axis (``out + row * d``), so that the index
+    counts rows of both. One offset each, or the indexing is not read."""
+    params = {b.value: b.param for b in bindings if b.kind == "tensor"}
+    sizes = {
+        one.param: one.value for b in bindings for one in b.fields or [b] if one.kind == "expr"
+    }
+    if read not in params or written not in params:
+        return None
+
+    def offsets(param: str) -> set[tuple[str, str]]:
+        pattern = rf"\b{re.escape(param)}\s*\+\s*([A-Za-z_]\w*)\s*\*\s*([\w\s*+()]+?)\s*[;,)\]]"
+        found = set()
+        for row, length in re.findall(pattern, kernel.body):
+            words = set(re.findall(r"[A-Za-z_]\w*", length))
+            if words and words <= set(sizes):
+                spelled = re.sub(r"[A-Za-z_]\w*", lambda m: f"({sizes[m[0]]})", length)
+                found.add((row, " ".join(spelled.split())))
+        return found
+
+    read_offsets, written_offsets = offsets(params[read]), offsets(params[written])
+    if len(read_offsets) != 1 or len(written_offsets) != 1:
+        return None
+    (row, length), (written_row, written_length) = (*read_offsets, *written_offsets)
+    if row != written_row or written_length.strip("() ") != written_last.strip("() "):
+        return None
+    return length
 
 
 def _live_names(expression: str) -> set[str]:

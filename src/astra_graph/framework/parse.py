@@ -142,6 +142,9 @@ class Kernel:
     template: tuple[TemplateParam, ...]
     params: tuple[Param, ...]
     line: int
+    body: str = ""
+    """The function body as written, where the kernel's own indexing is read
+    (:func:`~astra_graph.framework.launchers.kernel_row_length`)."""
 
 
 @dataclass(frozen=True)
@@ -871,7 +874,17 @@ def parse_source(source: str, defines: Mapping[str, int] | None = None) -> Sourc
                 else ()
             )
             qualified = "::".join([*_namespaces(definition), name])
-            out.kernels.append(Kernel(name, qualified, tparams, _params(declarator), line))
+            body = definition.child_by_field_name("body")
+            out.kernels.append(
+                Kernel(
+                    name,
+                    qualified,
+                    tparams,
+                    _params(declarator),
+                    line,
+                    text(body) if body is not None else "",
+                )
+            )
             continue
         body = definition.child_by_field_name("body")
         if body is None:
