@@ -270,9 +270,17 @@ def test_an_output_known_by_its_last_axis_takes_the_leading_axes_its_inputs_stat
         "    const t* x = in + row * 2 * d;\n    t* y = out + row * d;\n"
         "    y[threadIdx.x] = x[threadIdx.x] * x[d + threadIdx.x];\n  }\n}\n" + launcher
     )
-    assert gated.shapes == {"in": ["tokens", "in_1", "(2 * ((d)))"], "out": ["tokens", "in_1", "d"]}
+    assert gated.shapes == {"in": ["tokens", "in_1", "(2 * (d))"], "out": ["tokens", "in_1", "d"]}
     assert "in_2" not in gated.dims
-    assert any(n.startswith("in: its last axis is 2 * ((d)), the row length") for n in gated.notes)
+    assert any(n.startswith("in: its last axis is 2 * (d), the row length") for n in gated.notes)
+    # indexed through a local: `offset = row * d + i; out[offset] = in[offset]`
+    same = _single(
+        f"{signature} {{\n"
+        "  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {\n"
+        "    const int64_t offset = row * d + threadIdx.x;\n    out[offset] = in[offset];\n"
+        "  }\n}\n" + launcher
+    )
+    assert same.shapes["in"] == ["tokens", "in_1", "(d)"]
 
 
 def test_one_tensors_count_over_anothers_size_is_an_unstated_relation() -> None:

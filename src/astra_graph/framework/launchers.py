@@ -30,8 +30,9 @@ query) makes the launch not importable, with the reason; nothing is guessed sile
 the drafting would get wrong are refused: an output the launcher sizes only by ``size(-1)``
 (its leading axes, which the kernel writes, are unstated), unless exactly one read tensor has
 every axis read (its leading sizes and its ``size(-1)``), whose leading axes it then takes, or
-else the read tensors whose leading sizes are read agree on them (taken as an assumption, noted,
-and only while a kernel parameter or launch size carries that input's last axis), and
+else the read tensors whose leading sizes are read agree on them (taken as an assumption, noted;
+that input's last axis, where no kernel parameter or launch size carries it, is the row length
+the kernel's own indexing gives, else the launch is refused), and
 one tensor's ``numel()`` divided by another tensor's size (a relation between their shapes the
 drafted dims would not keep). A tensor whose rank a condition the launch is under states
 (``batched = input.dim() == 3; if (batched)``) is drafted with that rank.
@@ -261,6 +262,12 @@ def strip_cast(expression: str) -> str:
             expression = expression[1:-1].strip()
         else:
             return expression
+
+
+def _grouped(expression: str) -> str:
+    """``expression`` as one operand: as it is when a name, a number or already parenthesised."""
+    simple = re.fullmatch(r"\s*\w+\s*", expression) or _enclosed(expression.strip())
+    return expression.strip() if simple else f"({expression.strip()})"
 
 
 def _enclosed(expression: str) -> bool:
@@ -1631,7 +1638,7 @@ def _row_lengths(
         pattern = rf"\b{re.escape(axis)}\b"
 
         def put(text_: str, pattern: str = pattern, length: str = length) -> str:
-            return re.sub(pattern, f"({length})", text_)
+            return re.sub(pattern, _grouped(length), text_)
 
         for name, shape in shapes.items():
             shapes[name] = [put(a) for a in shape]
@@ -1649,14 +1656,19 @@ def _row_lengths(
         )
 
 
+_ROW_TERM = re.compile(r"^\s*(?P<row>[A-Za-z_]\w*)\s*\*\s*(?P<length>[\w\s*()]+?)\s*(?:\+[^;]*)?$")
+"""An offset that starts with a row index times a length: ``row * 2 * d``, ``row * d + idx``."""
+
+
 def kernel_row_length(
     kernel: Kernel, bindings: list[Binding], read: str, written: str, written_last: str
 ) -> str | None:
     """The row length of tensor ``read`` as the kernel indexes it, over the dims, or None: in
     the kernel's body, its pointer offset by a row index times an expression of the kernel's
-    size parameters (``input + row * 2 * d``), where the same row index offsets ``written``'s
-    pointer by ``written_last``, its drafted last axis (``out + row * d``), so that the index
-    counts rows of both. One offset each, or the indexing is not read."""
+    size parameters (``input + row * 2 * d``, or indexed: ``input[row * d + idx]``, also through
+    an index local), where the same row index offsets ``written``'s pointer by
+    ``written_last``, its drafted last axis (``out + row * d``), so that the index counts rows
+    of both. One such offset each, or the indexing is not read."""
     params = {b.value: b.param for b in bindings if b.kind == "tensor"}
     sizes = {
         one.param: one.value for b in bindings for one in b.fields or [b] if one.kind == "expr"
@@ -1665,13 +1677,23 @@ def kernel_row_length(
         return None
 
     def offsets(param: str) -> set[tuple[str, str]]:
-        pattern = rf"\b{re.escape(param)}\s*\+\s*([A-Za-z_]\w*)\s*\*\s*([\w\s*+()]+?)\s*[;,)\]]"
+        name = re.escape(param)
+        # `param + row * length` up to the end of its expression, or `param[index]`, an
+        # index local followed to its initialiser (`offset = row * d + idx; input[offset]`)
+        added = re.findall(rf"\b{name}\s*\+\s*([^;,)\]]+)", kernel.body)
+        indexed = re.findall(rf"\b{name}\s*\[([^\]]+)\]", kernel.body)
+        for index in indexed:
+            local = re.search(rf"\b{re.escape(index.strip())}\s*=\s*([^;]+);", kernel.body)
+            added.append(local[1] if local and re.fullmatch(r"\s*\w+\s*", index) else index)
         found = set()
-        for row, length in re.findall(pattern, kernel.body):
-            words = set(re.findall(r"[A-Za-z_]\w*", length))
+        for offset in added:
+            term = _ROW_TERM.match(offset)
+            if term is None:
+                continue
+            words = set(re.findall(r"[A-Za-z_]\w*", term["length"]))
             if words and words <= set(sizes):
-                spelled = re.sub(r"[A-Za-z_]\w*", lambda m: f"({sizes[m[0]]})", length)
-                found.add((row, " ".join(spelled.split())))
+                spelled = re.sub(r"[A-Za-z_]\w*", lambda m: _grouped(sizes[m[0]]), term["length"])
+                found.add((term["row"], " ".join(spelled.split())))
         return found
 
     read_offsets, written_offsets = offsets(params[read]), offsets(params[written])
