@@ -28,10 +28,11 @@ calls its struct's raw-pointer ``launch`` with ``expert_ids.data_ptr()``), then 
 ``.cpp`` and ``.cc`` files directly in each of the framework's include folders (``--include
 DIR``, or a checkout root's ``csrc/``), which is where bindings live (FlashInfer's
 ``csrc/*.cu``, vLLM's ``csrc/*.cu``); subfolders hold kernels and generated instantiations, not
-bindings, and FlashInfer's hold about 3,000 files. A file is
-parsed only when its text names the launcher followed by ``(``. The first caller whose
-composed launch analyses is taken; the others are noted. A launcher nobody calls, or whose
-callers pass raw pointers in turn, keeps its raw-pointer reason.
+bindings, and FlashInfer's hold about 3,000 files. A file is parsed only when its text names the
+launcher followed by ``(``. The first caller whose composed launch analyses is taken, one
+through which the launch is dead code (it passes nullptr where the launch sits under ``ptr !=
+nullptr``) only when every caller is; the others are noted. A launcher nobody calls keeps its
+raw-pointer reason; one whose callers pass raw pointers in turn gives a binding's reason first.
 """
 
 from __future__ import annotations
