@@ -31,6 +31,7 @@ from releases import PINNED, fetch
 from astra_graph.cli import main as astra
 from astra_graph.framework.flatten import include_folders
 from astra_graph.framework.importer import import_file
+from astra_graph.framework.launchers import device_constants
 
 FILES: dict[str, tuple[str, ...]] = {
     "vllm": (
@@ -68,9 +69,23 @@ DEFINES: dict[str, tuple[str, ...]] = {
 }
 """The macros each framework's build defines for its CUDA files: vLLM's cmake/utils.cmake
 (get_torch_gpu_compiler_flags) appends ``-DENABLE_FP8`` for CUDA 11.8 and later."""
+ARCH_DEFINES: dict[str, str] = {
+    "sglang": "SGL_CUDA_ARCH",
+}
+"""The macro each framework's build sets to the target GPU's ``__CUDA_ARCH__`` (900 for
+sm_90): SGLang's load_jit() injects ``-DSGL_CUDA_ARCH`` for host and device passes alike
+(``sgl_kernel/utils.cuh`` says so and static_asserts it equals ``__CUDA_ARCH__``)."""
 CHECK_DEADLINE_S = 240
 """Seconds the evaluator allows one check (an imported kernel compiles several instantiations)."""
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _defines(name: str, arch: str) -> tuple[str, ...]:
+    """The release's build defines for ``arch``: :data:`DEFINES` and its :data:`ARCH_DEFINES`."""
+    facts = device_constants(arch, (0, 0))
+    cuda_arch = facts["cc_major"] * 100 + facts["cc_minor"] * 10
+    by_arch = (f"{ARCH_DEFINES[name]}={cuda_arch}",) if name in ARCH_DEFINES else ()
+    return (*DEFINES.get(name, ()), *by_arch)
 
 
 def _validated(folder: Path) -> tuple[bool, str]:
@@ -167,7 +182,7 @@ def main(argv: list[str]) -> int:
                 continue
             target = out / name / Path(relative).stem
             report = import_file(
-                path, folders, target, arch=args.arch, defines=DEFINES.get(name, ())
+                path, folders, target, arch=args.arch, defines=_defines(name, args.arch)
             )
             print(f"{name} {relative}: {report.compiler}, {report.compile_seconds:.1f} s")
             if not report.launchers:

@@ -131,6 +131,6 @@ ptxas info    : Used 12 registers, 360 bytes cmem[0]
 def test_first_errors_picks_error_lines() -> None:
     log = 'k.cu(3): warning: unused\nk.cu(7): error: identifier "x" is undefined\nother\n'
     assert nvrtc.first_errors(log) == [
-        "k.cu(3): warning: unused",
         'k.cu(7): error: identifier "x" is undefined',
+        "k.cu(3): warning: unused",
     ]

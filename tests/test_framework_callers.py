@@ -21,11 +21,14 @@ from astra_graph.framework.callers import (
     CallSite,
     checked_dtypes,
     checked_shapes,
+    compose,
+    shape_checker,
     size_conditions,
 )
 from astra_graph.framework.device import device_source
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import LauncherResult, import_file
+from astra_graph.framework.launchers import analyse, device_constants
 from astra_graph.framework.parse import Launch, Macro, parse_source
 from astra_graph.framework.values import value_variants
 from astra_graph.kernel.catalog import set_search_dirs
@@ -37,6 +40,8 @@ pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
 BASE = Path(__file__).resolve().parent / "fixtures" / "framework" / "header_only"
 HEADER = BASE / "include" / "fw" / "rows.cuh"
 FOLDERS = [BASE / "include", BASE / "csrc"]
+BESIDE = BASE.parent / "csrc" / "filtered_rows.cuh"
+"""A JIT-style header whose bindings call its raw-pointer launcher in the header itself."""
 
 
 @pytest.fixture(autouse=True)
@@ -225,3 +230,55 @@ def test_the_callers_size_and_dtype_checks_are_read() -> None:
     assert checked_dtypes(site, {"y"}) is None  # a check of another tensor says nothing
     narrower = _site(*site.checks, ("TVM_FFI_ICHECK_EQ", ("x.dtype()", "dl_bfloat16")))
     assert checked_dtypes(narrower, {"x"}) == {"bfloat16"}
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_launcher_is_followed_to_its_callers_in_its_own_header(tmp_path: Path) -> None:
+    """No include folder holds a binding: the header's own ``run`` calls ``launch`` with
+    nullptr for its raw ``keep`` pointer, so the launch under ``keep == nullptr`` comes in
+    through it; the one under ``keep != nullptr`` is dead through ``run`` and reached through
+    ``run_filtered``, whose ``keep`` no check shapes: that caller's reason, not dead code."""
+    report = import_file(BESIDE, [], tmp_path)
+    assert not report.compile_error, report.compile_error
+    filtered, plain = report.launchers
+    assert plain.imported, plain.reason
+    assert "shapes and dtypes from launch's caller run (filtered_rows.cuh:61)" in plain.notes
+    assert not filtered.imported and filtered.applicable
+    assert filtered.reason.startswith("through run_filtered (filtered_rows.cuh:67): tensor 'keep'")
+
+
+def test_a_callers_template_arguments_and_defaults_set_the_launchers_flags() -> None:
+    """``launch(...)`` takes ``kInPlace``'s default (false), ``launch<true>(...)`` sets it:
+    the pointer chosen by ``kInPlace ? nullptr : out.data_ptr()`` is read at each caller, and
+    ``keep != nullptr`` folds where the caller passes nullptr or a tensor's data_ptr()."""
+    flat = flatten(BESIDE, [])
+    source = parse_source(flat.text)
+    (launcher,) = source.launchers
+    sites = {site.function: site for site in Callers([], flat.files).calls(launcher)}
+    assert sorted(sites) == ["run", "run_filtered", "run_in_place"]
+    filtered_launch = launcher.launches[0]
+    composed = {
+        name: compose(launcher, filtered_launch, site, source.macros)
+        for name, site in sites.items()
+    }
+    assert "false ? nullptr : out.data_ptr()" in composed["run"][1].locals["params"]
+    assert "true ? nullptr : out.data_ptr()" in composed["run_in_place"][1].locals["params"]
+    h100 = device_constants("sm_90", (13, 0))
+
+    def dead(name: str) -> str:
+        host, launch = composed[name]
+        reshape = shape_checker(sites[name])
+        return analyse(
+            host,
+            launch,
+            source.kernels,
+            source.macros,
+            h100,
+            source.constants,
+            source.structs,
+            reshape,
+        ).dead
+
+    assert dead("run") == "nullptr != nullptr"
+    with pytest.raises(ValueError, match="tensor 'keep'"):
+        dead("run_filtered")  # live (data_ptr() is not null), and keep is shaped nowhere

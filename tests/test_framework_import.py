@@ -835,3 +835,85 @@ def test_a_comparison_in_a_drafted_expression_is_no_template_bracket() -> None:
         "std::pair<a, b>",
         "x->y",
     ]
+
+
+DERIVED = """
+template <typename t> __global__ void k(t* x, float rcp, float a, float b, int n) {}
+void f(torch::Tensor& x, double scale, double lo, double hi) {
+  const int n = x.numel();
+  float rcp = 0.5f / scale;
+  float a = (float)(hi / (2 * M_PI * hi - 2 * M_PI * lo));
+  float b = -1.0f / (hi / lo - 1.0f);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {
+    k<scalar_t><<<n, 1>>>(x.data_ptr<scalar_t>(), rcp, a, b, n);
+  });
+}
+"""
+
+
+def test_a_float_the_launcher_computes_from_its_parameters_is_a_parameter_of_its_own() -> None:
+    """FlashInfer's rotary launchers pass ``rope_rcp_scale = 1.0f / rope_scale``: the kernel's
+    argument is the contract's scalar, its default the computation at the drafted defaults of
+    the parameters it reads, or its own name's where that is not finite (``b`` divides by
+    zero with ``hi`` and ``lo`` at 1); a size in the computation keeps the launch refused."""
+    source = parse_source(DERIVED)
+    launcher = source.launchers[0]
+    found = analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+    assert found.scalars == {"rcp": "float32", "a": "float32", "b": "float32"}
+    assert found.derived["rcp"] == "0.5 / scale"
+    assert set(expr.names(found.derived["a"])) == {"hi", "lo"}
+    text, notes = contract_text(found, "derived", "derived.cu")
+    assert 'name = "rcp"\ndtype = "float32"\ndefault = 0.5' in text
+    assert 'name = "a"\ndtype = "float32"\ndefault = 1.0' in text  # 1 / (2 pi - 2 pi)
+    assert (
+        "scalars.rcp: the launcher computes it as 0.5 / scale; a parameter of its own here, "
+        "drafted as 0.5 (with scale = 1.0)"
+    ) in notes
+    assert any(n.startswith("scalars.a: ") and "not finite" in n for n in notes)
+    sized = DERIVED.replace("0.5f / scale", "0.5f / n")
+    source = parse_source(sized)
+    launcher = source.launchers[0]
+    with pytest.raises(Unmapped, match=r"'rcp' .* nor arithmetic of the launcher's float"):
+        analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+
+
+PREPROCESSED = """
+#ifdef __CUDACC__
+#if !defined(FW_ROCM)
+#if !defined(FW_ARCH)
+#error "FW_ARCH is injected by the build"
+#endif
+#define FW_WIDE ((FW_ARCH >= 1000) && (CUDA_VERSION >= 12090))
+#else
+#define FW_WIDE 0
+#endif
+#endif
+constexpr int kBytes = FW_WIDE ? 32 : 16;
+template <typename t> __global__ void k(t* x, int n) {}
+void f(torch::Tensor& x) {
+  const int n = x.numel();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "f", [&] {
+    k<scalar_t><<<n, kBytes / sizeof(scalar_t)>>>(x.data_ptr<scalar_t>(), n);
+  });
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("defines", "bytes_"),
+    [(("FW_ARCH=900",), 16), (("FW_ARCH=1000",), 32), (("FW_ARCH=1000", "FW_ROCM"), 16)],
+)
+def test_an_object_like_macro_is_the_definition_the_builds_if_takes(
+    defines: tuple[str, ...], bytes_: int
+) -> None:
+    """SGLang's ``SGL_ARCH_BLACKWELL_OR_GREATER`` is defined under ``#ifdef __CUDACC__`` and
+    ``#if !defined(USE_ROCM)``, over the ``SGL_CUDA_ARCH`` its build injects: with the build's
+    defines as facts, the macro a launch size reads is the definition the preprocessor takes."""
+    facts = {**H100, **importer.define_values(defines)}
+    source = parse_source(PREPROCESSED, facts)
+    launcher = source.launchers[0]
+    found = analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, facts, source.constants
+    )
+    assert expr.evaluate_int(found.block, {"elem_bytes": 4, "x_0": 8}) == bytes_ // 4
+    assert importer.define_values(("A", "B=0x10", "C=name")) == {"A": 1, "B": 16}

@@ -246,6 +246,60 @@ def test_an_output_known_by_its_last_axis_takes_the_rows_of_the_one_fully_read_i
         )
 
 
+def test_an_output_known_by_its_last_axis_takes_the_leading_axes_its_inputs_state() -> None:
+    """vLLM's masked_moe_activation reads ``in.size(0)`` and ``in.size(1)`` of an [E, T, w]
+    input and only ``out.size(-1)``: out is drafted [E, T, d] with in's leading axes, an
+    assumption the notes say. When no kernel parameter or launch size carries in's last axis,
+    the kernel's own row indexing gives it (``in + row * 2 * d`` beside ``out + row * d``); when
+    that does not say it either, its row length is not stated and it stays refused."""
+    analysis = _single(
+        "template <typename t> __global__ void k(t* out, const t* in, int e, int n, int d,\n"
+        "    int w) {}\n"
+        "void f(torch::Tensor& out, torch::Tensor const& in) {\n"
+        "  const int e = in.size(0);\n  const int n = in.size(1);\n"
+        "  const int w = in.size(2);\n  const int d = out.size(-1);\n"
+        '  AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
+        "    k<scalar_t><<<dim3(e, n), d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(),\n"
+        "        e, n, d, w);\n"
+        "  });\n}\n"
+    )
+    assert analysis.shapes == {"in": ["e", "n", "w"], "out": ["e", "n", "d"]}
+    assumed = "an assumption: the launcher reads only in's leading axes"
+    assert any(assumed in n for n in analysis.notes)
+    launcher = (
+        "void f(torch::Tensor& out, torch::Tensor const& in) {\n"
+        "  const bool batched = in.dim() == 3;\n"
+        "  const int n = batched ? in.size(1) : in.size(0);\n"
+        "  const int d = out.size(-1);\n"
+        "  if (batched) {\n"
+        '    AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
+        "      k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(),\n"
+        "          n, d);\n"
+        "    });\n  }\n}\n"
+    )
+    signature = "template <typename t> __global__ void k(t* out, const t* in, int n, int d)"
+    with pytest.raises(Unmapped, match=r"in: .* carries its last axis 'in_2', so a row's length"):
+        _single(f"{signature} {{}}\n{launcher}")
+    # the kernel's own indexing says it: in's rows are 2 * d long where out's are d
+    gated = _single(
+        f"{signature} {{\n"
+        "  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {\n"
+        "    const t* x = in + row * 2 * d;\n    t* y = out + row * d;\n"
+        "    y[threadIdx.x] = x[threadIdx.x] * x[d + threadIdx.x];\n  }\n}\n" + launcher
+    )
+    assert gated.shapes == {"in": ["tokens", "in_1", "(2 * (d))"], "out": ["tokens", "in_1", "d"]}
+    assert "in_2" not in gated.dims
+    assert any(n.startswith("in: its last axis is 2 * (d), the row length") for n in gated.notes)
+    # indexed through a local: `offset = row * d + i; out[offset] = in[offset]`
+    same = _single(
+        f"{signature} {{\n"
+        "  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {\n"
+        "    const int64_t offset = row * d + threadIdx.x;\n    out[offset] = in[offset];\n"
+        "  }\n}\n" + launcher
+    )
+    assert same.shapes["in"] == ["tokens", "in_1", "(d)"]
+
+
 def test_one_tensors_count_over_anothers_size_is_an_unstated_relation() -> None:
     """vLLM's rotary ``query.numel() / num_tokens`` with ``num_tokens = positions.numel()``."""
     with pytest.raises(Unmapped, match=r"q's element count over a size of pos"):

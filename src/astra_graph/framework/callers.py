@@ -22,13 +22,17 @@ stay (renamed where the caller has a variable of that name), and the caller's lo
 analysed as if the caller had launched the kernel itself; nothing is guessed that the
 analysis would not read in a torch launcher.
 
-Where callers are searched: the ``.cu``, ``.cpp`` and ``.cc`` files directly in each of the
-framework's include folders (``--include DIR``, or a checkout root's ``csrc/``), which is where
-bindings live (FlashInfer's ``csrc/*.cu``, vLLM's ``csrc/*.cu``); subfolders hold kernels
-and generated instantiations, not bindings, and FlashInfer's hold about 3,000 files. A file is
-parsed only when its text names the launcher followed by ``(``. The first caller whose
-composed launch analyses is taken; the others are noted. A launcher nobody calls, or whose
-callers pass raw pointers in turn, keeps its raw-pointer reason.
+Where callers are searched: the imported file itself and the framework headers it includes
+(SGLang's JIT headers hold their bindings: ``run_activation_filtered(TensorView input, ...)``
+calls its struct's raw-pointer ``launch`` with ``expert_ids.data_ptr()``), then the ``.cu``,
+``.cpp`` and ``.cc`` files directly in each of the framework's include folders (``--include
+DIR``, or a checkout root's ``csrc/``), which is where bindings live (FlashInfer's
+``csrc/*.cu``, vLLM's ``csrc/*.cu``); subfolders hold kernels and generated instantiations, not
+bindings, and FlashInfer's hold about 3,000 files. A file is parsed only when its text names the
+launcher followed by ``(``. The first caller whose composed launch analyses is taken, one
+through which the launch is dead code (it passes nullptr where the launch sits under ``ptr !=
+nullptr``) only when every caller is; the others are noted. A launcher nobody calls keeps its
+raw-pointer reason; one whose callers pass raw pointers in turn gives a binding's reason first.
 """
 
 from __future__ import annotations
@@ -46,9 +50,11 @@ from astra_graph.framework.parse import (
     Launcher,
     Macro,
     Param,
+    TemplateParam,
     _arguments,
     _callee,
     _dispatch_chain,
+    _enclosing_templates,
     _function_declarator,
     _macros,
     _params,
@@ -102,19 +108,26 @@ class CallSite:
     checks: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """The caller's checks before the call (``CHECK_DIM(1, weight)``,
     ``TVM_FFI_ICHECK_EQ(input.size(1), weight.size(0))``): (macro or function, arguments)."""
+    template: tuple[TemplateParam, ...] = ()
+    """The caller's template parameters (its class templates' and its own), as a launcher's
+    (:attr:`~astra_graph.framework.parse.Launcher.template`): a binding inside the launcher's
+    own class template (SGLang's ``run_*``) instantiates the element type through them."""
 
 
 @dataclass
 class Callers:
-    """The caller files of one import, each read and parsed at most once."""
+    """The caller files of one import, each read and parsed at most once: ``sources`` (the
+    imported file and the framework headers it includes), then the include ``folders``'
+    binding files."""
 
     folders: list[Path]
+    sources: list[Path] = field(default_factory=list)
     _texts: dict[Path, str] = field(default_factory=dict)
     _trees: dict[Path, Node] = field(default_factory=dict)
     _macros: dict[Path, dict[str, Macro]] = field(default_factory=dict)
 
     def files(self) -> list[Path]:
-        found = []
+        found = list(self.sources)
         for folder in self.folders:
             found += sorted(
                 f for f in folder.iterdir() if f.suffix in CALLER_SUFFIXES and f.is_file()
@@ -184,6 +197,7 @@ def _call_site(path: Path, call: Node) -> CallSite | None:
         dispatch=_dispatch_chain(call),
         line=call.start_point[0] + 1,
         checks=checks,
+        template=_enclosing_templates(definition) if definition is not None else (),
     )
 
 
@@ -227,6 +241,19 @@ def _template_types(launcher: Launcher, call: CallSite) -> dict[str, str]:
             f"arguments ({call.file.name}:{call.line})"
         )
     return types
+
+
+def _template_flags(launcher: Launcher, call: CallSite) -> dict[str, str]:
+    """The launcher's own ``bool`` template parameters as the call sets them: its explicit
+    template arguments in order (SGLang's ``launch<true, true>(input, out, ...)``), else their
+    defaults (``bool kReuseInput = false``); a flag given neither a literal stays a name."""
+    own = launcher.template[len(launcher.template) - launcher.own_template :]
+    flags = {}
+    for index, param in enumerate(own):
+        value = call.template_args[index] if index < len(call.template_args) else param.default
+        if param.kind == "flag" and value in ("true", "false"):
+            flags[param.name] = value
+    return flags
 
 
 def _type_parameters(macro: Macro, macros: dict[str, Macro], depth: int = 0) -> set[int]:
@@ -277,6 +304,7 @@ def compose(
             raise Unmapped(f"{call.function} passes {launcher.name} no {param.name}")
         mapping[param.name] = value.strip()
     mapping.update(_template_types(launcher, call))
+    mapping.update(_template_flags(launcher, call))
     taken = set(call.locals) | {p.name for p in call.params}
     renames = {}
     for key in launch.locals:
@@ -320,7 +348,7 @@ def compose(
             f"({call.file.name}:{call.line})",
         ),
     )
-    return Launcher(launcher.name, call.params, (composed,), launcher.line), composed
+    return Launcher(launcher.name, call.params, (composed,), launcher.line, call.template), composed
 
 
 _ORDER_CHECKS = {"CHECK_LE": "<=", "CHECK_LT": "<", "CHECK_GE": ">=", "CHECK_GT": ">"}

@@ -315,8 +315,10 @@ def _scalar_lines(analysis: Analysis, notes: list[str]) -> list[str]:
             notes.append(f"scalars.{name}: bool drafted as {DEFAULT_FLAG}; check the other value")
         elif name in analysis.constants:
             default = analysis.constants[name]
+        elif name in analysis.derived:
+            default = _derived_default(name, analysis.derived[name], notes)
         else:
-            default = DEFAULT_EPSILON if "eps" in name.lower() else DEFAULT_FLOAT
+            default = _float_default(name)
         lines += [
             "[[scalars]]",
             f"name = {_toml(name)}",
@@ -325,6 +327,34 @@ def _scalar_lines(analysis: Analysis, notes: list[str]) -> list[str]:
             "",
         ]
     return lines
+
+
+def _float_default(name: str) -> float:
+    """The drafted default of a float parameter, by what its name says."""
+    return DEFAULT_EPSILON if "eps" in name.lower() else DEFAULT_FLOAT
+
+
+def _derived_default(name: str, computed: str, notes: list[str]) -> float:
+    """The default of a scalar the launcher computes from its float parameters: the
+    computation at their drafted defaults, or where that is no finite number (FlashInfer's
+    ``-1 / (high_freq_factor / low_freq_factor - 1)`` with both factors at 1) the default
+    its own name drafts; noted either way, so the user sees what the op's parameter stands
+    for."""
+    at = {n: _float_default(n) for n in sorted(expr.names(computed))}
+    where = ", ".join(f"{n} = {v!r}" for n, v in at.items())
+    try:
+        default = float(expr.evaluate(computed, at))  # type: ignore[arg-type]  # no tuple here
+    except expr.ExprError:  # a division by zero
+        default = math.inf
+    how = f"with {where}"
+    if not math.isfinite(default):
+        default = _float_default(name)
+        how = f"its own name's default: not finite with {where}"
+    notes.append(
+        f"scalars.{name}: the launcher computes it as {computed}; a parameter of its own "
+        f"here, drafted as {default!r} ({how})"
+    )
+    return default
 
 
 def _tolerance_lines(analysis: Analysis, tested: list[str]) -> list[str]:

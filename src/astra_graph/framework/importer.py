@@ -281,8 +281,13 @@ def _site_analysis(
     except RawPointer as raw:
         sites = callers.calls(launcher) if callers is not None else []
         if callers is None or not sites:
-            raise RawPointer(f"{raw}; no caller in the include folders passes tensors") from None
-        failures = []
+            where = "the file, its includes or the include folders"
+            raise RawPointer(f"{raw}; no caller in {where} passes tensors") from None
+        failures: list[str] = []
+        passed_on: list[str] = []
+        # a caller through which the launch is dead code (it passes nullptr where the launch
+        # sits under `ptr != nullptr`) is the answer only when every caller is one
+        dead: tuple[Analysis, TorchFacing] | None = None
         for site in sites:
             macros = {**parsed.macros, **callers.macros(site.file)}
             try:
@@ -291,14 +296,22 @@ def _site_analysis(
                     host, composed, parsed, macros, device_facts, shape_checker(site)
                 )
             except ValueError as exc:
-                failures.append(f"through {site.function} ({site.file.name}:{site.line}): {exc}")
+                reason = f"through {site.function} ({site.file.name}:{site.line}): {exc}"
+                # a caller that passes raw pointers in turn (a header's convenience launcher
+                # over this one) says less than a binding's own reason: its reason goes last
+                (passed_on if isinstance(exc, RawPointer) else failures).append(reason)
                 continue
             _restrict_dtypes(analysis, site)
             if len(sites) > 1:
                 others = ", ".join(sorted({s.function for s in sites} - {site.function}))
                 analysis.notes.append(f"other callers not imported: {others or 'none'}")
-            return analysis, TorchFacing(site.function, site.params, site.file)
-        raise Unmapped(failures[0]) from None
+            facing = TorchFacing(site.function, site.params, site.file)
+            if not analysis.dead:
+                return analysis, facing
+            dead = dead or (analysis, facing)
+        if dead is not None and not failures and not passed_on:
+            return dead
+        raise Unmapped([*failures, *passed_on][0]) from None
 
 
 def _analysed_sites(
@@ -346,6 +359,19 @@ def _analysed_sites(
     return results, analyses
 
 
+def define_values(defines: tuple[str, ...]) -> dict[str, int]:
+    """The build's ``-D`` flags (``NAME`` or ``NAME=VALUE``) whose value is a whole number,
+    ``NAME`` alone being 1 as for the compiler; a define of any other value is left out."""
+    values: dict[str, int] = {}
+    for define in defines:
+        name, equals, value = define.partition("=")
+        try:
+            values[name.strip()] = int(value.strip(), 0) if equals else 1
+        except ValueError:
+            continue
+    return values
+
+
 def import_file(
     path: Path,
     folders: list[Path],
@@ -361,11 +387,12 @@ def import_file(
     is the framework checkout that ``framework.toml``'s ``[source]`` paths are relative to
     (default: :func:`~astra_graph.framework.naming.default_root`)."""
     flat = flatten(path, folders)
-    parsed = parse_source(flat.text)
+    # the build's defines with a number are facts of the build, as CUDA_VERSION is: a host
+    # size or an #if that picks a macro's definition reads them
+    facts = {**device_constants(arch, nvrtc.version()), **define_values(defines)}
+    parsed = parse_source(flat.text, facts)
     device = device_source(flat.text, defines)
-    results, analyses = _analysed_sites(
-        parsed, device_constants(arch, nvrtc.version()), only, flat, Callers(folders)
-    )
+    results, analyses = _analysed_sites(parsed, facts, only, flat, Callers(folders, flat.files))
     compiler = _DeviceCompiler(device.text, arch)
     analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, compiler)]
     entries = sorted({e for _, a, _ in analyses for e in _instantiations(a)})

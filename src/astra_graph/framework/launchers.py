@@ -29,7 +29,10 @@ C++ integer division becomes ``//``. Anything else (a conditional, a call that i
 query) makes the launch not importable, with the reason; nothing is guessed silently. Two shapes
 the drafting would get wrong are refused: an output the launcher sizes only by ``size(-1)``
 (its leading axes, which the kernel writes, are unstated), unless exactly one read tensor has
-every axis read (its leading sizes and its ``size(-1)``), whose leading axes it then takes, and
+every axis read (its leading sizes and its ``size(-1)``), whose leading axes it then takes, or
+else the read tensors whose leading sizes are read agree on them (taken as an assumption, noted;
+that input's last axis, where no kernel parameter or launch size carries it, is the row length
+the kernel's own indexing gives, else the launch is refused), and
 one tensor's ``numel()`` divided by another tensor's size (a relation between their shapes the
 drafted dims would not keep). A tensor whose rank a condition the launch is under states
 (``batched = input.dim() == 3; if (batched)``) is drafted with that rank.
@@ -38,6 +41,7 @@ drafted dims would not keep). A tensor whose rank a condition the launch is unde
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -147,6 +151,10 @@ _DATA_PTR = re.compile(
 )
 _CAST = re.compile(r"^(?:reinterpret_cast|static_cast)\s*<[^()]*>\s*\((?P<inner>.*)\)$", re.S)
 _C_CAST = re.compile(r"^\(\s*(?:const\s+)?[\w:]+\s*\)\s*(?P<inner>[\w.]+)$")
+NULL_POINTERS = ("nullptr", "NULL")
+"""The spellings that are only ever a null pointer."""
+NULL_LITERALS = (*NULL_POINTERS, "0")
+"""How C++ spells a null pointer argument."""
 _FLOAT_LITERAL = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?[fF]?$")
 _USING_CASE = re.compile(r"\busing\s+\w+\s*=\s*([\w:]+)\s*;")
 """A dispatch case's type alias (``using c_type = nv_bfloat16;``)."""
@@ -195,6 +203,11 @@ class Analysis:
     """Launcher parameters passed by value: name -> dtype (float32, float64, bool)."""
     constants: dict[str, float]
     """Scalars the launcher passes as a literal: name -> the literal (their default)."""
+    derived: dict[str, str]
+    """Scalars the launcher computes from its float parameters (FlashInfer's
+    ``rope_rcp_scale = 1.0f / rope_scale``): name -> the computation over those parameters'
+    names (:func:`_float_expression`). Each is a parameter of the contract of its own, the
+    kernel's argument, its default the computation at the parameters' drafted defaults."""
     requires: list[str]
     """The ``if`` conditions the launch sits under, as expressions over the dims."""
     notes: list[str]
@@ -220,7 +233,7 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
     if argument in launch.locals:
         local = argument
         argument = strip_cast(launch.locals[argument])
-        if argument in ("nullptr", "NULL", "0"):
+        if argument in NULL_LITERALS:
             # vLLM's `float* output_lse_ptr = nullptr; if (output_lse.has_value()) {...}`:
             # only the declaration is read, so the pointer is passed as its initial nullptr
             notes.append(
@@ -237,10 +250,36 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
 
 
 def strip_cast(expression: str) -> str:
+    """``expression`` without the casts and the parentheses around the whole of it (a caller's
+    ``static_cast<const int32_t*>(ids.data_ptr())`` is parenthesised where it replaces the
+    launcher's parameter inside a longer text, :func:`~astra_graph.framework.callers.compose`)."""
     expression = expression.strip()
-    while match := _CAST.match(expression) or _C_CAST.match(expression):
-        expression = match["inner"].strip()
-    return expression
+    while True:
+        match = _CAST.match(expression) or _C_CAST.match(expression)
+        if match is not None:
+            expression = match["inner"].strip()
+        elif _enclosed(expression):
+            expression = expression[1:-1].strip()
+        else:
+            return expression
+
+
+def _grouped(expression: str) -> str:
+    """``expression`` as one operand: as it is when a name, a number or already parenthesised."""
+    simple = re.fullmatch(r"\s*\w+\s*", expression) or _enclosed(expression.strip())
+    return expression.strip() if simple else f"({expression.strip()})"
+
+
+def _enclosed(expression: str) -> bool:
+    """Whether the parenthesis that opens ``expression`` is the one that closes it."""
+    if not expression.startswith("("):
+        return False
+    depth = 0
+    for index, char in enumerate(expression):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0:
+            return index == len(expression) - 1
+    return False
 
 
 def dispatch_dtypes(name: str, args: tuple[str, ...], macros: dict[str, Macro]) -> set[str]:
@@ -429,6 +468,9 @@ class _Translator:
             }.get(op)
             if python is None:
                 raise Unmapped(f"operator {op!r} in {text(node)!r}")
+            null_test = self._null_test(node, op)
+            if null_test is not None:
+                return null_test
             left = self._node(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
             right = self._node(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
             if op == "/":
@@ -468,6 +510,27 @@ class _Translator:
             if CPP_TYPES.get(spelled) in ("int32", "int64"):
                 return self._node(node.child_by_field_name("value"), depth)  # type: ignore[arg-type]
         raise Unmapped(f"{kind.replace('_', ' ')} {text(node)!r} in a size expression")
+
+    def _null_test(self, node: Node, op: str) -> str | None:
+        """``p == nullptr`` or ``p != nullptr`` folded where ``p`` is known at the launch site
+        (``1`` or ``0``): a null literal is null and a tensor parameter's ``data_ptr()`` is not
+        (a caller that passes SGLang's launcher ``nullptr`` or ``ids.data_ptr()`` for its
+        ``expert_ids`` picks the launch under ``expert_ids != nullptr`` by it); None for any
+        other comparison. Raises Unmapped for another pointer, which only the run knows."""
+        sides = [strip_cast(text(node.child_by_field_name(f))) for f in ("left", "right")]
+        # `0` is a null pointer too, but `n % 8 == 0` compares a number: a spelled null only
+        if op not in ("==", "!=") or not any(side in NULL_POINTERS for side in sides):
+            return None
+        other = sides[1] if sides[0] in NULL_POINTERS else sides[0]
+        match = _DATA_PTR.match(other)
+        tensor = self.params.get(match["tensor"]) if match is not None else None
+        if other in NULL_LITERALS:
+            null = True
+        elif tensor is not None and "Tensor" in tensor.type:
+            null = False
+        else:
+            raise Unmapped(f"{text(node)!r}: a pointer whose nullness only the run knows")
+        return "1" if null == (op == "==") else "0"
 
     def _optional(self, condition: Node) -> tuple[str, bool]:
         """(the launcher's ``std::optional`` parameter that ``condition`` asks ``has_value()``
@@ -650,12 +713,16 @@ def _element_type(
 
 def device_constants(arch: str, cuda_version: tuple[int, int]) -> dict[str, int]:
     """What a launcher may ask of the build and the GPU, fixed by the import's target:
-    ``CUDA_VERSION`` (the compiler's, 13050 for 13.5) and the compute capability of ``arch``."""
+    ``CUDA_VERSION`` (the compiler's, 13050 for 13.5), the compute capability of ``arch``, and
+    ``__CUDACC__``, which nvcc defines in the host pass that compiles the launchers (an
+    ``#ifdef __CUDACC__`` around a header's macros is taken; ``__CUDA_ARCH__``, defined in the
+    device pass only, is not defined here)."""
     digits = arch.removeprefix("sm_").rstrip("a")
     return {
         "CUDA_VERSION": cuda_version[0] * 1000 + cuda_version[1] * 10,
         "cc_major": int(digits[:-1]),
         "cc_minor": int(digits[-1]),
+        "__CUDACC__": 1,
     }
 
 
@@ -697,7 +764,9 @@ def analyse(
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
     ranks = _stated_ranks(launch, translator.fresh())
-    shapes, dims = _shapes(launch, tensors, notes, _matched_reshape(launch, reshape), ranks)
+    shapes, dims, unstated = _shapes(
+        launch, tensors, notes, _matched_reshape(launch, reshape), ranks
+    )
     dims += [name for name in translator.host_dims if name not in dims]
 
     def finish(expression: str) -> str:
@@ -708,6 +777,7 @@ def analyse(
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
     _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
+    _row_lengths(unstated, shapes, dims, kernel, bound.bindings, geometry, requires, notes)
     _note_host_reads(translator, notes)
     dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes)
     entry = _entry(
@@ -727,6 +797,7 @@ def analyse(
         smem=geometry[2],
         scalars=bound.scalars,
         constants=bound.constants,
+        derived=bound.derived,
         requires=requires,
         notes=notes,
         other_gpu=other_gpu,
@@ -1072,6 +1143,7 @@ class _Bound:
     bindings: list[Binding] = field(default_factory=list)
     scalars: dict[str, str] = field(default_factory=dict)
     constants: dict[str, float] = field(default_factory=dict)
+    derived: dict[str, str] = field(default_factory=dict)
 
 
 def _bind_parameters(
@@ -1170,7 +1242,7 @@ class _Binder:
             return inner
         chosen, dropped = (then, other) if taken else (other, then)
         spelled = " ".join(condition.split())
-        nulled = strip_cast(chosen) in ("nullptr", "NULL", "0") and not param.const
+        nulled = strip_cast(chosen) in NULL_LITERALS and not param.const
         if nulled and _DATA_PTR.match(strip_cast(dropped)):
             raise Unmapped(
                 f"pointer argument {raw!r} for {param.name!r}: {spelled!r} is "
@@ -1208,10 +1280,81 @@ class _Binder:
             constants[name] = number
             self.notes.append(f"scalars.{name}: the launcher passes the constant {value}")
             return Binding(param.name, "scalar", name, kind)
-        raise Unmapped(
-            f"{param.name!r} ({param.type}) gets {raw!r}, neither a launcher parameter nor a "
-            "constant"
-        )
+        derived = _float_expression(value, self.launch, host)
+        if derived is None:
+            raise Unmapped(
+                f"{param.name!r} ({param.type}) gets {raw!r}, neither a launcher parameter, a "
+                "constant nor arithmetic of the launcher's float parameters"
+            )
+        name = param.name if param.name not in host else f"{param.name}_value"
+        scalars[name] = kind
+        self.bound.derived[name] = derived
+        return Binding(param.name, "scalar", name, kind)
+
+
+MATH_CONSTANTS: dict[str, float] = {
+    "M_PI": math.pi,
+    "M_PI_2": math.pi / 2,
+    "M_E": math.e,
+    "M_LN2": math.log(2),
+    "M_SQRT2": math.sqrt(2),
+}
+"""``<math.h>``'s constants, which a launcher's float arithmetic may use (FlashInfer's Llama 3.1
+rotary ``smooth_a`` divides by ``2 * M_PI * high_freq_factor``)."""
+_FLOAT_OPERATORS = ("+", "-", "*", "/")
+
+
+def _float_expression(value: str, launch: Launch, host: dict[str, Param]) -> str | None:
+    """``value``, a float the launcher computes, as an expression (:mod:`~astra_graph.kernel.
+    expr`) over the launcher's float parameters, or None when it reads anything else (a size,
+    a call, a run-time state): number literals, those parameters, the launcher's locals that
+    are such arithmetic, :data:`MATH_CONSTANTS`, ``+ - * /``, parentheses and casts."""
+    floats = {n for n, p in host.items() if CPP_TYPES.get(p.type) in ("float32", "float64")}
+
+    def walk(node: Node, depth: int) -> str | None:
+        kind = node.type
+        if kind == "number_literal":
+            literal = text(node).rstrip("fFlLuU")
+            return repr(float(literal)) if _FLOAT_LITERAL.match(literal) else None
+        if kind == "identifier":
+            name = text(node)
+            if name in floats:
+                return name
+            if name in MATH_CONSTANTS:
+                return repr(MATH_CONSTANTS[name])
+            if name in launch.locals and name not in host and depth < MAX_MACRO_DEPTH:
+                inner = whole(launch.locals[name], depth + 1)
+                return f"({inner})" if inner is not None else None
+            return None
+        if kind == "parenthesized_expression":
+            inner = walk(node.named_children[0], depth)
+            return f"({inner})" if inner is not None else None
+        if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "-":
+            inner = walk(node.child_by_field_name("argument"), depth)  # type: ignore[arg-type]
+            return f"-{inner}" if inner is not None else None
+        if kind == "binary_expression":
+            op = text(node.child_by_field_name("operator"))
+            left = walk(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
+            right = walk(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
+            if op not in _FLOAT_OPERATORS or left is None or right is None:
+                return None
+            return f"{left} {op} {right}"
+        if kind == "cast_expression":
+            return walk(node.child_by_field_name("value"), depth)  # type: ignore[arg-type]
+        return None
+
+    def whole(source: str, depth: int) -> str | None:
+        stripped = strip_cast(source)
+        tree = _parser().parse(f"auto __e = {stripped};".encode())
+        decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+        init = decl.child_by_field_name("declarator") if decl is not None else None
+        found = init.child_by_field_name("value") if init is not None else None
+        if found is None or tree.root_node.has_error:
+            return None
+        return walk(found, depth)
+
+    derived = whole(value, 0)
+    return derived if derived is not None and expr.names(derived) else None
 
 
 def _pointer_binding(
@@ -1225,7 +1368,7 @@ def _pointer_binding(
 ) -> Binding:
     """A pointer parameter's binding: null, or the tensor whose ``data_ptr()`` the launch
     passes, with its element type; raises Unmapped for anything else (a raw pointer)."""
-    if inner in ("nullptr", "NULL", "0"):
+    if inner in NULL_LITERALS:
         return Binding(param.name, "null", "", "pointer")
     match = _DATA_PTR.match(inner)
     if match is None and inner in host and host[inner].pointer:
@@ -1394,11 +1537,14 @@ def _shapes(
     notes: list[str],
     reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
     ranks: dict[str, int] | None = None,
-) -> tuple[dict[str, list[str]], list[str]]:
-    """Each tensor's drafted axes and the dims in order of first use; ``ranks``
-    (:func:`_stated_ranks`) raises a tensor's rank to the one the launch's condition states."""
+) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, str]]]:
+    """Each tensor's drafted axes, the dims in order of first use, and for each read tensor
+    whose rows an output was assumed to have (:func:`_rows_of`, checked by
+    :func:`_row_lengths`) its last axis and that output; ``ranks`` (:func:`_stated_ranks`)
+    raises a tensor's rank to the one the launch's condition states."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
+    unstated: dict[str, tuple[str, str]] = {}
     main: str | None = None
     last_only: list[str] = []
     for name, use in tensors.items():
@@ -1428,12 +1574,19 @@ def _shapes(
         shapes[name] = axes
         main = main or name
     for name in last_only:
-        shapes[name], source = _rows_of(launch, name, tensors, shapes)
+        shapes[name], source, assumed = _rows_of(launch, name, tensors, shapes)
         dims.extend(d for d in shapes[name] if d not in dims)
         notes.append(
             f"{name}: the launcher reads only its last axis; its leading axes drafted as "
-            f"{source}'s, the one read tensor whose every axis the launcher reads"
+            + (
+                f"{source}'s (an assumption: the launcher reads only {source}'s leading axes, "
+                "and an output with its input's rows is the framework's convention)"
+                if assumed
+                else f"{source}'s, the one read tensor whose every axis the launcher reads"
+            )
         )
+        if assumed:
+            unstated[source] = (shapes[source][-1], name)
     for name in tensors:
         if name in shapes:
             continue
@@ -1450,38 +1603,174 @@ def _shapes(
         # launch's queries, before any stride is written in terms of them
         shapes = reshape(shapes, notes)
         dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape))
-    return shapes, dims
+    return shapes, dims, unstated
+
+
+def _row_lengths(
+    unstated: dict[str, tuple[str, str]],
+    shapes: dict[str, list[str]],
+    dims: list[str],
+    kernel: Kernel,
+    bindings: list[Binding],
+    geometry: list[str],
+    requires: list[str],
+    notes: list[str],
+) -> None:
+    """For a read tensor whose rows an output was assumed to have (:func:`_rows_of`) and whose
+    last axis is in none of the kernel parameters' size expressions, the launch geometry and
+    the requirements (a ``select`` whose condition is a constant counts for the branch taken),
+    the kernel works its row length out from other sizes, and a dim of its own would be drawn
+    too short for it (vLLM's gated activations read 2 * d of a row). That axis becomes the
+    length the kernel's own indexing gives (:func:`kernel_row_length`) everywhere, in place,
+    noted; raises Unmapped when the kernel does not say it either."""
+    sizes = [one.value for b in bindings for one in b.fields or [b] if one.kind == "expr"]
+    live = set().union(*(_live_names(size) for size in [*sizes, *geometry, *requires]))
+    for tensor, (axis, written) in unstated.items():
+        if shapes[tensor][-1] != axis or axis in live:
+            continue
+        length = kernel_row_length(kernel, bindings, tensor, written, shapes[written][-1])
+        if length is None:
+            raise Unmapped(
+                f"{tensor}: the kernel reads it, and neither a kernel parameter, a launch size "
+                f"nor the kernel's row indexing carries its last axis {axis!r}, so a row's "
+                "length is not stated"
+            )
+        pattern = rf"\b{re.escape(axis)}\b"
+
+        def put(text_: str, pattern: str = pattern, length: str = length) -> str:
+            return re.sub(pattern, _grouped(length), text_)
+
+        for name, shape in shapes.items():
+            shapes[name] = [put(a) for a in shape]
+        for binding in bindings:
+            for one in binding.fields or [binding]:
+                if one.kind == "expr":
+                    one.value = put(one.value)
+        geometry[:] = [put(g) for g in geometry]
+        requires[:] = [put(r) for r in requires]
+        if axis in dims:
+            dims.remove(axis)
+        notes.append(
+            f"{tensor}: its last axis is {length}, the row length the kernel indexes it with "
+            f"(the launcher states none; {written}'s rows are {written}'s last axis apart)"
+        )
+
+
+_ROW_TERM = re.compile(r"^\s*(?P<row>[A-Za-z_]\w*)\s*\*\s*(?P<length>[\w\s*()]+?)\s*(?:\+[^;]*)?$")
+"""An offset that starts with a row index times a length: ``row * 2 * d``, ``row * d + idx``."""
+
+
+def kernel_row_length(
+    kernel: Kernel, bindings: list[Binding], read: str, written: str, written_last: str
+) -> str | None:
+    """The row length of tensor ``read`` as the kernel indexes it, over the dims, or None: in
+    the kernel's body, its pointer offset by a row index times an expression of the kernel's
+    size parameters (``input + row * 2 * d``, or indexed: ``input[row * d + idx]``, also through
+    an index local), where the same row index offsets ``written``'s pointer by
+    ``written_last``, its drafted last axis (``out + row * d``), so that the index counts rows
+    of both. One such offset each, or the indexing is not read."""
+    params = {b.value: b.param for b in bindings if b.kind == "tensor"}
+    sizes = {
+        one.param: one.value for b in bindings for one in b.fields or [b] if one.kind == "expr"
+    }
+    if read not in params or written not in params:
+        return None
+
+    def offsets(param: str) -> set[tuple[str, str]]:
+        name = re.escape(param)
+        # `param + row * length` up to the end of its expression, or `param[index]`, an
+        # index local followed to its initialiser (`offset = row * d + idx; input[offset]`)
+        added = re.findall(rf"\b{name}\s*\+\s*([^;,)\]]+)", kernel.body)
+        indexed = re.findall(rf"\b{name}\s*\[([^\]]+)\]", kernel.body)
+        for index in indexed:
+            local = re.search(rf"\b{re.escape(index.strip())}\s*=\s*([^;]+);", kernel.body)
+            added.append(local[1] if local and re.fullmatch(r"\s*\w+\s*", index) else index)
+        found = set()
+        for offset in added:
+            term = _ROW_TERM.match(offset)
+            if term is None:
+                continue
+            words = set(re.findall(r"[A-Za-z_]\w*", term["length"]))
+            if words and words <= set(sizes):
+                spelled = re.sub(r"[A-Za-z_]\w*", lambda m: _grouped(sizes[m[0]]), term["length"])
+                found.add((term["row"], " ".join(spelled.split())))
+        return found
+
+    read_offsets, written_offsets = offsets(params[read]), offsets(params[written])
+    if len(read_offsets) != 1 or len(written_offsets) != 1:
+        return None
+    (row, length), (written_row, written_length) = (*read_offsets, *written_offsets)
+    if row != written_row or written_length.strip("() ") != written_last.strip("() "):
+        return None
+    return length
+
+
+def _live_names(expression: str) -> set[str]:
+    """The names ``expression`` uses, a ``select`` whose condition is a constant
+    (``select((2 == 3), input_1, tokens)``, a rank test the shapes decided) read for the branch
+    it takes."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id == "select" and len(node.args) == 3:
+                try:
+                    taken = expr.evaluate(ast.unparse(node.args[0]), {})
+                except expr.ExprError:
+                    pass
+                else:
+                    visit(node.args[1] if taken else node.args[2])
+                    return
+            for arg in node.args:
+                visit(arg)
+            return
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(expr.parse(expression))
+    return found
 
 
 def _rows_of(
     launch: Launch, name: str, tensors: dict[str, TensorUse], shapes: dict[str, list[str]]
-) -> tuple[list[str], str]:
-    """The axes of a written tensor whose last axis alone the launcher reads: the leading axes
-    of the one read tensor whose every axis the launcher reads (each leading axis by index and
-    the last through ``size(-1)``, so a size read only in a branch of another rank is not
-    taken for its last), then its own last axis; raises Unmapped when there is no such tensor
-    or more than one (which rows the kernel writes is then not stated). Also returns that
-    tensor's name."""
-    candidates = []
+) -> tuple[list[str], str, bool]:
+    """The axes of a written tensor whose last axis alone the launcher reads, its own last axis
+    after leading axes taken from a read tensor; also that tensor's name and whether they are
+    an assumption. First the one read tensor whose every axis the launcher reads (each leading
+    axis by index and the last through ``size(-1)``, so a size read only in a branch of another
+    rank is not taken for its last): the launcher counts the rows from it. Failing that, the
+    read tensors whose leading axes alone the launcher reads (vLLM's masked_moe_activation
+    reads ``input.size(0)``, ``input.size(1)`` of an [E, T, 2d] input and ``out.size(-1)``),
+    when they all have the same leading axes: the framework's convention of an output with its
+    input's rows, which the launcher does not state, so it is an assumption the notes say.
+    Raises Unmapped when there is no such tensor or two disagree (which rows the kernel writes
+    is then not stated)."""
+    full: list[str] = []
+    leading_only: list[str] = []
     for other, axes in shapes.items():
         use = tensors[other]
         rank = len(axes)
         leading = all(i in use.indices or i - rank in use.indices for i in range(rank - 1))
-        if use.const and rank >= 2 and -1 in use.indices and leading:
-            candidates.append(other)
-    if len(candidates) != 1:
-        why = (
-            f"more than one read tensor ({', '.join(candidates)}) could give them"
-            if candidates
-            else "no read tensor has every axis read by the launcher (its leading sizes and "
-            "its size(-1)) to give them"
-        )
-        raise Unmapped(
-            f"{name}: the kernel writes it and the launcher reads only its last axis "
-            f"(size(-1)), so its leading axes are not stated: {why}"
-        )
-    last = _local_for(launch, name, 0, 1) or f"{name}_last"
-    return [*shapes[candidates[0]][:-1], last], candidates[0]
+        if not use.const or rank < 2 or not leading:
+            continue
+        (full if -1 in use.indices else leading_only).append(other)
+    rows = {tuple(shapes[other][:-1]) for other in leading_only}
+    if len(full) == 1 or (not full and len(rows) == 1):
+        source = full[0] if full else leading_only[0]
+        last = _local_for(launch, name, 0, 1) or f"{name}_last"
+        return [*shapes[source][:-1], last], source, not full
+    if full:
+        why = f"more than one read tensor ({', '.join(full)}) could give them"
+    elif leading_only:
+        why = f"the read tensors {', '.join(leading_only)} have different leading axes"
+    else:
+        why = "no read tensor has its leading sizes read by the launcher to give them"
+    raise Unmapped(
+        f"{name}: the kernel writes it and the launcher reads only its last axis "
+        f"(size(-1)), so its leading axes are not stated: {why}"
+    )
 
 
 def _substitute(

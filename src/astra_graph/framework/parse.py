@@ -50,6 +50,8 @@ from typing import TYPE_CHECKING
 from astra_graph.kernel.expr import split_top_level
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from tree_sitter import Node, Parser
 
 
@@ -126,6 +128,8 @@ class TemplateParam:
     name: str
     kind: str
     """``type``, ``value`` (an integer or enum), ``flag`` (bool) or ``function`` (a pointer)."""
+    default: str | None = None
+    """The default argument as written (``bool kReuseInput = false`` -> ``false``), or None."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,9 @@ class Kernel:
     template: tuple[TemplateParam, ...]
     params: tuple[Param, ...]
     line: int
+    body: str = ""
+    """The function body as written, where the kernel's own indexing is read
+    (:func:`~astra_graph.framework.launchers.kernel_row_length`)."""
 
 
 @dataclass(frozen=True)
@@ -188,6 +195,9 @@ class Launcher:
     """The template parameters of the launcher's enclosing class templates and its own
     (SGLang's ``template <typename DType, bool kUsePDL> struct K { static void run(...); }``):
     the caller instantiates them, so the element type may be one of them."""
+    own_template: int = 0
+    """How many of :attr:`template`'s last parameters are the launcher's own (a function
+    template's), which a call's explicit template arguments bind in order."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +218,8 @@ class Source:
     """Struct and class fields by unqualified name (a kernel's ``Params`` argument)."""
     constants: dict[str, str] = field(default_factory=dict)
     """``constexpr`` values at namespace or class scope by qualified name
-    (``vllm::VecTraits<true>::ARCH_MAX_VEC_SIZE`` -> ``32``), which launchers use in sizes."""
+    (``vllm::VecTraits<true>::ARCH_MAX_VEC_SIZE`` -> ``32``), which launchers use in sizes, and
+    object-like macros the build defines (``SGL_ARCH_BLACKWELL_OR_GREATER``)."""
     other_launches: list[tuple[str, int, str]] = field(default_factory=list)
     """Host functions that launch through a call of :data:`UNREAD_LAUNCH_CALLS`: (function,
     line, the call), so that they are reported rather than missed."""
@@ -301,7 +312,9 @@ def _template_params(template: Node) -> tuple[TemplateParam, ...]:
             out.append(TemplateParam(pointer[1], "function"))
             continue
         names = re.findall(r"\w+", raw.split("=")[0])
-        out.append(TemplateParam(names[-1], "flag" if names[0] == "bool" else "value"))
+        _, equals, default = raw.partition("=")
+        kind = "flag" if names[0] == "bool" else "value"
+        out.append(TemplateParam(names[-1], kind, default.strip() if equals else None))
     return tuple(out)
 
 
@@ -315,6 +328,12 @@ def _enclosing_templates(node: Node) -> tuple[TemplateParam, ...]:
             found[:0] = _template_params(parent)
         parent = parent.parent
     return tuple(found)
+
+
+def _own_template(definition: Node) -> tuple[TemplateParam, ...]:
+    """A function template's own template parameters (none for a plain function)."""
+    parent = definition.parent
+    return _template_params(parent) if parent and parent.type == "template_declaration" else ()
 
 
 def _function_declarator(definition: Node) -> Node | None:
@@ -637,6 +656,107 @@ def _macros(root: Node) -> dict[str, Macro]:
     return out
 
 
+def _object_macros(root: Node, defines: Mapping[str, int]) -> dict[str, str]:
+    """Object-like macros (``#define NAME value``) by name, each the definition whose
+    ``#if``/``#elif``/``#else``/``#ifdef`` branches the build takes, read in order as the
+    preprocessor does: ``defines`` and the macros defined so far are defined, any other name
+    is 0 (SGLang's ``#if !defined(USE_ROCM) #define SGL_ARCH_BLACKWELL_OR_GREATER
+    ((SGL_CUDA_ARCH >= 1000) && ...) #else ... 0 #endif``). A definition under a condition
+    that is not preprocessor arithmetic is left out."""
+    known: dict[str, str] = {name: str(value) for name, value in defines.items()}
+    out: dict[str, str] = {}
+    for node in _walk(root, ("preproc_def",)):
+        value = node.child_by_field_name("value")
+        try:
+            taken = all(_branch_taken(c, p, known) for c, p in _branches(node))
+        except ValueError:
+            continue
+        if taken:
+            name = text(node.child_by_field_name("name"))
+            known[name] = out[name] = text(value).strip() if value is not None else ""
+    return out
+
+
+def _branches(node: Node) -> list[tuple[Node, bool]]:
+    """The preprocessor conditions around ``node`` and whether each must hold (the condition of
+    the branch it is in) or fail (that of a branch before it); ``#ifdef X`` gives its name."""
+    found: list[tuple[Node, bool]] = []
+    child, parent = node, node.parent
+    while parent is not None:
+        if parent.type in ("preproc_if", "preproc_elif", "preproc_ifdef", "preproc_elifdef"):
+            condition = parent.child_by_field_name("condition") or parent.child_by_field_name(
+                "name"
+            )
+            alternative = parent.child_by_field_name("alternative")
+            in_alternative = alternative is not None and child.id == alternative.id
+            negated = text(parent).startswith(("#ifndef", "#elifndef"))
+            if condition is not None:
+                found.append((condition, negated == in_alternative))
+        child, parent = parent, parent.parent
+    return found
+
+
+def _branch_taken(condition: Node, positive: bool, known: Mapping[str, str]) -> bool:
+    parent = condition.parent
+    if parent is not None and parent.type in ("preproc_ifdef", "preproc_elifdef"):
+        return (text(condition) in known) == positive  # the name of `#ifdef NAME`
+    return (_preprocessor_value(condition, known, 0) != 0) == positive
+
+
+def _preprocessor_value(node: Node, known: Mapping[str, str], depth: int) -> int:
+    """An ``#if`` condition's value; raises ValueError for what is not preprocessor arithmetic."""
+    kind = node.type
+    if depth > MAX_MACRO_DEPTH:
+        raise ValueError("macros refer to each other too deeply")
+    if kind == "number_literal":
+        return int(text(node).rstrip("uUlL"), 0)
+    if kind == "preproc_defined":
+        return int(text(node.named_children[0]) in known)
+    if kind == "identifier":
+        value = known.get(text(node), "0") or "0"
+        tree = _parser().parse(f"#if {value}\n#endif\n".encode())
+        inner = tree.root_node.named_children[0].child_by_field_name("condition")
+        if inner is None or tree.root_node.has_error:
+            raise ValueError(f"macro {text(node)} is not a number: {value!r}")
+        return _preprocessor_value(inner, known, depth + 1)
+    if kind == "parenthesized_expression":
+        return _preprocessor_value(node.named_children[0], known, depth)
+    if kind == "unary_expression":
+        operator = text(node.child_by_field_name("operator"))
+        operand = _preprocessor_value(node.child_by_field_name("argument"), known, depth)  # type: ignore[arg-type]
+        if operator in _PREPROCESSOR_UNARY:
+            return _PREPROCESSOR_UNARY[operator](operand)
+    if kind == "binary_expression":
+        operator = text(node.child_by_field_name("operator"))
+        left = _preprocessor_value(node.child_by_field_name("left"), known, depth)  # type: ignore[arg-type]
+        right = _preprocessor_value(node.child_by_field_name("right"), known, depth)  # type: ignore[arg-type]
+        if operator in _PREPROCESSOR_BINARY:
+            return _PREPROCESSOR_BINARY[operator](left, right)
+    raise ValueError(f"not preprocessor arithmetic: {text(node)!r}")
+
+
+_PREPROCESSOR_UNARY: dict[str, Callable[[int], int]] = {
+    "!": lambda a: int(not a),
+    "-": lambda a: -a,
+    "+": lambda a: a,
+}
+_PREPROCESSOR_BINARY: dict[str, Callable[[int, int], int]] = {
+    "&&": lambda a, b: int(bool(a) and bool(b)),
+    "||": lambda a, b: int(bool(a) or bool(b)),
+    "==": lambda a, b: int(a == b),
+    "!=": lambda a, b: int(a != b),
+    "<": lambda a, b: int(a < b),
+    "<=": lambda a, b: int(a <= b),
+    ">": lambda a, b: int(a > b),
+    ">=": lambda a, b: int(a >= b),
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+}
+"""The preprocessor's operators on whole numbers that a framework's ``#if`` uses to pick a
+definition (compute capability and version tests)."""
+
+
 def _arguments(args: Node | None) -> tuple[str, ...]:
     """The argument texts of an argument list; comments (vLLM's ``/*weight_stride=*/0``) are
     nodes of the list too, and are not arguments."""
@@ -719,9 +839,13 @@ def _constants(root: Node) -> dict[str, str]:
     return found
 
 
-def parse_source(source: str) -> Source:
-    """Kernels, launchers, macros and structs of one translation unit (already flattened)."""
-    macros = _macros(_parser().parse(source.encode()).root_node)
+def parse_source(source: str, defines: Mapping[str, int] | None = None) -> Source:
+    """Kernels, launchers, macros and structs of one translation unit (already flattened);
+    ``defines`` are the macros the build defines and their values (``CUDA_VERSION``, the
+    framework's ``-D`` flags), by which object-like macros are read (:func:`_object_macros`)."""
+    root = _parser().parse(source.encode()).root_node
+    macros = _macros(root)
+    object_macros = _object_macros(root, defines or {})
     expanded = expand_launching_macros(source, macros)
     tree = _parser().parse(expanded.encode())
     out = Source(macros=macros)
@@ -735,7 +859,7 @@ def parse_source(source: str) -> Source:
             if member.type == "field_declaration" and not _static_member(member):
                 fields.extend(_struct_fields(member))
         out.structs[name] = fields
-    out.constants = _constants(tree.root_node)
+    out.constants = {**object_macros, **_constants(tree.root_node)}
     for definition in _walk(tree.root_node, ("function_definition",)):
         declarator = _function_declarator(definition)
         if declarator is None:
@@ -750,7 +874,17 @@ def parse_source(source: str) -> Source:
                 else ()
             )
             qualified = "::".join([*_namespaces(definition), name])
-            out.kernels.append(Kernel(name, qualified, tparams, _params(declarator), line))
+            body = definition.child_by_field_name("body")
+            out.kernels.append(
+                Kernel(
+                    name,
+                    qualified,
+                    tparams,
+                    _params(declarator),
+                    line,
+                    text(body) if body is not None else "",
+                )
+            )
             continue
         body = definition.child_by_field_name("body")
         if body is None:
@@ -774,6 +908,7 @@ def parse_source(source: str) -> Source:
                     launches=tuple(launches),
                     line=line,
                     template=_enclosing_templates(definition),
+                    own_template=len(_own_template(definition)),
                 )
             )
     return out

@@ -211,10 +211,16 @@ _ERROR_LINE = re.compile(r"^(?P<file>[^()\s]+)\((?P<line>\d+)\): (?P<kind>error|
 
 
 def first_errors(log: str, limit: int = 5) -> list[str]:
-    """The first error lines of a log (``file(line): error: ...``), for one-line summaries."""
-    return [ln.strip() for ln in log.splitlines() if _ERROR_LINE.match(ln.strip())][:limit] or [
-        ln.strip() for ln in log.splitlines() if "error" in ln
-    ][:limit]
+    """The first error lines of a log (``file(line): error: ...``), then its warnings, for
+    one-line summaries: a framework header's warnings (``unrecognized #pragma``) come before
+    the error that failed the compile, and a summary of one line names that error."""
+    found = [
+        (m["kind"], ln.strip()) for ln in log.splitlines() if (m := _ERROR_LINE.match(ln.strip()))
+    ]
+    ordered = [ln for kind, ln in found if kind == "error"] + [
+        ln for kind, ln in found if kind == "warning"
+    ]
+    return ordered[:limit] or [ln.strip() for ln in log.splitlines() if "error" in ln][:limit]
 
 
 @cache
