@@ -29,6 +29,7 @@ from typing import Any
 from releases import PINNED, fetch
 
 from astra_graph.cli import main as astra
+from astra_graph.store.provenance import git_commit
 from astra_graph.framework.flatten import include_folders
 from astra_graph.framework.importer import import_file
 from astra_graph.framework.launchers import device_constants
@@ -97,10 +98,9 @@ def _validated(folder: Path) -> tuple[bool, str]:
 
 
 def _commit() -> str:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
-    )
-    return done.stdout.strip() or "unknown"
+    """This tree's commit, short; ``ASTRA_GIT_COMMIT`` where it is set (a copy of the tree whose
+    ``.git`` is stale, as on the GPU machines: a run there was stamped with an older commit)."""
+    return (git_commit() or "unknown")[:7]
 
 
 def _device() -> str:
