@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import io
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,10 +28,10 @@ from typing import Any
 from releases import PINNED, fetch
 
 from astra_graph.cli import main as astra
-from astra_graph.store.provenance import git_commit
 from astra_graph.framework.flatten import include_folders
 from astra_graph.framework.importer import import_file
 from astra_graph.framework.launchers import device_constants
+from astra_graph.store.provenance import git_commit
 
 FILES: dict[str, tuple[str, ...]] = {
     "vllm": (
