@@ -1656,17 +1656,14 @@ def _row_lengths(
         )
 
 
-_ROW_TERM = re.compile(r"^\s*(?P<row>[A-Za-z_]\w*)\s*\*\s*(?P<length>[\w\s*()]+?)\s*(?:\+[^;]*)?$")
-"""An offset that starts with a row index times a length: ``row * 2 * d``, ``row * d + idx``."""
-
-
 def kernel_row_length(
     kernel: Kernel, bindings: list[Binding], read: str, written: str, written_last: str
 ) -> str | None:
     """The row length of tensor ``read`` as the kernel indexes it, over the dims, or None: in
-    the kernel's body, its pointer offset by a row index times an expression of the kernel's
-    size parameters (``input + row * 2 * d``, or indexed: ``input[row * d + idx]``, also through
-    an index local), where the same row index offsets ``written``'s pointer by
+    the kernel's body (:attr:`Kernel.row_offsets`, read on its syntax tree), its pointer offset
+    by a row index times a product of the kernel's size parameters and whole numbers
+    (``input + row * 2 * d``, or indexed: ``input[row * d + idx]``, also through an index
+    local), where the same row index offsets ``written``'s pointer by
     ``written_last``, its drafted last axis (``out + row * d``), so that the index counts rows
     of both. One such offset each, or the indexing is not read."""
     params = {b.value: b.param for b in bindings if b.kind == "tensor"}
@@ -1676,24 +1673,13 @@ def kernel_row_length(
     if read not in params or written not in params:
         return None
 
-    def offsets(param: str) -> set[tuple[str, str]]:
-        name = re.escape(param)
-        # `param + row * length` up to the end of its expression, or `param[index]`, an
-        # index local followed to its initialiser (`offset = row * d + idx; input[offset]`)
-        added = re.findall(rf"\b{name}\s*\+\s*([^;,)\]]+)", kernel.body)
-        indexed = re.findall(rf"\b{name}\s*\[([^\]]+)\]", kernel.body)
-        for index in indexed:
-            local = re.search(rf"\b{re.escape(index.strip())}\s*=\s*([^;]+);", kernel.body)
-            added.append(local[1] if local and re.fullmatch(r"\s*\w+\s*", index) else index)
+    def offsets(pointer: str) -> set[tuple[str, str]]:
         found = set()
-        for offset in added:
-            term = _ROW_TERM.match(offset)
-            if term is None:
-                continue
-            words = set(re.findall(r"[A-Za-z_]\w*", term["length"]))
-            if words and words <= set(sizes):
-                spelled = re.sub(r"[A-Za-z_]\w*", lambda m: _grouped(sizes[m[0]]), term["length"])
-                found.add((term["row"], " ".join(spelled.split())))
+        for offset in kernel.row_offsets:
+            named = [f for f in offset.length if not f.isdigit()]
+            if offset.pointer == pointer and named and set(named) <= set(sizes):
+                spelled = (f if f.isdigit() else _grouped(sizes[f]) for f in offset.length)
+                found.add((offset.row, " * ".join(spelled)))
         return found
 
     read_offsets, written_offsets = offsets(params[read]), offsets(params[written])

@@ -133,6 +133,17 @@ class TemplateParam:
 
 
 @dataclass(frozen=True)
+class RowOffset:
+    """A kernel's pointer parameter offset by a row index times a length in its body:
+    ``input + row * 2 * d`` is (``input``, ``row``, (``2``, ``d``))."""
+
+    pointer: str
+    row: str
+    length: tuple[str, ...]
+    """The length's factors as written: names and decimal whole numbers."""
+
+
+@dataclass(frozen=True)
 class Kernel:
     """A ``__global__`` function definition."""
 
@@ -142,8 +153,9 @@ class Kernel:
     template: tuple[TemplateParam, ...]
     params: tuple[Param, ...]
     line: int
-    body: str = ""
-    """The function body as written, where the kernel's own indexing is read
+    row_offsets: tuple[RowOffset, ...] = ()
+    """How the body offsets its pointer parameters by rows (:func:`_row_offsets`), where the
+    kernel's own row lengths are read
     (:func:`~astra_graph.framework.launchers.kernel_row_length`)."""
 
 
@@ -874,17 +886,10 @@ def parse_source(source: str, defines: Mapping[str, int] | None = None) -> Sourc
                 else ()
             )
             qualified = "::".join([*_namespaces(definition), name])
+            params = _params(declarator)
             body = definition.child_by_field_name("body")
-            out.kernels.append(
-                Kernel(
-                    name,
-                    qualified,
-                    tparams,
-                    _params(declarator),
-                    line,
-                    text(body) if body is not None else "",
-                )
-            )
+            offsets = _row_offsets(body, params) if body is not None else ()
+            out.kernels.append(Kernel(name, qualified, tparams, params, line, offsets))
             continue
         body = definition.child_by_field_name("body")
         if body is None:
@@ -912,6 +917,88 @@ def parse_source(source: str, defines: Mapping[str, int] | None = None) -> Sourc
                 )
             )
     return out
+
+
+def _row_offsets(body: Node, params: tuple[Param, ...]) -> tuple[RowOffset, ...]:
+    """Where a kernel's body offsets a pointer parameter by a row: one operand of a ``+`` whose
+    other is the pointer (``input + row * 2 * d``), or the one index of a subscript of it
+    (``input[row * d + idx]``), an index that is a local with one declaration in the body
+    followed to its initialiser (``offset = row * d + idx; input[offset]``). Of the offset's
+    summands exactly one is a row term (:func:`_row_term`), or it is not a row offset. Read on
+    the syntax tree: comments, strings and nested parentheses are what they are, not text."""
+    pointers = {p.name for p in params if p.pointer}
+    initialisers: dict[str, list[Node]] = {}
+    for init in _walk(body, ("init_declarator",)):
+        declarator, value = (
+            init.child_by_field_name("declarator"),
+            init.child_by_field_name("value"),
+        )
+        if declarator is not None and declarator.type == "identifier" and value is not None:
+            initialisers.setdefault(text(declarator), []).append(value)
+
+    def row_of(offset: Node, followed: frozenset[str]) -> tuple[str, tuple[str, ...]] | None:
+        offset = _unparenthesised(offset)
+        name = text(offset)
+        if offset.type == "identifier" and len(initialisers.get(name, [])) == 1:
+            if name in followed:
+                return None
+            return row_of(initialisers[name][0], followed | {name})
+        terms = [t for t in map(_row_term, _operands(offset, "+")) if t is not None]
+        return terms[0] if len(terms) == 1 else None
+
+    found: list[RowOffset] = []
+    for node in _walk(body, ("binary_expression", "subscript_expression")):
+        if node.type == "subscript_expression":
+            indices = node.child_by_field_name("indices")
+            index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
+            pointer, offset = (
+                node.child_by_field_name("argument"),
+                index[0] if len(index) == 1 else None,
+            )
+        elif text(node.child_by_field_name("operator")) == "+":
+            pointer, offset = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if pointer is None or text(pointer) not in pointers:
+                pointer, offset = offset, pointer
+        else:
+            continue
+        if pointer is None or offset is None or pointer.type != "identifier":
+            continue
+        term = row_of(offset, frozenset()) if text(pointer) in pointers else None
+        if term is not None and (row := RowOffset(text(pointer), *term)) not in found:
+            found.append(row)
+    return tuple(found)
+
+
+def _row_term(term: Node) -> tuple[str, tuple[str, ...]] | None:
+    """A product whose first factor is a name, the row index, and whose other factors are
+    names and decimal whole numbers, the row's length (``row * 2 * d``, ``row * (2 * d)``):
+    the row index and the length's factors, or None."""
+    factors = _operands(term, "*")
+    if len(factors) < 2 or factors[0].type != "identifier":  # a row and a length at least
+        return None
+    length = tuple(text(f) for f in factors[1:])
+    plain = all(
+        f.type == "identifier" or (f.type == "number_literal" and text(f).isdigit())
+        for f in factors[1:]
+    )
+    return (text(factors[0]), length) if plain else None
+
+
+def _operands(node: Node, operator: str) -> list[Node]:
+    """The operands of a chain of one binary operator (``a + (b + c)`` -> a, b, c), through
+    parentheses; ``node`` alone when it is no such chain."""
+    node = _unparenthesised(node)
+    if node.type != "binary_expression" or text(node.child_by_field_name("operator")) != operator:
+        return [node]
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    return [*_operands(left, operator), *_operands(right, operator)] if left and right else [node]
+
+
+def _unparenthesised(node: Node) -> Node:
+    """``node`` without the parentheses around it."""
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
 
 
 def _template_lambda(call: Node, launch: Launch) -> tuple[Node, list[str]] | None:
