@@ -917,3 +917,40 @@ def test_an_object_like_macro_is_the_definition_the_builds_if_takes(
     )
     assert expr.evaluate_int(found.block, {"elem_bytes": 4, "x_0": 8}) == bytes_ // 4
     assert importer.define_values(("A", "B=0x10", "C=name")) == {"A": 1, "B": 16}
+
+
+POSITIONS = CSRC / "positions.cu"
+
+
+def test_size_equalities_in_checks_under_an_if_tie_a_ratio_of_element_counts() -> None:
+    """positions.cu divides ``query.numel()`` by ``num_tokens = positions.numel()`` (vLLM's
+    rotary_embedding). The check under ``if (positions_ndim == 1)`` (no ``else``) states
+    ``query.size(0) == positions.size(0)``, and ``key->size(0)`` past ``!key.has_value()``:
+    with the drafted positions of rank 1 the condition holds, so query's and key's rows are
+    positions' and the ratio is query's row (query drafted with rows and a row, not one axis,
+    which made it 1). The check under ``positions_ndim == 2`` does not hold there and ties
+    nothing. Without the ``if``, the relation is stated nowhere and the launch is refused."""
+    analysis = _analysis(POSITIONS, "position_scale")
+    assert analysis.shapes == {
+        "positions": ["positions_0"],
+        "query": ["(positions_0)", "query_1"],
+        "key": ["(positions_0)", "key_1"],
+    }
+    hidden = next(b.value for b in analysis.bindings if b.param == "hidden")
+    assert expr.evaluate_int(hidden, {"positions_0": 7, "query_1": 96}) == 96
+    assert any(n.startswith("query_0 = positions_0: the launcher checks") for n in analysis.notes)
+    assert any(n.startswith("key_0 = positions_0: the launcher checks") for n in analysis.notes)
+    flat = flatten(POSITIONS, []).text
+    checks = [c for c, _ in parse_source(flat).launchers[0].launches[0].conditions]
+    assert any(c.startswith("!(positions_ndim == 1) || (query.size(0) == ") for c in checks)
+    start, end = flat.index("  if (positions_ndim == 1)"), flat.index("  if (positions_ndim == 2)")
+    source = parse_source(flat[:start] + flat[end:])
+    launcher = source.launchers[0]
+    with pytest.raises(Unmapped, match=r"'query.numel\(\) / num_tokens': query's element count"):
+        analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+
+
+def test_the_positions_fixture_imports_and_validates(tmp_path: Path) -> None:
+    report = importer.import_file(POSITIONS, [], tmp_path)
+    assert [(r.op, r.imported) for r in report.launchers] == [("position_scale", True)]
+    assert main(["validate", str(tmp_path / "position_scale")]) == 0

@@ -34,8 +34,16 @@ else the read tensors whose leading sizes are read agree on them (taken as an as
 that input's last axis, where no kernel parameter or launch size carries it, is the row length
 the kernel's own indexing gives, else the launch is refused), and
 one tensor's ``numel()`` divided by another tensor's size (a relation between their shapes the
-drafted dims would not keep). A tensor whose rank a condition the launch is under states
-(``batched = input.dim() == 3; if (batched)``) is drafted with that rank.
+drafted dims would not keep), unless the launcher's checks tie the divisor's dims to the counted
+tensor's (:func:`_tied_ratios`). A tensor whose rank a condition the launch is under states
+(``batched = input.dim() == 3; if (batched)``) is drafted with that rank; one whose element
+count is divided so, with rows and a row at least.
+
+Equalities of sizes in the launcher's checks are shape facts: a check on every path to the
+launch, or under an ``if`` without an ``else`` whose condition the drafted shapes make true
+(vLLM's rotary ``if (positions_ndim == 1) { STD_TORCH_CHECK(query.size(0) ==
+positions.size(0) && (!key.has_value() || ...)) }``), makes one dim the other
+(:func:`_derive_dims`).
 """
 
 from __future__ import annotations
@@ -166,6 +174,9 @@ class TensorUse:
     name: str
     indices: set[int] = field(default_factory=set)
     numel: bool = False
+    counted: bool = False
+    """Its element count is divided by another tensor's sizes (``query.numel() / num_tokens``):
+    a count of rows times a row, so it has an axis past the rows."""
     element: str | None = None
     """The contract dtype (``T`` for ``scalar_t``) from the data_ptr or the kernel parameter."""
     const: bool = True
@@ -400,6 +411,9 @@ class _Translator:
         placeholder key -> the axis expression, folded once every rank is known (finish)."""
         self.assumed: list[str] = []
         """What was taken for a value the launcher reads at run time (an absent optional)."""
+        self.ratios: list[tuple[str, set[str], set[str]]] = []
+        """One tensor's element count over other tensors' sizes, as written, with the counted
+        and the dividing tensors (:func:`_tied_ratios` checks them once the shapes are known)."""
 
     def fresh(self) -> _Translator:
         """A translator of the same launch whose reads are not recorded (its tensor uses and
@@ -407,7 +421,7 @@ class _Translator:
         copy = _Translator.__new__(_Translator)
         copy.__dict__.update(self.__dict__)
         copy.tensors = {k: replace(v, indices=set(v.indices)) for k, v in self.tensors.items()}
-        copy.host_dims, copy.switches = set(), set()
+        copy.host_dims, copy.switches, copy.ratios = set(), set(), []
         return copy
 
     def expression(self, source: str, depth: int = 0) -> str:
@@ -474,7 +488,7 @@ class _Translator:
             left = self._node(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
             right = self._node(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
             if op == "/":
-                _untied_ratio(text(node), left, right)
+                self._ratio(text(node), left, right)
             return f"{left} {python} {right}"
         if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "-":
             return f"-{self._node(node.child_by_field_name('argument'), depth)}"  # type: ignore[arg-type]
@@ -490,14 +504,8 @@ class _Translator:
             ]
             if any(p is None for p in parts):
                 raise Unmapped(f"cannot read {text(node)!r}")
-            optional, given = self._optional(parts[0])  # type: ignore[arg-type]
-            if optional:
-                said = (
-                    "optional tensor, imported as given"
-                    if given
-                    else ("optional integer, imported as absent")
-                )
-                self.assumed.append(f"{optional}: {said}")
+            given = self._given(parts[0])  # type: ignore[arg-type]
+            if given is not None:
                 return self._node(parts[1 if given else 2], depth)  # type: ignore[arg-type]
             inner = ", ".join(self._node(p, depth) for p in parts)  # type: ignore[arg-type]
             return f"select({inner})"
@@ -531,6 +539,20 @@ class _Translator:
         else:
             raise Unmapped(f"{text(node)!r}: a pointer whose nullness only the run knows")
         return "1" if null == (op == "==") else "0"
+
+    def _given(self, condition: Node) -> bool | None:
+        """Whether the optional that ``condition`` asks ``has_value()`` of is taken as given
+        (:meth:`_optional`), the assumption recorded; None when it asks no such thing."""
+        optional, given = self._optional(condition)
+        if not optional:
+            return None
+        said = (
+            "optional tensor, imported as given"
+            if given
+            else "optional integer, imported as absent"
+        )
+        self.assumed.append(f"{optional}: {said}")
+        return given
 
     def _optional(self, condition: Node) -> tuple[str, bool]:
         """(the launcher's ``std::optional`` parameter that ``condition`` asks ``has_value()``
@@ -612,6 +634,8 @@ class _Translator:
                 index = int(index_text)
                 use.indices.add(index)
                 return f"{tensor}__{method}__{'m' if index < 0 else ''}{abs(index)}"
+            if method == "has_value" and not args and (given := self._given(node)) is not None:
+                return "1" if given else "0"  # a host check's `!key.has_value() || ...`
             if method == "numel" and not args:
                 self._tensor(tensor).numel = True
                 return f"{tensor}__numel"
@@ -661,6 +685,16 @@ class _Translator:
             "condition), so which tensor's size it is cannot be read"
         )
 
+    def _ratio(self, written: str, left: str, right: str) -> None:
+        """Record ``left / right`` when it divides one tensor's element count by another
+        tensor's sizes, for :func:`_tied_ratios`."""
+        counted = {m[1] for m in _QUERY.finditer(left) if m[2] == "numel"}
+        divisors = {m[1] for m in _QUERY.finditer(right)}
+        if counted and divisors and not counted & divisors:
+            self.ratios.append((written, counted, divisors))
+            for tensor in counted:
+                self.tensors[tensor].counted = True
+
     def _ranked_axis(self, node: Node, tensor: str, method: str, index: str) -> str:
         """A placeholder for a size or stride whose axis reads tensor ranks (vLLM's
         ``query.stride(seq_dim_idx)`` with ``seq_dim_idx = positions.dim() - 1``): the ranks
@@ -676,20 +710,26 @@ class _Translator:
 _QUERY = re.compile(r"\b(\w+?)__(size|stride|numel|dim)\b")
 
 
-def _untied_ratio(written: str, left: str, right: str) -> None:
+def _tied_ratios(
+    ratios: list[tuple[str, set[str], set[str]]], shapes: dict[str, list[str]]
+) -> None:
     """Raise Unmapped for one tensor's element count divided by another tensor's sizes (vLLM's
-    rotary ``query.numel() / num_tokens`` with ``num_tokens = positions.numel()``): the
-    launcher relies on a relation between the two shapes that it does not state (its callers
-    or a run-time check keep it), and the drafted shapes, whose dims are each tensor's own,
-    would not hold it, so the kernel would index past the smaller tensor."""
-    counted = {m[1] for m in _QUERY.finditer(left) if m[2] == "numel"}
-    divisors = {m[1] for m in _QUERY.finditer(right)}
-    if counted and divisors and not counted & divisors:
-        raise Unmapped(
-            f"{' '.join(written.split())!r}: {', '.join(sorted(counted))}'s element count "
-            f"over a size of {', '.join(sorted(divisors))}, a relation of their shapes the "
-            "launcher does not state"
-        )
+    rotary ``query.numel() / num_tokens`` with ``num_tokens = positions.numel()``,
+    :meth:`_Translator._ratio`) unless the drafted shapes, after the launcher's checks have
+    tied their dims (:func:`_derive_dims`: ``query.size(0) == positions.size(0)``), give the
+    dividing tensors only dims of the counted one: otherwise the launcher relies on a relation
+    between the two shapes that it does not state (its callers keep it), and the drafted
+    shapes, whose dims are each tensor's own, would not hold it, so the kernel would index past
+    the smaller tensor."""
+    for written, counted, divisors in ratios:
+        have = {name for t in counted for axis in shapes[t] for name in expr.names(axis)}
+        need = {name for t in divisors for axis in shapes[t] for name in expr.names(axis)}
+        if not need <= have:
+            raise Unmapped(
+                f"{' '.join(written.split())!r}: {', '.join(sorted(counted))}'s element count "
+                f"over a size of {', '.join(sorted(divisors))}, a relation of their shapes the "
+                "launcher does not state"
+            )
 
 
 def _resolve_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
@@ -777,6 +817,7 @@ def analyse(
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
     _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
+    _tied_ratios(translator.ratios, shapes)
     _row_lengths(unstated, shapes, dims, kernel, bound.bindings, geometry, requires, notes)
     _note_host_reads(translator, notes)
     dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes)
@@ -854,40 +895,79 @@ def _derive_dims(
     notes: list[str],
 ) -> None:
     """Each requirement ``dim == e`` with ``e`` over other dims (SGLang's ``RuntimeCheck(
-    hidden_size * 2 == D_in.unwrap())``) made to hold by construction: the dim is replaced by
-    ``(e)`` in the shapes, bindings, geometry and other requirements, and is no dim any more
-    (in place). The suites' dims are drawn independently, so such a requirement held for none
-    of them; a requirement with a constant (``head_dim == 128``) pins its dim instead
+    hidden_size * 2 == D_in.unwrap())``), or such an equality a requirement implies
+    (:func:`_implied_equations`: a term of an ``&&`` check, or of a check under an ``if`` the
+    drafted shapes make true), made to hold by construction: the dim is replaced by ``(e)`` in
+    the shapes, bindings, geometry and other requirements, and is no dim any more (in place).
+    The suites' dims are drawn independently, so such a requirement held for none of them; a
+    requirement with a constant (``head_dim == 128``) pins its dim instead
     (:func:`~astra_graph.framework.draft.suites`)."""
-    for requirement in list(requires):
-        sides = expr.equation(requirement)
-        if sides is None:
-            continue
-        left, right = sides
-        for side, other in ((left, right), (right, left)):
-            if not isinstance(side, ast.Name) or side.id not in dims:
-                continue
-            value = ast.unparse(other)
-            used = expr.names(value)
-            if not used or side.id in used or not used <= set(dims):
-                continue
-            pattern = rf"\b{re.escape(side.id)}\b"
+    derived = _derivable(requires, dims)
+    while derived is not None:
+        requirement, dim, value = derived
+        pattern = rf"\b{re.escape(dim)}\b"
 
-            def put(text_: str, pattern: str = pattern, value: str = value) -> str:
-                return re.sub(pattern, f"({value})", text_)
+        def put(text_: str, pattern: str = pattern, value: str = value) -> str:
+            return re.sub(pattern, f"({value})", text_)
 
-            for name, shape in shapes.items():
-                shapes[name] = [put(axis) for axis in shape]
-            for binding in bindings:
-                for one in binding.fields or [binding]:
-                    if one.kind == "expr":
-                        one.value = put(one.value)
-            geometry[:] = [put(g) for g in geometry]
-            requires.remove(requirement)
-            requires[:] = [put(r) for r in requires]
-            dims.remove(side.id)
-            notes.append(f"{side.id} = {value}: the launcher checks {requirement}")
-            break
+        for name, shape in shapes.items():
+            shapes[name] = [put(axis) for axis in shape]
+        for binding in bindings:
+            for one in binding.fields or [binding]:
+                if one.kind == "expr":
+                    one.value = put(one.value)
+        geometry[:] = [put(g) for g in geometry]
+        if expr.equation(requirement) is not None:
+            requires.remove(requirement)  # held by construction; a compound one is kept
+        requires[:] = [put(r) for r in requires]
+        dims.remove(dim)
+        notes.append(f"{dim} = {value}: the launcher checks {requirement}")
+        derived = _derivable(requires, dims)
+
+
+def _derivable(requires: list[str], dims: list[str]) -> tuple[str, str, str] | None:
+    """The first (requirement, dim, expression over other dims) that a requirement's implied
+    equalities (:func:`_implied_equations`) make a dim equal to, or None."""
+    for requirement in requires:
+        for left, right in _implied_equations(requirement):
+            for side, other in ((left, right), (right, left)):
+                if not isinstance(side, ast.Name) or side.id not in dims:
+                    continue
+                value = ast.unparse(other)
+                used = expr.names(value)
+                if used and side.id not in used and used <= set(dims):
+                    return requirement, side.id, value
+    return None
+
+
+def _implied_equations(requirement: str) -> list[tuple[ast.expr, ast.expr]]:
+    """The equalities ``a == b`` a requirement implies: itself when one, each term of an
+    ``and``, and the one term of an ``or`` whose other terms are constant and false (a host
+    check under an ``if`` the drafted shapes decide, ``(1 == 1) == 0 or (q == p)``)."""
+    try:
+        body = expr.parse(requirement).body
+    except expr.ExprError:
+        return []
+    found: list[tuple[ast.expr, ast.expr]] = []
+    stack: list[ast.expr] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            found.append((node.left, node.comparators[0]))
+        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            stack.extend(reversed(node.values))
+        elif isinstance(node, ast.BoolOp):
+            live = [v for v in node.values if not _constant_false(ast.unparse(v))]
+            stack.extend(live if len(live) == 1 else [])
+    return found
+
+
+def _constant_false(expression: str) -> bool:
+    """Whether ``expression`` names nothing and is false."""
+    try:
+        return not expr.names(expression) and not expr.evaluate(expression, {})
+    except expr.ExprError:
+        return False
 
 
 def _launched_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
@@ -1555,9 +1635,15 @@ def _shapes(
             # a rank of 1 would draft [d], and the kernel writes its rows past it
             last_only.append(name)
             continue
+        rows = use.indices or use.counted  # numel() over them: a row past them
         rank = max(
-            [i + 1 if i >= 0 else -i for i in use.indices] + [2 if use.numel and use.indices else 1]
+            [i + 1 if i >= 0 else -i for i in use.indices] + [2 if use.numel and rows else 1]
         )
+        if use.counted and not use.indices and rank == 2:
+            notes.append(
+                f"{name}: 2 axes, rows and a row: the launcher divides its element count by "
+                "another tensor's sizes"
+            )
         stated = (ranks or {}).get(name, 0)
         if stated > rank:
             notes.append(f"{name}: rank {stated}, as the launch's condition states")

@@ -570,7 +570,19 @@ def _statement_facts(
 ) -> tuple[list[tuple[str, tuple[str, ...], tuple[str, ...]]], list[str]]:
     """(matched tensors, conditions) one statement establishes whenever it completes: its
     tensor-shape matchers, its host checks' conditions and ``X.set_value(v)`` as
-    ``X.unwrap() == (v)``; for an ``if`` with an ``else``, what both branches establish."""
+    ``X.unwrap() == (v)``; for an ``if`` with an ``else``, what both branches establish; for
+    an ``if`` without one, each check of its branch under its condition, ``!(c) || (check)``
+    (vLLM's ``if (positions_ndim == 1) { STD_TORCH_CHECK(query.size(0) == positions.size(0)) }``:
+    a fact wherever the condition holds)."""
+    if statement.type == "if_statement" and statement.child_by_field_name("alternative") is None:
+        condition = statement.child_by_field_name("condition")
+        value = condition.child_by_field_name("value") if condition is not None else None
+        branch = statement.child_by_field_name("consequence")
+        if value is None or branch is None:
+            return [], []
+        inner = branch.named_children if branch.type == "compound_statement" else [branch]
+        said = text(value)
+        return [], [f"!({said}) || ({c})" for one in inner for c in _statement_facts(one)[1]]
     if statement.type == "if_statement":
         branches = [
             statement.child_by_field_name("consequence"),
