@@ -954,3 +954,30 @@ def test_the_positions_fixture_imports_and_validates(tmp_path: Path) -> None:
     report = importer.import_file(POSITIONS, [], tmp_path)
     assert [(r.op, r.imported) for r in report.launchers] == [("position_scale", True)]
     assert main(["validate", str(tmp_path / "position_scale")]) == 0
+
+
+def test_an_optional_read_in_a_check_is_given_and_in_a_choice_of_launch_unread() -> None:
+    """``has_value()`` of an optional tensor reads as the import takes it (given) in a host
+    check, a fact of every path (``!w.has_value() || w->size(0) == n``), but not in an ``if``
+    that chooses between launches (vLLM's rms_norm ``has_weight``): read there, the launch
+    without the weight was dead code, and the callers that pass none lost it."""
+    source = parse_source(
+        "template <typename t> __global__ void k(t* out, const t* w, int n) {}\n"
+        "void f(torch::Tensor& out, std::optional<torch::Tensor> weight) {\n"
+        "  const int n = out.size(0);\n"
+        "  STD_TORCH_CHECK(!weight.has_value() || weight->size(0) == out.size(0));\n"
+        "  const bool has_weight = weight.has_value();\n"
+        '  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "f", [&] {\n'
+        "    if (has_weight) {\n"
+        "      k<scalar_t><<<n, 32>>>(out.data_ptr<scalar_t>(), weight->data_ptr<scalar_t>(), n);\n"
+        "    } else {\n"
+        "      k<scalar_t><<<n, 32>>>(out.data_ptr<scalar_t>(), nullptr, n);\n"
+        "    }\n  });\n}\n"
+    )
+    launcher = source.launchers[0]
+    given, absent = (
+        analyse(launcher, launch, source.kernels, source.macros, H100)
+        for launch in launcher.launches
+    )
+    assert importer.dead_code(given) == importer.dead_code(absent) == ""
+    assert given.shapes["weight"] == given.shapes["out"] == ["n"]  # tied by the check

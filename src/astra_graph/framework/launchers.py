@@ -67,6 +67,7 @@ from astra_graph.framework.parse import (
     _ternary,
     bind_macro,
     text,
+    unparenthesised,
 )
 from astra_graph.framework.structs import StructUnread, field_values
 from astra_graph.kernel import expr
@@ -411,6 +412,10 @@ class _Translator:
         placeholder key -> the axis expression, folded once every rank is known (finish)."""
         self.assumed: list[str] = []
         """What was taken for a value the launcher reads at run time (an absent optional)."""
+        self.in_check = False
+        """Whether a host check is read (:attr:`~astra_graph.framework.parse.Launch.checks`),
+        where an optional's ``has_value()`` reads as the import takes it; in an ``if`` that
+        chooses a launch it stays unread, and both launches are imported."""
         self.ratios: list[tuple[str, set[str], set[str]]] = []
         """One tensor's element count over other tensors' sizes, as written, with the counted
         and the dividing tensors (:func:`_tied_ratios` checks them once the shapes are known)."""
@@ -562,8 +567,19 @@ class _Translator:
         absent: its default branch is what every caller gets without it, and a given value has
         bounds the launcher only checks at run time (``STD_TORCH_CHECK``), which a contract
         would not hold."""
-        match = re.fullmatch(r"\(?\s*(\w+)\s*\.\s*has_value\s*\(\s*\)\s*\)?", text(condition))
-        param = self.params.get(match[1]) if match else None
+        call = unparenthesised(condition)
+        function = call.child_by_field_name("function")
+        args = call.child_by_field_name("arguments")
+        owner = (
+            function.child_by_field_name("argument")
+            if function is not None
+            and function.type == "field_expression"
+            and text(function.child_by_field_name("field")) == "has_value"
+            and args is not None
+            and not args.named_children
+            else None
+        )
+        param = self.params.get(text(owner)) if owner is not None else None
         if param is None or "optional" not in param.type:
             return "", False
         if "Tensor" in param.type:
@@ -634,8 +650,10 @@ class _Translator:
                 index = int(index_text)
                 use.indices.add(index)
                 return f"{tensor}__{method}__{'m' if index < 0 else ''}{abs(index)}"
-            if method == "has_value" and not args and (given := self._given(node)) is not None:
-                return "1" if given else "0"  # a host check's `!key.has_value() || ...`
+            if method == "has_value" and not args and self.in_check:
+                given = self._given(node)
+                if given is not None:
+                    return "1" if given else "0"  # `!key.has_value() || key->size(0) == n`
             if method == "numel" and not args:
                 self._tensor(tensor).numel = True
                 return f"{tensor}__numel"
@@ -1488,6 +1506,7 @@ def _launch_requirements(
     requires: list[str] = []
     other_gpu = ""
     for condition, positive in launch.conditions:
+        translator.in_check = condition in launch.checks
         try:
             translated = finish(translator.expression(condition))
         except Unmapped as exc:
@@ -1513,6 +1532,7 @@ def _launch_requirements(
         requires.append(translated if positive else f"({translated}) == 0")
         if positive and not other_gpu:
             other_gpu = _false_device_term(translator, condition)
+    translator.in_check = False
     return requires, other_gpu
 
 

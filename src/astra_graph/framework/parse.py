@@ -179,7 +179,12 @@ class Launch:
     ``input.size(-1) / 2``; ``dim3 grid(n)`` -> ``n``), inner scopes winning; a field assigned
     before the launch (``params.rows = ...``) is keyed ``params.rows``."""
     conditions: tuple[tuple[str, bool], ...] = ()
-    """The ``if`` conditions the launch sits under: (condition, True in its then-branch)."""
+    """The ``if`` conditions the launch sits under: (condition, True in its then-branch), and
+    the host checks before it (:func:`_matchers`)."""
+    checks: tuple[str, ...] = ()
+    """The host checks among :attr:`conditions`: facts of every path to the launch, not a
+    choice between launches, so an optional tensor's ``has_value()`` in one reads as the import
+    takes it (given)."""
     api: str = ""
     """The launch call (``cudaLaunchKernelEx``), or '' for ``<<<>>>``."""
     unread: str = ""
@@ -422,6 +427,7 @@ def _launch(call: Node) -> Launch:
         line=call.start_point[0] + 1,
         locals=scoped,
         conditions=conditions,
+        checks=tuple(c for c, _ in checks),
         matched=matched,
     )
 
@@ -949,7 +955,7 @@ def _row_offsets(body: Node, params: tuple[Param, ...]) -> tuple[RowOffset, ...]
             initialisers.setdefault(text(declarator), []).append(value)
 
     def row_of(offset: Node, followed: frozenset[str]) -> tuple[str, tuple[str, ...]] | None:
-        offset = _unparenthesised(offset)
+        offset = unparenthesised(offset)
         name = text(offset)
         if offset.type == "identifier" and len(initialisers.get(name, [])) == 1:
             if name in followed:
@@ -999,14 +1005,14 @@ def _row_term(term: Node) -> tuple[str, tuple[str, ...]] | None:
 def _operands(node: Node, operator: str) -> list[Node]:
     """The operands of a chain of one binary operator (``a + (b + c)`` -> a, b, c), through
     parentheses; ``node`` alone when it is no such chain."""
-    node = _unparenthesised(node)
+    node = unparenthesised(node)
     if node.type != "binary_expression" or text(node.child_by_field_name("operator")) != operator:
         return [node]
     left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
     return [*_operands(left, operator), *_operands(right, operator)] if left and right else [node]
 
 
-def _unparenthesised(node: Node) -> Node:
+def unparenthesised(node: Node) -> Node:
     """``node`` without the parentheses around it."""
     while node.type == "parenthesized_expression" and node.named_child_count == 1:
         node = node.named_children[0]
@@ -1243,6 +1249,7 @@ def _api_launch(call: Node, function_params: set[str]) -> list[Launch] | None:
             line=call.start_point[0] + 1,
             locals=found,
             conditions=conditions,
+            checks=tuple(c for c, _ in checks),
             api=api,
             unread=unread,
             notes=tuple(notes),
