@@ -917,3 +917,67 @@ def test_an_object_like_macro_is_the_definition_the_builds_if_takes(
     )
     assert expr.evaluate_int(found.block, {"elem_bytes": 4, "x_0": 8}) == bytes_ // 4
     assert importer.define_values(("A", "B=0x10", "C=name")) == {"A": 1, "B": 16}
+
+
+POSITIONS = CSRC / "positions.cu"
+
+
+def test_size_equalities_in_checks_under_an_if_tie_a_ratio_of_element_counts() -> None:
+    """positions.cu divides ``query.numel()`` by ``num_tokens = positions.numel()`` (vLLM's
+    rotary_embedding). The check under ``if (positions_ndim == 1)`` (no ``else``) states
+    ``query.size(0) == positions.size(0)``, and ``key->size(0)`` past ``!key.has_value()``:
+    with the drafted positions of rank 1 the condition holds, so query's and key's rows are
+    positions' and the ratio is query's row (query drafted with rows and a row, not one axis,
+    which made it 1). The check under ``positions_ndim == 2`` does not hold there and ties
+    nothing. Without the ``if``, the relation is stated nowhere and the launch is refused."""
+    analysis = _analysis(POSITIONS, "position_scale")
+    assert analysis.shapes == {
+        "positions": ["positions_0"],
+        "query": ["(positions_0)", "query_1"],
+        "key": ["(positions_0)", "key_1"],
+    }
+    hidden = next(b.value for b in analysis.bindings if b.param == "hidden")
+    assert expr.evaluate_int(hidden, {"positions_0": 7, "query_1": 96}) == 96
+    assert any(n.startswith("query_0 = positions_0: the launcher checks") for n in analysis.notes)
+    assert any(n.startswith("key_0 = positions_0: the launcher checks") for n in analysis.notes)
+    flat = flatten(POSITIONS, []).text
+    checks = [c for c, _ in parse_source(flat).launchers[0].launches[0].conditions]
+    assert any(c.startswith("!(positions_ndim == 1) || (query.size(0) == ") for c in checks)
+    start, end = flat.index("  if (positions_ndim == 1)"), flat.index("  if (positions_ndim == 2)")
+    source = parse_source(flat[:start] + flat[end:])
+    launcher = source.launchers[0]
+    with pytest.raises(Unmapped, match=r"'query.numel\(\) / num_tokens': query's element count"):
+        analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+
+
+def test_the_positions_fixture_imports_and_validates(tmp_path: Path) -> None:
+    report = importer.import_file(POSITIONS, [], tmp_path)
+    assert [(r.op, r.imported) for r in report.launchers] == [("position_scale", True)]
+    assert main(["validate", str(tmp_path / "position_scale")]) == 0
+
+
+def test_an_optional_read_in_a_check_is_given_and_in_a_choice_of_launch_unread() -> None:
+    """``has_value()`` of an optional tensor reads as the import takes it (given) in a host
+    check, a fact of every path (``!w.has_value() || w->size(0) == n``), but not in an ``if``
+    that chooses between launches (vLLM's rms_norm ``has_weight``): read there, the launch
+    without the weight was dead code, and the callers that pass none lost it."""
+    source = parse_source(
+        "template <typename t> __global__ void k(t* out, const t* w, int n) {}\n"
+        "void f(torch::Tensor& out, std::optional<torch::Tensor> weight) {\n"
+        "  const int n = out.size(0);\n"
+        "  STD_TORCH_CHECK(!weight.has_value() || weight->size(0) == out.size(0));\n"
+        "  const bool has_weight = weight.has_value();\n"
+        '  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "f", [&] {\n'
+        "    if (has_weight) {\n"
+        "      k<scalar_t><<<n, 32>>>(out.data_ptr<scalar_t>(), weight->data_ptr<scalar_t>(), n);\n"
+        "    } else {\n"
+        "      k<scalar_t><<<n, 32>>>(out.data_ptr<scalar_t>(), nullptr, n);\n"
+        "    }\n  });\n}\n"
+    )
+    launcher = source.launchers[0]
+    given, absent = (
+        analyse(launcher, launch, source.kernels, source.macros, H100)
+        for launch in launcher.launches
+    )
+    assert importer.dead_code(given) == importer.dead_code(absent) == ""
+    assert given.shapes["weight"] == given.shapes["out"] == ["n"]  # tied by the check

@@ -24,7 +24,7 @@ from astra_graph.framework.launchers import (
     device_constants,
     dispatch_hints,
 )
-from astra_graph.framework.parse import Macro, Source, parse_source
+from astra_graph.framework.parse import Macro, RowOffset, Source, parse_source
 from astra_graph.kernel import expr
 
 # conftest.py says why
@@ -298,6 +298,38 @@ def test_an_output_known_by_its_last_axis_takes_the_leading_axes_its_inputs_stat
         "  }\n}\n" + launcher
     )
     assert same.shapes["in"] == ["tokens", "in_1", "(d)"]
+
+
+def test_the_kernels_row_indexing_is_read_on_its_syntax_tree() -> None:
+    """The row offsets are read on the kernel's syntax tree, not its text: a comment or a
+    string that spells another offset (``in + row * d``) is no offset, and an offset in
+    nested parentheses (``in + (row * (2 * d))``) is one. Read as text (regular expressions
+    over the body), the string's ``in + row * d`` was in's only offset and in was drafted with
+    rows d long, half the 2 * d the kernel reads."""
+    source = parse_source(
+        "template <typename t> __global__ void k(t* out, const t* in, int n, int d) {\n"
+        "  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {\n"
+        "    // not out + row * 2 * d: out's rows are d long\n"
+        '    if (row < 0) printf("in + row * d, out + row * 2 * d");\n'
+        "    const t* x = in + (row * (2 * d));\n    t* y = out + row * d;\n"
+        "    y[threadIdx.x] = x[threadIdx.x] * x[d + threadIdx.x];\n  }\n}\n"
+        "void f(torch::Tensor& out, torch::Tensor const& in) {\n"
+        "  const bool batched = in.dim() == 3;\n"
+        "  const int n = batched ? in.size(1) : in.size(0);\n"
+        "  const int d = out.size(-1);\n"
+        "  if (batched) {\n"
+        '    AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
+        "      k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(),\n"
+        "          n, d);\n"
+        "    });\n  }\n}\n"
+    )
+    assert source.kernels[0].row_offsets == (
+        RowOffset("in", "row", ("2", "d")),
+        RowOffset("out", "row", ("d",)),
+    )
+    launcher = source.launchers[0]
+    gated = analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+    assert gated.shapes["in"] == ["tokens", "in_1", "(2 * (d))"]
 
 
 def test_one_tensors_count_over_anothers_size_is_an_unstated_relation() -> None:

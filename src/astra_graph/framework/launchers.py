@@ -34,8 +34,16 @@ else the read tensors whose leading sizes are read agree on them (taken as an as
 that input's last axis, where no kernel parameter or launch size carries it, is the row length
 the kernel's own indexing gives, else the launch is refused), and
 one tensor's ``numel()`` divided by another tensor's size (a relation between their shapes the
-drafted dims would not keep). A tensor whose rank a condition the launch is under states
-(``batched = input.dim() == 3; if (batched)``) is drafted with that rank.
+drafted dims would not keep), unless the launcher's checks tie the divisor's dims to the counted
+tensor's (:func:`_tied_ratios`). A tensor whose rank a condition the launch is under states
+(``batched = input.dim() == 3; if (batched)``) is drafted with that rank; one whose element
+count is divided so, with rows and a row at least.
+
+Equalities of sizes in the launcher's checks are shape facts: a check on every path to the
+launch, or under an ``if`` without an ``else`` whose condition the drafted shapes make true
+(vLLM's rotary ``if (positions_ndim == 1) { STD_TORCH_CHECK(query.size(0) ==
+positions.size(0) && (!key.has_value() || ...)) }``), makes one dim the other
+(:func:`_derive_dims`).
 """
 
 from __future__ import annotations
@@ -59,6 +67,7 @@ from astra_graph.framework.parse import (
     _ternary,
     bind_macro,
     text,
+    unparenthesised,
 )
 from astra_graph.framework.structs import StructUnread, field_values
 from astra_graph.kernel import expr
@@ -166,6 +175,9 @@ class TensorUse:
     name: str
     indices: set[int] = field(default_factory=set)
     numel: bool = False
+    counted: bool = False
+    """Its element count is divided by another tensor's sizes (``query.numel() / num_tokens``):
+    a count of rows times a row, so it has an axis past the rows."""
     element: str | None = None
     """The contract dtype (``T`` for ``scalar_t``) from the data_ptr or the kernel parameter."""
     const: bool = True
@@ -400,6 +412,13 @@ class _Translator:
         placeholder key -> the axis expression, folded once every rank is known (finish)."""
         self.assumed: list[str] = []
         """What was taken for a value the launcher reads at run time (an absent optional)."""
+        self.in_check = False
+        """Whether a host check is read (:attr:`~astra_graph.framework.parse.Launch.checks`),
+        where an optional's ``has_value()`` reads as the import takes it; in an ``if`` that
+        chooses a launch it stays unread, and both launches are imported."""
+        self.ratios: list[tuple[str, set[str], set[str]]] = []
+        """One tensor's element count over other tensors' sizes, as written, with the counted
+        and the dividing tensors (:func:`_tied_ratios` checks them once the shapes are known)."""
 
     def fresh(self) -> _Translator:
         """A translator of the same launch whose reads are not recorded (its tensor uses and
@@ -407,7 +426,7 @@ class _Translator:
         copy = _Translator.__new__(_Translator)
         copy.__dict__.update(self.__dict__)
         copy.tensors = {k: replace(v, indices=set(v.indices)) for k, v in self.tensors.items()}
-        copy.host_dims, copy.switches = set(), set()
+        copy.host_dims, copy.switches, copy.ratios = set(), set(), []
         return copy
 
     def expression(self, source: str, depth: int = 0) -> str:
@@ -474,7 +493,7 @@ class _Translator:
             left = self._node(node.child_by_field_name("left"), depth)  # type: ignore[arg-type]
             right = self._node(node.child_by_field_name("right"), depth)  # type: ignore[arg-type]
             if op == "/":
-                _untied_ratio(text(node), left, right)
+                self._ratio(text(node), left, right)
             return f"{left} {python} {right}"
         if kind == "unary_expression" and text(node.child_by_field_name("operator")) == "-":
             return f"-{self._node(node.child_by_field_name('argument'), depth)}"  # type: ignore[arg-type]
@@ -490,14 +509,8 @@ class _Translator:
             ]
             if any(p is None for p in parts):
                 raise Unmapped(f"cannot read {text(node)!r}")
-            optional, given = self._optional(parts[0])  # type: ignore[arg-type]
-            if optional:
-                said = (
-                    "optional tensor, imported as given"
-                    if given
-                    else ("optional integer, imported as absent")
-                )
-                self.assumed.append(f"{optional}: {said}")
+            given = self._given(parts[0])  # type: ignore[arg-type]
+            if given is not None:
                 return self._node(parts[1 if given else 2], depth)  # type: ignore[arg-type]
             inner = ", ".join(self._node(p, depth) for p in parts)  # type: ignore[arg-type]
             return f"select({inner})"
@@ -532,6 +545,20 @@ class _Translator:
             raise Unmapped(f"{text(node)!r}: a pointer whose nullness only the run knows")
         return "1" if null == (op == "==") else "0"
 
+    def _given(self, condition: Node) -> bool | None:
+        """Whether the optional that ``condition`` asks ``has_value()`` of is taken as given
+        (:meth:`_optional`), the assumption recorded; None when it asks no such thing."""
+        optional, given = self._optional(condition)
+        if not optional:
+            return None
+        said = (
+            "optional tensor, imported as given"
+            if given
+            else "optional integer, imported as absent"
+        )
+        self.assumed.append(f"{optional}: {said}")
+        return given
+
     def _optional(self, condition: Node) -> tuple[str, bool]:
         """(the launcher's ``std::optional`` parameter that ``condition`` asks ``has_value()``
         of, or '', and whether it is taken as given). An optional tensor is given, as its
@@ -540,8 +567,19 @@ class _Translator:
         absent: its default branch is what every caller gets without it, and a given value has
         bounds the launcher only checks at run time (``STD_TORCH_CHECK``), which a contract
         would not hold."""
-        match = re.fullmatch(r"\(?\s*(\w+)\s*\.\s*has_value\s*\(\s*\)\s*\)?", text(condition))
-        param = self.params.get(match[1]) if match else None
+        call = unparenthesised(condition)
+        function = call.child_by_field_name("function")
+        args = call.child_by_field_name("arguments")
+        owner = (
+            function.child_by_field_name("argument")
+            if function is not None
+            and function.type == "field_expression"
+            and text(function.child_by_field_name("field")) == "has_value"
+            and args is not None
+            and not args.named_children
+            else None
+        )
+        param = self.params.get(text(owner)) if owner is not None else None
         if param is None or "optional" not in param.type:
             return "", False
         if "Tensor" in param.type:
@@ -612,6 +650,10 @@ class _Translator:
                 index = int(index_text)
                 use.indices.add(index)
                 return f"{tensor}__{method}__{'m' if index < 0 else ''}{abs(index)}"
+            if method == "has_value" and not args and self.in_check:
+                given = self._given(node)
+                if given is not None:
+                    return "1" if given else "0"  # `!key.has_value() || key->size(0) == n`
             if method == "numel" and not args:
                 self._tensor(tensor).numel = True
                 return f"{tensor}__numel"
@@ -661,6 +703,16 @@ class _Translator:
             "condition), so which tensor's size it is cannot be read"
         )
 
+    def _ratio(self, written: str, left: str, right: str) -> None:
+        """Record ``left / right`` when it divides one tensor's element count by another
+        tensor's sizes, for :func:`_tied_ratios`."""
+        counted = {m[1] for m in _QUERY.finditer(left) if m[2] == "numel"}
+        divisors = {m[1] for m in _QUERY.finditer(right)}
+        if counted and divisors and not counted & divisors:
+            self.ratios.append((written, counted, divisors))
+            for tensor in counted:
+                self.tensors[tensor].counted = True
+
     def _ranked_axis(self, node: Node, tensor: str, method: str, index: str) -> str:
         """A placeholder for a size or stride whose axis reads tensor ranks (vLLM's
         ``query.stride(seq_dim_idx)`` with ``seq_dim_idx = positions.dim() - 1``): the ranks
@@ -676,20 +728,26 @@ class _Translator:
 _QUERY = re.compile(r"\b(\w+?)__(size|stride|numel|dim)\b")
 
 
-def _untied_ratio(written: str, left: str, right: str) -> None:
+def _tied_ratios(
+    ratios: list[tuple[str, set[str], set[str]]], shapes: dict[str, list[str]]
+) -> None:
     """Raise Unmapped for one tensor's element count divided by another tensor's sizes (vLLM's
-    rotary ``query.numel() / num_tokens`` with ``num_tokens = positions.numel()``): the
-    launcher relies on a relation between the two shapes that it does not state (its callers
-    or a run-time check keep it), and the drafted shapes, whose dims are each tensor's own,
-    would not hold it, so the kernel would index past the smaller tensor."""
-    counted = {m[1] for m in _QUERY.finditer(left) if m[2] == "numel"}
-    divisors = {m[1] for m in _QUERY.finditer(right)}
-    if counted and divisors and not counted & divisors:
-        raise Unmapped(
-            f"{' '.join(written.split())!r}: {', '.join(sorted(counted))}'s element count "
-            f"over a size of {', '.join(sorted(divisors))}, a relation of their shapes the "
-            "launcher does not state"
-        )
+    rotary ``query.numel() / num_tokens`` with ``num_tokens = positions.numel()``,
+    :meth:`_Translator._ratio`) unless the drafted shapes, after the launcher's checks have
+    tied their dims (:func:`_derive_dims`: ``query.size(0) == positions.size(0)``), give the
+    dividing tensors only dims of the counted one: otherwise the launcher relies on a relation
+    between the two shapes that it does not state (its callers keep it), and the drafted
+    shapes, whose dims are each tensor's own, would not hold it, so the kernel would index past
+    the smaller tensor."""
+    for written, counted, divisors in ratios:
+        have = {name for t in counted for axis in shapes[t] for name in expr.names(axis)}
+        need = {name for t in divisors for axis in shapes[t] for name in expr.names(axis)}
+        if not need <= have:
+            raise Unmapped(
+                f"{' '.join(written.split())!r}: {', '.join(sorted(counted))}'s element count "
+                f"over a size of {', '.join(sorted(divisors))}, a relation of their shapes the "
+                "launcher does not state"
+            )
 
 
 def _resolve_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
@@ -777,6 +835,7 @@ def analyse(
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
     _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
+    _tied_ratios(translator.ratios, shapes)
     _row_lengths(unstated, shapes, dims, kernel, bound.bindings, geometry, requires, notes)
     _note_host_reads(translator, notes)
     dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes)
@@ -854,40 +913,79 @@ def _derive_dims(
     notes: list[str],
 ) -> None:
     """Each requirement ``dim == e`` with ``e`` over other dims (SGLang's ``RuntimeCheck(
-    hidden_size * 2 == D_in.unwrap())``) made to hold by construction: the dim is replaced by
-    ``(e)`` in the shapes, bindings, geometry and other requirements, and is no dim any more
-    (in place). The suites' dims are drawn independently, so such a requirement held for none
-    of them; a requirement with a constant (``head_dim == 128``) pins its dim instead
+    hidden_size * 2 == D_in.unwrap())``), or such an equality a requirement implies
+    (:func:`_implied_equations`: a term of an ``&&`` check, or of a check under an ``if`` the
+    drafted shapes make true), made to hold by construction: the dim is replaced by ``(e)`` in
+    the shapes, bindings, geometry and other requirements, and is no dim any more (in place).
+    The suites' dims are drawn independently, so such a requirement held for none of them; a
+    requirement with a constant (``head_dim == 128``) pins its dim instead
     (:func:`~astra_graph.framework.draft.suites`)."""
-    for requirement in list(requires):
-        sides = expr.equation(requirement)
-        if sides is None:
-            continue
-        left, right = sides
-        for side, other in ((left, right), (right, left)):
-            if not isinstance(side, ast.Name) or side.id not in dims:
-                continue
-            value = ast.unparse(other)
-            used = expr.names(value)
-            if not used or side.id in used or not used <= set(dims):
-                continue
-            pattern = rf"\b{re.escape(side.id)}\b"
+    derived = _derivable(requires, dims)
+    while derived is not None:
+        requirement, dim, value = derived
+        pattern = rf"\b{re.escape(dim)}\b"
 
-            def put(text_: str, pattern: str = pattern, value: str = value) -> str:
-                return re.sub(pattern, f"({value})", text_)
+        def put(text_: str, pattern: str = pattern, value: str = value) -> str:
+            return re.sub(pattern, f"({value})", text_)
 
-            for name, shape in shapes.items():
-                shapes[name] = [put(axis) for axis in shape]
-            for binding in bindings:
-                for one in binding.fields or [binding]:
-                    if one.kind == "expr":
-                        one.value = put(one.value)
-            geometry[:] = [put(g) for g in geometry]
-            requires.remove(requirement)
-            requires[:] = [put(r) for r in requires]
-            dims.remove(side.id)
-            notes.append(f"{side.id} = {value}: the launcher checks {requirement}")
-            break
+        for name, shape in shapes.items():
+            shapes[name] = [put(axis) for axis in shape]
+        for binding in bindings:
+            for one in binding.fields or [binding]:
+                if one.kind == "expr":
+                    one.value = put(one.value)
+        geometry[:] = [put(g) for g in geometry]
+        if expr.equation(requirement) is not None:
+            requires.remove(requirement)  # held by construction; a compound one is kept
+        requires[:] = [put(r) for r in requires]
+        dims.remove(dim)
+        notes.append(f"{dim} = {value}: the launcher checks {requirement}")
+        derived = _derivable(requires, dims)
+
+
+def _derivable(requires: list[str], dims: list[str]) -> tuple[str, str, str] | None:
+    """The first (requirement, dim, expression over other dims) that a requirement's implied
+    equalities (:func:`_implied_equations`) make a dim equal to, or None."""
+    for requirement in requires:
+        for left, right in _implied_equations(requirement):
+            for side, other in ((left, right), (right, left)):
+                if not isinstance(side, ast.Name) or side.id not in dims:
+                    continue
+                value = ast.unparse(other)
+                used = expr.names(value)
+                if used and side.id not in used and used <= set(dims):
+                    return requirement, side.id, value
+    return None
+
+
+def _implied_equations(requirement: str) -> list[tuple[ast.expr, ast.expr]]:
+    """The equalities ``a == b`` a requirement implies: itself when one, each term of an
+    ``and``, and the one term of an ``or`` whose other terms are constant and false (a host
+    check under an ``if`` the drafted shapes decide, ``(1 == 1) == 0 or (q == p)``)."""
+    try:
+        body = expr.parse(requirement).body
+    except expr.ExprError:
+        return []
+    found: list[tuple[ast.expr, ast.expr]] = []
+    stack: list[ast.expr] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.Eq):
+            found.append((node.left, node.comparators[0]))
+        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+            stack.extend(reversed(node.values))
+        elif isinstance(node, ast.BoolOp):
+            live = [v for v in node.values if not _constant_false(ast.unparse(v))]
+            stack.extend(live if len(live) == 1 else [])
+    return found
+
+
+def _constant_false(expression: str) -> bool:
+    """Whether ``expression`` names nothing and is false."""
+    try:
+        return not expr.names(expression) and not expr.evaluate(expression, {})
+    except expr.ExprError:
+        return False
 
 
 def _launched_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
@@ -1408,6 +1506,7 @@ def _launch_requirements(
     requires: list[str] = []
     other_gpu = ""
     for condition, positive in launch.conditions:
+        translator.in_check = condition in launch.checks
         try:
             translated = finish(translator.expression(condition))
         except Unmapped as exc:
@@ -1433,6 +1532,7 @@ def _launch_requirements(
         requires.append(translated if positive else f"({translated}) == 0")
         if positive and not other_gpu:
             other_gpu = _false_device_term(translator, condition)
+    translator.in_check = False
     return requires, other_gpu
 
 
@@ -1555,9 +1655,15 @@ def _shapes(
             # a rank of 1 would draft [d], and the kernel writes its rows past it
             last_only.append(name)
             continue
+        rows = use.indices or use.counted  # numel() over them: a row past them
         rank = max(
-            [i + 1 if i >= 0 else -i for i in use.indices] + [2 if use.numel and use.indices else 1]
+            [i + 1 if i >= 0 else -i for i in use.indices] + [2 if use.numel and rows else 1]
         )
+        if use.counted and not use.indices and rank == 2:
+            notes.append(
+                f"{name}: 2 axes, rows and a row: the launcher divides its element count by "
+                "another tensor's sizes"
+            )
         stated = (ranks or {}).get(name, 0)
         if stated > rank:
             notes.append(f"{name}: rank {stated}, as the launch's condition states")
@@ -1656,17 +1762,14 @@ def _row_lengths(
         )
 
 
-_ROW_TERM = re.compile(r"^\s*(?P<row>[A-Za-z_]\w*)\s*\*\s*(?P<length>[\w\s*()]+?)\s*(?:\+[^;]*)?$")
-"""An offset that starts with a row index times a length: ``row * 2 * d``, ``row * d + idx``."""
-
-
 def kernel_row_length(
     kernel: Kernel, bindings: list[Binding], read: str, written: str, written_last: str
 ) -> str | None:
     """The row length of tensor ``read`` as the kernel indexes it, over the dims, or None: in
-    the kernel's body, its pointer offset by a row index times an expression of the kernel's
-    size parameters (``input + row * 2 * d``, or indexed: ``input[row * d + idx]``, also through
-    an index local), where the same row index offsets ``written``'s pointer by
+    the kernel's body (:attr:`Kernel.row_offsets`, read on its syntax tree), its pointer offset
+    by a row index times a product of the kernel's size parameters and whole numbers
+    (``input + row * 2 * d``, or indexed: ``input[row * d + idx]``, also through an index
+    local), where the same row index offsets ``written``'s pointer by
     ``written_last``, its drafted last axis (``out + row * d``), so that the index counts rows
     of both. One such offset each, or the indexing is not read."""
     params = {b.value: b.param for b in bindings if b.kind == "tensor"}
@@ -1676,24 +1779,13 @@ def kernel_row_length(
     if read not in params or written not in params:
         return None
 
-    def offsets(param: str) -> set[tuple[str, str]]:
-        name = re.escape(param)
-        # `param + row * length` up to the end of its expression, or `param[index]`, an
-        # index local followed to its initialiser (`offset = row * d + idx; input[offset]`)
-        added = re.findall(rf"\b{name}\s*\+\s*([^;,)\]]+)", kernel.body)
-        indexed = re.findall(rf"\b{name}\s*\[([^\]]+)\]", kernel.body)
-        for index in indexed:
-            local = re.search(rf"\b{re.escape(index.strip())}\s*=\s*([^;]+);", kernel.body)
-            added.append(local[1] if local and re.fullmatch(r"\s*\w+\s*", index) else index)
+    def offsets(pointer: str) -> set[tuple[str, str]]:
         found = set()
-        for offset in added:
-            term = _ROW_TERM.match(offset)
-            if term is None:
-                continue
-            words = set(re.findall(r"[A-Za-z_]\w*", term["length"]))
-            if words and words <= set(sizes):
-                spelled = re.sub(r"[A-Za-z_]\w*", lambda m: _grouped(sizes[m[0]]), term["length"])
-                found.add((term["row"], " ".join(spelled.split())))
+        for offset in kernel.row_offsets:
+            named = [f for f in offset.length if not f.isdigit()]
+            if offset.pointer == pointer and named and set(named) <= set(sizes):
+                spelled = (f if f.isdigit() else _grouped(sizes[f]) for f in offset.length)
+                found.add((offset.row, " * ".join(spelled)))
         return found
 
     read_offsets, written_offsets = offsets(params[read]), offsets(params[written])

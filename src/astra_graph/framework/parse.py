@@ -133,6 +133,17 @@ class TemplateParam:
 
 
 @dataclass(frozen=True)
+class RowOffset:
+    """A kernel's pointer parameter offset by a row index times a length in its body:
+    ``input + row * 2 * d`` is (``input``, ``row``, (``2``, ``d``))."""
+
+    pointer: str
+    row: str
+    length: tuple[str, ...]
+    """The length's factors as written: names and decimal whole numbers."""
+
+
+@dataclass(frozen=True)
 class Kernel:
     """A ``__global__`` function definition."""
 
@@ -142,8 +153,9 @@ class Kernel:
     template: tuple[TemplateParam, ...]
     params: tuple[Param, ...]
     line: int
-    body: str = ""
-    """The function body as written, where the kernel's own indexing is read
+    row_offsets: tuple[RowOffset, ...] = ()
+    """How the body offsets its pointer parameters by rows (:func:`_row_offsets`), where the
+    kernel's own row lengths are read
     (:func:`~astra_graph.framework.launchers.kernel_row_length`)."""
 
 
@@ -167,7 +179,12 @@ class Launch:
     ``input.size(-1) / 2``; ``dim3 grid(n)`` -> ``n``), inner scopes winning; a field assigned
     before the launch (``params.rows = ...``) is keyed ``params.rows``."""
     conditions: tuple[tuple[str, bool], ...] = ()
-    """The ``if`` conditions the launch sits under: (condition, True in its then-branch)."""
+    """The ``if`` conditions the launch sits under: (condition, True in its then-branch), and
+    the host checks before it (:func:`_matchers`)."""
+    checks: tuple[str, ...] = ()
+    """The host checks among :attr:`conditions`: facts of every path to the launch, not a
+    choice between launches, so an optional tensor's ``has_value()`` in one reads as the import
+    takes it (given)."""
     api: str = ""
     """The launch call (``cudaLaunchKernelEx``), or '' for ``<<<>>>``."""
     unread: str = ""
@@ -410,6 +427,7 @@ def _launch(call: Node) -> Launch:
         line=call.start_point[0] + 1,
         locals=scoped,
         conditions=conditions,
+        checks=tuple(c for c, _ in checks),
         matched=matched,
     )
 
@@ -558,7 +576,19 @@ def _statement_facts(
 ) -> tuple[list[tuple[str, tuple[str, ...], tuple[str, ...]]], list[str]]:
     """(matched tensors, conditions) one statement establishes whenever it completes: its
     tensor-shape matchers, its host checks' conditions and ``X.set_value(v)`` as
-    ``X.unwrap() == (v)``; for an ``if`` with an ``else``, what both branches establish."""
+    ``X.unwrap() == (v)``; for an ``if`` with an ``else``, what both branches establish; for
+    an ``if`` without one, each check of its branch under its condition, ``!(c) || (check)``
+    (vLLM's ``if (positions_ndim == 1) { STD_TORCH_CHECK(query.size(0) == positions.size(0)) }``:
+    a fact wherever the condition holds)."""
+    if statement.type == "if_statement" and statement.child_by_field_name("alternative") is None:
+        condition = statement.child_by_field_name("condition")
+        value = condition.child_by_field_name("value") if condition is not None else None
+        branch = statement.child_by_field_name("consequence")
+        if value is None or branch is None:
+            return [], []
+        inner = branch.named_children if branch.type == "compound_statement" else [branch]
+        said = text(value)
+        return [], [f"!({said}) || ({c})" for one in inner for c in _statement_facts(one)[1]]
     if statement.type == "if_statement":
         branches = [
             statement.child_by_field_name("consequence"),
@@ -874,17 +904,10 @@ def parse_source(source: str, defines: Mapping[str, int] | None = None) -> Sourc
                 else ()
             )
             qualified = "::".join([*_namespaces(definition), name])
+            params = _params(declarator)
             body = definition.child_by_field_name("body")
-            out.kernels.append(
-                Kernel(
-                    name,
-                    qualified,
-                    tparams,
-                    _params(declarator),
-                    line,
-                    text(body) if body is not None else "",
-                )
-            )
+            offsets = _row_offsets(body, params) if body is not None else ()
+            out.kernels.append(Kernel(name, qualified, tparams, params, line, offsets))
             continue
         body = definition.child_by_field_name("body")
         if body is None:
@@ -912,6 +935,88 @@ def parse_source(source: str, defines: Mapping[str, int] | None = None) -> Sourc
                 )
             )
     return out
+
+
+def _row_offsets(body: Node, params: tuple[Param, ...]) -> tuple[RowOffset, ...]:
+    """Where a kernel's body offsets a pointer parameter by a row: one operand of a ``+`` whose
+    other is the pointer (``input + row * 2 * d``), or the one index of a subscript of it
+    (``input[row * d + idx]``), an index that is a local with one declaration in the body
+    followed to its initialiser (``offset = row * d + idx; input[offset]``). Of the offset's
+    summands exactly one is a row term (:func:`_row_term`), or it is not a row offset. Read on
+    the syntax tree: comments, strings and nested parentheses are what they are, not text."""
+    pointers = {p.name for p in params if p.pointer}
+    initialisers: dict[str, list[Node]] = {}
+    for init in _walk(body, ("init_declarator",)):
+        declarator, value = (
+            init.child_by_field_name("declarator"),
+            init.child_by_field_name("value"),
+        )
+        if declarator is not None and declarator.type == "identifier" and value is not None:
+            initialisers.setdefault(text(declarator), []).append(value)
+
+    def row_of(offset: Node, followed: frozenset[str]) -> tuple[str, tuple[str, ...]] | None:
+        offset = unparenthesised(offset)
+        name = text(offset)
+        if offset.type == "identifier" and len(initialisers.get(name, [])) == 1:
+            if name in followed:
+                return None
+            return row_of(initialisers[name][0], followed | {name})
+        terms = [t for t in map(_row_term, _operands(offset, "+")) if t is not None]
+        return terms[0] if len(terms) == 1 else None
+
+    found: list[RowOffset] = []
+    for node in _walk(body, ("binary_expression", "subscript_expression")):
+        if node.type == "subscript_expression":
+            indices = node.child_by_field_name("indices")
+            index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
+            pointer, offset = (
+                node.child_by_field_name("argument"),
+                index[0] if len(index) == 1 else None,
+            )
+        elif text(node.child_by_field_name("operator")) == "+":
+            pointer, offset = node.child_by_field_name("left"), node.child_by_field_name("right")
+            if pointer is None or text(pointer) not in pointers:
+                pointer, offset = offset, pointer
+        else:
+            continue
+        if pointer is None or offset is None or pointer.type != "identifier":
+            continue
+        term = row_of(offset, frozenset()) if text(pointer) in pointers else None
+        if term is not None and (row := RowOffset(text(pointer), *term)) not in found:
+            found.append(row)
+    return tuple(found)
+
+
+def _row_term(term: Node) -> tuple[str, tuple[str, ...]] | None:
+    """A product whose first factor is a name, the row index, and whose other factors are
+    names and decimal whole numbers, the row's length (``row * 2 * d``, ``row * (2 * d)``):
+    the row index and the length's factors, or None."""
+    factors = _operands(term, "*")
+    if len(factors) < 2 or factors[0].type != "identifier":  # a row and a length at least
+        return None
+    length = tuple(text(f) for f in factors[1:])
+    plain = all(
+        f.type == "identifier" or (f.type == "number_literal" and text(f).isdigit())
+        for f in factors[1:]
+    )
+    return (text(factors[0]), length) if plain else None
+
+
+def _operands(node: Node, operator: str) -> list[Node]:
+    """The operands of a chain of one binary operator (``a + (b + c)`` -> a, b, c), through
+    parentheses; ``node`` alone when it is no such chain."""
+    node = unparenthesised(node)
+    if node.type != "binary_expression" or text(node.child_by_field_name("operator")) != operator:
+        return [node]
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    return [*_operands(left, operator), *_operands(right, operator)] if left and right else [node]
+
+
+def unparenthesised(node: Node) -> Node:
+    """``node`` without the parentheses around it."""
+    while node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
 
 
 def _template_lambda(call: Node, launch: Launch) -> tuple[Node, list[str]] | None:
@@ -1144,6 +1249,7 @@ def _api_launch(call: Node, function_params: set[str]) -> list[Launch] | None:
             line=call.start_point[0] + 1,
             locals=found,
             conditions=conditions,
+            checks=tuple(c for c, _ in checks),
             api=api,
             unread=unread,
             notes=tuple(notes),
