@@ -45,6 +45,7 @@ from astra_graph.kernel.header import load_implementation
 pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")
 
 CSRC = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc"
+JIT = CSRC.parent / "jit"
 NORM = CSRC / "layernorm.cu"
 ACT = CSRC / "activation.cu"
 H100 = device_constants("sm_90", (13, 0))
@@ -917,3 +918,23 @@ def test_an_object_like_macro_is_the_definition_the_builds_if_takes(
     )
     assert expr.evaluate_int(found.block, {"elem_bytes": 4, "x_0": 8}) == bytes_ // 4
     assert importer.define_values(("A", "B=0x10", "C=name")) == {"A": 1, "B": 16}
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_jit_headers_host_utilities_are_removed_and_device_helpers_kept(
+    tmp_path: Path,
+) -> None:
+    """SGLang-style JIT utilities (fixtures/framework/jit): classes whose member functions have
+    no execution space (a source location, a runtime check with its deduction guide, a launch
+    class), a host prototype and an inline host function, all host code NVRTC refused ("host
+    functions are not allowed in JIT mode"), go whole; the kernel's helper struct keeps its
+    field and device member (its host member goes) and the constexpr trait stays."""
+    flat = flatten(JIT / "scale.cuh", [])
+    device = device_source(flat.text)
+    for host in ("DebugInfo", "RuntimeCheck", "LaunchKernel", "is_multiple", "describe"):
+        assert host in device.removed_functions
+    assert "current_stream(int" not in device.text and "RuntimeCheck(" not in device.text
+    assert "FW_DEVICE float apply" in device.text and "static constexpr int bytes()" in device.text
+    report = importer.import_file(JIT / "scale.cuh", [], tmp_path)
+    (result,) = report.launchers
+    assert report.compiled and result.imported, result.reason
