@@ -938,3 +938,14 @@ def test_a_jit_headers_host_utilities_are_removed_and_device_helpers_kept(
     report = importer.import_file(JIT / "scale.cuh", [], tmp_path)
     (result,) = report.launchers
     assert report.compiled and result.imported, result.reason
+
+
+def test_a_member_under_torchs_device_macro_is_device_code() -> None:
+    """vLLM's ``C10_DEVICE C10_ALWAYS_INLINE static float val()``: torch's macro comes from the
+    stand-in header, and the grammar reads the macros as a field of their own; the member and
+    its class stay (removed, vLLM's fp8 quant kernels lost min_scaling_factor)."""
+    device = device_source(
+        "#include <c10/macros/Macros.h>\ntemplate <typename T>\nstruct min_scale {\n"
+        "  C10_DEVICE C10_ALWAYS_INLINE static float val() { return 1.0f; }\n};\n"
+    )
+    assert device.removed_functions == []

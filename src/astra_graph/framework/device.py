@@ -173,16 +173,30 @@ def _is_host_class(node: Node, spaces: tuple[str, ...], device_names: set[str]) 
         c.named_children[-1] if c.type == "template_declaration" else c for c in body.named_children
     ]
     members = [m for m in members if m.type == "function_definition"]
+    name = node.child_by_field_name("name")
+    if name is not None and name.type == "template_type":  # a specialisation: its template's
+        name = name.child_by_field_name("name")
     return (
-        text(node.child_by_field_name("name")) not in device_names
+        text(name) not in device_names
         and any(_is_host_member(m, spaces) for m in members)
         and not any(_in_device_space(m, spaces) for m in members)
     )
 
 
 def _in_device_space(node: Node, spaces: tuple[str, ...]) -> bool:
-    """A definition whose head (before its body) names a device space or a macro of one."""
-    return any(word in text(node).split("{", 1)[0] for word in spaces)
+    """A definition whose head (before its body) names a device space or a macro of one. In a
+    class, macros before a member (vLLM's ``C10_DEVICE C10_ALWAYS_INLINE static float val()``)
+    are read by the grammar as a field of their own whose ``;`` is missing: they are its head."""
+    head = text(node).split("{", 1)[0]
+    before = node.prev_sibling
+    if (
+        before is not None
+        and before.type == "field_declaration"
+        and before.children
+        and before.children[-1].is_missing
+    ):
+        head = f"{text(before)} {head}"
+    return any(word in head for word in spaces)
 
 
 def _is_host_member(node: Node, spaces: tuple[str, ...]) -> bool:
@@ -363,6 +377,14 @@ def _device_macros(root: Node) -> list[str]:
     return found
 
 
+@cache
+def _torch_device_macros() -> tuple[str, ...]:
+    """torch's macros that name a device space (``C10_DEVICE``, ``C10_HOST_DEVICE``), from
+    :data:`TORCH_TYPES_FILE`, which replaces torch's includes after the source is read: vLLM's
+    ``struct min_scaling_factor { C10_DEVICE C10_ALWAYS_INLINE static float val() ... }``."""
+    return tuple(_device_macros(_parser().parse(torch_types().encode()).root_node))
+
+
 def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource:
     """The flattened file with host code removed and includes made NVRTC's (see above).
 
@@ -373,7 +395,7 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     data = flattened.encode()
     tree = _parser().parse(data)
     removed: list[tuple[int, int, str]] = []
-    spaces = (*_DEVICE_SPACES, *_device_macros(tree.root_node))
+    spaces = (*_DEVICE_SPACES, *_device_macros(tree.root_node), *_torch_device_macros())
     device_names = _device_names(tree.root_node, spaces)
     host_classes: set[str] = set()
     for node in _walk(tree.root_node, ("class_specifier", "struct_specifier")):
