@@ -45,6 +45,7 @@ from astra_graph.kernel.header import load_implementation
 pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")
 
 CSRC = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc"
+JIT = CSRC.parent / "jit"
 NORM = CSRC / "layernorm.cu"
 ACT = CSRC / "activation.cu"
 H100 = device_constants("sm_90", (13, 0))
@@ -981,3 +982,34 @@ def test_an_optional_read_in_a_check_is_given_and_in_a_choice_of_launch_unread()
     )
     assert importer.dead_code(given) == importer.dead_code(absent) == ""
     assert given.shapes["weight"] == given.shapes["out"] == ["n"]  # tied by the check
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_jit_headers_host_utilities_are_removed_and_device_helpers_kept(
+    tmp_path: Path,
+) -> None:
+    """SGLang-style JIT utilities (fixtures/framework/jit): classes whose member functions have
+    no execution space (a source location, a runtime check with its deduction guide, a launch
+    class), a host prototype and an inline host function, all host code NVRTC refused ("host
+    functions are not allowed in JIT mode"), go whole; the kernel's helper struct keeps its
+    field and device member (its host member goes) and the constexpr trait stays."""
+    flat = flatten(JIT / "scale.cuh", [])
+    device = device_source(flat.text)
+    for host in ("DebugInfo", "RuntimeCheck", "LaunchKernel", "is_multiple", "describe"):
+        assert host in device.removed_functions
+    assert "current_stream(int" not in device.text and "RuntimeCheck(" not in device.text
+    assert "FW_DEVICE float apply" in device.text and "static constexpr int bytes()" in device.text
+    report = importer.import_file(JIT / "scale.cuh", [], tmp_path)
+    (result,) = report.launchers
+    assert report.compiled and result.imported, result.reason
+
+
+def test_a_member_under_torchs_device_macro_is_device_code() -> None:
+    """vLLM's ``C10_DEVICE C10_ALWAYS_INLINE static float val()``: torch's macro comes from the
+    stand-in header, and the grammar reads the macros as a field of their own; the member and
+    its class stay (removed, vLLM's fp8 quant kernels lost min_scaling_factor)."""
+    device = device_source(
+        "#include <c10/macros/Macros.h>\ntemplate <typename T>\nstruct min_scale {\n"
+        "  C10_DEVICE C10_ALWAYS_INLINE static float val() { return 1.0f; }\n};\n"
+    )
+    assert device.removed_functions == []

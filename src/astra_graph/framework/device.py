@@ -11,9 +11,14 @@ cubin is what the harness loads anyway. The host code is read by the parser
 
 What is changed, and why the code path stays the framework's:
 
-* namespace-scope host code (functions and variables without ``__device__``/``__global__``:
-  the torch launchers, their helpers, ``TORCH_LIBRARY`` blocks) is removed: NVRTC refuses it,
-  and the launches are described in the operation's header instead;
+* host code is removed: NVRTC refuses it, and the launches are described in the operation's
+  header instead. Host code is what has no ``__device__``/``__global__`` (or a macro naming
+  one): namespace-scope functions and variables (the torch launchers, their helpers,
+  ``TORCH_LIBRARY`` blocks), member functions (not ``constexpr``, defaulted or deleted: those
+  stay, see below), and whole classes whose member functions are all host code and whose name
+  no device code uses (SGLang's ``RuntimeCheck``, ``LaunchKernel``), with the declarations that
+  name them (their deduction guides); a class that kernels use keeps its data and device
+  members, so a kernel's parameter struct stays;
 * torch's, ATen's and c10's includes are replaced by :data:`TORCH_TYPES_FILE`: ``c10::Half``
   and ``c10::BFloat16`` as types of their own with torch's semantics (two bytes, float
   arithmetic rounded back), and the kernel is instantiated with them
@@ -114,8 +119,10 @@ _DEVICE_SPACES = ("__global__", "__device__", "__constant__", "__shared__", "__m
 functions are not allowed in JIT mode"); it is removed, launchers and helpers alike."""
 
 
-def _is_host_variable(node: Node) -> bool:
-    """A namespace-scope variable (not a function declaration, type alias or constexpr)."""
+def _is_host_declaration(node: Node) -> bool:
+    """A namespace-scope variable or function prototype (not a type alias, a constexpr or a
+    deduction guide, which has no return type): NVRTC refuses a host prototype as it refuses a
+    host definition (a JIT header's ``cudaStream_t current_stream(int)``)."""
     raw = text(node)
     if "constexpr" in raw.split("=", 1)[0] or raw.lstrip().startswith(("using", "typedef")):
         return False
@@ -123,9 +130,9 @@ def _is_host_variable(node: Node) -> bool:
         c.type == "function_declarator" or _declarator_type(c) == "function_declarator"
         for c in node.named_children
     )
-    return not declares_function and any(
-        c.type in ("init_declarator", "identifier") for c in node.named_children
-    )
+    if declares_function:
+        return node.child_by_field_name("type") is not None
+    return any(c.type in ("init_declarator", "identifier") for c in node.named_children)
 
 
 HOST_LIBRARY_TYPES = (
@@ -146,8 +153,11 @@ host code, removed like a host function (its header, ``<exception>``, is not NVR
 _HOST_LIBRARY_TYPE = re.compile(r"\bstd\s*::\s*(?:" + "|".join(HOST_LIBRARY_TYPES) + r")\b")
 
 
-def _is_host_class(node: Node) -> bool:
-    """A class or struct whose bases or fields name a :data:`HOST_LIBRARY_TYPES` type."""
+def _is_host_class(node: Node, spaces: tuple[str, ...], device_names: set[str]) -> bool:
+    """A class or struct whose bases or fields name a :data:`HOST_LIBRARY_TYPES` type, or whose
+    member functions are all host code (:func:`_is_host_member`) and whose name no device code
+    uses (:func:`_device_names`: a kernel's parameter struct with a host constructor keeps its
+    fields, only the constructor goes)."""
     body = node.child_by_field_name("body")
     if body is None:
         return False
@@ -157,7 +167,68 @@ def _is_host_class(node: Node) -> bool:
         for c in body.named_children
         if c.type == "field_declaration"
     ]
-    return any(_HOST_LIBRARY_TYPE.search(p) for p in parts)
+    if any(_HOST_LIBRARY_TYPE.search(p) for p in parts):
+        return True
+    members = [
+        c.named_children[-1] if c.type == "template_declaration" else c for c in body.named_children
+    ]
+    members = [m for m in members if m.type == "function_definition"]
+    name = node.child_by_field_name("name")
+    if name is not None and name.type == "template_type":  # a specialisation: its template's
+        name = name.child_by_field_name("name")
+    return (
+        text(name) not in device_names
+        and any(_is_host_member(m, spaces) for m in members)
+        and not any(_in_device_space(m, spaces) for m in members)
+    )
+
+
+def _in_device_space(node: Node, spaces: tuple[str, ...]) -> bool:
+    """A definition whose head (before its body) names a device space or a macro of one. In a
+    class, macros before a member (vLLM's ``C10_DEVICE C10_ALWAYS_INLINE static float val()``)
+    are read by the grammar as a field of their own whose ``;`` is missing: they are its head."""
+    head = text(node).split("{", 1)[0]
+    before = node.prev_sibling
+    if (
+        before is not None
+        and before.type == "field_declaration"
+        and before.children
+        and before.children[-1].is_missing
+    ):
+        head = f"{text(before)} {head}"
+    return any(word in head for word in spaces)
+
+
+def _is_host_member(node: Node, spaces: tuple[str, ...]) -> bool:
+    """A member function definition that NVRTC refuses: no execution space, not ``constexpr``
+    (given one, :func:`_relaxed_constexpr`), not defaulted or deleted (no code to compile)."""
+    return (
+        not _in_device_space(node, spaces)
+        and not _is_constexpr_function(node)
+        and not any(
+            c.type in ("default_method_clause", "delete_method_clause") for c in node.children
+        )
+    )
+
+
+def _device_names(root: Node, spaces: tuple[str, ...]) -> set[str]:
+    """The names device code uses: in device functions (a kernel's parameter types among them)
+    and anywhere in a class with a device member function."""
+    found: set[str] = set()
+    for node in _walk(root, ("function_definition",)):
+        if not _in_device_space(node, spaces):
+            continue
+        owner = node.parent.parent if node.parent is not None else None
+        if owner is not None and owner.type == "template_declaration":
+            owner = owner.parent.parent if owner.parent is not None else None
+        if owner is not None and owner.type in ("class_specifier", "struct_specifier"):
+            node = owner
+        found.update(text(n) for n in _walk(node, ("type_identifier", "identifier")))
+    return found
+
+
+def _names(node: Node) -> set[str]:
+    return {text(n) for n in _walk(node, ("type_identifier", "identifier"))}
 
 
 def _declarator_type(node: Node) -> str | None:
@@ -183,11 +254,15 @@ _SCOPES = (
 )
 
 
-def _at_namespace_scope(node: Node) -> bool:
-    """A definition outside any function or class (a free function)."""
+_CLASS_SCOPES = ("field_declaration_list", "class_specifier", "struct_specifier")
+
+
+def _at_namespace_scope(node: Node, scopes: tuple[str, ...] = _SCOPES) -> bool:
+    """A definition outside any function or class (a free function); with
+    ``_SCOPES + _CLASS_SCOPES``, outside any function (a member function too)."""
     parent = node.parent
     while parent is not None:
-        if parent.type not in _SCOPES:
+        if parent.type not in scopes:
             return False
         parent = parent.parent
     return True
@@ -302,6 +377,14 @@ def _device_macros(root: Node) -> list[str]:
     return found
 
 
+@cache
+def _torch_device_macros() -> tuple[str, ...]:
+    """torch's macros that name a device space (``C10_DEVICE``, ``C10_HOST_DEVICE``), from
+    :data:`TORCH_TYPES_FILE`, which replaces torch's includes after the source is read: vLLM's
+    ``struct min_scaling_factor { C10_DEVICE C10_ALWAYS_INLINE static float val() ... }``."""
+    return tuple(_device_macros(_parser().parse(torch_types().encode()).root_node))
+
+
 def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource:
     """The flattened file with host code removed and includes made NVRTC's (see above).
 
@@ -312,28 +395,41 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     data = flattened.encode()
     tree = _parser().parse(data)
     removed: list[tuple[int, int, str]] = []
-    spaces = (*_DEVICE_SPACES, *_device_macros(tree.root_node))
-    for node in _walk(tree.root_node, ("function_definition", "declaration")):
-        if not _at_namespace_scope(node):
-            continue
-        head = text(node).split("{", 1)[0]
-        if any(word in head for word in spaces):
-            continue
-        if node.type == "declaration" and not _is_host_variable(node):
-            continue
-        if node.type == "function_definition" and _is_aligned_struct(node):
-            continue
-        whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
-        declarator = node.child_by_field_name("declarator")
-        name = text(declarator).split("(", 1)[0].split("=", 1)[0].strip() if declarator else "?"
-        removed.append((whole.start_byte, whole.end_byte, name))
+    spaces = (*_DEVICE_SPACES, *_device_macros(tree.root_node), *_torch_device_macros())
+    device_names = _device_names(tree.root_node, spaces)
+    host_classes: set[str] = set()
     for node in _walk(tree.root_node, ("class_specifier", "struct_specifier")):
-        if _at_namespace_scope(node) and _is_host_class(node):
+        if _at_namespace_scope(node) and _is_host_class(node, spaces, device_names):
             whole = (
                 node.parent if node.parent and node.parent.type == "template_declaration" else node
             )
             name = text(node.child_by_field_name("name")) or "?"
+            host_classes.add(name)
             removed.append((whole.start_byte, whole.end_byte, name))
+    for node in _walk(tree.root_node, ("function_definition", "declaration")):
+        member = node.parent is not None and "field_declaration_list" in (
+            node.parent.type,
+            node.parent.parent.type if node.parent.parent is not None else "",
+        )
+        if not _at_namespace_scope(node, _SCOPES + _CLASS_SCOPES if member else _SCOPES):
+            continue
+        if member and (node.type == "declaration" or not _is_host_member(node, spaces)):
+            continue
+        if _in_device_space(node, spaces):
+            continue
+        # a declaration naming a removed class (its deduction guide) goes with it
+        if node.type == "declaration" and not (
+            _is_host_declaration(node) or _names(node) & host_classes
+        ):
+            continue
+        if node.type == "function_definition" and _is_aligned_struct(node):
+            continue
+        whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
+        if any(start <= whole.start_byte < end for start, end, _ in removed):
+            continue  # inside a removed class
+        declarator = node.child_by_field_name("declarator")
+        name = text(declarator).split("(", 1)[0].split("=", 1)[0].strip() if declarator else "?"
+        removed.append((whole.start_byte, whole.end_byte, name))
     for node in _walk(tree.root_node, ("expression_statement",)):
         if (
             node.parent is not None
