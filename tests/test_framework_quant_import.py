@@ -298,6 +298,20 @@ def test_an_output_known_by_its_last_axis_takes_the_leading_axes_its_inputs_stat
         "  }\n}\n" + launcher
     )
     assert same.shapes["in"] == ["tokens", "in_1", "(d)"]
+    # a check on in's last axis restricts it and carries it into the kernel no more than before
+    checked = _single(
+        f"{signature} {{\n"
+        "  for (int64_t row = blockIdx.x; row < n; row += gridDim.x) {\n"
+        "    const t* x = in + row * 2 * d;\n    t* y = out + row * d;\n"
+        "    y[threadIdx.x] = x[threadIdx.x] * x[d + threadIdx.x];\n  }\n}\n"
+        + launcher.replace(
+            "  const int d = out.size(-1);\n",
+            "  const int d = out.size(-1);\n  TORCH_CHECK(in.size(-1) % 8 == 0);\n",
+        )
+    )
+    assert checked.shapes["in"] == gated.shapes["in"]
+    assert "in_2" not in checked.dims
+    assert all("in_2" not in r for r in checked.requires)
 
 
 def test_the_kernels_row_indexing_is_read_on_its_syntax_tree() -> None:

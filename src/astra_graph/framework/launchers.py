@@ -1723,14 +1723,16 @@ def _row_lengths(
     notes: list[str],
 ) -> None:
     """For a read tensor whose rows an output was assumed to have (:func:`_rows_of`) and whose
-    last axis is in none of the kernel parameters' size expressions, the launch geometry and
-    the requirements (a ``select`` whose condition is a constant counts for the branch taken),
-    the kernel works its row length out from other sizes, and a dim of its own would be drawn
-    too short for it (vLLM's gated activations read 2 * d of a row). That axis becomes the
-    length the kernel's own indexing gives (:func:`kernel_row_length`) everywhere, in place,
-    noted; raises Unmapped when the kernel does not say it either."""
+    last axis is in none of the kernel parameters' size expressions and the launch geometry
+    (a ``select`` whose condition is a constant counts for the branch taken), the kernel works
+    its row length out from other sizes, and a dim of its own would be drawn too short for it
+    (vLLM's gated activations read 2 * d of a row). That axis becomes the length the kernel's
+    own indexing gives (:func:`kernel_row_length`) everywhere, the requirements included, in
+    place, noted; raises Unmapped when the kernel does not say it either. A requirement that
+    names the axis (``in.size(-1) % 8 == 0``) only restricts it and gives the kernel nothing,
+    so it does not count as carrying it."""
     sizes = [one.value for b in bindings for one in b.fields or [b] if one.kind == "expr"]
-    live = set().union(*(_live_names(size) for size in [*sizes, *geometry, *requires]))
+    live = set().union(*(_live_names(size) for size in [*sizes, *geometry]))
     for tensor, (axis, written) in unstated.items():
         if shapes[tensor][-1] != axis or axis in live:
             continue
