@@ -176,6 +176,29 @@ def test_a_dim_on_grid_y_gets_the_largest_size_the_original_can_launch() -> None
     assert any(n.startswith("dims.tokens: max 65535") for n in notes)
 
 
+def test_a_bound_on_grid_y_ignores_the_requirements_and_stays_above_the_suites() -> None:
+    """``d % 8 == 0`` admits only multiples of 8: were sizes it excludes counted as launching,
+    the bisection could stop above 524288 (grid y 65536, a multiple of 8 that cannot launch).
+    The bound is the largest size whose geometry fits, requirements aside; and a suite size
+    above what the geometry allows gets no bound at all (the contract would refuse its suite)."""
+    analysis = _single(
+        "template <typename t> __global__ void k(t* out, int n, int d) {}\n"
+        "void f(torch::Tensor& out) {\n"
+        "  const int n = out.size(0);\n  const int d = out.size(1);\n"
+        "  TORCH_CHECK(d % 8 == 0);\n"
+        '  AT_DISPATCH_FLOATING_TYPES(out.scalar_type(), "f", [&] {\n'
+        "    k<scalar_t><<<dim3(n, d / 8), 32>>>(out.data_ptr<scalar_t>(), n, d);\n"
+        "  });\n}\n"
+    )
+    assert any("% 8" in r for r in analysis.requires)
+    least = least_sizes(analysis)
+    bound = greatest_sizes(analysis, least, [{"n": 4096, "d": 65536}])
+    assert bound == {"d": 524287}
+    top = bound["d"] // 8 * 8  # the largest size the domain check would draw
+    assert expr.evaluate_dims3(analysis.grid, {**least, "d": top})[1] <= 65535
+    assert greatest_sizes(analysis, least, [{"n": 4096, "d": 8 * 65536}]) == {}
+
+
 def test_the_dead_branch_of_a_macros_literal_flag_is_dead_code() -> None:
     taken, dead = _analyses("square")
     assert dead_code(taken) == ""

@@ -471,20 +471,25 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
     return least
 
 
+IMPORT_ARCH = "sm_90"
+"""The architecture whose launch limits a drafted ``max`` respects: grid and block limits are the
+same on every architecture the project targets (``harness.geometry``), and shared memory, which
+differs, is left to the checks."""
+
+
 def _launches(analysis: Analysis, sizes: dict[str, int]) -> bool:
     """Whether the original's grid and block for ``sizes`` are within CUDA's limits for every
-    dispatched element type (a shape its requirements exclude is never launched, so it passes;
-    shared memory is left to the checks, whose limit depends on the GPU)."""
+    dispatched element type, the launch's requirements not consulted: a requirement such as
+    ``d % 8 == 0`` would make sizes between those it admits pass and the search below stop at
+    one of them, above a size that cannot launch."""
     for dtype in analysis.dtypes:
         env = _requirement_env(sizes, dtype)
         try:
-            if not all(expr.evaluate(r, env) for r in analysis.requires):
-                continue
             grid = expr.evaluate_dims3(analysis.grid, env)
             block = expr.evaluate_dims3(analysis.block, env)
         except (expr.ExprError, ArithmeticError):
             continue  # not decidable here: the checks' preflight names it
-        if geometry_problem(grid, block, 0, "sm_90") is not None:
+        if geometry_problem(grid, block, 0, IMPORT_ARCH) is not None:
             return False
     return True
 
@@ -498,12 +503,15 @@ def greatest_sizes(
     A launcher that puts a dim on ``gridDim.y`` (one block row per expert) cannot launch past
     65535 of it, and the domain check refused the original against itself there (H100, the
     ``masked_copy`` fixture at cc80102: grid y 65536). The search is a bisection: launch sizes
-    grow with the dims in every launcher seen."""
+    grow with the dims in every launcher seen. A bound below a suite's size is not drafted (the
+    contract would refuse its own suite; the checks then name the launch that fails)."""
     greatest: dict[str, int] = {}
     for dim in analysis.dims:
-        low = least[dim]
-        high = max(low, UNBOUNDED_FACTOR * max((s[dim] for s in shapes), default=low))
-        if _launches(analysis, {**least, dim: high}) or not _launches(analysis, dict(least)):
+        low = max([least[dim], *(s[dim] for s in shapes)])
+        high = max(low, UNBOUNDED_FACTOR * low)
+        if _launches(analysis, {**least, dim: high}) or not _launches(
+            analysis, {**least, dim: low}
+        ):
             continue
         while high - low > 1:  # low launches, high does not
             middle = (low + high) // 2
