@@ -250,8 +250,11 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
         args={"x": "input", "out": "out", "scale": "scales"},
         axes={"input": ("tokens", "hidden"), "out": ("tokens", "hidden")},
         larger={"scales": "drafted as out's shape; the kernel writes scale[token], one a token"},
-        layout="same layout: input [tokens, hidden], out float8_e4m3fn [tokens, hidden], one "
-        "float32 scale a token, scale = max(amax / 448, 1 / (448 * 512))",
+        layout="PATH DIFFERS: input [tokens, hidden], out float8_e4m3fn [tokens, hidden], one "
+        "float32 scale a token, scale = max(amax / 448, 1 / (448 * 512)) alike, but vLLM's side "
+        "also reads scale_ub (one float a token) and clamps amax by it, which vLLM's own "
+        "per-token call does not: slightly more work than the call it stands for",
+        same_work=False,
     ),
 )
 

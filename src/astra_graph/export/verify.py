@@ -241,10 +241,9 @@ def _bench_protocol(
       its arguments bound (``runtime.bound``: what the bench itself launches;
       ``direct_over_bench``). Their difference is the single-kernel graph's launch on the
       device, which the bench's launch does not have; ``graph_over_direct`` sets the two beside
-      each other on the same buffers in the same batch: the run's bench ran minutes earlier on
-      other buffers, and the straight launch alone differed from it by 0.968-1.052 at
-      events-timed shapes on the H100 (0ec8993, merge and fused_add_rmsnorm), while the graph
-      over the straight launch stayed within 0.978-1.017 (fused_add_rmsnorm, 14 shapes);
+      each other on the same buffers in the same batch, so that what the graph adds is read
+      without the run's bench, taken minutes earlier on other buffers (what it measured on the
+      H100 is in docs/EXPORT.md);
     - where it timed a graph of N copies, a graph of N copies of the export, each replay after
       an L2 flush as in the bench (the share of the data L2 still holds depends on N and on the
       flush: 64 copies instead of 256 read 1x14336 in 0.74 of the bench's time on the H100 at
