@@ -269,6 +269,21 @@ def test_an_output_known_by_its_last_axis_takes_the_rows_of_the_one_fully_read_i
         )
 
 
+MASKED_LAUNCHER = (
+    "void f(torch::Tensor& out, torch::Tensor const& in) {\n"
+    "  const bool batched = in.dim() == 3;\n"
+    "  const int n = batched ? in.size(1) : in.size(0);\n"
+    "  const int d = out.size(-1);\n"
+    "  if (batched) {\n"
+    '    AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
+    "      k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(),\n"
+    "          n, d);\n"
+    "    });\n  }\n}\n"
+)
+"""A launcher in vLLM masked_moe_activation's style: batched by the input's rank, out read only
+by ``size(-1)``, no size of the kernel's carrying the input's row length."""
+
+
 def test_an_output_known_by_its_last_axis_takes_the_leading_axes_its_inputs_state() -> None:
     """vLLM's masked_moe_activation reads ``in.size(0)`` and ``in.size(1)`` of an [E, T, w]
     input and only ``out.size(-1)``: out is drafted [E, T, d] with in's leading axes, an
@@ -289,17 +304,7 @@ def test_an_output_known_by_its_last_axis_takes_the_leading_axes_its_inputs_stat
     assert analysis.shapes == {"in": ["e", "n", "w"], "out": ["e", "n", "d"]}
     assumed = "an assumption: the launcher reads only in's leading axes"
     assert any(assumed in n for n in analysis.notes)
-    launcher = (
-        "void f(torch::Tensor& out, torch::Tensor const& in) {\n"
-        "  const bool batched = in.dim() == 3;\n"
-        "  const int n = batched ? in.size(1) : in.size(0);\n"
-        "  const int d = out.size(-1);\n"
-        "  if (batched) {\n"
-        '    AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
-        "      k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(),\n"
-        "          n, d);\n"
-        "    });\n  }\n}\n"
-    )
+    launcher = MASKED_LAUNCHER
     signature = "template <typename t> __global__ void k(t* out, const t* in, int n, int d)"
     with pytest.raises(Unmapped, match=r"in: .* carries its last axis 'in_2', so a row's length"):
         _single(f"{signature} {{}}\n{launcher}")
@@ -349,16 +354,7 @@ def test_the_kernels_row_indexing_is_read_on_its_syntax_tree() -> None:
         "    // not out + row * 2 * d: out's rows are d long\n"
         '    if (row < 0) printf("in + row * d, out + row * 2 * d");\n'
         "    const t* x = in + (row * (2 * d));\n    t* y = out + row * d;\n"
-        "    y[threadIdx.x] = x[threadIdx.x] * x[d + threadIdx.x];\n  }\n}\n"
-        "void f(torch::Tensor& out, torch::Tensor const& in) {\n"
-        "  const bool batched = in.dim() == 3;\n"
-        "  const int n = batched ? in.size(1) : in.size(0);\n"
-        "  const int d = out.size(-1);\n"
-        "  if (batched) {\n"
-        '    AT_DISPATCH_FLOATING_TYPES(in.scalar_type(), "f", [&] {\n'
-        "      k<scalar_t><<<n, d>>>(out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(),\n"
-        "          n, d);\n"
-        "    });\n  }\n}\n"
+        "    y[threadIdx.x] = x[threadIdx.x] * x[d + threadIdx.x];\n  }\n}\n" + MASKED_LAUNCHER
     )
     assert source.kernels[0].row_offsets == (
         RowOffset("in", "row", ("2", "d")),
