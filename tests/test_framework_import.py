@@ -1043,3 +1043,17 @@ def test_classes_device_code_names_through_scopes_fields_and_member_templates_st
         "__global__ void k(float* x) { x[0] = 1; }\n"
     )
     assert "struct Helper {" in member
+
+
+def test_a_define_with_no_number_is_defined_for_ifdef() -> None:
+    """``-DFOO=`` and ``-DBAR=bar`` define FOO and BAR for the compiler: ``#ifdef FOO`` and
+    ``defined(BAR)`` hold (they were left out with the defines that have no number, so the
+    macros read as the build not taking those branches)."""
+    flags = ("FOO=", "BAR=bar", "N=3")
+    source = parse_source(
+        "#ifdef FOO\n#define WIDTH 8\n#else\n#define WIDTH 4\n#endif\n"
+        "#if defined(BAR)\n#define DEPTH 2\n#endif\n",
+        importer.define_values(flags),
+        importer.defined_names(flags),
+    )
+    assert source.constants["WIDTH"] == "8" and source.constants["DEPTH"] == "2"
