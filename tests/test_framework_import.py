@@ -1013,3 +1013,47 @@ def test_a_member_under_torchs_device_macro_is_device_code() -> None:
         "  C10_DEVICE C10_ALWAYS_INLINE static float val() { return 1.0f; }\n};\n"
     )
     assert device.removed_functions == []
+
+
+def _kept_classes(source: str) -> str:
+    return device_source(source).text.split("// astra-import: end")[-1]
+
+
+def test_classes_device_code_names_through_scopes_fields_and_member_templates_stay() -> None:
+    """A class device code uses stays with its host members removed: one named only as a scope
+    (``Traits::kN``, a namespace_identifier to the grammar), one held by a kernel's parameter
+    struct (followed through field types), one held by a class whose device member is a
+    template (the member sits in a template_declaration). Each was removed as host code, so
+    its import failed NVRTC."""
+    traits = _kept_classes(
+        "struct Traits {\n  static constexpr int kN = 4;\n  int host_fn() { return 1; }\n};\n"
+        "__global__ void k(float* x) { x[0] = Traits::kN; }\n"
+    )
+    assert "struct Traits {" in traits and "kN = 4" in traits
+    held = _kept_classes(
+        "struct Holder {\n  int v;\n  Holder(int x) : v(x) {}\n  int get() const { return v; }\n"
+        "};\nstruct Params { Holder h; };\n"
+        "__global__ void k(Params p, float* x) { x[0] = p.h.v; }\n"
+    )
+    assert "struct Holder {" in held and "int v;" in held
+    member = _kept_classes(
+        "struct Helper {\n  int v;\n  int host_fn() { return 1; }\n};\n"
+        "struct Box {\n  Helper h;\n"
+        "  template <typename T> __device__ T get() const { return T(0); }\n};\n"
+        "__global__ void k(float* x) { x[0] = 1; }\n"
+    )
+    assert "struct Helper {" in member
+
+
+def test_a_define_with_no_number_is_defined_for_ifdef() -> None:
+    """``-DFOO=`` and ``-DBAR=bar`` define FOO and BAR for the compiler: ``#ifdef FOO`` and
+    ``defined(BAR)`` hold (they were left out with the defines that have no number, so the
+    macros read as the build not taking those branches)."""
+    flags = ("FOO=", "BAR=bar", "N=3")
+    source = parse_source(
+        "#ifdef FOO\n#define WIDTH 8\n#else\n#define WIDTH 4\n#endif\n"
+        "#if defined(BAR)\n#define DEPTH 2\n#endif\n",
+        importer.define_values(flags),
+        importer.defined_names(flags),
+    )
+    assert source.constants["WIDTH"] == "8" and source.constants["DEPTH"] == "2"

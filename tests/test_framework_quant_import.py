@@ -378,6 +378,23 @@ def test_one_tensors_count_over_anothers_size_is_an_unstated_relation() -> None:
         )
 
 
+def test_a_ratio_in_a_dropped_launch_condition_ties_no_shapes() -> None:
+    """A count-over-size ratio read only in a launch condition that is not expressed (its
+    pointer test cannot be read) states nothing the draft relies on: it was recorded as it
+    was translated and refused the whole launch."""
+    found = _single(
+        "template <typename t> __global__ void k(t* q, const int64_t* pos, int w) {}\n"
+        "void f(torch::Tensor& q, torch::Tensor const& pos) {\n"
+        "  const int n = pos.numel();\n  const int w = q.size(0) * q.size(1);\n"
+        "  if (q.numel() / n > 4 || reinterpret_cast<uintptr_t>(q.data_ptr()) % 16 == 0) {\n"
+        '    AT_DISPATCH_FLOATING_TYPES(q.scalar_type(), "f", [&] {\n'
+        "      k<scalar_t><<<n, 128>>>(q.data_ptr<scalar_t>(), pos.data_ptr<int64_t>(), w);\n"
+        "    });\n  }\n}\n"
+    )
+    assert any(note.startswith("launch condition 'q.numel() / n > 4") for note in found.notes)
+    assert found.shapes["pos"] == ["pos_0"]
+
+
 def test_an_optional_tensors_sizes_are_its_own_and_a_c_cast_is_its_value() -> None:
     found = _single(
         "template <typename t> __global__ void k(t* x, t* y, int n, int m) {}\n"

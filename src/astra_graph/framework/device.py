@@ -212,23 +212,49 @@ def _is_host_member(node: Node, spaces: tuple[str, ...]) -> bool:
 
 
 def _device_names(root: Node, spaces: tuple[str, ...]) -> set[str]:
-    """The names device code uses: in device functions (a kernel's parameter types among them)
-    and anywhere in a class with a device member function."""
+    """The names device code uses: in device functions (a kernel's parameter types among them),
+    anywhere in a class with a device member function, and in the body of any class so named
+    (a parameter struct's field types, followed until no new name comes)."""
     found: set[str] = set()
     for node in _walk(root, ("function_definition",)):
         if not _in_device_space(node, spaces):
             continue
-        owner = node.parent.parent if node.parent is not None else None
-        if owner is not None and owner.type == "template_declaration":
-            owner = owner.parent.parent if owner.parent is not None else None
+        # a member template's definition sits in a template_declaration: its class is that
+        # declaration's grandparent (past the field_declaration_list)
+        member = node
+        if member.parent is not None and member.parent.type == "template_declaration":
+            member = member.parent
+        owner = member.parent.parent if member.parent is not None else None
         if owner is not None and owner.type in ("class_specifier", "struct_specifier"):
             node = owner
-        found.update(text(n) for n in _walk(node, ("type_identifier", "identifier")))
+        found |= _names(node)
+    # only field and base types: a host member's body is removed with it, so what it names
+    # need not stay
+    held: dict[str, set[str]] = {}
+    for c in _walk(root, ("class_specifier", "struct_specifier")):
+        name, body = c.child_by_field_name("name"), c.child_by_field_name("body")
+        if name is None or body is None:
+            continue
+        parts = [b for b in c.named_children if b.type == "base_class_clause"]
+        parts += [
+            t
+            for f in body.named_children
+            if f.type == "field_declaration" and (t := f.child_by_field_name("type")) is not None
+        ]
+        held.setdefault(text(name), set()).update(*(_names(p) for p in parts))
+    grown = True
+    while grown:
+        grown = False
+        for owner_name, names in held.items():
+            if owner_name in found and not names <= found:
+                found |= names
+                grown = True
     return found
 
 
 def _names(node: Node) -> set[str]:
-    return {text(n) for n in _walk(node, ("type_identifier", "identifier"))}
+    # `Traits::kN` reads `Traits` as a namespace_identifier: a class named that way is used too
+    return {text(n) for n in _walk(node, ("type_identifier", "identifier", "namespace_identifier"))}
 
 
 def _declarator_type(node: Node) -> str | None:

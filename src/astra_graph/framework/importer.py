@@ -372,6 +372,15 @@ def define_values(defines: tuple[str, ...]) -> dict[str, int]:
     return values
 
 
+def defined_names(defines: tuple[str, ...]) -> set[str]:
+    """The build's ``-D`` flags whose value is no whole number (``FOO=``, ``FOO=bar``): the
+    compiler defines them, so ``#ifdef FOO`` and ``defined(FOO)`` hold though
+    :func:`define_values` has no number for them."""
+    values = define_values(defines)
+    names = {define.partition("=")[0].strip() for define in defines}
+    return {name for name in names if name and name not in values}
+
+
 def import_file(
     path: Path,
     folders: list[Path],
@@ -390,7 +399,7 @@ def import_file(
     # the build's defines with a number are facts of the build, as CUDA_VERSION is: a host
     # size or an #if that picks a macro's definition reads them
     facts = {**device_constants(arch, nvrtc.version()), **define_values(defines)}
-    parsed = parse_source(flat.text, facts)
+    parsed = parse_source(flat.text, facts, defined_names(defines))
     device = device_source(flat.text, defines)
     results, analyses = _analysed_sites(parsed, facts, only, flat, Callers(folders, flat.files))
     compiler = _DeviceCompiler(device.text, arch)

@@ -419,6 +419,12 @@ class _Translator:
         self.ratios: list[tuple[str, set[str], set[str]]] = []
         """One tensor's element count over other tensors' sizes, as written, with the counted
         and the dividing tensors (:func:`_tied_ratios` checks them once the shapes are known)."""
+        self.pending: list[tuple[str, set[str], set[str]]] = []
+        """Ratios of expressions translated but not yet kept (:meth:`keep`): a launch condition
+        that is then dropped, or one read again only to fold it, must not tie shapes."""
+        self.holding = False
+        """Whether a translated expression's ratios wait for :meth:`keep` or :meth:`drop`
+        (otherwise each expression that translates keeps its own)."""
 
     def fresh(self) -> _Translator:
         """A translator of the same launch whose reads are not recorded (its tensor uses and
@@ -426,10 +432,35 @@ class _Translator:
         copy = _Translator.__new__(_Translator)
         copy.__dict__.update(self.__dict__)
         copy.tensors = {k: replace(v, indices=set(v.indices)) for k, v in self.tensors.items()}
-        copy.host_dims, copy.switches, copy.ratios = set(), set(), []
+        copy.host_dims, copy.switches, copy.ratios, copy.pending = set(), set(), [], []
         return copy
 
+    def keep(self) -> None:
+        """Record the pending ratios (:attr:`pending`) for :func:`_tied_ratios`."""
+        for ratio in self.pending:
+            self.ratios.append(ratio)
+            for tensor in ratio[1]:
+                self.tensors[tensor].counted = True
+        self.pending = []
+
+    def drop(self) -> None:
+        self.pending = []
+
     def expression(self, source: str, depth: int = 0) -> str:
+        if depth:
+            return self._expression(source, depth)
+        # an expression that does not translate is not used: its ratios go with it
+        start = len(self.pending)
+        try:
+            value = self._expression(source, 0)
+        except Exception:
+            del self.pending[start:]
+            raise
+        if not self.holding:
+            self.keep()
+        return value
+
+    def _expression(self, source: str, depth: int) -> str:
         if depth > 16:
             raise Unmapped(f"{source!r}: locals refer to each other too deeply")
         source = self._templated_constants(source)
@@ -709,9 +740,7 @@ class _Translator:
         counted = {m[1] for m in _QUERY.finditer(left) if m[2] == "numel"}
         divisors = {m[1] for m in _QUERY.finditer(right)}
         if counted and divisors and not counted & divisors:
-            self.ratios.append((written, counted, divisors))
-            for tensor in counted:
-                self.tensors[tensor].counted = True
+            self.pending.append((written, counted, divisors))
 
     def _ranked_axis(self, node: Node, tensor: str, method: str, index: str) -> str:
         """A placeholder for a size or stride whose axis reads tensor ranks (vLLM's
@@ -1505,11 +1534,14 @@ def _launch_requirements(
     of a then-branch's ``&&`` chain kept."""
     requires: list[str] = []
     other_gpu = ""
+    # a condition's ratios count only where it is kept (a dropped one states nothing)
+    translator.holding = True
     for condition, positive in launch.conditions:
         translator.in_check = condition in launch.checks
         try:
             translated = finish(translator.expression(condition))
         except Unmapped as exc:
+            translator.drop()
             branch = "then" if positive else "else"
             # the then-branch of `a && b` needs each term, so the terms that can be read are
             # kept (vLLM's width-8 path: `hidden % 8 == 0` kept, a pointer's alignment not);
@@ -1519,7 +1551,9 @@ def _launch_requirements(
                 try:
                     kept.append(finish(translator.expression(term)))
                 except Unmapped:
+                    translator.drop()
                     continue
+                translator.keep()
             requires.extend(kept)
             partly = f"; {len(kept)} of its && terms kept" if kept else ""
             notes.append(
@@ -1529,10 +1563,12 @@ def _launch_requirements(
             if positive and not other_gpu:
                 other_gpu = _false_device_term(translator, condition)
             continue
+        translator.keep()
         requires.append(translated if positive else f"({translated}) == 0")
         if positive and not other_gpu:
             other_gpu = _false_device_term(translator, condition)
     translator.in_check = False
+    translator.holding = False
     return requires, other_gpu
 
 
@@ -1542,7 +1578,7 @@ def _dead_condition(launch: Launch, translator: _Translator) -> str:
     for condition, positive in launch.conditions:
         translator.device_read = False
         try:
-            folded = translator.expression(condition)
+            folded = _folded_only(translator, condition)
         except Unmapped:
             continue
         if translator.device_read or expr.names(folded) or "__" in folded:
@@ -1577,6 +1613,17 @@ def _conjuncts(condition: str) -> list[str]:
     return terms
 
 
+def _folded_only(translator: _Translator, condition: str) -> str:
+    """``condition`` translated to be folded, its ratios not kept: it was read already where
+    the launch's conditions were (:func:`_launch_requirements`), kept or dropped there."""
+    holding, translator.holding = translator.holding, True
+    try:
+        return translator.expression(condition)
+    finally:
+        translator.drop()
+        translator.holding = holding
+
+
 def _false_device_term(translator: _Translator, condition: str) -> str:
     """``term: folded`` for the first ``&&`` term of ``condition`` that reads a device constant,
     nothing else, and is false on the import's target; '' when there is none. Dead branches of
@@ -1584,7 +1631,7 @@ def _false_device_term(translator: _Translator, condition: str) -> str:
     for term in _conjuncts(condition):
         translator.device_read = False
         try:
-            folded = translator.expression(term)
+            folded = _folded_only(translator, term)
         except Unmapped:
             continue
         if not translator.device_read:

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 from astra_graph.kernel.expr import split_top_level
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Collection, Mapping
 
     from tree_sitter import Node, Parser
 
@@ -686,14 +686,18 @@ def _macros(root: Node) -> dict[str, Macro]:
     return out
 
 
-def _object_macros(root: Node, defines: Mapping[str, int]) -> dict[str, str]:
+def _object_macros(
+    root: Node, defines: Mapping[str, int], defined: Collection[str] = ()
+) -> dict[str, str]:
     """Object-like macros (``#define NAME value``) by name, each the definition whose
     ``#if``/``#elif``/``#else``/``#ifdef`` branches the build takes, read in order as the
     preprocessor does: ``defines`` and the macros defined so far are defined, any other name
     is 0 (SGLang's ``#if !defined(USE_ROCM) #define SGL_ARCH_BLACKWELL_OR_GREATER
     ((SGL_CUDA_ARCH >= 1000) && ...) #else ... 0 #endif``). A definition under a condition
-    that is not preprocessor arithmetic is left out."""
-    known: dict[str, str] = {name: str(value) for name, value in defines.items()}
+    that is not preprocessor arithmetic is left out. ``defined`` are defines with no number
+    (``-DFOO=`` or ``-DFOO=bar``): defined for ``#ifdef``/``defined()``, 0 in arithmetic."""
+    known: dict[str, str] = {name: "" for name in defined}
+    known.update({name: str(value) for name, value in defines.items()})
     out: dict[str, str] = {}
     for node in _walk(root, ("preproc_def",)):
         value = node.child_by_field_name("value")
@@ -869,13 +873,15 @@ def _constants(root: Node) -> dict[str, str]:
     return found
 
 
-def parse_source(source: str, defines: Mapping[str, int] | None = None) -> Source:
+def parse_source(
+    source: str, defines: Mapping[str, int] | None = None, defined: Collection[str] = ()
+) -> Source:
     """Kernels, launchers, macros and structs of one translation unit (already flattened);
     ``defines`` are the macros the build defines and their values (``CUDA_VERSION``, the
     framework's ``-D`` flags), by which object-like macros are read (:func:`_object_macros`)."""
     root = _parser().parse(source.encode()).root_node
     macros = _macros(root)
-    object_macros = _object_macros(root, defines or {})
+    object_macros = _object_macros(root, defines or {}, defined)
     expanded = expand_launching_macros(source, macros)
     tree = _parser().parse(expanded.encode())
     out = Source(macros=macros)
