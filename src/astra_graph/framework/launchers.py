@@ -952,24 +952,41 @@ def _derive_dims(
     derived = _derivable(requires, dims)
     while derived is not None:
         requirement, dim, value = derived
-        pattern = rf"\b{re.escape(dim)}\b"
-
-        def put(text_: str, pattern: str = pattern, value: str = value) -> str:
-            return re.sub(pattern, f"({value})", text_)
-
-        for name, shape in shapes.items():
-            shapes[name] = [put(axis) for axis in shape]
-        for binding in bindings:
-            for one in binding.fields or [binding]:
-                if one.kind == "expr":
-                    one.value = put(one.value)
-        geometry[:] = [put(g) for g in geometry]
         if expr.equation(requirement) is not None:
             requires.remove(requirement)  # held by construction; a compound one is kept
-        requires[:] = [put(r) for r in requires]
-        dims.remove(dim)
+        _replace_dim(dim, f"({value})", shapes, dims, bindings, geometry, requires)
         notes.append(f"{dim} = {value}: the launcher checks {requirement}")
         derived = _derivable(requires, dims)
+
+
+def _replace_dim(
+    dim: str,
+    value: str,
+    shapes: dict[str, list[str]],
+    dims: list[str],
+    bindings: list[Binding],
+    geometry: list[str],
+    requires: list[str],
+) -> None:
+    """``dim`` replaced by the expression text ``value`` in the shapes, the bindings' size
+    expressions, the launch geometry and the requirements, and no dim any more (in place): the
+    one substitution a derived dim (:func:`_derive_dims`) and a row length the kernel gives
+    (:func:`_row_lengths`) make. These are the importer's own expression strings, not C++."""
+    pattern = re.compile(rf"\b{re.escape(dim)}\b")
+
+    def put(text_: str) -> str:
+        return pattern.sub(value, text_)
+
+    for name, shape in shapes.items():
+        shapes[name] = [put(axis) for axis in shape]
+    for binding in bindings:
+        for one in binding.fields or [binding]:
+            if one.kind == "expr":
+                one.value = put(one.value)
+    geometry[:] = [put(g) for g in geometry]
+    requires[:] = [put(r) for r in requires]
+    if dim in dims:
+        dims.remove(dim)
 
 
 def _derivable(requires: list[str], dims: list[str]) -> tuple[str, str, str] | None:
@@ -1790,21 +1807,7 @@ def _row_lengths(
                 f"nor the kernel's row indexing carries its last axis {axis!r}, so a row's "
                 "length is not stated"
             )
-        pattern = rf"\b{re.escape(axis)}\b"
-
-        def put(text_: str, pattern: str = pattern, length: str = length) -> str:
-            return re.sub(pattern, _grouped(length), text_)
-
-        for name, shape in shapes.items():
-            shapes[name] = [put(a) for a in shape]
-        for binding in bindings:
-            for one in binding.fields or [binding]:
-                if one.kind == "expr":
-                    one.value = put(one.value)
-        geometry[:] = [put(g) for g in geometry]
-        requires[:] = [put(r) for r in requires]
-        if axis in dims:
-            dims.remove(axis)
+        _replace_dim(axis, _grouped(length), shapes, dims, bindings, geometry, requires)
         notes.append(
             f"{tensor}: its last axis is {length}, the row length the kernel indexes it with "
             f"(the launcher states none; {written}'s rows are {written}'s last axis apart)"
