@@ -128,11 +128,7 @@ def _never_taken(analysis: Analysis) -> str:
     if tuning and heldout:
         return ""
     for requirement in analysis.requires:
-        try:
-            constant = not expr.names(requirement) and not expr.evaluate(requirement, {})
-        except expr.ExprError:
-            continue
-        if constant:
+        if expr.constant_false(requirement):
             return (
                 f"never launched for the drafted shapes: requires {requirement}, false for "
                 "the tensor ranks drafted from the axes the launcher reads"

@@ -979,10 +979,7 @@ def _replace_dim(
 
     for name, shape in shapes.items():
         shapes[name] = [put(axis) for axis in shape]
-    for binding in bindings:
-        for one in binding.fields or [binding]:
-            if one.kind == "expr":
-                one.value = put(one.value)
+    _finish_bindings(bindings, put)
     geometry[:] = [put(g) for g in geometry]
     requires[:] = [put(r) for r in requires]
     if dim in dims:
@@ -1021,17 +1018,9 @@ def _implied_equations(requirement: str) -> list[tuple[ast.expr, ast.expr]]:
         elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
             stack.extend(reversed(node.values))
         elif isinstance(node, ast.BoolOp):
-            live = [v for v in node.values if not _constant_false(ast.unparse(v))]
+            live = [v for v in node.values if not expr.constant_false(ast.unparse(v))]
             stack.extend(live if len(live) == 1 else [])
     return found
-
-
-def _constant_false(expression: str) -> bool:
-    """Whether ``expression`` names nothing and is false."""
-    try:
-        return not expr.names(expression) and not expr.evaluate(expression, {})
-    except expr.ExprError:
-        return False
 
 
 def _launched_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
@@ -1651,13 +1640,8 @@ def _false_device_term(translator: _Translator, condition: str) -> str:
             folded = _folded_only(translator, term)
         except Unmapped:
             continue
-        if not translator.device_read:
-            continue
-        try:
-            if not expr.names(folded) and not expr.evaluate(folded, {}):
-                return f"{' '.join(term.split())}: {folded}"
-        except expr.ExprError:
-            continue
+        if translator.device_read and expr.constant_false(folded):
+            return f"{' '.join(term.split())}: {folded}"
     return ""
 
 

@@ -133,6 +133,15 @@ def names(text: str) -> set[str]:
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} - called
 
 
+def constant_false(text: str) -> bool:
+    """Whether ``text`` names nothing and evaluates to false (an expression that cannot be
+    evaluated is not known to be false)."""
+    try:
+        return not names(text) and not evaluate(text, {})
+    except ExprError:
+        return False
+
+
 def evaluate(text: str | int | float, env: Mapping[str, Number]) -> Value:
     """Evaluate an expression with the names in ``env`` bound; numbers pass through."""
     if isinstance(text, bool):
