@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING
 
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.launchers import CPP_TYPES, Unmapped
+from astra_graph.framework.naming import source_text
 from astra_graph.framework.parse import (
     MAX_MACRO_DEPTH,
     TYPE_ALIAS,
@@ -122,7 +123,6 @@ class Callers:
 
     folders: list[Path]
     sources: list[Path] = field(default_factory=list)
-    _texts: dict[Path, str] = field(default_factory=dict)
     _trees: dict[Path, Node] = field(default_factory=dict)
     _macros: dict[Path, dict[str, Macro]] = field(default_factory=dict)
 
@@ -135,9 +135,7 @@ class Callers:
         return list(dict.fromkeys(found))
 
     def _text(self, path: Path) -> str:
-        if path not in self._texts:
-            self._texts[path] = path.read_text(errors="replace")
-        return self._texts[path]
+        return source_text(path)  # one cache of framework files for the whole import
 
     def calls(self, launcher: Launcher) -> list[CallSite]:
         """Every call of ``launcher`` (by name, with an argument count its parameters take)."""

@@ -215,7 +215,7 @@ def _device_names(root: Node, spaces: tuple[str, ...]) -> set[str]:
     """The names device code uses: in device functions (a kernel's parameter types among them),
     anywhere in a class with a device member function, and in the body of any class so named
     (a parameter struct's field types, followed until no new name comes)."""
-    found: set[str] = set()
+    users: dict[int, Node] = {}  # each function or class walked once, however many members
     for node in _walk(root, ("function_definition",)):
         if not _in_device_space(node, spaces):
             continue
@@ -227,7 +227,8 @@ def _device_names(root: Node, spaces: tuple[str, ...]) -> set[str]:
         owner = member.parent.parent if member.parent is not None else None
         if owner is not None and owner.type in ("class_specifier", "struct_specifier"):
             node = owner
-        found |= _names(node)
+        users.setdefault(node.id, node)
+    found: set[str] = set().union(*(_names(n) for n in users.values()))
     # only field and base types: a host member's body is removed with it, so what it names
     # need not stay
     held: dict[str, set[str]] = {}

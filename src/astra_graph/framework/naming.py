@@ -77,10 +77,15 @@ def defining_file(function: str, files: Sequence[Path]) -> Path | None:
         re.MULTILINE,
     )
     for file in files:
-        status = file.stat()
-        if definition.search(_source_text(file, status.st_mtime_ns, status.st_size)):
+        if definition.search(source_text(file)):
             return file
     return None
+
+
+def source_text(file: Path) -> str:
+    """A framework file's text, read once per version of it (:func:`_source_text`)."""
+    status = file.stat()
+    return _source_text(file, status.st_mtime_ns, status.st_size)
 
 
 @lru_cache(maxsize=256)
@@ -135,8 +140,7 @@ def framework_text(
         raise ValueError(
             f"scalar {unnamed[0]!r} is no parameter of {facing.name}, so the op cannot pass it"
         )
-    text = facing.file.read_text(encoding="utf-8", errors="replace")
-    namespace = registered_namespace(text, facing.name)
+    namespace = registered_namespace(source_text(facing.file), facing.name)
     where = (
         f"the one {facing.file.name} registers it in"
         if namespace
