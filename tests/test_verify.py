@@ -303,6 +303,24 @@ def test_inout_element_still_equal_to_its_input_is_unwritten() -> None:
     assert evidence is not None and evidence.reason == "unwritten_output"
 
 
+def test_a_saturated_element_equal_to_its_input_is_a_mismatch_not_unwritten() -> None:
+    """-65504 + -65504 overflows fp16: a kernel rounding toward zero writes -65504, which is the
+    residual's own input there; that element is no evidence of a missing write."""
+    residual_arg = next(a for a in RMSNORM.contract.args if a.name == "residual")
+    before = _storage("float16", RNG.normal(size=(4, 64)))
+    before[2, 5] = np.float16(-65504.0)
+    reference = DTYPES["float16"].to_float64(np, before) + RNG.normal(size=before.shape)
+    reference[2, 5] = -131008.0
+    got = _storage("float16", reference)
+    got[2, 5] = np.float16(-65504.0)  # saturated: written, and wrong
+    finding = output_error(RMSNORM.contract, residual_arg, "float16", got, reference, before)
+    assert finding.finding is not None and finding.finding.reason == "mismatch"
+    # the same element left unwritten beside a row that really was never written: unwritten
+    got[1] = before[1]
+    finding = output_error(RMSNORM.contract, residual_arg, "float16", got, reference, before)
+    assert finding.finding is not None and finding.finding.reason == "unwritten_output"
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_poison_is_nans_with_random_never_canonical_payloads(dtype: str) -> None:
     element = DTYPES[dtype]

@@ -43,7 +43,10 @@ bound is 0 keep the element rule above unchanged.
 For an ``inout`` argument the elements can hold their input value only where the kernel did not
 change them: when *every* failing element still holds its input bits the argument reads as not
 written (``unwritten_output``); a kernel that also wrote wrong values elsewhere wrote it wrong
-(``mismatch``), whatever some elements happen to hold.
+(``mismatch``), whatever some elements happen to hold. Failing elements whose reference
+overflows the output type are left out of that test (a saturating write of the largest finite
+value looks like an input drawn over the whole type); when no other element fails, it is a
+``mismatch``.
 """
 
 from __future__ import annotations
@@ -237,7 +240,8 @@ def output_error(
 
     ``before`` is what the buffer held before the run (storage dtype, or float64): an ``inout``
     argument's input, or the stale result a buffer held. When every failing element still holds
-    it, the finding is ``stale_reason`` with ``stale_detail``; otherwise ``mismatch`` at the
+    it (elements whose reference overflows the type aside: module docstring), the finding is
+    ``stale_reason`` with ``stale_detail``; otherwise ``mismatch`` at the
     worst element. The work goes in stretches of :data:`CHUNK_ELEMENTS`, so memory stays bounded
     however large the output. Without ``statistics`` only the tolerance and the worst element
     are computed (the precision fields stay at their defaults), in about half the GPU work.
@@ -275,14 +279,20 @@ def output_error(
                 same = bits(xp, flat_got[start:stop]) == bits(xp, earlier)
             else:
                 same = part.value == earlier.astype(xp.float64)
-            kept = bad & same
+            # An element whose reference overflows the type says nothing of a missing write: a
+            # saturating kernel writes the largest finite value there, which an input drawn
+            # over the whole type may hold (fused_add_rmsnorm rounding toward zero, -65504 +
+            # -65504 in fp16, on the H100).
+            judged = bad & _in_range(xp, element, flat_ref[start:stop])
+            kept = judged & same
             kept_here = int(xp.count_nonzero(kept))
             if kept_here and totals.stale_at < 0:
                 totals.stale_at = start + int(xp.argmax(kept))
             totals.stale += kept_here
+            totals.judged += int(xp.count_nonzero(judged))
     finding = None
     if totals.failing:
-        all_stale = flat_before is not None and totals.stale == totals.failing
+        all_stale = flat_before is not None and 0 < totals.stale == totals.judged
         flat = totals.stale_at if all_stale else totals.worst
         one = _elementwise(xp, element, tol, flat_got[flat : flat + 1], flat_ref[flat : flat + 1])
         finding = Finding(
@@ -362,6 +372,12 @@ def _stretch_sums(xp: Any, part: _Elementwise, statistics: bool) -> tuple[Any, A
     return at, sums
 
 
+def _in_range(xp: Any, element: DType, ref: Any) -> Any:
+    """Where the reference rounds to a finite value of the output type."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return xp.isfinite(element.to_float64(xp, element.from_float64(xp, ref)))
+
+
 @dataclass
 class _Totals:
     """The running sums of :func:`output_error` over the stretches of one output."""
@@ -376,8 +392,10 @@ class _Totals:
     signed_sq: float = 0.0
     magnitude_sum: float = 0.0
     failing: int = 0
+    judged: int = 0
+    """Failing elements whose reference lies in the type's range (:func:`_in_range`)."""
     stale: int = 0
-    """Failing elements equal to what the buffer held before the run."""
+    """Of those, the ones equal to what the buffer held before the run."""
     stale_at: int = -1
 
     def add(self, start: int, at: Any, sums: Any) -> int:
