@@ -186,12 +186,15 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
             LaunchPath("neox == 0", r"rotary_embedding_kernel<[^,]+,\s*[^,]+,\s*false>\s*$"),
         ),
         why_path="is_neox picks the template (NeoX halves or GPT-J pairs); rot_dim = head_size "
-        "(the cache's width), rope_dim_offset 0, not inverse",
-        dims={
-            "num_tokens": "tokens",
-            "num_heads": "num_heads",
-            "num_kv_heads": "num_kv_heads",
-            "head_size": "head_size",
+        "(the cache's width), rope_dim_offset 0 (vLLM's default); the draft passes inverse = "
+        "true (its bool default), the same rotation by -theta: the same work",
+        # head_size and rope_dim_offset are the launcher's integers, sizing no tensor
+        dims={"head_size": "head_size", "rope_dim_offset": "0"},
+        axes={
+            "positions": ("tokens",),
+            "query": ("tokens", "num_heads * head_size"),
+            "key": ("tokens", "num_kv_heads * head_size"),
+            "cos_sin_cache": ("8192", "head_size"),
         },
         args={
             "positions": "positions",
@@ -206,7 +209,9 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
             ),
         ),
         layout="same layout: positions int64 [tokens], query/key [tokens, heads * head_size] "
-        "in place, cos_sin_cache [max_position, head_size] in T (cos half then sin half)",
+        "in place, cos_sin_cache [max_position, head_size] in T (cos half then sin half); the "
+        "draft draws positions below min(tokens, 8192) where ours span the 8192 rows: one cache "
+        "row a token on both sides, vLLM's rows may repeat at small token counts",
     ),
     VllmAnchor(
         op="merge_attn_states_lse",

@@ -40,6 +40,7 @@ IMPORTED_ON_MAIN = (
     "gelu_tanh_and_mul",
     "rms_norm",
     "per_token_fp8_quant",
+    "rotary_embedding",
 )
 """The anchors whose vLLM path imports with today's `astra import`: every shape is timed."""
 FIXTURE_SILU = vllm.VllmAnchor(
@@ -81,7 +82,8 @@ def test_every_operation_with_a_vllm_kernel_has_a_complete_table() -> None:
         assert set(anchor.args) == {a.name for a in spec.contract.args}, anchor.op
         assert set(anchor.larger) <= set(anchor.args.values()), anchor.op
         for dims in _shapes(anchor.op):  # every expression evaluates on every suite shape
-            assert all(expr.evaluate_int(e, dims) > 0 for e in anchor.dims.values())
+            # a size or an offset (rotary's rope_dim_offset is 0): never negative
+            assert all(expr.evaluate_int(e, dims) >= 0 for e in anchor.dims.values())
             axes = [a for shape in anchor.axes.values() for a in shape]
             assert all(expr.evaluate_int(a, dims) > 0 for a in axes), anchor.op
             assert any(expr.evaluate(p.when, dims) for p in anchor.paths), (anchor.op, dims)
@@ -265,5 +267,7 @@ def test_the_real_vllm_anchor_imports_and_every_shape_is_mapped_or_says_why(
     mapped = vllm.map_shapes(anchor, spec, imported, _shapes(anchor.op))
     assert len(mapped) == 2 * len(_shapes(anchor.op))
     assert all(m.site is not None or m.reason for m in mapped)
-    if anchor.op in IMPORTED_ON_MAIN:
-        assert all(m.site is not None for m in mapped), {m.reason for m in mapped}
+    if anchor.op in IMPORTED_ON_MAIN:  # every shape the table does not refuse is timed
+        refused = {why for _, why in anchor.refused}
+        timed = [m for m in mapped if m.reason not in refused]
+        assert timed and all(m.site is not None for m in timed), {m.reason for m in mapped}

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from astra_graph.cli import main
-from astra_graph.framework import importer
+from astra_graph.framework import draft, importer
 from astra_graph.framework.device import (
     DeviceCompile,
     compile_device,
@@ -955,6 +955,40 @@ def test_the_positions_fixture_imports_and_validates(tmp_path: Path) -> None:
     report = importer.import_file(POSITIONS, [], tmp_path)
     assert [(r.op, r.imported) for r in report.launchers] == [("position_scale", True)]
     assert main(["validate", str(tmp_path / "position_scale")]) == 0
+
+
+PARTIAL_ROTARY = CSRC / "partial_rotary.cu"
+
+
+def test_launcher_integers_are_drafted_as_a_head_and_an_offset(tmp_path: Path) -> None:
+    """partial_rotary.cu (vLLM's rotary launcher's checks): ``head_size`` divides the query's
+    row, so it is drafted as a head size; the cache's width ``rot_dim``, bounded by it, too;
+    ``rope_dim_offset``, only added to sizes, may be 0 and is drafted there. Each suite shape
+    takes the launch (drafted as integers of no role, none did) and the operation validates."""
+    analysis = _analysis(PARTIAL_ROTARY, "partial_rotary")
+    assert draft.offsets(analysis) == {"rope_dim_offset"}
+    assert least_sizes(analysis)["rope_dim_offset"] == 0
+    assert least_sizes(analysis)["head_size"] == 1  # 0 divides: never an offset's 0
+    tuning, heldout, _ = draft.suites(analysis)
+    assert [(d["head_size"], d["rot_dim"], d["rope_dim_offset"]) for d in tuning] == [
+        (128, 128, 0)
+    ] * 3
+    assert {(d["head_size"], d["rot_dim"]) for d in heldout} == {(64, 64)}
+    assert [d["positions_0"] for d in tuning] == [1, 64, 4096]  # positions' axis is the tokens'
+    assert all(draft.takes(analysis, d) for d in [*tuning, *heldout])
+    report = importer.import_file(PARTIAL_ROTARY, [], tmp_path)
+    assert [(r.op, r.imported) for r in report.launchers] == [("partial_rotary", True)]
+    assert main(["validate", str(tmp_path / "partial_rotary")]) == 0
+
+
+def test_an_integer_that_multiplies_a_size_is_no_offset() -> None:
+    """Only an integer the requirements add to sizes may be 0: one that also scales a size, or
+    that sizes a tensor, keeps the least size 1."""
+    analysis = _analysis(PARTIAL_ROTARY, "partial_rotary")
+    analysis.requires = [*analysis.requires, "rope_dim_offset * 2 <= head_size"]
+    assert draft.offsets(analysis) == set()
+    analysis.requires = ["rot_dim + 1 <= head_size"]
+    assert draft.offsets(analysis) == set()  # rot_dim sizes the cache
 
 
 def test_an_optional_read_in_a_check_is_given_and_in_a_choice_of_launch_unread() -> None:

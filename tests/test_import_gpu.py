@@ -37,6 +37,7 @@ IMPORTED = {
     "vec_path.cu": ("scale_by_two_1", "scale_by_two_2"),
     "switch_dispatch.cu": ("halve",),
     "quant.cu": ("masked_copy_1", "masked_copy_2"),
+    "partial_rotary.cu": ("partial_rotary",),
     "params_struct.cu": (
         "run",
         "run_positional",

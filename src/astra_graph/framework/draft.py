@@ -85,13 +85,89 @@ def _role(analysis: Analysis, tensor: str) -> str:
     return "input" if analysis.tensors[tensor].const else "inout"
 
 
-def _axis_values(analysis: Analysis, dim: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    for shape in analysis.shapes.values():
-        if dim not in shape:
-            continue
-        axis, rank = shape.index(dim), len(shape)
-        if axis == 0 and rank > 1:
-            return TOKENS_TUNING, TOKENS_HELDOUT
+def _axis_dims(analysis: Analysis) -> set[str]:
+    """The dims that size a tensor (alone or inside an axis expression)."""
+    return {n for shape in analysis.shapes.values() for axis in shape for n in expr.names(axis)}
+
+
+def _head_sized(analysis: Analysis) -> set[str]:
+    """Dims drafted as head sizes though no tensor's last axis is theirs:
+
+    - a launcher integer that divides a tensor's size in a requirement (vLLM's rotary checks
+      ``query.numel() / num_tokens % head_size == 0``): a part of that axis, a head;
+    - a tensor axis bounded above by such a dim (``rot_dim + rope_dim_offset <= head_size``:
+      the cache's width is at most a head), however many axes its tensor has.
+
+    Drafted as an integer of no role (:data:`OTHER`), vLLM's ``head_size`` was 16, and its
+    cache's 2-D width a hidden size (4096), so no suite shape took the launch."""
+    axis_dims = _axis_dims(analysis)
+    heads: set[str] = set()
+    trees = [expr.parse(r) for r in analysis.requires]
+    for tree in trees:
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.BinOp)
+                and isinstance(node.op, (ast.Mod, ast.FloorDiv, ast.Div))
+                and isinstance(node.right, ast.Name)
+                and node.right.id in analysis.dims
+                and node.right.id not in axis_dims
+                and expr.names(ast.unparse(node.left)) & axis_dims
+            ):
+                heads.add(node.right.id)
+    for tree in trees:
+        body = tree.body
+        if (
+            isinstance(body, ast.Compare)
+            and len(body.ops) == 1
+            and isinstance(body.ops[0], (ast.LtE, ast.Lt))
+            and isinstance(body.comparators[0], ast.Name)
+            and body.comparators[0].id in heads
+        ):
+            heads |= expr.names(ast.unparse(body.left)) & axis_dims
+    return heads
+
+
+def offsets(analysis: Analysis) -> set[str]:
+    """Launcher integers (dims that size no tensor) that the requirements only add to or
+    subtract from sizes: an offset into a row (vLLM's ``rope_dim_offset``). Such an offset may
+    be 0, the framework's default, and is drafted there; an integer that multiplies or divides
+    a size, or that no requirement names, is not one (0 may divide by zero in the kernel)."""
+    axis_dims = _axis_dims(analysis)
+    found: set[str] = set()
+    spoiled: set[str] = set(axis_dims)
+    for requirement in analysis.requires:
+        tree = expr.parse(requirement)
+        parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Name) or node.id not in analysis.dims:
+                continue
+            parent = parents.get(id(node))
+            added = isinstance(parent, ast.BinOp) and isinstance(parent.op, (ast.Add, ast.Sub))
+            (found if added else spoiled).add(node.id)
+    return found - spoiled
+
+
+def _axis_values(
+    analysis: Analysis, dim: str, offset_dims: set[str], head_dims: set[str]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(tuning, held-out) sizes of ``dim`` by the role its axes give it; ``offset_dims`` and
+    ``head_dims`` are :func:`offsets` and :func:`_head_sized` of the analysis."""
+    if dim in offset_dims:
+        return (0,), (0,)
+    if dim in head_dims:
+        return HEAD_SIZE[:1], HEAD_SIZE[1:]
+    # (axis, rank) of every axis the dim alone sizes (``(positions_0)`` included)
+    places = [
+        (axis, len(shape))
+        for shape in analysis.shapes.values()
+        for axis, text in enumerate(shape)
+        if expr.names(text) == {dim}
+    ]
+    if any(axis == 0 and rank > 1 for axis, rank in places):
+        # the leading axis of a tensor of rows: tokens, also where a 1-D tensor (vLLM's
+        # positions) names it first
+        return TOKENS_TUNING, TOKENS_HELDOUT
+    for axis, rank in places:
         if axis == rank - 1:
             return (HIDDEN_TUNING, HIDDEN_HELDOUT) if rank <= 2 else (HEAD_SIZE[:1], HEAD_SIZE[1:])
         return HEADS[:1], HEADS[1:]
@@ -117,8 +193,9 @@ def _pinned(analysis: Analysis) -> dict[str, int]:
 def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int]], int]:
     """(tuning shapes, held-out shapes, how many were left out for size)."""
     pinned = _pinned(analysis)
+    roles = (offsets(analysis), _head_sized(analysis))
     values = {
-        d: ((pinned[d],), (pinned[d],)) if d in pinned else _axis_values(analysis, d)
+        d: ((pinned[d],), (pinned[d],)) if d in pinned else _axis_values(analysis, d, *roles)
         for d in analysis.dims
     }
     tuning, heldout = [], []
@@ -429,12 +506,13 @@ LEAST_SIZE_SEARCH = 1 << 16
 
 
 def least_sizes(analysis: Analysis) -> dict[str, int]:
-    """Each dim's least size: 1, raised until every requirement of ``production.cu``'s header
-    (the launch's conditions and a non-empty grid and block) holds with the other dims at
-    theirs, for every dispatched element type. vLLM's act_and_mul launches
-    ``min(d / 2, 1024)`` threads: a width of 1 is no call the framework makes, and a contract
-    whose domain started there was rejected as wider than its own original (H100)."""
-    least = dict.fromkeys(analysis.dims, 1)
+    """Each dim's least size: 1 (0 for an offset, :func:`offsets`), raised until every
+    requirement of ``production.cu``'s header (the launch's conditions and a non-empty grid and
+    block) holds with the other dims at theirs, for every dispatched element type. vLLM's
+    act_and_mul launches ``min(d / 2, 1024)`` threads: a width of 1 is no call the framework
+    makes, and a contract whose domain started there was rejected as wider than its own
+    original (H100)."""
+    least = {dim: 0 if dim in offsets(analysis) else 1 for dim in analysis.dims}
     requirements = [*analysis.requires, *_non_empty(analysis)]
 
     def holds(requirement: str, sizes: dict[str, int]) -> bool:
@@ -443,7 +521,11 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
             try:
                 if not expr.evaluate(requirement, env):
                     return False
-            except (expr.ExprError, ArithmeticError):
+            except ArithmeticError:
+                if 0 in sizes.values():
+                    return False  # an offset at 0 that a requirement divides by: not 0
+                continue  # not decidable for this type here: the checks' preflight names it
+            except expr.ExprError:
                 continue  # not decidable for this type here: the checks' preflight names it
         return True
 
