@@ -36,6 +36,7 @@ from astra_graph.framework.launchers import (
     dispatch_dtypes,
 )
 from astra_graph.framework.parse import Launch, Source, parse_source
+from astra_graph.harness import oracle
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ContractError, load_contract
 from astra_graph.kernel.expr import split_top_level
@@ -979,6 +980,17 @@ def test_launcher_integers_are_drafted_as_a_head_and_an_offset(tmp_path: Path) -
     report = importer.import_file(PARTIAL_ROTARY, [], tmp_path)
     assert [(r.op, r.imported) for r in report.launchers] == [("partial_rotary", True)]
     assert main(["validate", str(tmp_path / "partial_rotary")]) == 0
+    # the oracle reads the integers no tensor has as an axis from scalars drafted for them
+    contract = load_contract(tmp_path / "partial_rotary").contract
+    dims = {**tuning[0], "positions_0": 3, "cos_sin_cache_0": 3}
+    inputs = {
+        a.name: np.zeros(contract.shape_of(a, dims)) for a in contract.args if a.role != "output"
+    }
+    scalars = contract.scalar_values(dims)
+    assert scalars["oracle_head_size"] == 128 and scalars["oracle_rope_dim_offset"] == 0
+    assert oracle._dims(contract, inputs, scalars) == dims
+    with pytest.raises(ContractError, match="dim 'head_size' is no input's axis"):
+        oracle._dims(contract, inputs, {})
 
 
 def test_an_integer_that_multiplies_a_size_is_no_offset() -> None:

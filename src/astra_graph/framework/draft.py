@@ -21,6 +21,7 @@ from pathlib import Path
 from astra_graph.framework.launchers import Analysis, Binding
 from astra_graph.harness.domain import UNBOUNDED_FACTOR
 from astra_graph.harness.geometry import geometry_problem
+from astra_graph.harness.oracle import oracle_dim_scalar
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
@@ -403,6 +404,17 @@ def _scalar_lines(analysis: Analysis, notes: list[str]) -> list[str]:
             f"default = {default!r}",
             "",
         ]
+    # a dim that sizes no tensor (a launcher integer: vLLM's head_size) cannot be read back
+    # from the inputs' shapes, so the oracle gets it as a scalar (the kernel is not given it)
+    for dim in analysis.dims:
+        if dim not in _axis_dims(analysis):
+            lines += [
+                "[[scalars]]",
+                f"name = {_toml(oracle_dim_scalar(dim))}",
+                'dtype = "int64"',
+                f"value = {_toml(dim)}",
+                "",
+            ]
     return lines
 
 

@@ -27,8 +27,9 @@ element included): there the original's own value is the expected one, so a cand
 what the framework does, and the comparison's rules for non-finite references apply.
 
 The dims are read back from the input arrays' shapes (an imported contract names each axis by
-a dim). Needs CuPy and a GPU: without one it raises, and ``astra validate`` says it checks the
-oracle on the GPU only.
+a dim), and a dim that sizes no tensor from the scalar the import drafts for it. Needs
+CuPy and a GPU: without one it raises, and ``astra validate`` says it checks the oracle on the
+GPU only.
 """
 
 from __future__ import annotations
@@ -50,7 +51,16 @@ ORACLE_KERNELS = 32
 """Loaded originals kept per process (one per operation and element type checked)."""
 
 
-def _dims(contract: Any, inputs: Mapping[str, Any]) -> dict[str, int]:
+def oracle_dim_scalar(dim: str) -> str:
+    """The contract scalar through which the oracle learns ``dim`` when no tensor has it as an
+    axis (a launcher integer: vLLM's ``head_size``); the kernel's own parameters do not name
+    it, so it cannot clash with one of them."""
+    return f"oracle_{dim}"
+
+
+def _dims(contract: Any, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, int]:
+    """The dims, from the inputs' axes; a dim that sizes no tensor (a launcher integer) from
+    its :func:`oracle_dim_scalar`."""
     dims: dict[str, int] = {}
     for arg in contract.args:
         if arg.name not in inputs:
@@ -58,6 +68,9 @@ def _dims(contract: Any, inputs: Mapping[str, Any]) -> dict[str, int]:
         for axis, size in zip(arg.shape, inputs[arg.name].shape, strict=True):
             if isinstance(axis, str) and axis in contract.dims:
                 dims[axis] = int(size)
+    for dim in set(contract.dims) - set(dims):
+        if oracle_dim_scalar(dim) in params:
+            dims[dim] = int(params[oracle_dim_scalar(dim)])
     missing = sorted(set(contract.dims) - set(dims))
     if missing:
         raise ContractError(f"{contract.name}: oracle: dim {missing[0]!r} is no input's axis")
@@ -92,7 +105,7 @@ def original_outputs(
     stamp = tuple(f.stat().st_mtime_ns for f in sorted(folder.iterdir()) if f.is_file())
     contract, kernel = _oracle_kernel(folder, dtype, stamp)
     element = DTYPES[dtype]
-    dims = _dims(contract, inputs)
+    dims = _dims(contract, inputs, params)
     arrays = {}
     for arg in contract.args:
         store = DTYPES[dtype if arg.dtype == "T" else arg.dtype]
