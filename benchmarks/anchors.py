@@ -10,7 +10,7 @@ noise. Every shape an anchor does not time is in the table with its reason.
 
 The anchors are the releases' own files, never copied into the repository: the pinned release
 is fetched into the ignored ``.frameworks/`` folder (``benchmarks/releases.py``, or a folder given
-with ``--flashinfer`` / ``--vllm``). Two ways in:
+with ``--flashinfer`` / ``--vllm`` / ``--sglang``). Two ways in:
 
 * FlashInfer 0.7.2.post1, through thin adapters of ours (``benchmarks/anchors/flashinfer/``),
   placed beside the release's include folder, where each ``#include``s the release header
@@ -19,21 +19,24 @@ with ``--flashinfer`` / ``--vllm``). Two ways in:
   MergeStateKernel (merge_attn_states_lse) and act_and_mul_kernel (silu_and_mul). Same
   contract, so both sides go in one ``Evaluator.bench`` request (device mode, L2 cold, the two
   sides interleaved sample by sample, median; noise from the samples' spread).
-* vLLM 0.33.0, through ``astra import`` (:mod:`anchors_vllm`): the launcher's site that vLLM
-  takes for our suites, imported as vLLM compiles it, under its own drafted contract; our shapes
+* vLLM 0.33.0's ``csrc`` and SGLang 0.5.23's JIT kernels, through ``astra import``
+  (:mod:`anchors_vllm`, ``--frameworks vllm,sglang``): the launcher's site that the framework
+  takes for our suites, imported as its build compiles it (SGLang's at C++20 with its
+  ``SGL_CUDA_ARCH``), under its own drafted contract; our shapes
   map to its dims by an explicit per-operation table that is checked against the imported
   contract. Different contracts cannot share a request: each side is timed alone with the same
   device-mode protocol in the same worker, alternating A B / B A over ``--rounds`` rounds; the
   noise is the spread of the per-round ratios (``anchors_vllm``'s docstring has the rule).
 * Not built here, with the reason, in :data:`NOT_BUILT` and :data:`FRAMEWORK_GAPS` (and in every
-  table); a vLLM launcher that does not import says the import's own reason.
+  table); a launcher that does not import says the import's own reason.
 
 ``--dry-run`` does everything but timing, on a CPU host: fetches the releases (from
-``.frameworks/``), stages the adapters, imports the vLLM launchers with NVRTC and prints, per
+``.frameworks/``), stages the adapters, imports the framework launchers with NVRTC and prints, per
 operation, shape and dtype, the anchor shape it is timed at or why it is not.
 
-    python benchmarks/anchors.py [--ops rms_norm,...] [--frameworks flashinfer,vllm]
+    python benchmarks/anchors.py [--ops rms_norm,...] [--frameworks flashinfer,vllm,sglang]
         [--rounds 3] [--dry-run] [--flashinfer INCLUDE_DIR] [--vllm RELEASE_DIR]
+        [--sglang RELEASE_DIR]
 """
 
 from __future__ import annotations
@@ -95,10 +98,11 @@ NOT_BUILT: dict[str, list[str]] = {
         "they use #pragma once, so no include guard skips them; waits for `astra import`",
     ],
 }
-FRAMEWORK_GAPS = [
-    "SGLang JIT kernels: compiled through TVM-FFI at first use; not built here",
-]
-FRAMEWORKS = ("flashinfer", "vllm")
+FRAMEWORK_GAPS: list[str] = []
+"""Frameworks no anchor of any operation comes from (each with why)."""
+IMPORTED = ("vllm", "sglang")
+"""The frameworks whose kernels come in through ``astra import`` (:mod:`anchors_vllm`)."""
+FRAMEWORKS = ("flashinfer", *IMPORTED)
 
 
 class AnchorError(Exception):
@@ -174,7 +178,7 @@ def _flashinfer_section(anchor: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _vllm_section(anchor: dict[str, Any]) -> list[str]:
+def _imported_section(anchor: dict[str, Any]) -> list[str]:
     lines = [
         f"Imported by `astra import` ({', '.join(anchor['sites']) or 'no site came in'}); "
         f"path: {anchor['path']}. Layout: {anchor['layout']}.",
@@ -183,13 +187,14 @@ def _vllm_section(anchor: dict[str, Any]) -> list[str]:
         "A B / B A; speedup = median of the per-round ratios, ± the larger of half their range "
         "and the within-request error.",
         "",
-        "| shape | vLLM shape | dtype | production µs | vLLM µs | speedup | call | rounds |",
+        "| shape | framework shape | dtype | production µs | framework µs | speedup | call | "
+        "rounds |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in anchor["rows"]:
         ratios = " ".join(f"{x:.3f}" for x in r.get("round_ratios", []))
         lines.append(
-            f"| {r['shape']} | {r['vllm_shape']} | {r['dtype']} | {_us(r['production_us'])} | "
+            f"| {r['shape']} | {r['anchor_shape']} | {r['dtype']} | {_us(r['production_us'])} | "
             f"{_us(r['anchor_us'])} | {_speedup_text(r)} | {r['call'] or '-'} | {ratios} |"
         )
     if anchor["not_timed"]:
@@ -212,7 +217,7 @@ def markdown(table: dict[str, Any]) -> str:
     ]
     for anchor in table["anchors"]:
         lines += [f"## {anchor['framework']}: {anchor['kernel']}", ""]
-        section = _vllm_section if anchor.get("via") == "astra import" else _flashinfer_section
+        section = _imported_section if anchor.get("via") == "astra import" else _flashinfer_section
         lines += section(anchor)
         if anchor.get("error"):
             lines.append(f"\nNot timed: {anchor['error']}")
@@ -300,17 +305,19 @@ def flashinfer_entries(
     return entries
 
 
-def vllm_entry(
+def imported_entry(
     evaluator: Any,
     spec: Any,
+    source: str,
     root: Path,
     imports: Path,
     rounds: int,
     dry: list[str] | None = None,
 ) -> dict[str, Any] | None:
-    """The vLLM anchor of ``spec``'s operation: imported, mapped and (``evaluator``) timed, or
-    with ``dry`` given, the mapping appended to it as lines; None where vLLM has no kernel."""
-    anchor = vllm.anchor_by_op().get(spec.name)
+    """The ``source`` framework's (vLLM's, SGLang's) anchor of ``spec``'s operation: imported,
+    mapped and (``evaluator``) timed, or with ``dry`` given, the mapping appended to it as
+    lines; None where the framework has no kernel for it."""
+    anchor = vllm.anchor_by_op(source).get(spec.name)
     if anchor is None:
         return None
     imported = vllm.import_anchor(anchor, root, imports)
@@ -346,12 +353,18 @@ def vllm_entry(
 
 @dataclass
 class Sources:
-    """Where the anchors come from; a framework left out is None."""
+    """Where the anchors come from; a framework left out is None (``imported``: the release
+    folder of each framework of :data:`IMPORTED` asked for)."""
 
     flashinfer: Path | None
     vllm: Path | None
     imports: Path
     rounds: int = vllm.DEFAULT_ROUNDS
+    sglang: Path | None = None
+
+    def imported(self) -> dict[str, Path]:
+        roots = {"vllm": self.vllm, "sglang": self.sglang}
+        return {name: root for name, root in roots.items() if root is not None}
 
 
 def run_op(
@@ -370,8 +383,8 @@ def run_op(
     releases = {}
     if sources.flashinfer is not None:
         releases[FLASHINFER[0]] = FLASHINFER[1]
-    if sources.vllm is not None:
-        releases[vllm.VLLM[0]] = vllm.VLLM[1]
+    for name in sources.imported():
+        releases[vllm.RELEASES[name].package] = vllm.RELEASES[name].version
     table: dict[str, Any] = {
         "op": op,
         "device": device,
@@ -386,22 +399,23 @@ def run_op(
     }
     if sources.flashinfer is not None:
         table["anchors"] += flashinfer_entries(evaluator, spec, sources.flashinfer, dry)
-    if sources.vllm is not None:
-        entry = vllm_entry(evaluator, spec, sources.vllm, sources.imports, sources.rounds, dry)
+    for name, root in sources.imported().items():
+        entry = imported_entry(evaluator, spec, name, root, sources.imports, sources.rounds, dry)
         if entry is not None:
             table["anchors"].append(entry)
     return table
 
 
 def known_ops() -> list[str]:
-    return sorted({a.op for a in ANCHORS} | set(NOT_BUILT) | set(vllm.anchor_by_op()))
+    return sorted({a.op for a in ANCHORS} | set(NOT_BUILT) | {a.op for a in vllm.IMPORTED_ANCHORS})
 
 
 def _sources(args: argparse.Namespace, frameworks: list[str]) -> Sources:
     """The release folders of the frameworks asked for (AnchorError/VllmAnchorError: one line)."""
     include = flashinfer_include(args.flashinfer) if "flashinfer" in frameworks else None
     root = vllm.release_root(args.vllm) if "vllm" in frameworks else None
-    return Sources(include, root, args.imports, args.rounds)
+    sglang = vllm.release_root(args.sglang, "sglang") if "sglang" in frameworks else None
+    return Sources(include, root, args.imports, args.rounds, sglang)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -409,18 +423,26 @@ def main(argv: list[str] | None = None) -> int:
     known = known_ops()
     parser.add_argument("--ops", help=f"comma-separated operations (default: {','.join(known)})")
     parser.add_argument(
-        "--frameworks", default=",".join(FRAMEWORKS), help="comma-separated: flashinfer,vllm"
+        "--frameworks",
+        default=",".join(FRAMEWORKS),
+        help=f"comma-separated: {','.join(FRAMEWORKS)}",
     )
     parser.add_argument("--flashinfer", type=Path, help="FlashInfer's include folder")
     parser.add_argument("--vllm", type=Path, help="vLLM's unpacked release (with csrc/)")
     parser.add_argument(
-        "--rounds", type=int, default=vllm.DEFAULT_ROUNDS, help="vLLM: alternating rounds"
+        "--sglang", type=Path, help="SGLang's unpacked release (with sglang/kernels/jit/)"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=vllm.DEFAULT_ROUNDS,
+        help="imported anchors: alternating rounds",
     )
     parser.add_argument(
         "--imports",
         type=Path,
         default=Path("/tmp/astra-anchor-imports"),
-        help="where astra import writes the vLLM operations",
+        help="where astra import writes the imported operations",
     )
     parser.add_argument("--dry-run", action="store_true", help="everything but timing (no GPU)")
     parser.add_argument("--out-dir", type=Path, default=RESULTS, help="where the tables go")

@@ -57,10 +57,35 @@ if TYPE_CHECKING:
     from astra_graph.framework.importer import ImportReport
 
 VLLM = ("vllm", "0.33.0")
+SGLANG = ("sglang", "0.5.23")
 IMPORT_ARCH = "sm_90"
 """The H100's architecture: the import expresses vLLM's compute-capability conditions for it."""
-INCLUDE_ROOT = "csrc"
-"""vLLM's own include folder, relative to the unpacked release."""
+
+
+@dataclass(frozen=True)
+class Release:
+    """A framework release whose kernels come in through ``astra import``."""
+
+    package: str
+    version: str
+    label: str
+    include_roots: tuple[str, ...]
+    """Its own include folders, relative to the unpacked release."""
+    sentinel: str
+    """A file the unpacked release has: a folder without it is no such release."""
+
+
+RELEASES = {
+    "vllm": Release(*VLLM, "vLLM", ("csrc",), "csrc/activation_kernels.cu"),
+    "sglang": Release(
+        *SGLANG,
+        "SGLang",
+        ("sglang/kernels/jit/include", "sglang/kernels/jit/csrc"),
+        "sglang/kernels/jit/csrc/elementwise/activation.cuh",
+    ),
+}
+"""The releases imported anchors come from, by ``--frameworks`` name: vLLM's ``csrc`` and SGLang's
+JIT kernels (their build's defines and C++ standard: ``benchmarks/frameworks.py``)."""
 DEFAULT_ROUNDS = 3
 """A B / B A / A B: the smallest alternation that gives a spread and cancels linear drift."""
 DTYPES = ("float16", "bfloat16")
@@ -99,10 +124,13 @@ class VllmAnchor:
     """(condition over our dims, why vLLM's launcher refuses or routes the shape elsewhere)."""
     layout: str = "same layout"
     same_work: bool = True
+    source: str = "vllm"
+    """The release it comes from (:data:`RELEASES`)."""
 
     @property
     def framework(self) -> str:
-        return f"vLLM {VLLM[1]}"
+        release = RELEASES[self.source]
+        return f"{release.label} {release.version}"
 
     @property
     def kernel(self) -> str:
@@ -264,19 +292,76 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
 )
 
 
+SGLANG_ELEMENTWISE = "sglang/kernels/jit/csrc/elementwise"
+SGLANG_ACTIVATION_PATH = (
+    "run_activation: select_kernel(type) with no expert filter, no rounding, not in place "
+    "(act_and_mul_kernel<T, kind, kUsePDL, false, false, false, false, false>); 16-byte "
+    "vectors (hidden % 8 == 0, which the launcher checks); kUsePDL imported as false "
+    "(programmatic dependent launch overlaps a kernel with the one before it, which a kernel "
+    "timed alone does not have)"
+)
+SGLANG_ACTIVATION_LAYOUT = (
+    "same layout: input [tokens, 2d] (gate then up), out [tokens, d], act(gate) * up, the same work"
+)
+
+
+def _sglang_activation(op: str, kind: str) -> VllmAnchor:
+    return VllmAnchor(
+        op=op,
+        file=f"{SGLANG_ELEMENTWISE}/activation.cuh",
+        launcher="launch",
+        paths=(LaunchPath("1", rf"ActivationKind::{kind},\s*false(,\s*false){{5}}>\s*$"),),
+        why_path=SGLANG_ACTIVATION_PATH,
+        args={"x": "input", "out": "out"},
+        axes={"input": ("tokens", "2 * d"), "out": ("tokens", "d")},
+        layout=SGLANG_ACTIVATION_LAYOUT,
+        source="sglang",
+    )
+
+
+SGLANG_ANCHORS: tuple[VllmAnchor, ...] = (
+    _sglang_activation("silu_and_mul", "kSiLU"),
+    _sglang_activation("gelu_and_mul", "kGELU"),
+    _sglang_activation("gelu_tanh_and_mul", "kGELUTanh"),
+    VllmAnchor(
+        op="fused_add_rmsnorm",
+        file=f"{SGLANG_ELEMENTWISE}/fused_add_rmsnorm.cuh",
+        launcher="run",
+        # fused_add_rmsnorm_reg_kernel<kCastXBeforeOutMul, DType, kMaxVecBytes>
+        paths=(LaunchPath("1", r"fused_add_rmsnorm_reg_kernel<false,\s*T,\s*16>\s*$"),),
+        why_path="the register kernel, SGLang's only path on the H100 (16-byte vectors, hidden "
+        "<= 8192: larger hidden sizes are refused, 'not supported for now'); "
+        "kCastXBeforeOutMul imported as false (the caller's flag)",
+        args={"input": "input", "residual": "residual", "weight": "weight"},
+        axes={
+            "input": ("tokens", "hidden"),
+            "residual": ("tokens", "hidden"),
+            "weight": ("hidden",),
+        },
+        layout="same layout: input and residual [tokens, hidden] in place, weight [hidden]",
+        source="sglang",
+    ),
+)
+"""SGLang 0.5.23's JIT kernels, imported at its build's C++20 and ``SGL_CUDA_ARCH``."""
+IMPORTED_ANCHORS = VLLM_ANCHORS + SGLANG_ANCHORS
+
+
 class VllmAnchorError(Exception):
-    """Bad input (a release folder without vLLM's sources): one line."""
+    """Bad input (a release folder without the framework's sources): one line."""
 
 
-def release_root(given: Path | None) -> Path:
-    """The unpacked release: ``given`` (``--vllm``), or the pinned one fetched by releases.py."""
+def release_root(given: Path | None, source: str = "vllm") -> Path:
+    """The unpacked release of ``source``: ``given`` (``--vllm``, ``--sglang``), or the pinned
+    one fetched by releases.py."""
+    release = RELEASES[source]
     if given is None:
         import releases  # benchmarks/releases.py: fetches into .frameworks/
 
-        given = releases.fetch(*VLLM)
-    if not (given / INCLUDE_ROOT / "activation_kernels.cu").is_file():
+        given = releases.fetch(release.package, release.version)
+    if not (given / release.sentinel).is_file():
         raise VllmAnchorError(
-            f"--vllm {given}: expected vLLM's release folder (with csrc/activation_kernels.cu)"
+            f"--{source} {given}: expected {release.label}'s release folder (with "
+            f"{release.sentinel})"
         )
     return given
 
@@ -308,9 +393,16 @@ def import_anchor(anchor: VllmAnchor, root: Path, out: Path) -> Imported:
     from astra_graph.kernel.header import load_implementation
 
     launchers = frozenset(
-        {anchor.launcher, *(a.launcher for a in VLLM_ANCHORS if a.file == anchor.file)}
+        {
+            anchor.launcher,
+            *(
+                a.launcher
+                for a in IMPORTED_ANCHORS
+                if a.source == anchor.source and a.file == anchor.file
+            ),
+        }
     )
-    report = _file_report(root, anchor.file, out, launchers)
+    report = _file_report(root, anchor.file, out, launchers, anchor.source)
     results = [r for r in report.launchers if r.launcher == anchor.launcher]
     sites: list[Site] = []
     refused: list[str] = []
@@ -328,23 +420,28 @@ def import_anchor(anchor: VllmAnchor, root: Path, out: Path) -> Imported:
 
 
 @functools.cache
-def _file_report(root: Path, file: str, out: Path, launchers: frozenset[str]) -> ImportReport:
-    """The import of ``launchers`` of ``root/file`` into ``out/<file without its suffix>/``,
-    made once per process for every anchor's launcher of the file at once: the file is
-    flattened, parsed and compiled once, not once per operation."""
-    from frameworks import DEFINES  # the build's -D flags, stated once (benchmarks/frameworks.py)
+def _file_report(
+    root: Path, file: str, out: Path, launchers: frozenset[str], source: str = "vllm"
+) -> ImportReport:
+    """The import of ``launchers`` of ``root/file`` into ``out/<source>/<file without its
+    suffix>/``, made once per process for every anchor's launcher of the file at once: the
+    file is flattened, parsed and compiled once, not once per operation. The build's defines
+    and C++ standard are the ones benchmarks/frameworks.py states for the release."""
+    from frameworks import STANDARDS, build_defines
 
     from astra_graph.framework.flatten import include_folders
     from astra_graph.framework.importer import import_file
 
-    folders = include_folders(root, [root / INCLUDE_ROOT], None)
+    release = RELEASES[source]
+    folders = include_folders(root, [root / r for r in release.include_roots], None)
     return import_file(
         root / file,
         folders,
-        out / Path(file).with_suffix(""),
+        out / source / Path(file).with_suffix(""),
         arch=IMPORT_ARCH,
         only=launchers,
-        defines=DEFINES["vllm"],
+        defines=build_defines(release.package, IMPORT_ARCH),
+        std=STANDARDS.get(release.package),
     )
 
 
@@ -499,7 +596,7 @@ def _int(text: str, dims: Mapping[str, int]) -> int:
 
 def round_order(round_index: int) -> tuple[str, str]:
     """A B, B A, A B, ...: which side goes first in each round."""
-    return ("production", "vllm") if round_index % 2 == 0 else ("vllm", "production")
+    return ("production", "anchor") if round_index % 2 == 0 else ("anchor", "production")
 
 
 def combine(production: Sequence[Any], anchor: Sequence[Any]) -> dict[str, Any]:
@@ -554,9 +651,9 @@ def time_anchor(
         theirs = load_contract(site.folder)
         sides: dict[str, tuple[Any, Path, list[dict[str, int]]]] = {
             "production": (ours, production, [m.ours for m in group]),
-            "vllm": (theirs, site.folder / "production.cu", [m.theirs or {} for m in group]),
+            "anchor": (theirs, site.folder / "production.cu", [m.theirs or {} for m in group]),
         }
-        timed: dict[str, list[dict[str, Any]]] = {"production": [], "vllm": []}
+        timed: dict[str, list[dict[str, Any]]] = {"production": [], "anchor": []}
         for index in range(rounds):
             for side in round_order(index):
                 spec, path, shapes = sides[side]
@@ -565,15 +662,15 @@ def time_anchor(
                     notes.append(f"{side} {dtype} round {index + 1}: {report.rejection.message}")
                 notes += [f"{side} {dtype}: {n}" for n in report.notes if "skipped" in n]
                 timed[side].append({s.label: s.candidate for s in report.shapes})
-            log(f"  vLLM {op} {dtype}: round {index + 1} of {rounds}")
+            log(f"  {op} {dtype}: round {index + 1} of {rounds}")
         for m in group:
             ours_label = m.label
             theirs_label = theirs.contract.label(m.theirs or {})
             a = [r.get(ours_label) for r in timed["production"]]
-            b = [r.get(theirs_label) for r in timed["vllm"]]
+            b = [r.get(theirs_label) for r in timed["anchor"]]
             row: dict[str, Any] = {
                 "shape": ours_label,
-                "vllm_shape": f"{op} {theirs_label}",
+                "anchor_shape": f"{op} {theirs_label}",
                 "dtype": dtype,
             }
             if all(a) and all(b):
@@ -615,5 +712,5 @@ def _label(dims: Mapping[str, int] | None) -> str:
     return ", ".join(f"{k}={v}" for k, v in (dims or {}).items())
 
 
-def anchor_by_op() -> dict[str, VllmAnchor]:
-    return {a.op: a for a in VLLM_ANCHORS}
+def anchor_by_op(source: str = "vllm") -> dict[str, VllmAnchor]:
+    return {a.op: a for a in IMPORTED_ANCHORS if a.source == source}

@@ -75,12 +75,17 @@ ARCH_DEFINES: dict[str, str] = {
 """The macro each framework's build sets to the target GPU's ``__CUDA_ARCH__`` (900 for
 sm_90): SGLang's load_jit() injects ``-DSGL_CUDA_ARCH`` for host and device passes alike
 (``sgl_kernel/utils.cuh`` says so and static_asserts it equals ``__CUDA_ARCH__``)."""
+STANDARDS: dict[str, str] = {
+    "sglang": "c++20",
+}
+"""The C++ standard a framework's build compiles at where not NVRTC's default (c++17): SGLang's
+load_jit() passes ``-std=c++20`` (its headers use concepts and ``std::ranges``)."""
 CHECK_DEADLINE_S = 240
 """Seconds the evaluator allows one check (an imported kernel compiles several instantiations)."""
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _defines(name: str, arch: str) -> tuple[str, ...]:
+def build_defines(name: str, arch: str) -> tuple[str, ...]:
     """The release's build defines for ``arch``: :data:`DEFINES` and its :data:`ARCH_DEFINES`."""
     facts = device_constants(arch, (0, 0))
     cuda_arch = facts["cc_major"] * 100 + facts["cc_minor"] * 10
@@ -181,7 +186,12 @@ def main(argv: list[str]) -> int:
                 continue
             target = out / name / Path(relative).stem
             report = import_file(
-                path, folders, target, arch=args.arch, defines=_defines(name, args.arch)
+                path,
+                folders,
+                target,
+                arch=args.arch,
+                defines=build_defines(name, args.arch),
+                std=STANDARDS.get(name),
             )
             print(f"{name} {relative}: {report.compiler}, {report.compile_seconds:.1f} s")
             if not report.launchers:

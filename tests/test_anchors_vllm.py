@@ -91,6 +91,26 @@ def test_every_operation_with_a_vllm_kernel_has_a_complete_table() -> None:
         assert anchor.same_work == (not differs), anchor.op
 
 
+def test_every_sglang_anchor_names_every_tensor_of_ours_and_maps_every_shape() -> None:
+    """SGLang's JIT kernels (silu, gelu, gelu_tanh and fused_add_rmsnorm) as anchors: each
+    table names every tensor of ours and its axes evaluate on every suite shape."""
+    assert {a.op for a in vllm.SGLANG_ANCHORS} == {
+        "silu_and_mul",
+        "gelu_and_mul",
+        "gelu_tanh_and_mul",
+        "fused_add_rmsnorm",
+    }
+    for anchor in vllm.SGLANG_ANCHORS:
+        assert anchor.source == "sglang" and anchor.framework == f"SGLang {vllm.SGLANG[1]}"
+        spec = load_contract(ROOT / "kernels" / anchor.op)
+        assert set(anchor.args) == {a.name for a in spec.contract.args}, anchor.op
+        for dims in _shapes(anchor.op):
+            axes = [a for shape in anchor.axes.values() for a in shape]
+            assert all(expr.evaluate_int(a, dims) > 0 for a in axes), anchor.op
+    assert vllm.anchor_by_op("sglang")["silu_and_mul"].file.endswith("activation.cuh")
+    assert vllm.anchor_by_op()["silu_and_mul"].file == "csrc/activation_kernels.cu"
+
+
 def test_the_activation_tables_map_d_to_the_doubled_input_width() -> None:
     silu = vllm.anchor_by_op()["silu_and_mul"]
     assert {k: expr.evaluate_int(v, {"tokens": 7, "d": 18944}) for k, v in silu.dims.items()} == {
@@ -174,9 +194,9 @@ def _measure(us: float, rse: float = 0.001) -> Measurement:
 def test_rounds_alternate_and_the_noise_is_the_larger_of_spread_and_error() -> None:
     assert [vllm.round_order(i)[0] for i in range(4)] == [
         "production",
-        "vllm",
+        "anchor",
         "production",
-        "vllm",
+        "anchor",
     ]
     ours = [_measure(10)] * 3
     row = vllm.combine(ours, [_measure(11), _measure(11.2), _measure(10.9)])
@@ -208,7 +228,7 @@ def test_each_side_is_timed_alone_alternating_per_round(tmp_path: Path) -> None:
     ]
     assert all(r["speedup"] == 1.0 and r["call"] == "tie" for r in rows)
     first = shapes[0]
-    assert rows[0]["vllm_shape"] == f"silu_and_mul {first['tokens']}x{2 * first['d']}"
+    assert rows[0]["anchor_shape"] == f"silu_and_mul {first['tokens']}x{2 * first['d']}"
 
 
 def test_tables_and_summary_keep_another_layout_apart() -> None:
@@ -226,7 +246,7 @@ def test_tables_and_summary_keep_another_layout_apart() -> None:
         "rows": [
             {
                 "shape": "7x28x128",
-                "vllm_shape": "k_2 7x28x128",
+                "anchor_shape": "k_2 7x28x128",
                 "dtype": "float16",
                 "production_us": 2.0,
                 "anchor_us": 1.8,
@@ -251,6 +271,33 @@ def test_tables_and_summary_keep_another_layout_apart() -> None:
     fp16, _ = anchors.summary(table)
     assert "[LAYOUT DIFFERS]" in fp16 and fp16.count("7x28x128") == 1
     assert "1 shapes not timed" in fp16
+
+
+SGLANG_RELEASE = ROOT / ".frameworks" / f"{vllm.SGLANG[0]}-{vllm.SGLANG[1]}"
+
+
+@pytest.mark.skipif(
+    not (SGLANG_RELEASE / vllm.RELEASES["sglang"].sentinel).is_file(),
+    reason=f"SGLang {vllm.SGLANG[1]} is not in .frameworks/ (benchmarks/releases.py --prefetch)",
+)
+@pytest.mark.usefixtures("needs_nvrtc")
+@pytest.mark.parametrize("anchor", vllm.SGLANG_ANCHORS, ids=lambda a: a.op)
+def test_the_real_sglang_anchor_imports_at_cpp20_and_maps_every_shape_it_launches(
+    anchor: vllm.VllmAnchor, tmp_path: Path
+) -> None:
+    """Imported at SGLang's C++20 with its SGL_CUDA_ARCH, every shape of ours maps, or says
+    why (SGLang's fused_add_rmsnorm refuses hidden sizes above 8192 on the H100)."""
+    imported = vllm.import_anchor(anchor, SGLANG_RELEASE, tmp_path)
+    assert imported.sites, imported.refused
+    spec = load_contract(ROOT / "kernels" / anchor.op)
+    mapped = vllm.map_shapes(anchor, spec, imported, _shapes(anchor.op))
+    timed = [m for m in mapped if m.site is not None]
+    assert timed and all(m.site is not None or m.reason for m in mapped)
+    for m in mapped:
+        if m.site is None:
+            assert anchor.op == "fused_add_rmsnorm" and m.ours["hidden"] > 8192, m.reason
+    production = (timed[0].site.folder / "production.cu").read_text()
+    assert "// astra: std = c++20" in production
 
 
 @pytest.mark.skipif(

@@ -466,6 +466,11 @@ def test_header_stops_at_the_first_code_line(tmp_path: Path) -> None:
         ),
         (
             "// astra: block = BLOCK",
+            "// astra: block = BLOCK\n// astra: std = c++23",
+            ": header.std: std: expected one of ['c++17', 'c++20'], got 'c++23'",
+        ),
+        (
+            "// astra: block = BLOCK",
             "// astra: block = BLOCK\n// astra: block = 64",
             ":6: header.block: given twice",
         ),
@@ -588,3 +593,24 @@ def test_an_init_bound_names_dims_and_lowers_the_draw_per_shape(tmp_path: Path) 
     assert init.high_at({"tokens": 5000, "hidden": 8}) == 1000.0
     message = contract_error(tmp_path / "bad", text.replace('below = "tokens"', 'below = "rows"'))
     assert "args.w.init.below" in message and "'rows'" in message
+
+
+def test_a_bound_value_may_read_the_elements_bytes(tmp_path: Path) -> None:
+    """SGLang passes ``hidden_size / (kMaxVecBytes / sizeof(DType))``: a bound parameter's
+    value reads ``elem_bytes`` as the launch geometry does, evaluated per element type."""
+    from astra_graph.harness.cases import Case
+    from astra_graph.harness.launch import _by_value
+
+    source = HEADER.replace(
+        "// astra: requires",
+        "// astra: params = out, x, w, hidden // (16 // elem_bytes), gain\n// astra: requires",
+    )
+    source = source.replace("hidden // (16", "vecs: int32 = hidden // (16", 1)
+    impl = load_header(tmp_path, source)
+    (vecs,) = [b for b in impl.bindings if b.kind == "expr"]
+    for dtype, count in (("float16", 512), ("float32", 1024)):
+        case = Case({"tokens": 2, "hidden": 4096}, dtype, {}, {})
+        assert int(_by_value(vecs, case)) == count
+    assert "unknown dim 'elem_byte'" in header_error(
+        tmp_path, source.replace("// elem_bytes", "// elem_byte")
+    )

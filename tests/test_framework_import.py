@@ -737,9 +737,11 @@ def _programs_compiled(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
     per program (each compiled as before)."""
     programs: list[list[str]] = []
 
-    def counted(source: str, entries: list[str], arch: str = "sm_90") -> DeviceCompile:
+    def counted(
+        source: str, entries: list[str], arch: str = "sm_90", std: str | None = None
+    ) -> DeviceCompile:
         programs.append(list(entries))
-        return compile_device(source, entries, arch)
+        return compile_device(source, entries, arch, std)
 
     monkeypatch.setattr(importer, "compile_device", counted)
     return programs
@@ -1003,6 +1005,28 @@ def test_an_integer_that_multiplies_a_size_is_no_offset() -> None:
     assert draft.offsets(analysis) == set()  # rot_dim sizes the cache
 
 
+def test_a_condition_ending_in_a_parenthesis_is_read_whole() -> None:
+    """SGLang's fused_add_rmsnorm launches under ``if (hidden <= (kVec == 32 ? 12288 : 8192))``;
+    stripping every outer parenthesis of the clause ate the condition's own closing one, so the
+    bound was dropped and the drafted domain went past where SGLang launches."""
+    source = parse_source(
+        "template <typename t> __global__ void k(t* out, int n) {}\n"
+        "constexpr int kVec = 16;\n"
+        "void f(torch::Tensor& out) {\n"
+        "  const int n = out.size(0);\n"
+        "  if (n <= (kVec == 32 ? 12288 : 8192)) {\n"
+        "    k<float><<<n, 32>>>(out.data_ptr<float>(), n);\n"
+        "  }\n}\n"
+    )
+    launcher = source.launchers[0]
+    found = analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, H100, source.constants
+    )
+    (bound,) = [r for r in found.requires if "8192" in r]
+    assert expr.evaluate(bound, {found.dims[0]: 8192})
+    assert not expr.evaluate(bound, {found.dims[0]: 8193})
+
+
 def test_an_optional_read_in_a_check_is_given_and_in_a_choice_of_launch_unread() -> None:
     """``has_value()`` of an optional tensor reads as the import takes it (given) in a host
     check, a fact of every path (``!w.has_value() || w->size(0) == n``), but not in an ``if``
@@ -1048,6 +1072,31 @@ def test_a_jit_headers_host_utilities_are_removed_and_device_helpers_kept(
     report = importer.import_file(JIT / "scale.cuh", [], tmp_path)
     (result,) = report.launchers
     assert report.compiled and result.imported, result.reason
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_cpp20_jit_file_compiles_at_its_builds_standard(tmp_path: Path) -> None:
+    """fixtures/framework/jit/act.cuh, as SGLang's JIT kernels: a namespace alias over
+    ``std::ranges::views`` and the host helper using it, constants and a trait over DLPack's
+    types that only host code names go (to a fixpoint: ``kFloatType`` names the trait);
+    ``CUDA_VERSION`` is defined as nvcc's cuda_runtime.h defines it (the kernel's other path
+    leaves every other element unwritten); the entry's unqualified ``Act::kSquare`` resolves
+    through the kernel's namespace. At NVRTC's default C++17 the concept refuses to compile;
+    at the build's C++20 it imports, and the header carries the standard for every later
+    compile (``astra validate`` compiles it again)."""
+    flat = flatten(JIT / "act.cuh", [])
+    device = device_source(flat.text)
+    for host in ("stdv", "irange", "kDeviceType", "kFloatType", "DTypeTrait"):
+        assert host in device.removed_functions, host
+    assert "#define CUDA_VERSION" in device.text and "enum class Act" in device.text
+    at_17 = importer.import_file(JIT / "act.cuh", [], tmp_path / "c++17")
+    assert "integral" in at_17.launchers[0].reason and not at_17.launchers[0].imported
+    report = importer.import_file(JIT / "act.cuh", [], tmp_path / "c++20", std="c++20")
+    (result,) = report.launchers
+    assert result.imported, result.reason
+    production = (tmp_path / "c++20" / "run" / "production.cu").read_text()
+    assert "// astra: std = c++20" in production and "using namespace fw;" in production
+    assert main(["validate", str(tmp_path / "c++20" / "run")]) == 0
 
 
 def test_a_member_under_torchs_device_macro_is_device_code() -> None:

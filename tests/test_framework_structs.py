@@ -122,7 +122,9 @@ def test_a_struct_argument_packs_pointers_and_values_at_their_offsets() -> None:
             Binding(name="eps", kind="scalar", dtype="float32"),
         ],
     )
-    case = SimpleNamespace(arrays={"x": None}, dims={"rows": 5}, scalars={"eps": 0.5})
+    case = SimpleNamespace(
+        arrays={"x": None}, dims={"rows": 5}, dtype="float32", scalars={"eps": 0.5}
+    )
     packed = struct_argument(binding, case, lambda _: 0x1122334455667788).tobytes()  # type: ignore[arg-type]
     assert struct_dtype(binding).itemsize == len(packed) == 40
     assert int.from_bytes(packed[0:8], "little") == 0x1122334455667788

@@ -99,6 +99,19 @@ def test_an_imported_operation_is_accepted_against_itself(
     assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
 
 
+def test_a_cpp20_jit_operation_is_accepted_against_itself(tmp_path: Path) -> None:
+    """fixtures/framework/jit/act.cuh imported at its build's C++20 (SGLang's JIT kernels'
+    standard, kept in the header): compiled again from production.cu by the harness at that
+    standard, with CUDA_VERSION as nvcc defines it (the other path leaves elements unwritten)."""
+    jit = CSRC.parent / "jit" / "act.cuh"
+    assert main(["import", str(jit), "--std", "c++20", "--out", str(tmp_path)]) == 0
+    spec = load_contract(tmp_path / "run")
+    production = tmp_path / "run" / "production.cu"
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        verdict = evaluator.check(spec, production, production)
+    assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+
+
 def test_the_oracle_rejects_a_wrong_candidate(imported: Path, tmp_path: Path) -> None:
     spec = load_contract(imported / "layernorm.cu" / "fused_add_rms_norm")
     production = imported / "layernorm.cu" / "fused_add_rms_norm" / "production.cu"

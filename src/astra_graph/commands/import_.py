@@ -1,4 +1,5 @@
-"""``astra import FILE.cu [--include DIR ...] [--root DIR] [--op NAME] [--out DIR] [--define M]``.
+"""``astra import FILE.cu [--include DIR ...] [--root DIR] [--op NAME] [--out DIR] [--define M]
+[--std c++20]``.
 
 Reads a framework source file exactly as it is in the framework's tree and writes one
 operation per kernel launch of its host launchers (:mod:`astra_graph.framework.importer`):
@@ -16,6 +17,7 @@ import os
 from pathlib import Path
 
 from astra_graph.commands import UsageError
+from astra_graph.harness.nvrtc import DEFAULT_STD, STANDARDS
 from astra_graph.kernel.catalog import PATH_VARIABLE
 
 REPORT_FILE = "import.json"
@@ -46,6 +48,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NAME[=VALUE]",
         help="a macro the framework's build defines (its -D flags; repeatable)",
     )
+    p.add_argument(
+        "--std",
+        choices=STANDARDS,
+        help=f"the C++ standard the framework builds with (default {DEFAULT_STD}; SGLang's JIT "
+        "kernels: c++20)",
+    )
     p.set_defaults(run=run)
 
 
@@ -75,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             only={args.op} if args.op else None,
             defines=tuple(args.define),
             root=Path(args.root) if args.root else None,
+            std=args.std,
         )
     except (ParserUnavailable, NvrtcUnavailable) as exc:
         raise UsageError(str(exc)) from None

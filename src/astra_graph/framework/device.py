@@ -18,7 +18,8 @@ What is changed, and why the code path stays the framework's:
   stay, see below), and whole classes whose member functions are all host code and whose name
   no device code uses (SGLang's ``RuntimeCheck``, ``LaunchKernel``), with the declarations that
   name them (their deduction guides); a class that kernels use keeps its data and device
-  members, so a kernel's parameter struct stays;
+  members, so a kernel's parameter struct stays; namespace aliases no device code names
+  (SGLang's ``namespace stdv = stdr::views``, for its host ``irange``);
 * torch's, ATen's and c10's includes are replaced by :data:`TORCH_TYPES_FILE`: ``c10::Half``
   and ``c10::BFloat16`` as types of their own with torch's semantics (two bytes, float
   arithmetic rounded back), and the kernel is instantiated with them
@@ -57,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.parse import MAX_MACRO_DEPTH, _parser, _walk, text
+from astra_graph.harness import nvrtc
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -113,6 +115,16 @@ HOST_TYPEDEFS = (
 """Type names a framework's device code takes from the host C library (FlashInfer's
 ``ptx_exp2`` declares ``ushort``, vLLM's merge kernel takes ``const uint num_tokens``); NVRTC has
 no host headers, so they are declared as glibc does, once, before every imported file."""
+
+
+def cuda_version_define() -> str:
+    """``CUDA_VERSION`` as ``<cuda.h>`` defines it (13050 for 13.5), for the compiler that runs:
+    nvcc includes ``cuda_runtime.h`` in every CUDA file, so a framework's device code may test
+    it (SGLang's JIT headers do), while NVRTC defines it nowhere."""
+    major, minor = nvrtc.version()
+    return f"#ifndef CUDA_VERSION\n#define CUDA_VERSION {major * 1000 + minor * 10}\n#endif\n"
+
+
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.M)
 _DEVICE_SPACES = ("__global__", "__device__", "__constant__", "__shared__", "__managed__")
 """A namespace-scope definition without one of these is host code, which NVRTC refuses ("host
@@ -251,6 +263,83 @@ def _device_names(root: Node, spaces: tuple[str, ...]) -> set[str]:
                 found |= names
                 grown = True
     return found
+
+
+def _unused_declarations(
+    root: Node,
+    spaces: tuple[str, ...],
+    device_names: set[str],
+    removed: list[tuple[int, int, str]],
+) -> list[tuple[int, int, str]]:
+    """Namespace-scope variables (``constexpr`` ones too) and classes without member functions
+    (traits, their specialisations) that nothing outside the host code already ``removed``
+    names: SGLang's ``inline constexpr auto kDLGPU = kDLCUDA;`` and ``DLDataTypeTrait<T>``
+    serve its host code, over DLPack's types, and DLPack's header is not NVRTC's. One that
+    device code, a kept class or another kept declaration names stays (to a fixpoint: removing
+    one can leave another unnamed)."""
+
+    def outside(start: int, ranges: list[tuple[int, int, str]]) -> bool:
+        return not any(s <= start < e for s, e, _ in ranges)
+
+    candidates: dict[int, tuple[Node, str]] = {}
+    for node in _walk(root, ("declaration",)):
+        if not _at_namespace_scope(node) or _in_device_space(node, spaces):
+            continue
+        raw = text(node).lstrip()
+        if raw.startswith(("using", "typedef")) or "(" in raw.split("=", 1)[0]:
+            continue  # an alias or a function prototype, not a variable
+        declarators = [c for c in node.named_children if c.type == "init_declarator"]
+        declared = declarators[0].child_by_field_name("declarator") if declarators else None
+        whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
+        if (
+            len(declarators) == 1
+            and declared is not None
+            and declared.type == "identifier"
+            and outside(node.start_byte, removed)
+        ):
+            candidates[whole.id] = (whole, text(declared))
+    kernels = {
+        text(d).split("(", 1)[0].strip()
+        for f in _walk(root, ("function_definition",))
+        if "__global__" in text(f).split("(", 1)[0]
+        and (d := f.child_by_field_name("declarator")) is not None
+    }
+    for node in _walk(root, ("class_specifier", "struct_specifier")):
+        body, class_name = node.child_by_field_name("body"), node.child_by_field_name("name")
+        if class_name is not None and class_name.type == "template_type":  # a specialisation
+            class_name = class_name.child_by_field_name("name")
+        if (
+            body is None
+            or class_name is None
+            or not _at_namespace_scope(node)
+            or text(class_name) in device_names
+            or not outside(node.start_byte, removed)
+            # a class with member functions is host code's only as _is_host_class says; one
+            # naming a kernel may be what a launch's entry names (SGLang's ActivationKernel<T>)
+            or _walk(body, ("function_definition",))
+            or _names(body) & kernels
+        ):
+            continue
+        whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
+        candidates[whole.id] = (whole, text(class_name))
+    uses: dict[str, list[int]] = {}
+    for ident in _walk(root, ("identifier", "type_identifier", "namespace_identifier")):
+        uses.setdefault(text(ident), []).append(ident.start_byte)
+    dropped: list[tuple[int, int, str]] = []
+    changed = True
+    while changed:
+        changed = False
+        for key, (declaration, name) in list(candidates.items()):
+            # a use inside a declaration of the same name (the other branch of an `#if`:
+            # SGLang's kDLGPU for CUDA and for ROCm) is no use
+            gone = removed + dropped
+            gone += [(n.start_byte, n.end_byte, m) for n, m in candidates.values() if m == name]
+            named = [at for at in uses.get(name, []) if outside(at, gone)]
+            if not named:
+                dropped.append((declaration.start_byte, declaration.end_byte, name))
+                del candidates[key]
+                changed = True
+    return dropped
 
 
 def _names(node: Node) -> set[str]:
@@ -457,6 +546,13 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
         declarator = node.child_by_field_name("declarator")
         name = text(declarator).split("(", 1)[0].split("=", 1)[0].strip() if declarator else "?"
         removed.append((whole.start_byte, whole.end_byte, name))
+    for node in _walk(tree.root_node, ("namespace_alias_definition",)):
+        # `namespace stdv = std::ranges::views;` beside host helpers (SGLang's irange): NVRTC's
+        # libcu++ has no views, and an alias no device code names is host code's
+        alias = text(node.child_by_field_name("name"))
+        if alias not in device_names and not any(s <= node.start_byte < e for s, e, _ in removed):
+            removed.append((node.start_byte, node.end_byte, alias))
+    removed += _unused_declarations(tree.root_node, spaces, device_names, removed)
     for node in _walk(tree.root_node, ("expression_statement",)):
         if (
             node.parent is not None
@@ -477,7 +573,7 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     out = _INCLUDE.sub(lambda m: _replace_include(m, state, replaced), data.decode())
     if not state.get("torch"):
         out = torch_types() + out
-    out = HOST_TYPEDEFS + _plain_lambdas(_host_on_constants(out))
+    out = HOST_TYPEDEFS + cuda_version_define() + _plain_lambdas(_host_on_constants(out))
     if defines:
         lines = [f"#define {' '.join(d.split('=', 1))}" for d in defines]
         out = "// astra-import: the framework build's defines\n" + "\n".join(lines) + "\n" + out
@@ -555,10 +651,17 @@ class DeviceCompile:
     lowered: dict[str, str]
 
 
-def compile_device(source: str, entries: list[str], arch: str = "sm_90") -> DeviceCompile:
-    """Compile the device source with NVRTC for ``entries`` (name expressions)."""
-    from astra_graph.harness import nvrtc
-
+def compile_device(
+    source: str, entries: list[str], arch: str = "sm_90", std: str | None = None
+) -> DeviceCompile:
+    """Compile the device source with NVRTC for ``entries`` (name expressions), at the
+    framework build's C++ standard ``std`` (NVRTC's default when None)."""
     started = time.perf_counter()
-    out = nvrtc.compile_source(source, filename="imported.cu", arch=arch, name_expressions=entries)
+    out = nvrtc.compile_source(
+        source,
+        filename="imported.cu",
+        arch=arch,
+        name_expressions=entries,
+        options=[f"-std={std}"] if std else [],
+    )
     return DeviceCompile(out.ok, time.perf_counter() - started, out.log, out.lowered_names)

@@ -491,8 +491,9 @@ def _param_item(binding: Binding, taken: set[str]) -> str:
     return f"{name}: {binding.dtype} = {binding.value}"
 
 
-def header_text(analysis: Analysis) -> str:
-    """The ``// astra:`` lines of production.cu."""
+def header_text(analysis: Analysis, std: str | None = None) -> str:
+    """The ``// astra:`` lines of production.cu (``std``: the build's C++ standard, if not
+    NVRTC's default)."""
     taken = set(analysis.tensors) | set(analysis.scalars)
     params = []
     for binding in analysis.bindings:
@@ -509,6 +510,7 @@ def header_text(analysis: Analysis) -> str:
             f"// astra: block = {analysis.block}",
             f"// astra: smem = {analysis.smem}",
             *(f"// astra: requires = {r}" for r in [*analysis.requires, *_non_empty(analysis)]),
+            *([f"// astra: std = {std}"] if std else []),
         ]
     )
 
@@ -653,15 +655,21 @@ def reference_text(op: str, oracle_dtype: str) -> str:
 
 
 def write_operation(
-    folder: Path, op: str, analysis: Analysis, device_text: str, source: str
+    folder: Path,
+    op: str,
+    analysis: Analysis,
+    device_text: str,
+    source: str,
+    std: str | None = None,
 ) -> Written:
-    """Write the three files of one imported operation; raises ValueError when no suite fits."""
+    """Write the three files of one imported operation (compiled at the C++ standard ``std``
+    where given); raises ValueError when no suite fits."""
     contract, notes = contract_text(analysis, op, source)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "contract.toml").write_text(contract)
     (folder / "production.cu").write_text(
         f"// {op}: {source} as the framework writes it, imported by `astra import`.\n"
-        + header_text(analysis)
+        + header_text(analysis, std)
         + "\n"
         + device_text
     )

@@ -12,7 +12,7 @@ came in and, if not, why, in one line each.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Set
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,6 +148,8 @@ class _DeviceCompiler:
 
     source: str
     arch: str
+    std: str | None = None
+    """The framework build's C++ standard (NVRTC's default when None)."""
     compiled: set[str] = field(default_factory=set)
     """The instantiations that compiled."""
     failed: dict[frozenset[str], str] = field(default_factory=dict)
@@ -163,7 +165,7 @@ class _DeviceCompiler:
             return None
         program = frozenset(fresh)
         if program not in self.failed:
-            out = compile_device(self.source, fresh, self.arch)
+            out = compile_device(self.source, fresh, self.arch, self.std)
             self.seconds += out.seconds
             if out.ok:
                 self.compiled.update(fresh)
@@ -355,6 +357,25 @@ def _analysed_sites(
     return results, analyses
 
 
+def _kernel_namespaces(analyses: Iterable[Analysis]) -> str:
+    """``using namespace`` lines for the namespaces the kernels are in, at the file's end: an
+    entry is looked up at global scope, while the launch wrote its template arguments inside
+    the kernel's namespace (SGLang's ``act_and_mul_kernel<T, ActivationKind::kSiLU>``, the enum
+    declared in ``sglang``)."""
+    spaces = {
+        a.kernel.qualified.lstrip(":").rsplit("::", 1)[0]
+        for a in analyses
+        if "::" in a.kernel.qualified.lstrip(":")
+    }
+    named = sorted(s for s in spaces if re.fullmatch(r"\w+(::\w+)*", s))
+    if not named:
+        return ""
+    lines = [f"using namespace {s};" for s in named]
+    return "\n// astra-import: launch arguments name what the kernels' namespaces declare\n" + (
+        "\n".join(lines) + "\n"
+    )
+
+
 def define_values(defines: tuple[str, ...]) -> dict[str, int]:
     """The build's ``-D`` flags (``NAME`` or ``NAME=VALUE``) whose value is a whole number,
     ``NAME`` alone being 1 as for the compiler; a define of any other value is left out."""
@@ -386,11 +407,14 @@ def import_file(
     only: Set[str] | None = None,
     defines: tuple[str, ...] = (),
     root: Path | None = None,
+    std: str | None = None,
 ) -> ImportReport:
     """Import ``path``'s launchers (or only those named in ``only``) into ``out/<op>/``, the
     device code compiled with the framework build's ``defines`` (``NAME[=VALUE]``). ``root``
     is the framework checkout that ``framework.toml``'s ``[source]`` paths are relative to
-    (default: :func:`~astra_graph.framework.naming.default_root`)."""
+    (default: :func:`~astra_graph.framework.naming.default_root`). ``std`` is the framework
+    build's C++ standard (SGLang's JIT kernels: ``c++20``), written into each operation's
+    header; NVRTC's default where None."""
     flat = flatten(path, folders)
     # the build's defines with a number are facts of the build, as CUDA_VERSION is: a host
     # size or an #if that picks a macro's definition reads them
@@ -398,7 +422,8 @@ def import_file(
     parsed = parse_source(flat.text, facts, defined_names(defines))
     device = device_source(flat.text, defines)
     results, analyses = _analysed_sites(parsed, facts, only, flat, Callers(folders, flat.files))
-    compiler = _DeviceCompiler(device.text, arch)
+    device_text = device.text + _kernel_namespaces(a for _, a, _ in analyses)
+    compiler = _DeviceCompiler(device_text, arch, std)
     analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, compiler)]
     entries = sorted({e for _, a, _ in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()
@@ -423,7 +448,7 @@ def import_file(
             continue
         try:
             written = write_operation(
-                out / (result.op or ""), result.op or "", analysis, device.text, path.name
+                out / (result.op or ""), result.op or "", analysis, device_text, path.name, std
             )
         except ValueError as exc:
             result.reason = str(exc)

@@ -519,7 +519,12 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
                     and node.start_byte >= consequence.start_byte
                     and node.end_byte <= consequence.end_byte
                 )
-                conditions.append((text(condition).strip().strip("()").strip(), inside_then))
+                # the clause's own parentheses only: strip("()") also ate the closing one of
+                # `(x <= (a ? b : c))`, and the condition could not be read (SGLang's rmsnorm)
+                clause = text(condition).strip()
+                if clause.startswith("(") and clause.endswith(")"):
+                    clause = clause[1:-1]
+                conditions.append((clause.strip(), inside_then))
         node = parent
     found: dict[str, str] = {}
     for scope in reversed(scopes):

@@ -91,6 +91,8 @@ def compile_implementation(
     entry = impl.header.entry_for(dtype, settings)
     folders = include_folders(impl, include_dirs)
     options = [*compile_options(settings, fast_math), *(f"-I{f}" for f in folders)]
+    if impl.header.std is not None:
+        options.append(f"-std={impl.header.std}")
     key_text = json.dumps(
         [
             impl.source,

@@ -43,7 +43,7 @@ from astra_graph.harness.module_state import (
     module_memory,
 )
 from astra_graph.kernel import expr
-from astra_graph.kernel.contract import Binding, OperationSpec
+from astra_graph.kernel.contract import ELEM_BYTES, Binding, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES, DType
 from astra_graph.kernel.header import Implementation
 from astra_graph.kernel.param_struct import POINTER, layout
@@ -134,7 +134,8 @@ def _by_value(binding: Binding, case: Case) -> np.generic:
         value = case.scalars[binding.name]
     else:
         assert binding.value is not None
-        value = expr.evaluate_int(binding.value, case.dims)
+        env = {**case.dims, ELEM_BYTES: DTYPES[case.dtype].itemsize}
+        value = expr.evaluate_int(binding.value, env)
     return _SCALAR_TYPES[binding.dtype](value)
 
 

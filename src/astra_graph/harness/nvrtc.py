@@ -101,6 +101,13 @@ def system_include_dirs() -> list[str]:
     return [include, *cccl, *([str(STD_SHIM_DIR)] if cccl else [])]
 
 
+DEFAULT_STD = "c++17"
+"""The C++ standard a kernel is compiled at unless its header names another: the one vLLM's and
+FlashInfer's builds use (SGLang's JIT kernels need ``c++20``: concepts)."""
+STANDARDS = ("c++17", "c++20")
+"""The standards a header's ``std`` may name."""
+
+
 def version() -> tuple[int, int]:
     lib, _ = _library()
     major, minor = ctypes.c_int(), ctypes.c_int()
@@ -140,10 +147,12 @@ def compile_source(
     try:
         for name in name_expressions:
             _check(lib, lib.nvrtcAddNameExpression(prog, name.encode()), "add name expression")
+        given = options or []
         opts = [
             f"-arch={arch}",
-            "-std=c++17",
-            *(options or []),
+            # the default standard, unless the caller names the file's own (a header's ``std``)
+            *([] if any(o.startswith("-std=") for o in given) else [f"-std={DEFAULT_STD}"]),
+            *given,
             *(f"-I{folder}" for folder in system_include_dirs()),
             "-Xptxas=-v",
             "-lineinfo",

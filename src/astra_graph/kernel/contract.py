@@ -573,7 +573,9 @@ def _binding(text: str, contract: Contract, where: str) -> Binding:
     if dtype is not None and dtype not in BINDING_INT_TYPES:
         raise ValueError(f"{where}: type {dtype!r}, expected one of {list(BINDING_INT_TYPES)}")
     try:
-        check_names(value.strip(), set(contract.dims), "dim")
+        # the element's bytes as the launch geometry reads them: SGLang passes
+        # `hidden_size / (kMaxVecBytes / sizeof(DType))`
+        check_names(value.strip(), set(contract.dims) | {ELEM_BYTES}, "dim")
     except (expr.ExprError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
     return Binding(name=name, kind="expr", dtype=dtype or "int32", value=value.strip())

@@ -52,6 +52,7 @@ HEADER_KEYS = (
     "tunable",
     "requires",
     "params",
+    "std",
     "description",
 )
 _HEADER_LINE = re.compile(r"^\s*//\s*astra:\s*(?P<key>\w+)\s*(?P<rest>.*)$")
@@ -116,7 +117,19 @@ class ImplementationHeader(BaseModel):
     given."""
     operation: str | None = None
     """The operation this file implements, for a file with no ``contract.toml`` beside it."""
+    std: str | None = None
+    """The C++ standard the file is written for (``c++20``), where not NVRTC's default
+    ``c++17``: an imported framework file keeps its build's (SGLang's JIT kernels)."""
     description: str = ""
+
+    @field_validator("std")
+    @classmethod
+    def _std(cls, value: str | None) -> str | None:
+        from astra_graph.harness.nvrtc import STANDARDS
+
+        if value is not None and value not in STANDARDS:
+            raise ValueError(f"std: expected one of {list(STANDARDS)}, got {value!r}")
+        return value
 
     @field_validator("entry")
     @classmethod
