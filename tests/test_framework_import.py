@@ -1094,6 +1094,10 @@ def test_a_cpp20_jit_file_compiles_at_its_builds_standard(tmp_path: Path) -> Non
     report = importer.import_file(JIT / "act.cuh", [], tmp_path / "c++20", std="c++20")
     (result,) = report.launchers
     assert result.imported, result.reason
+    # the kernel's 16-byte path has no float vector: float32 does not compile, and the
+    # oracle runs at the most precise type that does
+    assert "float32" not in result.dtypes
+    assert any(n.startswith("oracle at float16") for n in result.notes)
     production = (tmp_path / "c++20" / "run" / "production.cu").read_text()
     assert "// astra: std = c++20" in production and "using namespace fw;" in production
     assert main(["validate", str(tmp_path / "c++20" / "run")]) == 0

@@ -74,6 +74,8 @@ runs for sizes off its vector width (``d % 8 != 0``), which an even offset of th
 reaches for 16-bit types, an odd one for 32-bit."""
 ORACLE_PRECISION = ("float64", "float32")
 """The oracle runs at the first of these that the dispatch instantiates."""
+ORACLE_FALLBACK = ("float16", "bfloat16")
+"""Where neither compiles: the most precise 16-bit type first (10 mantissa bits against 7)."""
 
 
 @dataclass(frozen=True)
@@ -325,8 +327,16 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
 
 def _oracle_dtype(analysis: Analysis) -> str:
     """The element type the oracle runs at: the first of :data:`ORACLE_PRECISION` the dispatch
-    instantiates, float32 otherwise."""
-    return next(d for d in ORACLE_PRECISION if d in analysis.dtypes or d == "float32")
+    instantiates, float32 otherwise; for drafted element types (a launcher's template type),
+    float32 only where it compiled, else the most precise that did (SGLang's fused_add_rmsnorm
+    has no 16-byte vector of float: its float32 instantiation does not compile, and the oracle
+    failed to compile on the H100)."""
+    found = next((d for d in ORACLE_PRECISION if d in analysis.dtypes), None)
+    if found is not None:
+        return found
+    if not analysis.drafted_dtypes:
+        return "float32"
+    return next(d for d in ORACLE_FALLBACK if d in analysis.dtypes)
 
 
 def _bytes_moved(analysis: Analysis) -> str:
@@ -673,5 +683,11 @@ def write_operation(
         + "\n"
         + device_text
     )
-    (folder / "reference.py").write_text(reference_text(op, _oracle_dtype(analysis)))
+    oracle = _oracle_dtype(analysis)
+    if oracle in ORACLE_FALLBACK:
+        notes.append(
+            f"oracle at {oracle}: no float32 instantiation compiles, so the original at {oracle} "
+            "is the reference (a candidate is held to its rounding, not to float32's)"
+        )
+    (folder / "reference.py").write_text(reference_text(op, oracle))
     return Written(folder, notes)
