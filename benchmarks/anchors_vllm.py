@@ -53,39 +53,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from frameworks import INCLUDE_ROOTS
+from releases import PINNED
+
 if TYPE_CHECKING:
     from astra_graph.framework.importer import ImportReport
 
-VLLM = ("vllm", "0.33.0")
-SGLANG = ("sglang", "0.5.23")
 IMPORT_ARCH = "sm_90"
 """The H100's architecture: the import expresses vLLM's compute-capability conditions for it."""
 
 
 @dataclass(frozen=True)
-class Release:
-    """A framework release whose kernels come in through ``astra import``."""
+class ImportedRelease:
+    """A framework release whose kernels come in through ``astra import``: its pinned version
+    (``benchmarks/releases.py``) and include folders, build defines and C++ standard
+    (``benchmarks/frameworks.py``) are stated there once."""
 
     package: str
-    version: str
     label: str
-    include_roots: tuple[str, ...]
-    """Its own include folders, relative to the unpacked release."""
     sentinel: str
     """A file the unpacked release has: a folder without it is no such release."""
 
+    @property
+    def version(self) -> str:
+        return PINNED[self.package].version
+
+    @property
+    def include_roots(self) -> tuple[str, ...]:
+        return INCLUDE_ROOTS[self.package]
+
 
 RELEASES = {
-    "vllm": Release(*VLLM, "vLLM", ("csrc",), "csrc/activation_kernels.cu"),
-    "sglang": Release(
-        *SGLANG,
-        "SGLang",
-        ("sglang/kernels/jit/include", "sglang/kernels/jit/csrc"),
-        "sglang/kernels/jit/csrc/elementwise/activation.cuh",
+    "vllm": ImportedRelease("vllm", "vLLM", "csrc/activation_kernels.cu"),
+    "sglang": ImportedRelease(
+        "sglang", "SGLang", "sglang/kernels/jit/csrc/elementwise/activation.cuh"
     ),
 }
-"""The releases imported anchors come from, by ``--frameworks`` name: vLLM's ``csrc`` and SGLang's
-JIT kernels (their build's defines and C++ standard: ``benchmarks/frameworks.py``)."""
+"""The releases imported anchors come from, by ``--frameworks`` name."""
+VLLM = ("vllm", RELEASES["vllm"].version)
+SGLANG = ("sglang", RELEASES["sglang"].version)
 DEFAULT_ROUNDS = 3
 """A B / B A / A B: the smallest alternation that gives a spread and cancels linear drift."""
 DTYPES = ("float16", "bfloat16")
