@@ -17,8 +17,8 @@ import os
 from pathlib import Path
 
 from astra_graph.commands import UsageError
-from astra_graph.harness.nvrtc import DEFAULT_STD, STANDARDS
 from astra_graph.kernel.catalog import PATH_VARIABLE
+from astra_graph.kernel.header import DEFAULT_STD, STANDARDS
 
 REPORT_FILE = "import.json"
 

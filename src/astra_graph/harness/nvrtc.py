@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from astra_graph.kernel.header import DEFAULT_STD
+
 PRE_INCLUDES = ("cuda_fp16.h", "cuda_bf16.h")
 """Headers every implementation gets without writing the include (line numbers stay the file's)."""
 
@@ -99,13 +101,6 @@ def system_include_dirs() -> list[str]:
     _, include = _library()
     cccl = cccl_include_dirs()
     return [include, *cccl, *([str(STD_SHIM_DIR)] if cccl else [])]
-
-
-DEFAULT_STD = "c++17"
-"""The C++ standard a kernel is compiled at unless its header names another: the one vLLM's and
-FlashInfer's builds use (SGLang's JIT kernels need ``c++20``: concepts)."""
-STANDARDS = ("c++17", "c++20")
-"""The standards a header's ``std`` may name."""
 
 
 def version() -> tuple[int, int]:

@@ -40,6 +40,11 @@ DEFAULT_SM_COUNT = 132
 """``sm_count`` where no GPU is asked (checks without a GPU): an H100 SXM's 132 SMs, the GPU
 the project's measurements are made on."""
 
+DEFAULT_STD = "c++17"
+"""The C++ standard a kernel is compiled at unless its header names another: the one vLLM's and
+FlashInfer's builds use (SGLang's JIT kernels need ``c++20``: concepts)."""
+STANDARDS = ("c++17", "c++20")
+"""The standards a header's ``std`` may name."""
 MAX_TUNABLE_COMBINATIONS = 4096
 """A header may declare at most this many tunable settings (their product), so that listing
 them is always cheap; a sweep times far fewer (``tuning.DEFAULT_MAX_CONFIGS``)."""
@@ -125,8 +130,6 @@ class ImplementationHeader(BaseModel):
     @field_validator("std")
     @classmethod
     def _std(cls, value: str | None) -> str | None:
-        from astra_graph.harness.nvrtc import STANDARDS
-
         if value is not None and value not in STANDARDS:
             raise ValueError(f"std: expected one of {list(STANDARDS)}, got {value!r}")
         return value
