@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -971,7 +972,7 @@ def test_launcher_integers_are_drafted_as_a_head_and_an_offset(tmp_path: Path) -
     analysis = _analysis(PARTIAL_ROTARY, "partial_rotary")
     assert draft.offsets(analysis) == {"rope_dim_offset"}
     assert least_sizes(analysis)["rope_dim_offset"] == 0
-    assert least_sizes(analysis)["head_size"] == 1  # 0 divides: never an offset's 0
+    assert least_sizes(analysis)["head_size"] == 1  # it divides a size: no offset
     tuning, heldout, _ = draft.suites(analysis)
     assert [(d["head_size"], d["rot_dim"], d["rope_dim_offset"]) for d in tuning] == [
         (128, 128, 0)
@@ -1003,6 +1004,11 @@ def test_an_integer_that_multiplies_a_size_is_no_offset() -> None:
     assert draft.offsets(analysis) == set()
     analysis.requires = ["rot_dim + 1 <= head_size"]
     assert draft.offsets(analysis) == set()  # rot_dim sizes the cache
+    # one the launch's geometry reads is no offset either: at 0 it could empty the grid
+    analysis.requires = ["rot_dim + rope_dim_offset <= head_size"]
+    assert draft.offsets(analysis) == {"rope_dim_offset"}
+    analysis.grid = "positions_0 + rope_dim_offset"
+    assert draft.offsets(analysis) == set()
 
 
 def test_a_condition_ending_in_a_parenthesis_is_read_whole() -> None:
@@ -1079,16 +1085,16 @@ def test_a_cpp20_jit_file_compiles_at_its_builds_standard(tmp_path: Path) -> Non
     """fixtures/framework/jit/act.cuh, as SGLang's JIT kernels: a namespace alias over
     ``std::ranges::views`` and the host helper using it, constants and a trait over DLPack's
     types that only host code names go (to a fixpoint: ``kFloatType`` names the trait);
-    ``CUDA_VERSION`` is defined as nvcc's cuda_runtime.h defines it (the kernel's other path
-    leaves every other element unwritten); the entry's unqualified ``Act::kSquare`` resolves
-    through the kernel's namespace. At NVRTC's default C++17 the concept refuses to compile;
-    at the build's C++20 it imports, and the header carries the standard for every later
-    compile (``astra validate`` compiles it again)."""
+    ``CUDA_VERSION`` is defined as nvcc's cuda_runtime.h defines it, at each compile (the
+    kernel reads it outside the preprocessor, so it compiles only with it); the entry's
+    unqualified ``Act::kSquare`` resolves through the kernel's namespace. At NVRTC's default
+    C++17 the concept refuses to compile; at the build's C++20 it imports, and the header
+    carries the standard for every later compile (``astra validate`` compiles it again)."""
     flat = flatten(JIT / "act.cuh", [])
     device = device_source(flat.text)
     for host in ("stdv", "irange", "kDeviceType", "kFloatType", "DTypeTrait"):
         assert host in device.removed_functions, host
-    assert "#define CUDA_VERSION" in device.text and "enum class Act" in device.text
+    assert "enum class Act" in device.text  # CUDA_VERSION: NVRTC's option, read by the kernel
     at_17 = importer.import_file(JIT / "act.cuh", [], tmp_path / "c++17")
     assert "integral" in at_17.launchers[0].reason and not at_17.launchers[0].imported
     report = importer.import_file(JIT / "act.cuh", [], tmp_path / "c++20", std="c++20")
@@ -1099,8 +1105,34 @@ def test_a_cpp20_jit_file_compiles_at_its_builds_standard(tmp_path: Path) -> Non
     assert "float32" not in result.dtypes
     assert any(n.startswith("oracle at float16") for n in result.notes)
     production = (tmp_path / "c++20" / "run" / "production.cu").read_text()
-    assert "// astra: std = c++20" in production and "using namespace fw;" in production
+    assert "// astra: std = c++20" in production and "using fw::Act;" in production
     assert main(["validate", str(tmp_path / "c++20" / "run")]) == 0
+
+
+def test_an_entrys_names_come_from_a_namespace_one_at_a_time() -> None:
+    """A name of an entry's template arguments that only the kernel's namespace declares is
+    brought to global scope by a using-declaration of it alone; one the global scope declares
+    too is left alone (a whole ``using namespace fw;`` made ``Square`` ambiguous)."""
+    source = (
+        "struct Square {};\nnamespace fw {\nstruct Square {};\nenum class Act { kA };\n"
+        "template <typename Op, Act kAct> __global__ void op_kernel(float* x) {}\n}\n"
+    )
+    kernel = SimpleNamespace(qualified="fw::op_kernel")
+    site = SimpleNamespace(kernel=kernel, entry="fw::op_kernel<Square, Act::kA>")
+    lines = importer._entry_names([site], source)  # type: ignore[list-item]
+    assert "using fw::Act;" in lines and "Square" not in lines
+    assert importer._entry_names([site], source.replace("enum class Act", "//")) == ""  # type: ignore[list-item]
+
+
+def test_a_constant_a_macro_reads_is_kept() -> None:
+    """``#define LANE(i) ((i) % kLanes)`` reaches ``kLanes`` from device code: a macro's body
+    is raw text to the grammar, and the constant was removed as unused."""
+    device = device_source(
+        "constexpr int kLanes = 32;\n#define LANE(i) ((i) % kLanes)\n"
+        "namespace stdv_user { namespace stdv = fw; }\n#define VIEWS stdv::iota\n"
+        "__global__ void k(int* x) { x[LANE(threadIdx.x)] = 1; }\n"
+    )
+    assert "kLanes" not in device.removed_functions and "stdv" not in device.removed_functions
 
 
 def test_a_member_under_torchs_device_macro_is_device_code() -> None:

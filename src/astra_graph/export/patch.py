@@ -39,6 +39,7 @@ from astra_graph.harness.buckets import DECODE_MAX_ROWS, LARGEST_ROW_CLASS, ROW_
 from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER
 from astra_graph.kernel.expr import split_top_level
+from astra_graph.kernel.header import DEFAULT_STD
 
 NVCC_TIMEOUT_S = 600
 """A torch-header build of one file takes about a minute on the H100 machine; ten is a hang."""
@@ -507,7 +508,7 @@ def check_patch(run: FinishedRun, root: Path, patched: Path, arch: str) -> str |
         str(patched),
         "-o",
         str(patched.with_suffix(".o")),
-        "-std=c++17",
+        f"-std={run.impl.header.std or DEFAULT_STD}",  # the build's, as the header keeps it
         f"-arch={arch}",
         "--expt-relaxed-constexpr",
         *(f"-I{p}" for p in include_paths()),

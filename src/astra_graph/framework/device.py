@@ -58,7 +58,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.parse import MAX_MACRO_DEPTH, _parser, _walk, text
-from astra_graph.harness import nvrtc
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -115,14 +114,6 @@ HOST_TYPEDEFS = (
 """Type names a framework's device code takes from the host C library (FlashInfer's
 ``ptx_exp2`` declares ``ushort``, vLLM's merge kernel takes ``const uint num_tokens``); NVRTC has
 no host headers, so they are declared as glibc does, once, before every imported file."""
-
-
-def cuda_version_define() -> str:
-    """``CUDA_VERSION`` as ``<cuda.h>`` defines it (13050 for 13.5), for the compiler that runs:
-    nvcc includes ``cuda_runtime.h`` in every CUDA file, so a framework's device code may test
-    it (SGLang's JIT headers do), while NVRTC defines it nowhere."""
-    major, minor = nvrtc.version()
-    return f"#ifndef CUDA_VERSION\n#define CUDA_VERSION {major * 1000 + minor * 10}\n#endif\n"
 
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"](?P<name>[^>"]+)[>"]', re.M)
@@ -270,13 +261,14 @@ def _unused_declarations(
     spaces: tuple[str, ...],
     device_names: set[str],
     removed: list[tuple[int, int, str]],
+    macro_words: dict[str, list[int]],
 ) -> list[tuple[int, int, str]]:
     """Namespace-scope variables (``constexpr`` ones too) and classes without member functions
     (traits, their specialisations) that nothing outside the host code already ``removed``
     names: SGLang's ``inline constexpr auto kDLGPU = kDLCUDA;`` and ``DLDataTypeTrait<T>``
     serve its host code, over DLPack's types, and DLPack's header is not NVRTC's. One that
-    device code, a kept class or another kept declaration names stays (to a fixpoint: removing
-    one can leave another unnamed)."""
+    device code, a kept class, a macro's body (``macro_words``) or another kept declaration
+    names stays (to a fixpoint: removing one can leave another unnamed)."""
 
     def outside(start: int, ranges: list[tuple[int, int, str]]) -> bool:
         return not any(s <= start < e for s, e, _ in ranges)
@@ -322,7 +314,7 @@ def _unused_declarations(
             continue
         whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
         candidates[whole.id] = (whole, text(class_name))
-    uses: dict[str, list[int]] = {}
+    uses = {word: list(at) for word, at in macro_words.items()}  # :func:`_macro_words`
     for ident in _walk(root, ("identifier", "type_identifier", "namespace_identifier")):
         uses.setdefault(text(ident), []).append(ident.start_byte)
     dropped: list[tuple[int, int, str]] = []
@@ -340,6 +332,55 @@ def _unused_declarations(
                 del candidates[key]
                 changed = True
     return dropped
+
+
+_DECLARING = (
+    "enum_specifier",
+    "class_specifier",
+    "struct_specifier",
+    "union_specifier",
+    "alias_declaration",
+    "type_definition",
+    "function_definition",
+    "declaration",
+)
+
+
+def declared_names(source: str) -> dict[str, set[str]]:
+    """Namespace (``a::b``; ``""`` the global one) -> the names declared directly in it: types,
+    aliases, functions and variables at namespace scope."""
+    found: dict[str, set[str]] = {}
+    for node in _walk(_parser().parse(source.encode()).root_node, _DECLARING):
+        if not _at_namespace_scope(node):
+            continue
+        named = node.child_by_field_name("name")
+        if named is None:
+            declarator = node.child_by_field_name("declarator")
+            while declarator is not None and declarator.child_by_field_name("declarator"):
+                declarator = declarator.child_by_field_name("declarator")
+            named = declarator
+        if named is None or named.type not in ("identifier", "type_identifier"):
+            continue
+        chain, parent = [], node.parent
+        while parent is not None:
+            if parent.type == "namespace_definition":
+                space = parent.child_by_field_name("name")
+                chain.append(text(space) if space is not None else "")
+            parent = parent.parent
+        found.setdefault("::".join(reversed(chain)), set()).add(text(named))
+    return found
+
+
+def _macro_words(root: Node) -> dict[str, list[int]]:
+    """Each word of a ``#define`` body -> where its definitions start: a macro's body is raw text
+    to the grammar, and a constant device code reaches only through a macro (``#define LANE(i)
+    ((i) % kLanes)``) is used all the same."""
+    words: dict[str, list[int]] = {}
+    for macro in _walk(root, ("preproc_def", "preproc_function_def")):
+        value = macro.child_by_field_name("value")
+        for word in re.findall(r"[A-Za-z_]\w*", text(value) if value is not None else ""):
+            words.setdefault(word, []).append(macro.start_byte)
+    return words
 
 
 def _names(node: Node) -> set[str]:
@@ -546,13 +587,16 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
         declarator = node.child_by_field_name("declarator")
         name = text(declarator).split("(", 1)[0].split("=", 1)[0].strip() if declarator else "?"
         removed.append((whole.start_byte, whole.end_byte, name))
+    in_macros = _macro_words(tree.root_node)
     for node in _walk(tree.root_node, ("namespace_alias_definition",)):
         # `namespace stdv = std::ranges::views;` beside host helpers (SGLang's irange): NVRTC's
-        # libcu++ has no views, and an alias no device code names is host code's
+        # libcu++ has no views, and an alias neither device code nor a macro names is host code's
         alias = text(node.child_by_field_name("name"))
-        if alias not in device_names and not any(s <= node.start_byte < e for s, e, _ in removed):
+        if alias in device_names or alias in in_macros:
+            continue
+        if not any(s <= node.start_byte < e for s, e, _ in removed):
             removed.append((node.start_byte, node.end_byte, alias))
-    removed += _unused_declarations(tree.root_node, spaces, device_names, removed)
+    removed += _unused_declarations(tree.root_node, spaces, device_names, removed, in_macros)
     for node in _walk(tree.root_node, ("expression_statement",)):
         if (
             node.parent is not None
@@ -573,7 +617,7 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     out = _INCLUDE.sub(lambda m: _replace_include(m, state, replaced), data.decode())
     if not state.get("torch"):
         out = torch_types() + out
-    out = HOST_TYPEDEFS + cuda_version_define() + _plain_lambdas(_host_on_constants(out))
+    out = HOST_TYPEDEFS + _plain_lambdas(_host_on_constants(out))
     if defines:
         lines = [f"#define {' '.join(d.split('=', 1))}" for d in defines]
         out = "// astra-import: the framework build's defines\n" + "\n".join(lines) + "\n" + out
@@ -656,6 +700,8 @@ def compile_device(
 ) -> DeviceCompile:
     """Compile the device source with NVRTC for ``entries`` (name expressions), at the
     framework build's C++ standard ``std`` (NVRTC's default when None)."""
+    from astra_graph.harness import nvrtc
+
     started = time.perf_counter()
     out = nvrtc.compile_source(
         source,

@@ -119,14 +119,15 @@ def _head_sized(analysis: Analysis) -> set[str]:
                 heads.add(node.right.id)
     for tree in trees:
         body = tree.body
-        if (
-            isinstance(body, ast.Compare)
-            and len(body.ops) == 1
-            and isinstance(body.ops[0], (ast.LtE, ast.Lt))
-            and isinstance(body.comparators[0], ast.Name)
-            and body.comparators[0].id in heads
-        ):
-            heads |= expr.names(ast.unparse(body.left)) & axis_dims
+        if not isinstance(body, ast.Compare) or len(body.ops) != 1:
+            continue
+        small, large = body.left, body.comparators[0]
+        if isinstance(body.ops[0], (ast.GtE, ast.Gt)):  # `head_size >= rot_dim`
+            small, large = large, small
+        elif not isinstance(body.ops[0], (ast.LtE, ast.Lt)):
+            continue
+        if isinstance(large, ast.Name) and large.id in heads:
+            heads |= expr.names(ast.unparse(small)) & axis_dims
     return heads
 
 
@@ -134,10 +135,12 @@ def offsets(analysis: Analysis) -> set[str]:
     """Launcher integers (dims that size no tensor) that the requirements only add to or
     subtract from sizes: an offset into a row (vLLM's ``rope_dim_offset``). Such an offset may
     be 0, the framework's default, and is drafted there; an integer that multiplies or divides
-    a size, or that no requirement names, is not one (0 may divide by zero in the kernel)."""
+    a size, that the launch's grid, block or shared memory reads, or that no requirement names,
+    is not one (0 may divide by zero in the kernel, or empty the launch)."""
     axis_dims = _axis_dims(analysis)
     found: set[str] = set()
-    spoiled: set[str] = set(axis_dims)
+    geometry = (analysis.grid, analysis.block, analysis.smem)
+    spoiled: set[str] = axis_dims.union(*(expr.names(str(g)) for g in geometry))
     for requirement in analysis.requires:
         tree = expr.parse(requirement)
         parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
@@ -336,7 +339,7 @@ def _oracle_dtype(analysis: Analysis) -> str:
         return found
     if not analysis.drafted_dtypes:
         return "float32"
-    return next(d for d in ORACLE_FALLBACK if d in analysis.dtypes)
+    return next((d for d in ORACLE_FALLBACK if d in analysis.dtypes), analysis.dtypes[0])
 
 
 def _bytes_moved(analysis: Analysis) -> str:
@@ -416,8 +419,9 @@ def _scalar_lines(analysis: Analysis, notes: list[str]) -> list[str]:
         ]
     # a dim that sizes no tensor (a launcher integer: vLLM's head_size) cannot be read back
     # from the inputs' shapes, so the oracle gets it as a scalar (the kernel is not given it)
+    axis_dims = _axis_dims(analysis)
     for dim in analysis.dims:
-        if dim not in _axis_dims(analysis):
+        if dim not in axis_dims:
             lines += [
                 "[[scalars]]",
                 f"name = {_toml(oracle_dim_scalar(dim))}",
@@ -536,7 +540,8 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
     act_and_mul launches ``min(d / 2, 1024)`` threads: a width of 1 is no call the framework
     makes, and a contract whose domain started there was rejected as wider than its own
     original (H100)."""
-    least = {dim: 0 if dim in offsets(analysis) else 1 for dim in analysis.dims}
+    offset_dims = offsets(analysis)
+    least = {dim: 0 if dim in offset_dims else 1 for dim in analysis.dims}
     requirements = [*analysis.requires, *_non_empty(analysis)]
 
     def holds(requirement: str, sizes: dict[str, int]) -> bool:
@@ -545,11 +550,7 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
             try:
                 if not expr.evaluate(requirement, env):
                     return False
-            except ArithmeticError:
-                if 0 in sizes.values():
-                    return False  # an offset at 0 that a requirement divides by: not 0
-                continue  # not decidable for this type here: the checks' preflight names it
-            except expr.ExprError:
+            except (expr.ExprError, ArithmeticError):
                 continue  # not decidable for this type here: the checks' preflight names it
         return True
 

@@ -283,7 +283,7 @@ def output_error(
             # saturating kernel writes the largest finite value there, which an input drawn
             # over the whole type may hold (fused_add_rmsnorm rounding toward zero, -65504 +
             # -65504 in fp16, on the H100).
-            judged = bad & _in_range(xp, element, flat_ref[start:stop])
+            judged = bad & ~_overflows(xp, element, flat_ref[start:stop])
             kept = judged & same
             kept_here = int(xp.count_nonzero(kept))
             if kept_here and totals.stale_at < 0:
@@ -372,10 +372,11 @@ def _stretch_sums(xp: Any, part: _Elementwise, statistics: bool) -> tuple[Any, A
     return at, sums
 
 
-def _in_range(xp: Any, element: DType, ref: Any) -> Any:
-    """Where the reference rounds to a finite value of the output type."""
+def _overflows(xp: Any, element: DType, ref: Any) -> Any:
+    """Where a finite reference rounds past the output type's finite values."""
     with np.errstate(invalid="ignore", over="ignore"):
-        return xp.isfinite(element.to_float64(xp, element.from_float64(xp, ref)))
+        rounded = element.to_float64(xp, element.from_float64(xp, ref))
+        return xp.isfinite(ref) & ~xp.isfinite(rounded)
 
 
 @dataclass
@@ -393,7 +394,7 @@ class _Totals:
     magnitude_sum: float = 0.0
     failing: int = 0
     judged: int = 0
-    """Failing elements whose reference lies in the type's range (:func:`_in_range`)."""
+    """Failing elements whose reference does not overflow the type (:func:`_overflows`)."""
     stale: int = 0
     """Of those, the ones equal to what the buffer held before the run."""
     stale_at: int = -1

@@ -103,6 +103,12 @@ def system_include_dirs() -> list[str]:
     return [include, *cccl, *([str(STD_SHIM_DIR)] if cccl else [])]
 
 
+def cuda_version() -> int:
+    """``CUDA_VERSION`` as ``cuda.h`` spells it for this NVRTC (13050 for 13.5)."""
+    major, minor = version()
+    return major * 1000 + minor * 10
+
+
 def version() -> tuple[int, int]:
     lib, _ = _library()
     major, minor = ctypes.c_int(), ctypes.c_int()
@@ -147,6 +153,9 @@ def compile_source(
             f"-arch={arch}",
             # the default standard, unless the caller names the file's own (a header's ``std``)
             *([] if any(o.startswith("-std=") for o in given) else [f"-std={DEFAULT_STD}"]),
+            # as cuda_runtime.h, which nvcc includes in every CUDA file, defines it (SGLang's JIT
+            # headers read it); NVRTC defines it nowhere, and this is the compiler that runs
+            f"-DCUDA_VERSION={cuda_version()}",
             *given,
             *(f"-I{folder}" for folder in system_include_dirs()),
             "-Xptxas=-v",
