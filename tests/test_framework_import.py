@@ -1011,6 +1011,33 @@ def test_an_integer_that_multiplies_a_size_is_no_offset() -> None:
     assert draft.offsets(analysis) == set()
 
 
+IN_PLACE = (
+    "template <typename t> __global__ void k(const t* in, t* out, int n) {}\n"
+    "void f(torch::Tensor& in, torch::Tensor& out) {\n"
+    "  const int n = in.size(0);\n"
+    '  STD_TORCH_CHECK(in.data_ptr() == out.data_ptr(), "in place");\n'
+    "  k<float><<<n, 32>>>(in.data_ptr<float>(), true ? nullptr : out.data_ptr<float>(), n);\n"
+    "}\n"
+)
+
+
+def test_nullptr_for_a_written_pointer_is_in_place_where_a_check_says_where() -> None:
+    """SGLang's in-place activation passes ``kReuseInput ? nullptr : out.data_ptr()`` and
+    checks ``input.data_ptr() == out.data_ptr()``: the kernel writes its input, which is then
+    imported as written. Without the check, where it writes is unknown and the launch is
+    refused."""
+    source = parse_source(IN_PLACE)
+    launcher = source.launchers[0]
+    found = analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+    assert not found.tensors["in"].const
+    assert [b.kind for b in found.bindings][:2] == ["tensor", "null"]
+    assert any("imported as written" in n for n in found.notes)
+    unchecked = parse_source(IN_PLACE.replace("STD_TORCH_CHECK", "// STD_TORCH_CHECK"))
+    launcher = unchecked.launchers[0]
+    with pytest.raises(Unmapped, match="in place"):
+        analyse(launcher, launcher.launches[0], unchecked.kernels, unchecked.macros, H100)
+
+
 def test_a_condition_ending_in_a_parenthesis_is_read_whole() -> None:
     """SGLang's fused_add_rmsnorm launches under ``if (hidden <= (kVec == 32 ? 12288 : 8192))``;
     stripping every outer parenthesis of the clause ate the condition's own closing one, so the

@@ -158,6 +158,10 @@ operation (import it, then edit the entry)."""
 _DATA_PTR = re.compile(
     r"^(?:\(\s*[\w:<>\s*]+\)\s*)?(?P<tensor>\w+)\s*(?:\.|->)\s*(?:const_|mutable_)?data_ptr\s*(?:<(?P<type>[^>]*)>)?\s*\(\s*\)$"
 )
+_ALIASES = re.compile(
+    r"\b(\w+)\s*(?:\.|->)\s*data_ptr\s*\(\s*\)\s*==\s*(\w+)\s*(?:\.|->)\s*data_ptr\s*\(\s*\)"
+)
+"""A check that two tensors share memory: ``input.data_ptr() == out.data_ptr()``."""
 _CAST = re.compile(r"^(?:reinterpret_cast|static_cast)\s*<[^()]*>\s*\((?P<inner>.*)\)$", re.S)
 _C_CAST = re.compile(r"^\(\s*(?:const\s+)?[\w:]+\s*\)\s*(?P<inner>[\w.]+)$")
 NULL_POINTERS = ("nullptr", "NULL")
@@ -1343,6 +1347,15 @@ class _Binder:
             return Binding(param.name, "expr", self.translator.expression(inner), kind)
         raise Unmapped(f"kernel parameter {param.name!r} has unsupported type {param.type!r}")
 
+    def _aliased(self, tensor: str) -> str | None:
+        """The tensor a check of the launch says shares ``tensor``'s memory
+        (``input.data_ptr() == out.data_ptr()``), or None."""
+        for condition, _ in self.launch.conditions:
+            for a, b in _ALIASES.findall(condition):
+                if tensor in (a, b) and a != b:
+                    return b if a == tensor else a
+        return None
+
     def _compile_time_branch(self, param: Param, raw: str, inner: str) -> str:
         """The branch a pointer argument ``COND ? a : b`` takes at this launch site when COND
         is a compile-time constant of it (SGLang's ``kReuseInput ? nullptr : out.data_ptr()``):
@@ -1352,7 +1365,9 @@ class _Binder:
         it is for any other argument, or a condition that reads a local, a parameter or a
         size (a run-time choice, left to :func:`_pointer_source`). Raises Unmapped where the
         site passes nullptr for a pointer the kernel writes through while the other branch
-        passes a tensor: the kernel then writes elsewhere (in place), which is not read."""
+        passes a tensor: the kernel then writes elsewhere (in place), which is read only where
+        a check of the launch says which tensor shares that one's memory (:meth:`_aliased`):
+        that tensor is then written."""
         parts = _ternary(inner)
         if parts is None:
             return inner
@@ -1376,7 +1391,19 @@ class _Binder:
         chosen, dropped = (then, other) if taken else (other, then)
         spelled = " ".join(condition.split())
         nulled = strip_cast(chosen) in NULL_LITERALS and not param.const
-        if nulled and _DATA_PTR.match(strip_cast(dropped)):
+        written = _DATA_PTR.match(strip_cast(dropped))
+        alias = self._aliased(written["tensor"]) if nulled and written else None
+        if alias is not None and written is not None:
+            # SGLang's in-place activation: `kReuseInput ? nullptr : out.data_ptr()` beside
+            # RuntimeCheck(input.data_ptr() == out.data_ptr()): the kernel writes its input
+            self.translator._tensor(alias).const = False
+            self.notes.append(
+                f"{param.name}: nullptr at this site ({spelled!r} is {str(taken).lower()}); the "
+                f"launcher checks {alias}.data_ptr() == {written['tensor']}.data_ptr(), so the "
+                f"kernel writes {alias} in place: {alias} is imported as written"
+            )
+            return strip_cast(chosen)
+        if nulled and written:
             raise Unmapped(
                 f"pointer argument {raw!r} for {param.name!r}: {spelled!r} is "
                 f"{str(taken).lower()} at this site, so the kernel gets nullptr where "
