@@ -1146,9 +1146,10 @@ def test_an_entrys_names_come_from_a_namespace_one_at_a_time() -> None:
     )
     kernel = SimpleNamespace(qualified="fw::op_kernel")
     site = SimpleNamespace(kernel=kernel, entry="fw::op_kernel<Square, Act::kA>")
-    lines = importer._entry_names([site], source)  # type: ignore[list-item]
+    lines = importer._entry_names([site], device_source(source).declared)  # type: ignore[list-item]
     assert "using fw::Act;" in lines and "Square" not in lines
-    assert importer._entry_names([site], source.replace("enum class Act", "//")) == ""  # type: ignore[list-item]
+    without = device_source(source.replace("enum class Act", "//")).declared
+    assert importer._entry_names([site], without) == ""  # type: ignore[list-item]
 
 
 def test_a_constant_a_macro_reads_is_kept() -> None:

@@ -52,12 +52,13 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.parse import MAX_MACRO_DEPTH, _parser, _walk, text
+from astra_graph.kernel.header import DEFAULT_STD
 
 if TYPE_CHECKING:
     from tree_sitter import Node
@@ -346,12 +347,12 @@ _DECLARING = (
 )
 
 
-def declared_names(source: str) -> dict[str, set[str]]:
+def _declared_names(root: Node, removed: list[tuple[int, int, str]]) -> dict[str, set[str]]:
     """Namespace (``a::b``; ``""`` the global one) -> the names declared directly in it: types,
-    aliases, functions and variables at namespace scope."""
+    aliases, functions and variables at namespace scope, host code ``removed`` aside."""
     found: dict[str, set[str]] = {}
-    for node in _walk(_parser().parse(source.encode()).root_node, _DECLARING):
-        if not _at_namespace_scope(node):
+    for node in _walk(root, _DECLARING):
+        if not _at_namespace_scope(node) or any(s <= node.start_byte < e for s, e, _ in removed):
             continue
         named = node.child_by_field_name("name")
         if named is None:
@@ -430,6 +431,8 @@ class DeviceSource:
     text: str
     removed_functions: list[str]
     replaced_includes: list[str]
+    declared: dict[str, set[str]] = field(default_factory=dict)
+    """Namespace -> the names the kept code declares in it (:func:`_declared_names`)."""
 
 
 @cache
@@ -625,6 +628,7 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
         text=out,
         removed_functions=[name for _, _, name in sorted(removed)],
         replaced_includes=list(dict.fromkeys(replaced)),
+        declared=_declared_names(tree.root_node, removed),
     )
 
 
@@ -708,6 +712,6 @@ def compile_device(
         filename="imported.cu",
         arch=arch,
         name_expressions=entries,
-        options=[f"-std={std}"] if std else [],
+        std=std or DEFAULT_STD,
     )
     return DeviceCompile(out.ok, time.perf_counter() - started, out.log, out.lowered_names)

@@ -25,7 +25,7 @@ from astra_graph.framework.callers import (
     compose,
     shape_checker,
 )
-from astra_graph.framework.device import compile_device, declared_names, device_source
+from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import Flattened, flatten
 from astra_graph.framework.launchers import (
@@ -46,7 +46,7 @@ from astra_graph.framework.values import best_variant, value_variants
 from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
-from astra_graph.kernel.header import STANDARDS, split_entry
+from astra_graph.kernel.header import checked_std, split_entry
 
 READ_FORMS = "only <<<>>>, cudaLaunchKernel, cudaLaunchKernelEx and LaunchKernel(...)(...)"
 """The launch forms :mod:`~astra_graph.framework.parse` reads, for the reason of one it does not."""
@@ -362,22 +362,21 @@ _UNQUALIFIED = re.compile(r"(?<![\w:.])([A-Za-z_]\w*)")
 """A name in an entry's template arguments that no scope qualifies."""
 
 
-def _entry_names(analyses: Iterable[Analysis], device_text: str) -> str:
+def _entry_names(analyses: Iterable[Analysis], declared: dict[str, set[str]]) -> str:
     """``using ns::Name;`` lines at the file's end for each unqualified name of an entry's
     template arguments that the global scope does not declare and the kernel's namespace (or
     the nearest enclosing one) does. An entry is looked up at global scope, while the launch
     wrote its arguments inside a namespace (SGLang's ``act_and_mul_kernel<T,
     ActivationKind::kSiLU>``, the enum declared in ``sglang``). One name at a time: a whole
-    ``using namespace`` made a global name of the same spelling ambiguous."""
-    declared: dict[str, set[str]] | None = None
+    ``using namespace`` made a global name of the same spelling ambiguous. ``declared`` is the
+    device source's names by namespace (:attr:`~astra_graph.framework.device.DeviceSource.
+    declared`)."""
     lines: list[str] = []
     for analysis in analyses:
         qualified = analysis.kernel.qualified.lstrip(":")
         arguments = split_entry(analysis.entry)[1] or []
         if "::" not in qualified or not arguments:
             continue
-        if declared is None:
-            declared = declared_names(device_text)
         spaces = qualified.split("::")[:-1]
         for name in dict.fromkeys(_UNQUALIFIED.findall(" ".join(arguments))):
             if name in declared.get("", set()):
@@ -438,8 +437,7 @@ def import_file(
     (default: :func:`~astra_graph.framework.naming.default_root`). ``std`` is the framework
     build's C++ standard (SGLang's JIT kernels: ``c++20``), written into each operation's
     header; NVRTC's default where None."""
-    if std is not None and std not in STANDARDS:
-        raise ValueError(f"std: expected one of {list(STANDARDS)}, got {std!r}")
+    checked_std(std)
     flat = flatten(path, folders)
     # the build's defines with a number are facts of the build, as CUDA_VERSION is: a host
     # size or an #if that picks a macro's definition reads them
@@ -447,7 +445,7 @@ def import_file(
     parsed = parse_source(flat.text, facts, defined_names(defines))
     device = device_source(flat.text, defines)
     results, analyses = _analysed_sites(parsed, facts, only, flat, Callers(folders, flat.files))
-    device_text = device.text + _entry_names((a for _, a, _ in analyses), device.text)
+    device_text = device.text + _entry_names((a for _, a, _ in analyses), device.declared)
     compiler = _DeviceCompiler(device_text, arch, std)
     analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, compiler)]
     entries = sorted({e for _, a, _ in analyses for e in _instantiations(a)})

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from astra_graph.harness import nvrtc
 from astra_graph.kernel.dtypes import DType
-from astra_graph.kernel.header import Implementation
+from astra_graph.kernel.header import DEFAULT_STD, Implementation
 from astra_graph.kernel.signature import include_folders, local_headers
 
 DEFAULT_ARCH = "sm_90"
@@ -91,8 +91,6 @@ def compile_implementation(
     entry = impl.header.entry_for(dtype, settings)
     folders = include_folders(impl, include_dirs)
     options = [*compile_options(settings, fast_math), *(f"-I{f}" for f in folders)]
-    if impl.header.std is not None:
-        options.append(f"-std={impl.header.std}")
     key_text = json.dumps(
         [
             impl.source,
@@ -119,6 +117,7 @@ def compile_implementation(
         arch=arch,
         name_expressions=[entry],
         options=options,
+        std=impl.header.std or DEFAULT_STD,
     )
     if not out.ok:
         raise CompileFailed(impl.path, out.log)

@@ -129,12 +129,14 @@ def compile_source(
     arch: str,
     name_expressions: list[str],
     options: list[str] | None = None,
+    std: str = DEFAULT_STD,
 ) -> CompileOutput:
     """Compile ``source`` to a cubin for ``arch`` (e.g. ``sm_90``) and report per-kernel resources.
 
-    ``options`` come before the system include folders, so an ``-I`` there is searched first.
-    A compile error is not raised: ``ok`` is False and ``log`` holds NVRTC's messages, whose line
-    numbers are the file's own.
+    ``options`` come before the system include folders, so an ``-I`` there is searched first;
+    ``std`` is the C++ standard (a header's ``std``, else :data:`DEFAULT_STD`). A compile error
+    is not raised: ``ok`` is False and ``log`` holds NVRTC's messages, whose line numbers are
+    the file's own.
     """
     lib, _ = _library()
     prog = ctypes.c_void_p()
@@ -148,15 +150,13 @@ def compile_source(
     try:
         for name in name_expressions:
             _check(lib, lib.nvrtcAddNameExpression(prog, name.encode()), "add name expression")
-        given = options or []
         opts = [
             f"-arch={arch}",
-            # the default standard, unless the caller names the file's own (a header's ``std``)
-            *([] if any(o.startswith("-std=") for o in given) else [f"-std={DEFAULT_STD}"]),
+            f"-std={std}",
             # as cuda_runtime.h, which nvcc includes in every CUDA file, defines it (SGLang's JIT
             # headers read it); NVRTC defines it nowhere, and this is the compiler that runs
             f"-DCUDA_VERSION={cuda_version()}",
-            *given,
+            *(options or []),
             *(f"-I{folder}" for folder in system_include_dirs()),
             "-Xptxas=-v",
             "-lineinfo",

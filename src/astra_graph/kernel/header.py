@@ -45,6 +45,15 @@ DEFAULT_STD = "c++17"
 FlashInfer's builds use (SGLang's JIT kernels need ``c++20``: concepts)."""
 STANDARDS = ("c++17", "c++20")
 """The standards a header's ``std`` may name."""
+
+
+def checked_std(value: str | None) -> str | None:
+    """``value`` when it is one of :data:`STANDARDS` (or None); raises ValueError naming it."""
+    if value is not None and value not in STANDARDS:
+        raise ValueError(f"std: expected one of {list(STANDARDS)}, got {value!r}")
+    return value
+
+
 MAX_TUNABLE_COMBINATIONS = 4096
 """A header may declare at most this many tunable settings (their product), so that listing
 them is always cheap; a sweep times far fewer (``tuning.DEFAULT_MAX_CONFIGS``)."""
@@ -130,9 +139,7 @@ class ImplementationHeader(BaseModel):
     @field_validator("std")
     @classmethod
     def _std(cls, value: str | None) -> str | None:
-        if value is not None and value not in STANDARDS:
-            raise ValueError(f"std: expected one of {list(STANDARDS)}, got {value!r}")
-        return value
+        return checked_std(value)
 
     @field_validator("entry")
     @classmethod
