@@ -1349,8 +1349,9 @@ class _Binder:
 
     def _aliased(self, tensor: str) -> str | None:
         """The tensor a check of the launch says shares ``tensor``'s memory
-        (``input.data_ptr() == out.data_ptr()``), or None."""
-        for condition, _ in self.launch.conditions:
+        (``input.data_ptr() == out.data_ptr()``), or None: a host check, a fact of every path
+        to the launch (an ``if`` branch is not)."""
+        for condition in self.launch.checks:
             for a, b in _ALIASES.findall(condition):
                 if tensor in (a, b) and a != b:
                     return b if a == tensor else a
