@@ -1038,6 +1038,14 @@ def test_nullptr_for_a_written_pointer_is_in_place_where_a_check_says_where() ->
         analyse(launcher, launcher.launches[0], unchecked.kernels, unchecked.macros, H100)
 
 
+def test_macros_inside_an_include_guard_are_read() -> None:
+    """``#ifndef FOO_H`` is decided with the macros defined before it: decided after its own
+    ``#define FOO_H``, it dropped every macro of the header (FlashInfer's headers are guarded
+    so)."""
+    source = parse_source("#ifndef FOO_H\n#define FOO_H\n#define BAR 7\n#endif\n")
+    assert source.constants == {"FOO_H": "", "BAR": "7"}
+
+
 def test_a_condition_ending_in_a_parenthesis_is_read_whole() -> None:
     """SGLang's fused_add_rmsnorm launches under ``if (hidden <= (kVec == 32 ? 12288 : 8192))``;
     stripping every outer parenthesis of the clause ate the condition's own closing one, so the

@@ -704,13 +704,25 @@ def _object_macros(
     known: dict[str, str] = {name: "" for name in defined}
     known.update({name: str(value) for name, value in defines.items()})
     out: dict[str, str] = {}
+    # each condition is decided once, where the first definition under it is reached: with the
+    # macros defined before the `#if`, not those after it (an include guard's `#ifndef FOO_H`
+    # decided after its own `#define FOO_H` dropped every macro of the header); None where it
+    # is not preprocessor arithmetic
+    decided: dict[tuple[int, bool], bool | None] = {}
+
+    def taken(condition: Node, positive: bool) -> bool | None:
+        key = (condition.id, positive)
+        if key not in decided:
+            try:
+                decided[key] = _branch_taken(condition, positive, known)
+            except ValueError:
+                decided[key] = None
+        return decided[key]
+
     for node in _walk(root, ("preproc_def",)):
         value = node.child_by_field_name("value")
-        try:
-            taken = all(_branch_taken(c, p, known) for c, p in _branches(node))
-        except ValueError:
-            continue
-        if taken:
+        outcomes = [taken(c, p) for c, p in _branches(node)]
+        if None not in outcomes and all(outcomes):
             name = text(node.child_by_field_name("name"))
             known[name] = out[name] = text(value).strip() if value is not None else ""
     return out
@@ -728,7 +740,7 @@ def _branches(node: Node) -> list[tuple[Node, bool]]:
             )
             alternative = parent.child_by_field_name("alternative")
             in_alternative = alternative is not None and child.id == alternative.id
-            negated = text(parent).startswith(("#ifndef", "#elifndef"))
+            negated = text(parent.children[0]).startswith(("#ifndef", "#elifndef"))
             if condition is not None:
                 found.append((condition, negated == in_alternative))
         child, parent = parent, parent.parent
