@@ -125,6 +125,7 @@ class Callers:
     sources: list[Path] = field(default_factory=list)
     _trees: dict[Path, Node] = field(default_factory=dict)
     _macros: dict[Path, dict[str, Macro]] = field(default_factory=dict)
+    _texts: dict[Path, str] = field(default_factory=dict)
 
     def files(self) -> list[Path]:
         found = list(self.sources)
@@ -135,7 +136,11 @@ class Callers:
         return list(dict.fromkeys(found))
 
     def _text(self, path: Path) -> str:
-        return source_text(path)  # one cache of framework files for the whole import
+        # read through the import's shared cache once, then kept here: calls() reads every
+        # caller file once per launcher, and the folders can hold more files than that cache
+        if path not in self._texts:
+            self._texts[path] = source_text(path)
+        return self._texts[path]
 
     def calls(self, launcher: Launcher) -> list[CallSite]:
         """Every call of ``launcher`` (by name, with an argument count its parameters take)."""
