@@ -63,9 +63,9 @@ from astra_graph.framework.parse import (
     Launcher,
     Macro,
     Param,
-    _parser,
     _ternary,
     bind_macro,
+    expression_node,
     text,
     unparenthesised,
 )
@@ -468,11 +468,8 @@ class _Translator:
         if depth > 16:
             raise Unmapped(f"{source!r}: locals refer to each other too deeply")
         source = self._templated_constants(source)
-        tree = _parser().parse(f"auto __e = {source};".encode())
-        decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
-        init = decl.child_by_field_name("declarator") if decl is not None else None
-        value = init.child_by_field_name("value") if init is not None else None
-        if value is None or tree.root_node.has_error:
+        value = expression_node(source)
+        if value is None:
             raise Unmapped(f"cannot read expression {source!r}")
         return self._node(value, depth)
 
@@ -1505,14 +1502,8 @@ def _float_expression(value: str, launch: Launch, host: dict[str, Param]) -> str
         return None
 
     def whole(source: str, depth: int) -> str | None:
-        stripped = strip_cast(source)
-        tree = _parser().parse(f"auto __e = {stripped};".encode())
-        decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
-        init = decl.child_by_field_name("declarator") if decl is not None else None
-        found = init.child_by_field_name("value") if init is not None else None
-        if found is None or tree.root_node.has_error:
-            return None
-        return walk(found, depth)
+        found = expression_node(strip_cast(source))
+        return walk(found, depth) if found is not None else None
 
     derived = whole(value, 0)
     return derived if derived is not None and expr.names(derived) else None
@@ -1627,11 +1618,8 @@ def _dead_condition(launch: Launch, translator: _Translator) -> str:
 
 def _conjuncts(condition: str) -> list[str]:
     """The C++ terms of a condition's top-level ``&&`` chain (the whole condition if none)."""
-    tree = _parser().parse(f"auto __e = {condition};".encode())
-    decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
-    init = decl.child_by_field_name("declarator") if decl is not None else None
-    value = init.child_by_field_name("value") if init is not None else None
-    if value is None or tree.root_node.has_error:
+    value = expression_node(condition)
+    if value is None:
         return [condition]
     terms: list[str] = []
     stack = [value]

@@ -1350,14 +1350,21 @@ def _both(outer: str, inner: str) -> str:
     return f"{outer}; {inner}" if inner else outer
 
 
+def expression_node(source: str, *, allow_errors: bool = False) -> Node | None:
+    """The syntax node of a C++ expression (parsed as ``auto __e = source;``), or None where it
+    does not parse (with ``allow_errors``, a tree with error nodes still gives its value)."""
+    tree = _parser().parse(f"auto __e = {source};".encode())
+    decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
+    init = decl.child_by_field_name("declarator") if decl is not None else None
+    value = init.child_by_field_name("value") if init is not None else None
+    return None if tree.root_node.has_error and not allow_errors else value
+
+
 def _ternary(compact: str) -> tuple[str, str, str] | None:
     """(condition, then, else) of a top-level ``c ? a : b``, or None."""
     if "?" not in compact:  # most arguments: no parse of their own
         return None
-    tree = _parser().parse(f"auto __e = {compact};".encode())
-    decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
-    init = decl.child_by_field_name("declarator") if decl is not None else None
-    value = init.child_by_field_name("value") if init is not None else None
+    value = expression_node(compact, allow_errors=True)
     if value is None or value.type != "conditional_expression":
         return None
     parts = [value.child_by_field_name(f) for f in ("condition", "consequence", "alternative")]
