@@ -282,3 +282,30 @@ def test_a_callers_template_arguments_and_defaults_set_the_launchers_flags() -> 
     assert dead("run") == "nullptr != nullptr"
     with pytest.raises(ValueError, match="tensor 'keep'"):
         dead("run_filtered")  # live (data_ptr() is not null), and keep is shaped nowhere
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_an_unchecked_tensor_the_kernel_only_reads_takes_its_extent(tmp_path: Path) -> None:
+    """GatherRows' binding checks neither ``pos_ids`` nor ``scale``: the kernel reads
+    ``pos_ids[idx]`` only under ``idx < n`` (``n`` passed ``out.size(0)``) and ``scale[0]``
+    alone, so each has one axis, ``n`` and 1; both are inputs though their parameters are not
+    const; ``pos_ids``' index dispatch (int32 or int64) is imported at int32, and the element
+    dispatch alone gives the operation's types."""
+    gather = _results(tmp_path, FOLDERS)["GatherRows"]
+    assert gather.imported, gather.reason
+    assert gather.dtypes == ["float16", "bfloat16"]
+    contract = load_contract(tmp_path / "gather_rows").contract
+    args = {a.name: a for a in contract.args}
+    assert {name: a.shape for name, a in args.items()} == {
+        "out": ["n", "d"],
+        "table": ["table_rows", "d"],
+        "pos_ids": ["n"],
+        "scale": ["1"],
+    }
+    assert (args["pos_ids"].dtype, args["pos_ids"].role) == ("int32", "input")
+    assert (args["scale"].dtype, args["scale"].role) == ("float32", "input")
+    # the ids are valid rows of the table (a one-element tensor holds no rows to bound them)
+    assert args["pos_ids"].init is not None and args["pos_ids"].init.below == "min(n, table_rows)"
+    header = load_implementation(tmp_path / "gather_rows" / "production.cu", contract).header
+    assert header.entry == "fw::gather_rows_kernel<T, int32_t>"
+    assert main(["validate", str(tmp_path / "gather_rows")]) == 0

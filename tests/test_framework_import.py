@@ -1224,3 +1224,53 @@ def test_a_define_with_no_number_is_defined_for_ifdef() -> None:
         importer.defined_names(flags),
     )
     assert source.constants["WIDTH"] == "8" and source.constants["DEPTH"] == "2"
+
+
+def _extents(body: str) -> dict[str, str]:
+    source = (
+        "__global__ void k(float* out, int* ids, float* scale, const float* rows, int n, int m) {"
+        + body
+        + "}"
+    )
+    (kernel,) = parse_source(source).kernels
+    return {e.pointer: e.bound for e in kernel.extents}
+
+
+def test_a_pointer_only_read_by_subscript_has_the_extent_its_guards_give() -> None:
+    # an `if` guard, through the index's one initialiser; a loop's condition; constant indices
+    assert _extents("int i = blockIdx.x; if (blockIdx.x < n) { out[0] = ids[i]; }") == {"ids": "n"}
+    assert _extents("for (int j = 0; j < m; ++j) { out[0] += rows[j]; }") == {"rows": "m"}
+    assert _extents("out[0] = scale[0] + scale[2];") == {"scale": "3"}
+    assert _extents("if (n > threadIdx.x) { out[0] = ids[threadIdx.x]; }") == {"ids": "n"}
+
+
+def test_a_pointer_read_otherwise_or_written_has_no_extent() -> None:
+    # unguarded, offset, written, its address taken, two bounds, a guard in the else branch
+    assert _extents("out[0] = ids[threadIdx.x];") == {}
+    assert _extents("if (threadIdx.x < n) { out[0] = *(ids + threadIdx.x); }") == {}
+    assert _extents("if (threadIdx.x < n) { ids[threadIdx.x] = 1; }") == {}
+    assert _extents("if (threadIdx.x < n) { int* p = &ids[threadIdx.x]; out[0] = *p; }") == {}
+    assert (
+        _extents(
+            "if (threadIdx.x < n) { out[0] = ids[threadIdx.x]; } "
+            "if (threadIdx.x < m) { out[1] = ids[threadIdx.x]; }"
+        )
+        == {}
+    )
+    assert _extents("if (threadIdx.x < n) { } else { out[0] = ids[threadIdx.x]; }") == {}
+
+
+def test_a_pointer_offset_only_as_another_is_takes_its_extent() -> None:
+    source = (
+        "__global__ void k(float* out, const float* rows, const float* other, int n, int m) {"
+        "  *(out + blockIdx.x * m + threadIdx.x) = *(rows + threadIdx.x + blockIdx.x * m);"
+        "  out[0] += *(other + blockIdx.x * n);"
+        "}"
+    )
+    (kernel,) = parse_source(source).kernels
+    # the sums' summands in any order; `out` is also subscripted, so it is like nothing
+    assert {(e.pointer, e.bound, e.like) for e in kernel.extents} == set()
+    source = source.replace("out[0] += ", "")
+    (kernel,) = parse_source(source).kernels
+    # the first of the alike pointers stands for both
+    assert {(e.pointer, e.bound, e.like) for e in kernel.extents} == {("rows", "out", True)}

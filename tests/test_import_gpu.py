@@ -151,3 +151,19 @@ def test_a_params_struct_reaches_the_kernel_field_by_field(imported: Path) -> No
     kernel.launch(Case({"rows": rows, "cols": cols}, "float32", arrays, {"scale": 1.5}))
     synchronize()
     np.testing.assert_array_equal(cupy.asnumpy(arrays["out"]), source * np.float32(1.5))
+
+
+def test_a_tensor_sized_by_the_kernels_reads_runs_within_it(tmp_path: Path) -> None:
+    """fixtures/framework/header_only's GatherRows: ``pos_ids`` and ``scale`` are sized by how
+    far the kernel reads them (``pos_ids[idx]`` under ``idx < n``, ``scale[0]``), no check of
+    the binding's; the original, run against itself, reads only inside them (an extent too
+    small would fault or read the allocator's bytes, and the self-check would fail)."""
+    base = CSRC.parent / "header_only"
+    header = base / "include" / "fw" / "rows.cuh"
+    folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
+    assert main(["import", str(header), *folders, "--out", str(tmp_path)]) == 0
+    spec = load_contract(tmp_path / "gather_rows")
+    production = tmp_path / "gather_rows" / "production.cu"
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        verdict = evaluator.check(spec, production, production)
+    assert verdict.accepted, f"{verdict.message} {verdict.evidence}"

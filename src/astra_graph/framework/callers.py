@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.flatten import flatten
-from astra_graph.framework.launchers import CPP_TYPES, Unmapped
+from astra_graph.framework.launchers import CPP_TYPES, Unmapped, dispatch_dtypes
 from astra_graph.framework.naming import source_text
 from astra_graph.framework.parse import (
     MAX_MACRO_DEPTH,
@@ -204,6 +204,24 @@ def _call_site(path: Path, call: Node) -> CallSite | None:
     )
 
 
+INDEX_DTYPES = {"int32": "int32_t", "int64": "int64_t"}
+"""A dispatch over these types only binds an index type, not the element type."""
+INDEX_DTYPE_IMPORTED = "int32"
+"""The one index type an index dispatch is imported with: FlashInfer's ``pos_ids`` and
+``indptr`` are int32 in its own tests and SGLang's calls."""
+
+
+def _index_type(name: str, args: tuple[str, ...], macros: dict[str, Macro]) -> str | None:
+    """The C++ type an index-type dispatch (FlashInfer's ``DISPATCH_DLPACK_IDTYPE_TO_CTYPE``
+    over int32 and int64) is imported with, :data:`INDEX_DTYPE_IMPORTED` where it is a case; None
+    for a dispatch of any other types. An operation has one element type ``T``; the index type
+    of ``pos_ids`` is a second, fixed one."""
+    found = dispatch_dtypes(name, args, macros)
+    if not found or not found <= set(INDEX_DTYPES) or INDEX_DTYPE_IMPORTED not in found:
+        return None
+    return INDEX_DTYPES[INDEX_DTYPE_IMPORTED]
+
+
 def _encloses(check: Node, call: Node) -> bool:
     """Whether the block ``check`` is in also holds ``call``: a check of another branch
     (``rmsnorm``'s 2-D branch beside its 3-D one) says nothing of this call's tensors."""
@@ -306,7 +324,21 @@ def compose(
         if value is None:
             raise Unmapped(f"{call.function} passes {launcher.name} no {param.name}")
         mapping[param.name] = value.strip()
-    mapping.update(_template_types(launcher, call))
+    aliases = {}
+    element_dispatch = []
+    for name, args in call.dispatch:
+        macro = macros.get(name)
+        index_type = _index_type(name, args, macros)
+        if index_type is None:
+            element_dispatch.append((name, args))
+        for index in _type_parameters(macro, macros) if macro is not None else set():
+            if index < len(args) and re.fullmatch(r"\w+", args[index].strip()):
+                aliases[TYPE_ALIAS + args[index].strip()] = index_type or ELEMENT_ALIAS_VALUE
+    indexed = {
+        k.removeprefix(TYPE_ALIAS): v for k, v in aliases.items() if v != ELEMENT_ALIAS_VALUE
+    }
+    # a launcher type the caller instantiates with an index-dispatched name: the type imported
+    mapping.update({k: indexed.get(v, v) for k, v in _template_types(launcher, call).items()})
     mapping.update(_template_flags(launcher, call))
     taken = set(call.locals) | {p.name for p in call.params}
     renames = {}
@@ -321,12 +353,6 @@ def compose(
         prefix = TYPE_ALIAS if key.startswith(TYPE_ALIAS) else ""
         base, dot, member = key.removeprefix(TYPE_ALIAS).partition(".")
         local_values[f"{prefix}{renames.get(base, base)}{dot}{member}"] = sub(value)
-    aliases = {}
-    for name, args in call.dispatch:
-        macro = macros.get(name)
-        for index in _type_parameters(macro, macros) if macro is not None else set():
-            if index < len(args) and re.fullmatch(r"\w+", args[index].strip()):
-                aliases[TYPE_ALIAS + args[index].strip()] = ELEMENT_ALIAS_VALUE
     composed = replace(
         launch,
         template_args=tuple(sub(a) for a in launch.template_args),
@@ -337,7 +363,7 @@ def compose(
         args=tuple(sub(a) for a in launch.args),
         dispatch=(
             *((n, tuple(sub(a) for a in args)) for n, args in launch.dispatch),
-            *call.dispatch,
+            *element_dispatch,
         ),
         locals={**call.locals, **aliases, **local_values},
         conditions=(

@@ -487,8 +487,12 @@ def _index_rows(analysis: Analysis, name: str) -> str | None:
     role = _role(analysis, name)
     if element is None or not element.startswith(("int", "uint")) or role == "output":
         return None
-    firsts = sorted(
-        {str(shape[0]) for other, shape in analysis.shapes.items() if other != name and shape}
+    firsts = sorted(  # a tensor of a fixed few elements (`scale[0]`'s one) holds no rows
+        {
+            str(shape[0])
+            for other, shape in analysis.shapes.items()
+            if other != name and shape and not str(shape[0]).isdigit()
+        }
     )
     if not firsts:
         return None

@@ -852,8 +852,17 @@ def analyse(
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
     ranks = _stated_ranks(launch, translator.fresh())
+    extents = _read_extents(kernel, bound.bindings)
+    for name, (_, at) in extents.items():
+        if at != WHOLE_SHAPE:  # the kernel only reads it, whatever its parameter's const says
+            tensors[name].const = True
     shapes, dims, unstated = _shapes(
-        launch, tensors, notes, _matched_reshape(launch, reshape), ranks
+        launch,
+        tensors,
+        notes,
+        _matched_reshape(launch, reshape),
+        ranks,
+        extents,
     )
     dims += [name for name in translator.host_dims if name not in dims]
 
@@ -1535,6 +1544,8 @@ def _pointer_binding(
         raise Unmapped(f"pointer argument {raw!r} for {param.name!r} is not a data_ptr()")
     use = translator._tensor(match["tensor"])
     spelled = (match["type"] or "").strip()
+    # a type a caller's index dispatch binds (`c_idtype`, callers._index_type): its alias
+    spelled = translator.locals.get(TYPE_ALIAS + spelled, spelled) if spelled else spelled
     use.element = (
         "T"
         if spelled in element_names
@@ -1695,17 +1706,60 @@ def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None
     return None
 
 
+_SIZE_PLACEHOLDER = re.compile(r"(?P<tensor>\w+?)__size__(?P<index>m?\d+)")
+
+
+WHOLE_SHAPE = "*"
+"""The axis :func:`_read_extents` gives a tensor that has another's whole shape."""
+
+
+def _read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str, str]]:
+    """For each tensor whose extent the kernel's body shows
+    (:attr:`~astra_graph.framework.parse.Kernel.extents`), (``tensor``, ``axis``): the one axis
+    of the tensor whose size the bound parameter is passed (``pos_ids[idx]`` under ``idx <
+    nnz``, ``nnz`` passed ``q.size(0)``: ``pos_ids`` has ``q``'s axis 0); ("", a whole number)
+    for constant indices (``scale[0]``: one element); (``tensor``, :data:`WHOLE_SHAPE`) for a
+    pointer offset exactly as that tensor's. A bound passed anything else (a product, a
+    launcher constant) gives nothing."""
+    passed = {b.param: b for b in bindings}
+    out: dict[str, tuple[str, str]] = {}
+    for extent in kernel.extents:
+        tensor = passed.get(extent.pointer)
+        if tensor is None or tensor.kind != "tensor":
+            continue
+        size = passed.get(extent.bound)
+        if extent.like:
+            if size is not None and size.kind == "tensor" and size.value != tensor.value:
+                out[tensor.value] = (size.value, WHOLE_SHAPE)
+            continue
+        if extent.bound.isdigit():
+            out[tensor.value] = ("", extent.bound)
+            continue
+        query = (
+            _SIZE_PLACEHOLDER.fullmatch(strip_cast(size.value).strip("() "))
+            if size is not None and size.kind == "expr"
+            else None
+        )
+        if query is not None and query["tensor"] != tensor.value:
+            index = query["index"]
+            out[tensor.value] = (query["tensor"], f"-{index[1:]}" if index[0] == "m" else index)
+    return out
+
+
 def _shapes(
     launch: Launch,
     tensors: dict[str, TensorUse],
     notes: list[str],
     reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
     ranks: dict[str, int] | None = None,
+    extents: dict[str, tuple[str, str]] | None = None,
 ) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, str]]]:
     """Each tensor's drafted axes, the dims in order of first use, and for each read tensor
     whose rows an output was assumed to have (:func:`_rows_of`, checked by
     :func:`_row_lengths`) its last axis and that output; ``ranks`` (:func:`_stated_ranks`)
-    raises a tensor's rank to the one the launch's condition states."""
+    raises a tensor's rank to the one the launch's condition states. A tensor the launcher
+    never sizes takes its one axis from how far the kernel reads it (``extents``,
+    :func:`_read_extents`), after the caller's checks have shaped the others."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
     unstated: dict[str, tuple[str, str]] = {}
@@ -1757,8 +1811,27 @@ def _shapes(
         )
         if assumed:
             unstated[source] = (shapes[source][-1], name)
+
+    def read_axis(name: str) -> list[str] | None:
+        source, at = (extents or {})[name]
+        if not source:
+            return [at]
+        axes = shapes.get(source, [])
+        if at == WHOLE_SHAPE:
+            return list(axes) or None
+        return [axes[int(at)]] if -len(axes) <= int(at) < len(axes) else None
+
+    found = extents or {}
+    # an axis of a sized tensor now; another tensor's whole shape once every tensor has one
+    # (the caller's checks may shape a tensor the launcher never sizes: FlashInfer's `s_a`)
+    read = [n for n in found if n in tensors and n not in shapes and read_axis(n)]
+    unsized = {n for n in found if n in tensors and n not in shapes}
+    # like a tensor that gets its shape otherwise: sized, read, drafted below and then shaped
+    # by the caller's checks, or refused (parse._extents: the tensor it is like is like none)
+    alike = sorted(n for n in unsized - set(read) if found[n][1] == WHOLE_SHAPE)
+    read += [n for n in alike if found[n][0] in tensors]
     for name in tensors:
-        if name in shapes:
+        if name in shapes or name in read:
             continue
         if main is None:
             shapes[name] = ["n"]
@@ -1768,11 +1841,26 @@ def _shapes(
         else:
             shapes[name] = list(shapes[main])
             notes.append(f"{name}: no size is asked for in the launcher; drafted as {main}'s shape")
+    for name in read:
+        shapes[name] = read_axis(name) or []  # never empty: each source has its shape by now
+        source, at = found[name]
+        notes.append(
+            f"{name}: {source}'s shape, the kernel reaches it exactly where it reaches {source}"
+            if at == WHOLE_SHAPE
+            else f"{name}: 1 axis, as far as the kernel reads it: "
+            + (
+                f"{at} element(s), its constant indices"
+                if not source
+                else f"{source}'s axis {at}, the size passed as the bound of its every index"
+            )
+        )
     if reshape is not None:
         # shapes the launcher's caller checks (callers.py) win over ranks read from the
         # launch's queries, before any stride is written in terms of them
         shapes = reshape(shapes, notes)
-        dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape))
+        for name in read:  # the source's axis as the caller's checks name it
+            shapes[name] = read_axis(name) or shapes[name]
+        dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape if not d.isdigit()))
     return shapes, dims, unstated
 
 

@@ -144,6 +144,19 @@ class RowOffset:
 
 
 @dataclass(frozen=True)
+class Extent:
+    """How far a kernel reads a pointer parameter that it only reads by subscript: ``pos_ids[idx]``
+    under ``if (idx < nnz)`` is (``pos_ids``, ``nnz``), a kernel parameter by value; ``scale[0]``
+    alone is (``scale``, ``1``), one past the largest constant index."""
+
+    pointer: str
+    bound: str
+    like: bool = False
+    """Whether ``bound`` is another pointer parameter, offset exactly as this one is: this
+    one's extent is that one's, whatever it is (and the kernel may write either)."""
+
+
+@dataclass(frozen=True)
 class Kernel:
     """A ``__global__`` function definition."""
 
@@ -157,6 +170,8 @@ class Kernel:
     """How the body offsets its pointer parameters by rows (:func:`_row_offsets`), where the
     kernel's own row lengths are read
     (:func:`~astra_graph.framework.launchers.kernel_row_length`)."""
+    extents: tuple[Extent, ...] = ()
+    """How far the body reads the pointers it only subscripts (:func:`_extents`)."""
 
 
 @dataclass(frozen=True)
@@ -930,7 +945,8 @@ def parse_source(
             params = _params(declarator)
             body = definition.child_by_field_name("body")
             offsets = _row_offsets(body, params) if body is not None else ()
-            out.kernels.append(Kernel(name, qualified, tparams, params, line, offsets))
+            extents = _extents(body, params) if body is not None else ()
+            out.kernels.append(Kernel(name, qualified, tparams, params, line, offsets, extents))
             continue
         body = definition.child_by_field_name("body")
         if body is None:
@@ -1008,6 +1024,170 @@ def _row_offsets(body: Node, params: tuple[Param, ...]) -> tuple[RowOffset, ...]
         if term is not None and (row := RowOffset(text(pointer), *term)) not in found:
             found.append(row)
     return tuple(found)
+
+
+def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
+    """How far the body reads each pointer parameter, where its every use says it:
+    - only read as ``p[index]``: one past the largest index where every index is a whole number
+      (``scale[0]``), or a by-value parameter ``n`` where every index is guarded by
+      ``index < n`` (:func:`_guard_bound`);
+    - reached only at the very offsets an earlier pointer parameter is, ``p + offset`` or
+      ``p[index]``, and that one only at them (FlashInfer's ``v_merged + (pos * num_heads +
+      head_idx) * head_dim + tx * vec_size`` beside ``v_a``'s, ``s_merged[pos * num_heads +
+      head_idx]`` beside ``s_a``'s): the extent of the first such pointer, ``like`` it (the
+      first is like none, so no two are like each other).
+    A comparison (``p != nullptr``) reads nothing and is no use.
+    A pointer used any other way (written through a subscript, passed on, one index unguarded)
+    has no extent: its reads are not all seen, so none is claimed. Read on the syntax tree."""
+    pointers = [p.name for p in params if p.pointer]
+    scalars = {p.name for p in params if not p.pointer and not p.reference}
+    initialisers: dict[str, list[str]] = {}
+    for init in _walk(body, ("init_declarator",)):
+        declarator = init.child_by_field_name("declarator")
+        value = init.child_by_field_name("value")
+        if declarator is not None and declarator.type == "identifier" and value is not None:
+            initialisers.setdefault(text(declarator), []).append(_compact(value))
+    bounds: dict[str, set[str]] = {}
+    accesses: dict[str, set[str]] = {}  # each use's offset, or "" for a use that is none
+    for name in _walk(body, ("identifier",)):
+        pointer = text(name)
+        if pointer not in pointers or _null_test(name):
+            continue
+        access = _pointer_offset(name)
+        accesses.setdefault(pointer, set()).add("" if access is None else access)
+        if not (access or "").startswith("+"):
+            bounds.setdefault(pointer, set()).add(_read_bound(name, initialisers, scalars) or "")
+    out: list[Extent] = []
+    for pointer, found in bounds.items():
+        if "" in found or any(a.startswith("+") for a in accesses[pointer]):
+            continue
+        if all(b.isdigit() for b in found):
+            out.append(Extent(pointer, str(max(int(b) for b in found))))
+        elif len(found) == 1:
+            out.append(Extent(pointer, found.pop()))
+    read = {e.pointer for e in out}
+    for pointer, forms in accesses.items():
+        if pointer in read or "" in forms:
+            continue
+        # pointers reached at the same offsets are alike; the first of them stands for all
+        first = next(q for q in pointers if accesses.get(q) == forms)
+        if first != pointer:
+            out.append(Extent(pointer, first, like=True))
+    return tuple(out)
+
+
+def _null_test(name: Node) -> bool:
+    """Whether a pointer's use is a comparison (``p != nullptr``), which reads no element."""
+    parent = name.parent
+    return (
+        parent is not None
+        and parent.type == "binary_expression"
+        and text(parent.child_by_field_name("operator")) in ("==", "!=")
+    )
+
+
+def _pointer_offset(name: Node) -> str | None:
+    """The offset at which a pointer's use reaches it: ``+a+b`` for ``p + a + b`` (its summands
+    as written, sorted), ``[i]`` for ``p[i]``; None for any other use."""
+    parent = name.parent
+    if (
+        parent is not None
+        and parent.type == "subscript_expression"
+        and parent.child_by_field_name("argument") == name
+    ):
+        indices = parent.child_by_field_name("indices")
+        index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
+        return f"[{_compact(index[0])}]" if len(index) == 1 else None
+    top = name
+    while (
+        top.parent is not None
+        and top.parent.type == "binary_expression"
+        and text(top.parent.child_by_field_name("operator")) == "+"
+    ):
+        top = top.parent
+    if top is name:
+        return None
+    summands = [n for n in _operands(top, "+") if n != name]
+    if len(summands) == len(_operands(top, "+")):  # the pointer is inside a summand, not one
+        return None
+    return "+" + "+".join(sorted(_compact(n) for n in summands))
+
+
+def _read_bound(name: Node, initialisers: dict[str, list[str]], scalars: set[str]) -> str | None:
+    """For a pointer's use ``p[index]`` that only reads: the whole number one past a constant
+    index, or the by-value parameter that guards the index; None for any other use."""
+    parent = name.parent
+    indices = parent.child_by_field_name("indices") if parent is not None else None
+    index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
+    if (
+        parent is None
+        or parent.type != "subscript_expression"
+        or parent.child_by_field_name("argument") != name
+        or len(index) != 1
+    ):
+        return None
+    user = parent.parent
+    if user is not None and (
+        user.type in ("update_expression", "pointer_expression")
+        or (user.type == "assignment_expression" and user.child_by_field_name("left") == parent)
+    ):
+        return None  # written, or its address taken
+    value = unparenthesised(index[0])
+    if value.type == "number_literal" and text(value).isdigit():
+        return str(int(text(value)) + 1)
+    forms = {_compact(value), *initialisers.get(text(value), [])[:1]}
+    if value.type == "identifier" and len(initialisers.get(text(value), [])) > 1:
+        forms = {_compact(value)}  # declared twice: its value here is not known
+    return _guard_bound(parent, forms, scalars)
+
+
+def _guard_bound(node: Node, forms: set[str], scalars: set[str]) -> str | None:
+    """The by-value parameter ``n`` of a guard ``index < n`` (or ``n > index``) on the path to
+    ``node``: a conjunct of an enclosing ``if``'s condition, taken in its then-branch, or of a
+    ``for`` loop's condition; ``forms`` are the index as written and its one initialiser."""
+    child, current = node, node.parent
+    while current is not None and current.type != "function_definition":
+        branch = {"if_statement": "consequence", "for_statement": "body"}.get(current.type)
+        condition = current.child_by_field_name("condition") if branch else None
+        if condition is not None and current.child_by_field_name(branch or "") == child:
+            for term in _operands(_condition_value(condition), "&&"):
+                bound = _below(term, forms, scalars)
+                if bound is not None:
+                    return bound
+        child, current = current, current.parent
+    return None
+
+
+def _condition_value(condition: Node) -> Node:
+    """An ``if``'s condition clause without its parentheses."""
+    if condition.type == "condition_clause":
+        value = condition.child_by_field_name("value")
+        if value is not None:
+            return unparenthesised(value)
+    return unparenthesised(condition)
+
+
+def _below(term: Node, forms: set[str], scalars: set[str]) -> str | None:
+    """``n`` where ``term`` is ``index < n`` or ``n > index`` with ``index`` one of ``forms``
+    and ``n`` a by-value parameter."""
+    term = unparenthesised(term)
+    if term.type != "binary_expression":
+        return None
+    operator = text(term.child_by_field_name("operator"))
+    left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
+    if left is None or right is None:
+        return None
+    if operator == ">":
+        left, right, operator = right, left, "<"
+    if operator != "<":
+        return None
+    bound = text(unparenthesised(right))
+    return bound if bound in scalars and _compact(left) in forms else None
+
+
+def _compact(node: Node) -> str:
+    """An expression's text without blanks or outer parentheses, to compare two spellings."""
+    return re.sub(r"\s+", "", text(unparenthesised(node)))
 
 
 def _row_term(term: Node) -> tuple[str, tuple[str, ...]] | None:
