@@ -134,3 +134,16 @@ def test_first_errors_picks_error_lines() -> None:
         'k.cu(7): error: identifier "x" is undefined',
         "k.cu(3): warning: unused",
     ]
+
+
+def test_the_cccl_wheel_is_found_wherever_python_imports_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wheel installed with ``pip --target`` (on PYTHONPATH, not in site-packages) is found
+    before any other: a folder first on the path holding ``nvidia/cu13/include/cccl/cuda``."""
+    wheel = tmp_path / "nvidia" / "cu13" / "include" / "cccl"
+    (wheel / "cuda").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert nvrtc._cccl_wheel() == str(wheel)
+    (wheel / "cuda").rmdir()  # an include folder without CCCL's headers is not it
+    assert nvrtc._cccl_wheel() != str(wheel)

@@ -22,6 +22,7 @@ from astra_graph.framework.callers import (
     checked_dtypes,
     checked_shapes,
     compose,
+    fixed_dispatch_type,
     shape_checker,
     size_conditions,
 )
@@ -309,3 +310,31 @@ def test_an_unchecked_tensor_the_kernel_only_reads_takes_its_extent(tmp_path: Pa
     header = load_implementation(tmp_path / "gather_rows" / "production.cu", contract).header
     assert header.entry == "fw::gather_rows_kernel<T, int32_t>"
     assert main(["validate", str(tmp_path / "gather_rows")]) == 0
+
+
+def test_a_dispatch_of_no_element_type_is_imported_at_one_fixed_type() -> None:
+    """An index dispatch (int32, int64) is imported at int32 and an FP8 one (e5m2, e4m3) at
+    e4m3, whatever their order; a dispatch of element types stays the element's."""
+    macros = parse_source(flatten(BASE / "csrc" / "rows_binding.cu", FOLDERS).text).macros
+    args = ("x.dtype()", "c_t", "[&] { return true; }")
+    assert fixed_dispatch_type("FW_DISPATCH_INDEX_TYPES", args, macros) == "int32_t"
+    assert fixed_dispatch_type("FW_DISPATCH_FP8_TYPES", args, macros) == "__nv_fp8_e4m3"
+    assert fixed_dispatch_type("FW_DISPATCH_HALF_TYPES", args, macros) is None
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_an_output_reached_where_an_input_is_has_its_shape(tmp_path: Path) -> None:
+    """MergeRows' binding checks ``a`` and ``b``, not ``out``: the kernel reaches ``out`` at
+    exactly the offsets it reaches ``a`` (and writes it), so ``out`` has ``a``'s shape. Its
+    float32 instantiation takes 8-byte vectors of 2 elements, 2048 threads a block at 32 heads
+    of 128: the oracle runs at float16, the most precise type that launches, and says so."""
+    merge = _results(tmp_path, FOLDERS)["MergeRows"]
+    assert merge.imported, merge.reason
+    contract = load_contract(tmp_path / "merge_rows").contract
+    shape = ["tokens", "heads", "head_dim"]
+    assert {a.name: a.shape for a in contract.args} == {"a": shape, "out": shape, "b": shape}
+    assert any(n.startswith("out: a's shape, the kernel reaches it") for n in merge.notes)
+    assert any(n.startswith("oracle at float16: no float32 instantiation") for n in merge.notes)
+    reference = (tmp_path / "merge_rows" / "reference.py").read_text()
+    assert 'ORACLE_DTYPE = "float16"' in reference
+    assert main(["validate", str(tmp_path / "merge_rows")]) == 0

@@ -153,17 +153,19 @@ def test_a_params_struct_reaches_the_kernel_field_by_field(imported: Path) -> No
     np.testing.assert_array_equal(cupy.asnumpy(arrays["out"]), source * np.float32(1.5))
 
 
-def test_a_tensor_sized_by_the_kernels_reads_runs_within_it(tmp_path: Path) -> None:
-    """fixtures/framework/header_only's GatherRows: ``pos_ids`` and ``scale`` are sized by how
-    far the kernel reads them (``pos_ids[idx]`` under ``idx < n``, ``scale[0]``), no check of
-    the binding's; the original, run against itself, reads only inside them (an extent too
-    small would fault or read the allocator's bytes, and the self-check would fail)."""
+@pytest.mark.parametrize("op", ["gather_rows", "merge_rows"])
+def test_a_tensor_sized_by_the_kernels_reach_runs_within_it(tmp_path: Path, op: str) -> None:
+    """fixtures/framework/header_only's GatherRows and MergeRows: tensors no binding check
+    sizes take the extent the kernel shows (``pos_ids[idx]`` under ``idx < n``, ``scale[0]``,
+    ``out`` reached where ``a`` is), and MergeRows' oracle runs at float16 (its float32 block
+    is over CUDA's limit). The original, run against itself, stays inside them: an extent too
+    small would fault or read the allocator's bytes, and the self-check would fail."""
     base = CSRC.parent / "header_only"
     header = base / "include" / "fw" / "rows.cuh"
     folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
     assert main(["import", str(header), *folders, "--out", str(tmp_path)]) == 0
-    spec = load_contract(tmp_path / "gather_rows")
-    production = tmp_path / "gather_rows" / "production.cu"
+    spec = load_contract(tmp_path / op)
+    production = tmp_path / op / "production.cu"
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         verdict = evaluator.check(spec, production, production)
     assert verdict.accepted, f"{verdict.message} {verdict.evidence}"

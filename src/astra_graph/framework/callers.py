@@ -204,22 +204,23 @@ def _call_site(path: Path, call: Node) -> CallSite | None:
     )
 
 
-INDEX_DTYPES = {"int32": "int32_t", "int64": "int64_t"}
-"""A dispatch over these types only binds an index type, not the element type."""
-INDEX_DTYPE_IMPORTED = "int32"
-"""The one index type an index dispatch is imported with: FlashInfer's ``pos_ids`` and
-``indptr`` are int32 in its own tests and SGLang's calls."""
+FIXED_TYPES = {"int32": "int32_t", "float8_e4m3fn": "__nv_fp8_e4m3"}
+"""What a dispatch of types other than the element types is imported with, the first of these
+among its cases: FlashInfer's ``pos_ids`` and ``indptr`` are int32 in its own tests and SGLang's
+calls (DISPATCH_DLPACK_IDTYPE_TO_CTYPE: int32, int64), and e4m3 is the FP8 output the harness
+compares (DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP8: e4m3, e5m2)."""
+ELEMENT_DTYPES = frozenset({"float16", "bfloat16", "float32"})
+"""The element types of an operation (``T``): a dispatch over any of them is the element's."""
 
 
-def _index_type(name: str, args: tuple[str, ...], macros: dict[str, Macro]) -> str | None:
-    """The C++ type an index-type dispatch (FlashInfer's ``DISPATCH_DLPACK_IDTYPE_TO_CTYPE``
-    over int32 and int64) is imported with, :data:`INDEX_DTYPE_IMPORTED` where it is a case; None
-    for a dispatch of any other types. An operation has one element type ``T``; the index type
-    of ``pos_ids`` is a second, fixed one."""
+def fixed_dispatch_type(name: str, args: tuple[str, ...], macros: dict[str, Macro]) -> str | None:
+    """The C++ type a dispatch of no element type is imported with (:data:`FIXED_TYPES`), or
+    None for an element dispatch or one with no case the harness runs. An operation has one
+    element type ``T``; the index type of ``pos_ids`` or an FP8 output's is a second, fixed one."""
     found = dispatch_dtypes(name, args, macros)
-    if not found or not found <= set(INDEX_DTYPES) or INDEX_DTYPE_IMPORTED not in found:
+    if not found or found & ELEMENT_DTYPES:
         return None
-    return INDEX_DTYPES[INDEX_DTYPE_IMPORTED]
+    return next((cpp for dtype, cpp in FIXED_TYPES.items() if dtype in found), None)
 
 
 def _encloses(check: Node, call: Node) -> bool:
@@ -328,17 +329,17 @@ def compose(
     element_dispatch = []
     for name, args in call.dispatch:
         macro = macros.get(name)
-        index_type = _index_type(name, args, macros)
-        if index_type is None:
+        fixed = fixed_dispatch_type(name, args, macros)
+        if fixed is None:
             element_dispatch.append((name, args))
         for index in _type_parameters(macro, macros) if macro is not None else set():
             if index < len(args) and re.fullmatch(r"\w+", args[index].strip()):
-                aliases[TYPE_ALIAS + args[index].strip()] = index_type or ELEMENT_ALIAS_VALUE
-    indexed = {
+                aliases[TYPE_ALIAS + args[index].strip()] = fixed or ELEMENT_ALIAS_VALUE
+    fixed_types = {
         k.removeprefix(TYPE_ALIAS): v for k, v in aliases.items() if v != ELEMENT_ALIAS_VALUE
     }
-    # a launcher type the caller instantiates with an index-dispatched name: the type imported
-    mapping.update({k: indexed.get(v, v) for k, v in _template_types(launcher, call).items()})
+    # a launcher type the caller instantiates with a fixed dispatched name: the type imported
+    mapping.update({k: fixed_types.get(v, v) for k, v in _template_types(launcher, call).items()})
     mapping.update(_template_flags(launcher, call))
     taken = set(call.locals) | {p.name for p in call.params}
     renames = {}

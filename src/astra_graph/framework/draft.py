@@ -330,14 +330,17 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
 
 def _oracle_dtype(analysis: Analysis) -> str:
     """The element type the oracle runs at: the first of :data:`ORACLE_PRECISION` the dispatch
-    instantiates, float32 otherwise; for drafted element types (a launcher's template type),
-    float32 only where it compiled, else the most precise that did (SGLang's fused_add_rmsnorm
-    has no 16-byte vector of float: its float32 instantiation does not compile, and the oracle
-    failed to compile on the H100)."""
+    instantiates, float32 otherwise, where its launch fits CUDA's limits at every suite shape;
+    for drafted element types (a launcher's template type), float32 only where it compiled. Else
+    the most precise type that does: SGLang's fused_add_rmsnorm has no 16-byte vector of float,
+    so its float32 instantiation does not compile; FlashInfer's MergeState at float32 takes
+    twice the threads per head (4-element vectors), 2048 a block at 64 heads, and its oracle
+    could not launch on the H100 (b65590e)."""
     found = next((d for d in ORACLE_PRECISION if d in analysis.dtypes), None)
     if found is not None:
         return found
-    if not analysis.drafted_dtypes:
+    tuning, heldout, _ = suites(analysis)
+    if not analysis.drafted_dtypes and _launches_at(analysis, "float32", [*tuning, *heldout]):
         return "float32"
     return next((d for d in ORACLE_FALLBACK if d in analysis.dtypes), analysis.dtypes[0])
 
@@ -593,7 +596,13 @@ def _launches(analysis: Analysis, sizes: dict[str, int]) -> bool:
     dispatched element type, the launch's requirements not consulted: a requirement such as
     ``d % 8 == 0`` would make sizes between those it admits pass and the search below stop at
     one of them, above a size that cannot launch."""
-    for dtype in analysis.dtypes:
+    return all(_launches_at(analysis, dtype, [sizes]) for dtype in analysis.dtypes)
+
+
+def _launches_at(analysis: Analysis, dtype: str, shapes: list[dict[str, int]]) -> bool:
+    """Whether the original's grid and block at element type ``dtype`` are within CUDA's limits
+    at every one of ``shapes`` (one not decidable here is left to the checks' preflight)."""
+    for sizes in shapes:
         env = _requirement_env(sizes, dtype)
         try:
             grid = expr.evaluate_dims3(analysis.grid, env)
@@ -691,8 +700,9 @@ def write_operation(
     oracle = _oracle_dtype(analysis)
     if oracle in ORACLE_FALLBACK:
         notes.append(
-            f"oracle at {oracle}: no float32 instantiation compiles, so the original at {oracle} "
-            "is the reference (a candidate is held to its rounding, not to float32's)"
+            f"oracle at {oracle}: no float32 instantiation compiles or launches at every suite "
+            f"shape, so the original at {oracle} is the reference (a candidate is held to its "
+            "rounding, not to float32's)"
         )
     (folder / "reference.py").write_text(reference_text(op, oracle))
     return Written(folder, notes)

@@ -1544,7 +1544,7 @@ def _pointer_binding(
         raise Unmapped(f"pointer argument {raw!r} for {param.name!r} is not a data_ptr()")
     use = translator._tensor(match["tensor"])
     spelled = (match["type"] or "").strip()
-    # a type a caller's index dispatch binds (`c_idtype`, callers._index_type): its alias
+    # a type bound by a caller's fixed-type dispatch (callers.fixed_dispatch_type): its alias
     spelled = translator.locals.get(TYPE_ALIAS + spelled, spelled) if spelled else spelled
     use.element = (
         "T"

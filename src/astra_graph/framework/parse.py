@@ -1031,11 +1031,11 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
     - only read as ``p[index]``: one past the largest index where every index is a whole number
       (``scale[0]``), or a by-value parameter ``n`` where every index is guarded by
       ``index < n`` (:func:`_guard_bound`);
-    - reached only at the very offsets an earlier pointer parameter is, ``p + offset`` or
+    - reached only at the very offsets another pointer parameter is, ``p + offset`` or
       ``p[index]``, and that one only at them (FlashInfer's ``v_merged + (pos * num_heads +
       head_idx) * head_dim + tx * vec_size`` beside ``v_a``'s, ``s_merged[pos * num_heads +
-      head_idx]`` beside ``s_a``'s): the extent of the first such pointer, ``like`` it (the
-      first is like none, so no two are like each other).
+      head_idx]`` beside ``s_a``'s): the extent of the one that stands for them all, ``like``
+      it (that one is like none, so no two are like each other).
     A comparison (``p != nullptr``) reads nothing and is no use.
     A pointer used any other way (written through a subscript, passed on, one index unguarded)
     has no extent: its reads are not all seen, so none is claimed. Read on the syntax tree."""
@@ -1049,10 +1049,13 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
             initialisers.setdefault(text(declarator), []).append(_compact(value))
     bounds: dict[str, set[str]] = {}
     accesses: dict[str, set[str]] = {}  # each use's offset, or "" for a use that is none
+    written: set[str] = set()
     for name in _walk(body, ("identifier",)):
         pointer = text(name)
         if pointer not in pointers or _null_test(name):
             continue
+        if _written_through(name):
+            written.add(pointer)
         access = _pointer_offset(name)
         accesses.setdefault(pointer, set()).add("" if access is None else access)
         if not (access or "").startswith("+"):
@@ -1069,11 +1072,42 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
     for pointer, forms in accesses.items():
         if pointer in read or "" in forms:
             continue
-        # pointers reached at the same offsets are alike; the first of them stands for all
-        first = next(q for q in pointers if accesses.get(q) == forms)
+        # pointers reached at the same offsets are alike; one of them stands for all, the first
+        # the body does not write through (an input, which a binding checks more often than
+        # the output it writes: FlashInfer's merge checks `v_a` and `s_a`, not `s_merged`)
+        alike = [q for q in pointers if accesses.get(q) == forms]
+        first = next((q for q in alike if q not in written), alike[0])
         if first != pointer:
             out.append(Extent(pointer, first, like=True))
     return tuple(out)
+
+
+def _written_through(name: Node) -> bool:
+    """Whether a pointer's use is written through: ``p[i] = ...`` or ``*(p + i) = ...`` (an
+    assignment's left side, or ``++``/``--`` of it). A pointer handed to a call (``v.store(p +
+    i)``) is not seen as written."""
+    node = name
+    while node.parent is not None and (
+        node.parent.type == "parenthesized_expression"
+        or (
+            node.parent.type == "binary_expression"
+            and text(node.parent.child_by_field_name("operator")) == "+"
+        )
+    ):
+        node = node.parent
+    parent = node.parent
+    if parent is not None and (
+        (parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node)
+        or (
+            parent.type == "pointer_expression"
+            and text(parent.child_by_field_name("operator")) == "*"
+        )
+    ):
+        node, parent = parent, parent.parent
+    return parent is not None and (
+        parent.type == "update_expression"
+        or (parent.type == "assignment_expression" and parent.child_by_field_name("left") == node)
+    )
 
 
 def _null_test(name: Node) -> bool:

@@ -5,11 +5,12 @@ GPU, names the architecture explicitly, and gives ptxas's resource report (regis
 memory, stack and spills) from ``-Xptxas=-v``. The library and the CUDA headers are found with
 ``cuda.pathfinder`` (NVIDIA's wheels, ``CUDA_PATH`` or the system toolkit).
 
-CCCL (cub, thrust, ``cuda::std``) is found the same way (the ``nvidia-cuda-cccl`` wheel or the
-toolkit's ``include/cccl``), else in the copy CuPy ships. NVRTC has no C++ standard library:
-``include/`` beside this module holds small ``<cstdint>``, ``<type_traits>``, ... headers that
-include libcu++'s and make its names visible as ``std::``, so kernels written for nvcc compile
-as they are. Without CCCL those headers are not offered and such includes fail as usual.
+CCCL (cub, thrust, ``cuda::std``) is the ``nvidia-cuda-cccl`` wheel's wherever Python imports
+from, else found the same way (the toolkit's ``include/cccl``), else in the copy CuPy ships.
+NVRTC has no C++ standard library: ``include/`` beside this module holds small ``<cstdint>``,
+``<type_traits>``, ... headers that include libcu++'s and make its names visible as ``std::``,
+so kernels written for nvcc compile as they are. Without CCCL those headers are not offered and
+such includes fail as usual.
 """
 
 from __future__ import annotations
@@ -76,9 +77,31 @@ STD_SHIM_DIR = Path(__file__).parent / "include"
 _CUPY_CCCL = ("_core/include/cupy/_cccl", ("libcudacxx", "cub", "thrust"))
 
 
+CCCL_WHEEL_DIRS = ("cu13/include/cccl", "cu12/include/cccl", "cuda_cccl/include")
+"""Where the ``nvidia-cuda-cccl`` wheel puts its headers under the ``nvidia`` namespace package
+(CUDA 13's layout, CUDA 12's, the older wheels')."""
+
+
+def _cccl_wheel() -> str | None:
+    """The ``nvidia-cuda-cccl`` wheel's include folder wherever Python imports ``nvidia`` from,
+    ``PYTHONPATH`` included: pathfinder looks in site-packages only, and a wheel installed with
+    ``pip --target`` was passed over for the toolkit's older CCCL (CUDA 13.0's lacks
+    ``cuda::fast_mod_div``, which FlashInfer 0.7's headers use)."""
+    spec = importlib.util.find_spec("nvidia")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        for sub in CCCL_WHEEL_DIRS:
+            if (Path(location) / sub / "cuda").is_dir():
+                return str(Path(location) / sub)
+    return None
+
+
 @cache
 def cccl_include_dirs() -> tuple[str, ...]:
-    """Include folders for CCCL (cub, thrust, libcu++), or () where none is installed."""
+    """Include folders for CCCL (cub, thrust, libcu++), or () where none is installed: the wheel
+    first (:func:`_cccl_wheel`), then wherever pathfinder finds one, then CuPy's copy."""
+    wheel = _cccl_wheel()
+    if wheel is not None:
+        return (wheel,)
     try:
         import cuda.pathfinder as pathfinder
 
