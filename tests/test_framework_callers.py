@@ -109,6 +109,9 @@ def test_what_no_binding_says_is_refused_with_its_reason(tmp_path: Path) -> None
     copy = results["CopyRows"]
     assert not copy.imported
     assert "tensor 'out': neither the launcher asks its sizes nor does its caller" in copy.reason
+    strided = results["StridedCopy"]
+    assert not strided.imported
+    assert "tensor 'out': the launcher asks only its strides and its caller" in strided.reason
     internal = results["ScaleInternal"]
     assert not internal.imported
     assert "raw pointer" in internal.reason and "no caller" in internal.reason

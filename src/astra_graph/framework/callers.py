@@ -562,8 +562,8 @@ def shape_checker(
     takes that shape, over the ranks read from the launch's own queries (``output.stride(1)``
     alone reads two axes of a tensor the binding checks as 3-D). The dims known are those named
     after the caller's locals; fallback names (``output_0``) are no evidence. A tensor the
-    launch never sizes and the checks do not shape is refused: a binding checks its shapes in
-    C++, so an unchecked one is not guessed."""
+    launch never sizes (or asks only strides of) and the checks do not shape is refused: a
+    binding checks its shapes in C++, so an unchecked one is not guessed."""
 
     def reshape(shapes: dict[str, list[str]], notes: list[str]) -> dict[str, list[str]]:
         drafted = {
@@ -583,6 +583,13 @@ def shape_checker(
                 raise Unmapped(
                     f"tensor {name!r}: neither the launcher asks its sizes nor does its "
                     f"caller {call.function} ({call.file.name}:{call.line}) check its shape"
+                )
+            elif shape == [f"{name}_{axis}" for axis in range(len(shape))]:
+                # its rank read from strides alone: FlashInfer's `q_rope.stride(1)`, drafted
+                # 2-D with a unit head stride, faulted against itself on the H100 (537347b)
+                raise Unmapped(
+                    f"tensor {name!r}: the launcher asks only its strides and its caller "
+                    f"{call.function} ({call.file.name}:{call.line}) does not check its shape"
                 )
         notes[:] = [n for n in notes if not any(n.startswith(f"{t}: no size") for t in drafted)]
         return out
