@@ -1260,6 +1260,38 @@ def test_a_pointer_read_otherwise_or_written_has_no_extent() -> None:
     assert _extents("if (threadIdx.x < n) { } else { out[0] = ids[threadIdx.x]; }") == {}
 
 
+def test_a_subscript_that_may_write_or_an_index_that_moves_gives_no_extent() -> None:
+    # written through a member, a reference, a cast to a reference or a macro's argument
+    assert _extents("if (threadIdx.x < n) { scale[threadIdx.x].x = 1.f; }") == {}
+    assert _extents("if (threadIdx.x < n) { float& r = scale[threadIdx.x]; r = 2.f; }") == {}
+    assert _extents("if (threadIdx.x < n) { STORE(scale[threadIdx.x], 1.f); }") == {}
+    # the index, what it was set from, or the bound assigned after the guard's reading of them
+    assert _extents("for (int j = 0; j < n; ++j) { j += 5; out[0] = scale[j]; }") == {}
+    assert _extents("int j = threadIdx.x; if (j < n) { j = n + 5; out[0] = scale[j]; }") == {}
+    assert _extents("int j = 0; if (j < n) { int j = n + 9; out[0] = scale[j]; }") == {}
+    assert _extents("int j = 0; int t = j; for (j = 0; j < n; ++j) out[0] = scale[t];") == {}
+    assert _extents("n = n * 2; int j = threadIdx.x; if (j < n) out[0] = scale[j];") == {}
+    # a loop's own step is no move: its condition bounds the variable it steps
+    assert _extents("for (int j = 0; j < m; ++j) { out[0] += scale[j]; }") == {"scale": "m"}
+
+
+def test_pointers_reached_under_other_guards_are_not_alike() -> None:
+    source = (
+        "__global__ void k(float* out, const float* rows, int n, int m) {"
+        "  float x = 0.f; if (threadIdx.x < n) x = *(rows + threadIdx.x);"
+        "  if (threadIdx.x < m) *(out + threadIdx.x) = x;"
+        "}"
+    )
+    (kernel,) = parse_source(source).kernels
+    assert kernel.extents == ()
+    # a test of a pointer against null is no guard of where it is reached
+    alike = source.replace("if (threadIdx.x < m)", "if (out != nullptr)").replace(
+        "if (threadIdx.x < n)", ""
+    )
+    (kernel,) = parse_source(alike).kernels
+    assert {(e.pointer, e.bound, e.like) for e in kernel.extents} == {("out", "rows", True)}
+
+
 def test_a_pointer_offset_only_as_another_is_takes_its_extent() -> None:
     source = (
         "__global__ void k(float* out, const float* rows, const float* other, int n, int m) {"

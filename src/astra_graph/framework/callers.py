@@ -569,6 +569,9 @@ def shape_checker(
         drafted = {
             t for t in shapes if any(n.startswith(f"{t}: no size is asked for") for n in notes)
         }
+        strided = {
+            t for t in shapes if any(n.startswith(f"{t}: only its strides are") for n in notes)
+        }
         named = {
             t: s for t, s in shapes.items() if t not in drafted and all(d in call.locals for d in s)
         }
@@ -584,14 +587,19 @@ def shape_checker(
                     f"tensor {name!r}: neither the launcher asks its sizes nor does its "
                     f"caller {call.function} ({call.file.name}:{call.line}) check its shape"
                 )
-            elif shape == [f"{name}_{axis}" for axis in range(len(shape))]:
+            elif name in strided:
                 # its rank read from strides alone: FlashInfer's `q_rope.stride(1)`, drafted
                 # 2-D with a unit head stride, faulted against itself on the H100 (537347b)
                 raise Unmapped(
                     f"tensor {name!r}: the launcher asks only its strides and its caller "
                     f"{call.function} ({call.file.name}:{call.line}) does not check its shape"
                 )
-        notes[:] = [n for n in notes if not any(n.startswith(f"{t}: no size") for t in drafted)]
+        shaped = drafted | (strided & set(checked))
+        notes[:] = [
+            n
+            for n in notes
+            if not any(n.startswith((f"{t}: no size", f"{t}: only its strides")) for t in shaped)
+        ]
         return out
 
     return reshape

@@ -182,6 +182,9 @@ class TensorUse:
     counted: bool = False
     """Its element count is divided by another tensor's sizes (``query.numel() / num_tokens``):
     a count of rows times a row, so it has an axis past the rows."""
+    sized: bool = False
+    """Whether a ``size(i)`` of it is asked: a rank read from ``stride(i)`` alone says nothing of
+    its sizes (FlashInfer's ``q_rope.stride(1)``)."""
     element: str | None = None
     """The contract dtype (``T`` for ``scalar_t``) from the data_ptr or the kernel parameter."""
     const: bool = True
@@ -681,6 +684,7 @@ class _Translator:
                     return self._ranked_axis(node, tensor, method, axis)
                 index = int(index_text)
                 use.indices.add(index)
+                use.sized = use.sized or method == "size"
                 return f"{tensor}__{method}__{'m' if index < 0 else ''}{abs(index)}"
             if method == "has_value" and not args and self.in_check:
                 given = self._given(node)
@@ -1722,11 +1726,17 @@ def _read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[st
     pointer offset exactly as that tensor's. A bound passed anything else (a product, a
     launcher constant) gives nothing."""
     passed = {b.param: b for b in bindings}
+    bound_twice = {
+        b.value
+        for b in bindings
+        if b.kind == "tensor"
+        and sum(c.kind == "tensor" and c.value == b.value for c in bindings) > 1
+    }
     out: dict[str, tuple[str, str]] = {}
     for extent in kernel.extents:
         tensor = passed.get(extent.pointer)
-        if tensor is None or tensor.kind != "tensor":
-            continue
+        if tensor is None or tensor.kind != "tensor" or tensor.value in bound_twice:
+            continue  # a tensor the launch passes twice may be written through the other one
         size = passed.get(extent.bound)
         if extent.like:
             if size is not None and size.kind == "tensor" and size.value != tensor.value:
@@ -1782,6 +1792,8 @@ def _shapes(
                 f"{name}: 2 axes, rows and a row: the launcher divides its element count by "
                 "another tensor's sizes"
             )
+        if not use.sized and not use.numel:
+            notes.append(f"{name}: only its strides are asked; drafted with {rank} axes")
         stated = (ranks or {}).get(name, 0)
         if stated > rank:
             notes.append(f"{name}: rank {stated}, as the launch's condition states")
@@ -1857,9 +1869,11 @@ def _shapes(
     if reshape is not None:
         # shapes the launcher's caller checks (callers.py) win over ranks read from the
         # launch's queries, before any stride is written in terms of them
+        drafted = {name: shapes[name] for name in read}
         shapes = reshape(shapes, notes)
-        for name in read:  # the source's axis as the caller's checks name it
-            shapes[name] = read_axis(name) or shapes[name]
+        for name in read:  # the source's axis as the caller's checks name it, unless they shape it
+            if shapes[name] == drafted[name]:
+                shapes[name] = read_axis(name) or shapes[name]
         dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape if not d.isdigit()))
     return shapes, dims, unstated
 

@@ -1040,7 +1040,8 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
     A pointer used any other way (written through a subscript, passed on, one index unguarded)
     has no extent: its reads are not all seen, so none is claimed. Read on the syntax tree."""
     pointers = [p.name for p in params if p.pointer]
-    scalars = {p.name for p in params if not p.pointer and not p.reference}
+    mutated = _mutated_names(body)
+    scalars = {p.name for p in params if not p.pointer and not p.reference} - mutated
     initialisers: dict[str, list[str]] = {}
     for init in _walk(body, ("init_declarator",)):
         declarator = init.child_by_field_name("declarator")
@@ -1048,7 +1049,7 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
         if declarator is not None and declarator.type == "identifier" and value is not None:
             initialisers.setdefault(text(declarator), []).append(_compact(value))
     bounds: dict[str, set[str]] = {}
-    accesses: dict[str, set[str]] = {}  # each use's offset, or "" for a use that is none
+    accesses: dict[str, set[str]] = {}  # each use's offset and guards, or "" for any other use
     written: set[str] = set()
     for name in _walk(body, ("identifier",)):
         pointer = text(name)
@@ -1057,9 +1058,13 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
         if _written_through(name):
             written.add(pointer)
         access = _pointer_offset(name)
-        accesses.setdefault(pointer, set()).add("" if access is None else access)
+        steady = access is not None and not _words(access) & mutated
+        accesses.setdefault(pointer, set()).add(
+            f"{access} under {_guards(name)}" if steady and access is not None else ""
+        )
         if not (access or "").startswith("+"):
-            bounds.setdefault(pointer, set()).add(_read_bound(name, initialisers, scalars) or "")
+            bound = _read_bound(name, initialisers, scalars, mutated)
+            bounds.setdefault(pointer, set()).add(bound or "")
     out: list[Extent] = []
     for pointer, found in bounds.items():
         if "" in found or any(a.startswith("+") for a in accesses[pointer]):
@@ -1147,9 +1152,37 @@ def _pointer_offset(name: Node) -> str | None:
     return "+" + "+".join(sorted(_compact(n) for n in summands))
 
 
-def _read_bound(name: Node, initialisers: dict[str, list[str]], scalars: set[str]) -> str | None:
-    """For a pointer's use ``p[index]`` that only reads: the whole number one past a constant
-    index, or the by-value parameter that guards the index; None for any other use."""
+READ_CONTEXTS = ("binary_expression", "unary_expression", "return_statement")
+"""Where a subscript ``p[i]`` only reads an element: an operand, a returned value; besides the
+value of a declaration of no reference and an assignment's right side (:func:`_only_read`)."""
+
+
+def _only_read(subscript: Node) -> bool:
+    """Whether ``p[i]`` is in a place that only reads it. Any other (an assignment's left side,
+    a member written, ``float& r = p[i]``, a call's or a macro's argument, a cast to a reference)
+    may write through it."""
+    user = subscript.parent
+    while user is not None and user.type == "parenthesized_expression":
+        subscript, user = user, user.parent
+    if user is None:
+        return False
+    if user.type in READ_CONTEXTS:
+        return user.type != "unary_expression" or text(user.child_by_field_name("operator")) != "&"
+    if user.type == "assignment_expression":
+        return user.child_by_field_name("right") == subscript
+    if user.type == "init_declarator":
+        declarator = user.child_by_field_name("declarator")
+        return declarator is not None and declarator.type == "identifier"
+    return False
+
+
+def _read_bound(
+    name: Node, initialisers: dict[str, list[str]], scalars: set[str], mutated: set[str]
+) -> str | None:
+    """For a pointer's use ``p[index]`` that only reads (:func:`_only_read`): the whole number
+    one past a constant index, or the by-value parameter that guards the index; None for any
+    other use, or where the index, what it was initialised from or the bound is assigned
+    anywhere in the body (``mutated``, :func:`_mutated_names`)."""
     parent = name.parent
     indices = parent.child_by_field_name("indices") if parent is not None else None
     index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
@@ -1158,21 +1191,79 @@ def _read_bound(name: Node, initialisers: dict[str, list[str]], scalars: set[str
         or parent.type != "subscript_expression"
         or parent.child_by_field_name("argument") != name
         or len(index) != 1
+        or not _only_read(parent)
     ):
         return None
-    user = parent.parent
-    if user is not None and (
-        user.type in ("update_expression", "pointer_expression")
-        or (user.type == "assignment_expression" and user.child_by_field_name("left") == parent)
-    ):
-        return None  # written, or its address taken
     value = unparenthesised(index[0])
     if value.type == "number_literal" and text(value).isdigit():
         return str(int(text(value)) + 1)
     forms = {_compact(value), *initialisers.get(text(value), [])[:1]}
     if value.type == "identifier" and len(initialisers.get(text(value), [])) > 1:
         forms = {_compact(value)}  # declared twice: its value here is not known
+    if any(_words(form) & mutated for form in forms):
+        return None
     return _guard_bound(parent, forms, scalars)
+
+
+def _mutated_names(body: Node) -> set[str]:
+    """The names a body assigns after their declaration (``i = ...``, ``i += ...``, ``++i``) and
+    those it declares more than once (a shadowing ``int idx``); a ``for`` loop's own update
+    clause aside (its condition bounds the variable it steps)."""
+    out: set[str] = set()
+    steps = [  # the byte spans of the loops' update clauses (a node is made anew on each visit)
+        (update.start_byte, update.end_byte)
+        for loop in _walk(body, ("for_statement",))
+        if (update := loop.child_by_field_name("update")) is not None
+    ]
+    for node in _walk(body, ("assignment_expression", "update_expression")):
+        if any(start <= node.start_byte and node.end_byte <= end for start, end in steps):
+            continue
+        field_name = "left" if node.type == "assignment_expression" else "argument"
+        target = node.child_by_field_name(field_name)
+        if target is not None and target.type == "identifier":
+            out.add(text(target))
+    declared: dict[str, int] = {}
+    for init in _walk(body, ("init_declarator", "declaration")):
+        declarator = init.child_by_field_name("declarator")
+        if declarator is not None and declarator.type == "identifier":
+            declared[text(declarator)] = declared.get(text(declarator), 0) + 1
+    return out | {name for name, count in declared.items() if count > 1}
+
+
+def _words(expression: str) -> set[str]:
+    """The names an expression's text uses (not members: ``threadIdx.x`` uses ``threadIdx``)."""
+    return set(re.findall(r"(?<![\w.>])[A-Za-z_]\w*", expression))
+
+
+def _guards(node: Node) -> str:
+    """The conditions on the path to ``node`` (enclosing ``if`` branches, as taken, and ``for``
+    conditions), each as written without blanks, in order from the innermost; a test of a
+    pointer against null (``s_merged != nullptr``) is no guard of where it is reached."""
+    found: list[str] = []
+    child, current = node, node.parent
+    while current is not None and current.type != "function_definition":
+        condition = current.child_by_field_name("condition")
+        if condition is not None and current.type in ("if_statement", "for_statement"):
+            branch = (
+                "then"
+                if current.child_by_field_name("consequence") == child
+                or current.child_by_field_name("body") == child
+                else "else"
+            )
+            for term in _operands(_condition_value(condition), "&&"):
+                if not _null_test_term(term):
+                    found.append(f"{branch}:{_compact(term)}")
+        child, current = current, current.parent
+    return ";".join(found)
+
+
+def _null_test_term(term: Node) -> bool:
+    """``p != nullptr`` (or ``NULL``, either way round)."""
+    term = unparenthesised(term)
+    if term.type != "binary_expression":
+        return False
+    sides = {text(term.child_by_field_name("left")), text(term.child_by_field_name("right"))}
+    return bool(sides & {"nullptr", "NULL"})
 
 
 def _guard_bound(node: Node, forms: set[str], scalars: set[str]) -> str | None:
