@@ -10,6 +10,7 @@ is defined empty when its feature is off, and checks the tensors' shapes.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -341,3 +342,28 @@ def test_an_output_reached_where_an_input_is_has_its_shape(tmp_path: Path) -> No
     reference = (tmp_path / "merge_rows" / "reference.py").read_text()
     assert 'ORACLE_DTYPE = "float16"' in reference
     assert main(["validate", str(tmp_path / "merge_rows")]) == 0
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_no_float32_oracle_where_the_entry_is_folded_at_the_dispatched_width(
+    tmp_path: Path,
+) -> None:
+    """MergeRows with 16-byte vectors (``vec = 16 / sizeof(T)``): the float32 block fits
+    (32 x 32 threads at 32 heads of 128), but the entry is folded at 16 bits
+    (``merge_rows_kernel<8, T>``), 8 floats a thread where the framework's float32 launch takes
+    4, so the oracle runs at float16."""
+    copy = tmp_path / "header_only"
+    shutil.copytree(BASE, copy)
+    header = copy / "include" / "fw" / "rows.cuh"
+    text = header.read_text()
+    assert "constexpr uint32_t vec = 8 / sizeof(T);" in text
+    header.write_text(text.replace("vec = 8 / sizeof(T);", "vec = 16 / sizeof(T);"))
+    report = import_file(header, [copy / "include", copy / "csrc"], tmp_path / "out")
+    merge = {r.launcher: r for r in report.launchers}["MergeRows"]
+    assert merge.imported, merge.reason
+    contract = load_contract(tmp_path / "out" / "merge_rows").contract
+    assert load_implementation(
+        tmp_path / "out" / "merge_rows" / "production.cu", contract
+    ).header.entry.startswith("fw::merge_rows_kernel<8, ")
+    reference = (tmp_path / "out" / "merge_rows" / "reference.py").read_text()
+    assert 'ORACLE_DTYPE = "float16"' in reference

@@ -335,12 +335,18 @@ def _oracle_dtype(analysis: Analysis) -> str:
     the most precise type that does: SGLang's fused_add_rmsnorm has no 16-byte vector of float,
     so its float32 instantiation does not compile; FlashInfer's MergeState at float32 takes
     twice the threads per head (4-element vectors), 2048 a block at 64 heads, and its oracle
-    could not launch on the H100 (b65590e)."""
+    could not launch on the H100 (b65590e). Nor where the entry's template arguments were
+    folded at the dispatched width (:attr:`~astra_graph.framework.launchers.Analysis.
+    width_folded`): the float32 instantiation would be another launch than the framework's."""
     found = next((d for d in ORACLE_PRECISION if d in analysis.dtypes), None)
     if found is not None:
         return found
     tuning, heldout, _ = suites(analysis)
-    if not analysis.drafted_dtypes and _launches_at(analysis, "float32", [*tuning, *heldout]):
+    if (
+        not analysis.drafted_dtypes
+        and not analysis.width_folded
+        and _launches_at(analysis, "float32", [*tuning, *heldout])
+    ):
         return "float32"
     return next((d for d in ORACLE_FALLBACK if d in analysis.dtypes), analysis.dtypes[0])
 
@@ -700,8 +706,9 @@ def write_operation(
     oracle = _oracle_dtype(analysis)
     if oracle in ORACLE_FALLBACK:
         notes.append(
-            f"oracle at {oracle}: no float32 instantiation compiles or launches at every suite "
-            f"shape, so the original at {oracle} is the reference (a candidate is held to its "
+            f"oracle at {oracle}: no float32 instantiation compiles, launches at every suite "
+            "shape, or is the framework's launch (a template argument folded at the dispatched "
+            f"width), so the original at {oracle} is the reference (a candidate is held to its "
             "rounding, not to float32's)"
         )
     (folder / "reference.py").write_text(reference_text(op, oracle))

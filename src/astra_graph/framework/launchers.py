@@ -241,6 +241,10 @@ class Analysis:
     """A condition the launch sits under that is false whatever the GPU, the build and the
     shapes (a macro's literal argument: ``LAUNCH(8, true)`` expands to ``if (true) {...} else
     {<<<>>>}``), as written, or '': the launch is dead code, never made."""
+    width_folded: bool = False
+    """Whether a template argument of the entry is folded from the element's width to a value
+    float32's width would not give (``16 / sizeof(T)``: 8 at 16 bits, 4 at 32): the entry at
+    float32 is not the launch the framework makes at float32, so no float32 oracle."""
 
 
 _OPTIONAL = re.compile(r"^(?P<condition>[^?]+)\?(?P<then>[^:]+):\s*(?:nullptr|NULL)\s*$")
@@ -429,6 +433,9 @@ class _Translator:
         self.pending: list[tuple[str, set[str], set[str]]] = []
         """Ratios of expressions translated but not yet kept (:meth:`keep`): a launch condition
         that is then dropped, or one read again only to fold it, must not tie shapes."""
+        self.width_folded = False
+        """Whether a folded template argument reads the element's width (:attr:`Analysis.
+        width_folded`)."""
         self.holding = False
         """Whether a translated expression's ratios wait for :meth:`keep` or :meth:`drop`
         (otherwise each expression that translates keeps its own)."""
@@ -904,6 +911,7 @@ def analyse(
         notes=notes,
         other_gpu=other_gpu,
         drafted_dtypes=drafted,
+        width_folded=translator.width_folded,
         dead=dead,
     )
 
@@ -1207,6 +1215,8 @@ def _folded_template_args(
                 f"{sorted(values)} across the element types {sorted(dtypes)}: one entry cannot"
             )
         number = values.pop()
+        if expr.evaluate_int(value, {ELEM_BYTES: DTYPES["float32"].itemsize}) != number:
+            translator.width_folded = True
         out.append(str(bool(number)).lower() if param.kind == "flag" else str(number))
     return (*out, *launch.template_args[len(out) :])
 
@@ -1255,7 +1265,9 @@ def _entry(
     :data:`TEMPLATE_FLAG_VALUE`; raises Unmapped for a value parameter of that template (a
     compile-time size the caller picks, such as ``kDim``), whose value nothing in the file
     gives; each type a dispatch binds by name (vLLM's ``fp8_t``) is written as that type."""
-    template_args = _folded_template_args(kernel, launch, dtypes, translator.fresh())
+    folding = translator.fresh()  # reads not recorded; what the folding read about widths is
+    template_args = _folded_template_args(kernel, launch, dtypes, folding)
+    translator.width_folded = folding.width_folded
     framework_type = "T" if _cuda_spelled(launch, macros) else f"{FRAMEWORK_TYPE}<T>"
     element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
     entry_args = [
