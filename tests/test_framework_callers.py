@@ -337,7 +337,7 @@ def test_an_output_reached_where_an_input_is_has_its_shape(tmp_path: Path) -> No
     contract = load_contract(tmp_path / "merge_rows").contract
     shape = ["tokens", "heads", "head_dim"]
     assert {a.name: a.shape for a in contract.args} == {"a": shape, "out": shape, "b": shape}
-    assert any(n.startswith("out: a's shape, the kernel reaches it") for n in merge.notes)
+    assert "out: extent read from the kernel: a's shape, reached exactly where a is" in merge.notes
     assert any(n.startswith("oracle at float16: no float32 instantiation") for n in merge.notes)
     reference = (tmp_path / "merge_rows" / "reference.py").read_text()
     assert 'ORACLE_DTYPE = "float16"' in reference
@@ -367,3 +367,28 @@ def test_no_float32_oracle_where_the_entry_is_folded_at_the_dispatched_width(
     ).header.entry.startswith("fw::merge_rows_kernel<8, ")
     reference = (tmp_path / "out" / "merge_rows" / "reference.py").read_text()
     assert 'ORACLE_DTYPE = "float16"' in reference
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_shape_the_callers_checks_give_is_not_replaced_by_an_extent(tmp_path: Path) -> None:
+    """MergeRows with a binding that checks ``out`` as 2-D (``[tokens, width]``): the checks'
+    shape stands, though the kernel reaches ``out`` where it reaches ``a`` (3-D)."""
+    copy = tmp_path / "header_only"
+    shutil.copytree(BASE, copy)
+    binding = copy / "csrc" / "rows_binding.cu"
+    text = binding.read_text()
+    checks = "  FW_ICHECK_EQ(b.size(2), head_dim);\n"
+    assert checks in text
+    binding.write_text(
+        text.replace(
+            checks,
+            checks + "  CHECK_DIM(2, out);\n  FW_ICHECK_EQ(out.size(0), tokens);\n"
+            "  unsigned int width = out.size(1);\n",
+        )
+    )
+    header = copy / "include" / "fw" / "rows.cuh"
+    report = import_file(header, [copy / "include", copy / "csrc"], tmp_path / "out")
+    merge = {r.launcher: r for r in report.launchers}["MergeRows"]
+    assert merge.imported, merge.reason
+    contract = load_contract(tmp_path / "out" / "merge_rows").contract
+    assert {a.name: a.shape for a in contract.args}["out"] == ["tokens", "width"]

@@ -31,10 +31,12 @@ from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import for_another_gpu
 from astra_graph.framework.launchers import (
     Analysis,
+    Binding,
     Unmapped,
     analyse,
     device_constants,
     dispatch_dtypes,
+    read_extents,
 )
 from astra_graph.framework.parse import Launch, Source, parse_source
 from astra_graph.harness import oracle
@@ -1306,3 +1308,19 @@ def test_a_pointer_offset_only_as_another_is_takes_its_extent() -> None:
     (kernel,) = parse_source(source).kernels
     # the alike pointer the body does not write through stands for both
     assert {(e.pointer, e.bound, e.like) for e in kernel.extents} == {("out", "rows", True)}
+
+
+def test_a_tensor_passed_twice_takes_no_read_extent() -> None:
+    """``in`` is only read under ``i < n``, but the launch passes one tensor as both ``out`` and
+    ``in``: it is written through ``out``, so it is no input and ``in``'s extent is not its."""
+    (kernel,) = parse_source(
+        "__global__ void k(float* out, const float* in, int n) {"
+        "  int i = threadIdx.x; if (i < n) { out[0] = in[i]; }"
+        "}"
+    ).kernels
+    assert [(e.pointer, e.bound) for e in kernel.extents] == [("in", "n")]
+    size = Binding("n", "expr", "a__size__0", "int32")
+    apart = [Binding("out", "tensor", "y", "T"), Binding("in", "tensor", "x", "T"), size]
+    assert read_extents(kernel, apart) == {"x": ("a", "0")}
+    aliased = [Binding("out", "tensor", "x", "T"), Binding("in", "tensor", "x", "T"), size]
+    assert read_extents(kernel, aliased) == {}

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.flatten import flatten
-from astra_graph.framework.launchers import CPP_TYPES, Unmapped, dispatch_dtypes
+from astra_graph.framework.launchers import CPP_TYPES, EXTENT_NOTE, Unmapped, dispatch_dtypes
 from astra_graph.framework.naming import source_text
 from astra_graph.framework.parse import (
     MAX_MACRO_DEPTH,
@@ -572,13 +572,16 @@ def shape_checker(
         strided = {
             t for t in shapes if any(n.startswith(f"{t}: only its strides are") for n in notes)
         }
-        named = {
-            t: s for t, s in shapes.items() if t not in drafted and all(d in call.locals for d in s)
+        extended = {t for t in shapes if any(n.startswith(f"{t}: {EXTENT_NOTE}") for n in notes)}
+        named = {  # what the launch itself says of shapes (an extent is no word of it)
+            t: s
+            for t, s in shapes.items()
+            if t not in drafted | extended and all(d in call.locals for d in s)
         }
         checked = checked_shapes(call, named)
         out = dict(shapes)
         for name, shape in shapes.items():
-            if name in checked and (name in drafted or len(checked[name]) >= len(shape)):
+            if name in checked and (name in drafted | extended or len(checked[name]) >= len(shape)):
                 out[name] = checked[name]
                 if checked[name] != shape:
                     notes.append(f"{name}: shape {checked[name]} from {call.function}'s checks")
@@ -594,11 +597,14 @@ def shape_checker(
                     f"tensor {name!r}: the launcher asks only its strides and its caller "
                     f"{call.function} ({call.file.name}:{call.line}) does not check its shape"
                 )
-        shaped = drafted | (strided & set(checked))
+        shaped = drafted | ((strided | extended) & set(checked))
         notes[:] = [
             n
             for n in notes
-            if not any(n.startswith((f"{t}: no size", f"{t}: only its strides")) for t in shaped)
+            if not any(
+                n.startswith((f"{t}: no size", f"{t}: only its strides", f"{t}: {EXTENT_NOTE}"))
+                for t in shaped
+            )
         ]
         return out
 

@@ -863,7 +863,7 @@ def analyse(
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
     ranks = _stated_ranks(launch, translator.fresh())
-    extents = _read_extents(kernel, bound.bindings)
+    extents = read_extents(kernel, bound.bindings)
     for name, (_, at) in extents.items():
         if at != WHOLE_SHAPE:  # the kernel only reads it, whatever its parameter's const says
             tensors[name].const = True
@@ -1725,11 +1725,14 @@ def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None
 _SIZE_PLACEHOLDER = re.compile(r"(?P<tensor>\w+?)__size__(?P<index>m?\d+)")
 
 
+EXTENT_NOTE = "extent read from the kernel"
+"""How the note of a shape taken from :func:`read_extents` begins, after the tensor's name: a
+caller's checks replace such a shape (callers.shape_checker)."""
 WHOLE_SHAPE = "*"
-"""The axis :func:`_read_extents` gives a tensor that has another's whole shape."""
+"""The axis :func:`read_extents` gives a tensor that has another's whole shape."""
 
 
-def _read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str, str]]:
+def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str, str]]:
     """For each tensor whose extent the kernel's body shows
     (:attr:`~astra_graph.framework.parse.Kernel.extents`), (``tensor``, ``axis``): the one axis
     of the tensor whose size the bound parameter is passed (``pos_ids[idx]`` under ``idx <
@@ -1781,7 +1784,7 @@ def _shapes(
     :func:`_row_lengths`) its last axis and that output; ``ranks`` (:func:`_stated_ranks`)
     raises a tensor's rank to the one the launch's condition states. A tensor the launcher
     never sizes takes its one axis from how far the kernel reads it (``extents``,
-    :func:`_read_extents`), after the caller's checks have shaped the others."""
+    :func:`read_extents`), after the caller's checks have shaped the others."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
     unstated: dict[str, tuple[str, str]] = {}
@@ -1869,11 +1872,11 @@ def _shapes(
         shapes[name] = read_axis(name) or []  # never empty: each source has its shape by now
         source, at = found[name]
         notes.append(
-            f"{name}: {source}'s shape, the kernel reaches it exactly where it reaches {source}"
-            if at == WHOLE_SHAPE
-            else f"{name}: 1 axis, as far as the kernel reads it: "
+            f"{name}: {EXTENT_NOTE}: "
             + (
-                f"{at} element(s), its constant indices"
+                f"{source}'s shape, reached exactly where {source} is"
+                if at == WHOLE_SHAPE
+                else f"{at} element(s), its constant indices"
                 if not source
                 else f"{source}'s axis {at}, the size passed as the bound of its every index"
             )
