@@ -113,6 +113,9 @@ def test_what_no_binding_says_is_refused_with_its_reason(tmp_path: Path) -> None
     strided = results["StridedCopy"]
     assert not strided.imported
     assert "tensor 'out': the launcher asks only its strides and its caller" in strided.reason
+    # a tensor sized by the launch (`x.size(0)`) is no rank read from strides, whatever its name
+    doubled = results["DoubleVector"]
+    assert doubled.imported, doubled.reason
     internal = results["ScaleInternal"]
     assert not internal.imported
     assert "raw pointer" in internal.reason and "no caller" in internal.reason
