@@ -42,7 +42,14 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.flatten import flatten
-from astra_graph.framework.launchers import CPP_TYPES, EXTENT_NOTE, Unmapped, dispatch_dtypes
+from astra_graph.framework.launchers import (
+    CPP_TYPES,
+    DRAFTED_NOTE,
+    EXTENT_NOTE,
+    STRIDED_NOTE,
+    Unmapped,
+    dispatch_dtypes,
+)
 from astra_graph.framework.naming import source_text
 from astra_graph.framework.parse import (
     MAX_MACRO_DEPTH,
@@ -73,6 +80,9 @@ if TYPE_CHECKING:
 
 CALLER_SUFFIXES = (".cu", ".cpp", ".cc")
 """Files of an include folder searched for a launcher's callers (its bindings)."""
+SHAPE_NOTES = (DRAFTED_NOTE, STRIDED_NOTE, EXTENT_NOTE)
+"""The notes of shapes the launch does not state, dropped for a tensor the caller's checks
+shape."""
 ELEMENT_ALIAS_VALUE = "scalar_t"
 """What a caller's dispatched type name is aliased to, the name the analysis knows as the
 element type (:data:`~astra_graph.framework.launchers.ELEMENT_TYPE_NAME`)."""
@@ -566,13 +576,12 @@ def shape_checker(
     binding checks its shapes in C++, so an unchecked one is not guessed."""
 
     def reshape(shapes: dict[str, list[str]], notes: list[str]) -> dict[str, list[str]]:
-        drafted = {
-            t for t in shapes if any(n.startswith(f"{t}: no size is asked for") for n in notes)
-        }
-        strided = {
-            t for t in shapes if any(n.startswith(f"{t}: only its strides are") for n in notes)
-        }
-        extended = {t for t in shapes if any(n.startswith(f"{t}: {EXTENT_NOTE}") for n in notes)}
+        def noted(how: str) -> set[str]:  # the tensors whose shape the analysis noted so
+            return {t for t in shapes if any(n.startswith(f"{t}: {how}") for n in notes)}
+
+        drafted = noted(DRAFTED_NOTE)
+        strided = noted(STRIDED_NOTE)
+        extended = noted(EXTENT_NOTE)
         named = {  # what the launch itself says of shapes (an extent is no word of it)
             t: s
             for t, s in shapes.items()
@@ -598,14 +607,8 @@ def shape_checker(
                     f"{call.function} ({call.file.name}:{call.line}) does not check its shape"
                 )
         shaped = drafted | ((strided | extended) & set(checked))
-        notes[:] = [
-            n
-            for n in notes
-            if not any(
-                n.startswith((f"{t}: no size", f"{t}: only its strides", f"{t}: {EXTENT_NOTE}"))
-                for t in shaped
-            )
-        ]
+        said = tuple(f"{t}: {how}" for t in shaped for how in SHAPE_NOTES)
+        notes[:] = [n for n in notes if not n.startswith(said)]
         return out
 
     return reshape

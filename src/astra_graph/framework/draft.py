@@ -294,6 +294,13 @@ rest (the contract's ``partial_kernels``)."""
 
 def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[str]]:
     """The drafted ``contract.toml`` and what was assumed."""
+    text, notes, _ = _drafted(analysis, op, source)
+    return text, notes
+
+
+def _drafted(analysis: Analysis, op: str, source: str) -> tuple[str, list[str], str]:
+    """The drafted ``contract.toml``, what was assumed, and the type the oracle runs at (chosen
+    once, over the suites drafted here)."""
     notes = list(analysis.notes)
     tuning, heldout, dropped = suites(analysis)
     least = least_sizes(analysis)
@@ -318,19 +325,28 @@ def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[s
         lines += [f"[dims.{dim}]", f"min = {least[dim]}", *bound, ""]
     lines += _arg_lines(analysis, notes)
     lines += _scalar_lines(analysis, notes)
-    lines += _tolerance_lines(analysis, tested)
+    oracle = _oracle_dtype(analysis, [*tuning, *heldout])
+    if oracle in ORACLE_FALLBACK:
+        notes.append(
+            f"oracle at {oracle}: no float32 instantiation compiles, launches at every suite "
+            "shape, or is the framework's launch (a template argument folded at the dispatched "
+            f"width), so the original at {oracle} is the reference (a candidate is held to its "
+            "rounding, not to float32's)"
+        )
+    lines += _tolerance_lines(analysis, tested, oracle)
     lines += [
         "[suites]",
         f"tuning = {_toml(tuning)}",
         f"heldout = {_toml(heldout)}",
         "",
     ]
-    return "\n".join(lines), notes
+    return "\n".join(lines), notes, oracle
 
 
-def _oracle_dtype(analysis: Analysis) -> str:
+def _oracle_dtype(analysis: Analysis, shapes: list[dict[str, int]]) -> str:
     """The element type the oracle runs at: the first of :data:`ORACLE_PRECISION` the dispatch
-    instantiates, float32 otherwise, where its launch fits CUDA's limits at every suite shape;
+    instantiates, float32 otherwise, where its launch fits CUDA's limits at every suite shape
+    (``shapes``);
     for drafted element types (a launcher's template type), float32 only where it compiled. Else
     the most precise type that does: SGLang's fused_add_rmsnorm has no 16-byte vector of float,
     so its float32 instantiation does not compile; FlashInfer's MergeState at float32 takes
@@ -341,11 +357,10 @@ def _oracle_dtype(analysis: Analysis) -> str:
     found = next((d for d in ORACLE_PRECISION if d in analysis.dtypes), None)
     if found is not None:
         return found
-    tuning, heldout, _ = suites(analysis)
     if (
         not analysis.drafted_dtypes
         and not analysis.width_folded
-        and _launches_at(analysis, "float32", [*tuning, *heldout])
+        and _launches_at(analysis, "float32", shapes)
     ):
         return "float32"
     return next((d for d in ORACLE_FALLBACK if d in analysis.dtypes), analysis.dtypes[0])
@@ -469,7 +484,7 @@ def _derived_default(name: str, computed: str, notes: list[str]) -> float:
     return default
 
 
-def _tolerance_lines(analysis: Analysis, tested: list[str]) -> list[str]:
+def _tolerance_lines(analysis: Analysis, tested: list[str], oracle: str) -> list[str]:
     """A ``[tolerance.<dtype>]`` table for each tested type, the oracle's and each fixed type an
     output has."""
     fixed = [  # an output of a fixed type (fp8, a float32 side output) is compared at its own
@@ -478,7 +493,7 @@ def _tolerance_lines(analysis: Analysis, tested: list[str]) -> list[str]:
         if t.element in TOLERANCES and _role(analysis, n) != "input"
     ]
     lines: list[str] = []
-    for dtype in dict.fromkeys([*tested, _oracle_dtype(analysis), *fixed]):
+    for dtype in dict.fromkeys([*tested, oracle, *fixed]):
         atol, rtol = TOLERANCES[dtype]
         lines += [f"[tolerance.{dtype}]", f"atol = {atol!r}", f"rtol = {rtol!r}", ""]
     return lines
@@ -694,7 +709,7 @@ def write_operation(
 ) -> Written:
     """Write the three files of one imported operation (compiled at the C++ standard ``std``
     where given); raises ValueError when no suite fits."""
-    contract, notes = contract_text(analysis, op, source)
+    contract, notes, oracle = _drafted(analysis, op, source)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "contract.toml").write_text(contract)
     (folder / "production.cu").write_text(
@@ -703,13 +718,5 @@ def write_operation(
         + "\n"
         + device_text
     )
-    oracle = _oracle_dtype(analysis)
-    if oracle in ORACLE_FALLBACK:
-        notes.append(
-            f"oracle at {oracle}: no float32 instantiation compiles, launches at every suite "
-            "shape, or is the framework's launch (a template argument folded at the dispatched "
-            f"width), so the original at {oracle} is the reference (a candidate is held to its "
-            "rounding, not to float32's)"
-        )
     (folder / "reference.py").write_text(reference_text(op, oracle))
     return Written(folder, notes)

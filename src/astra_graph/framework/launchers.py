@@ -51,6 +51,7 @@ from __future__ import annotations
 import ast
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -948,7 +949,7 @@ def _matched_reshape(
                     "of the launcher"
                 )
             out[tensor] = [names[s] for s in sizes]
-            notes[:] = [n for n in notes if not n.startswith(f"{tensor}: no size is asked")]
+            notes[:] = [n for n in notes if not n.startswith(f"{tensor}: {DRAFTED_NOTE}")]
             notes.append(f"{tensor}: shape [{', '.join(out[tensor])}] from its tensor matcher")
         return reshape(out, notes) if reshape is not None else out
 
@@ -1725,6 +1726,11 @@ def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None
 _SIZE_PLACEHOLDER = re.compile(r"(?P<tensor>\w+?)__size__(?P<index>m?\d+)")
 
 
+DRAFTED_NOTE = "no size is asked for in the launcher"
+"""How the note of a tensor the launch never sizes begins, after its name: drafted from another
+tensor's shape, which a caller's checks must replace (callers.shape_checker)."""
+STRIDED_NOTE = "only its strides are asked"
+"""How the note of a tensor whose rank is read from ``stride(i)`` alone begins, after its name."""
 EXTENT_NOTE = "extent read from the kernel"
 """How the note of a shape taken from :func:`read_extents` begins, after the tensor's name: a
 caller's checks replace such a shape (callers.shape_checker)."""
@@ -1741,12 +1747,9 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
     pointer offset exactly as that tensor's. A bound passed anything else (a product, a
     launcher constant) gives nothing."""
     passed = {b.param: b for b in bindings}
-    bound_twice = {
-        b.value
-        for b in bindings
-        if b.kind == "tensor"
-        and sum(c.kind == "tensor" and c.value == b.value for c in bindings) > 1
-    }
+    passes = Counter(b.value for b in bindings if b.kind == "tensor")
+    bound_twice = {tensor for tensor, count in passes.items() if count > 1}
+
     out: dict[str, tuple[str, str]] = {}
     for extent in kernel.extents:
         tensor = passed.get(extent.pointer)
@@ -1808,7 +1811,7 @@ def _shapes(
                 "another tensor's sizes"
             )
         if not use.sized and not use.numel:
-            notes.append(f"{name}: only its strides are asked; drafted with {rank} axes")
+            notes.append(f"{name}: {STRIDED_NOTE}; drafted with {rank} axes")
         stated = (ranks or {}).get(name, 0)
         if stated > rank:
             notes.append(f"{name}: rank {stated}, as the launch's condition states")
@@ -1839,8 +1842,10 @@ def _shapes(
         if assumed:
             unstated[source] = (shapes[source][-1], name)
 
+    found = extents or {}
+
     def read_axis(name: str) -> list[str] | None:
-        source, at = (extents or {})[name]
+        source, at = found[name]
         if not source:
             return [at]
         axes = shapes.get(source, [])
@@ -1848,7 +1853,6 @@ def _shapes(
             return list(axes) or None
         return [axes[int(at)]] if -len(axes) <= int(at) < len(axes) else None
 
-    found = extents or {}
     # an axis of a sized tensor now; another tensor's whole shape once every tensor has one
     # (the caller's checks may shape a tensor the launcher never sizes: FlashInfer's `s_a`)
     read = [n for n in found if n in tensors and n not in shapes and read_axis(n)]
@@ -1864,10 +1868,10 @@ def _shapes(
             shapes[name] = ["n"]
             if "n" not in dims:
                 dims.append("n")
-            notes.append(f"{name}: no size is asked for in the launcher; drafted as [n]")
+            notes.append(f"{name}: {DRAFTED_NOTE}; drafted as [n]")
         else:
             shapes[name] = list(shapes[main])
-            notes.append(f"{name}: no size is asked for in the launcher; drafted as {main}'s shape")
+            notes.append(f"{name}: {DRAFTED_NOTE}; drafted as {main}'s shape")
     for name in read:
         shapes[name] = read_axis(name) or []  # never empty: each source has its shape by now
         source, at = found[name]

@@ -1006,12 +1006,7 @@ def _row_offsets(body: Node, params: tuple[Param, ...]) -> tuple[RowOffset, ...]
     found: list[RowOffset] = []
     for node in _walk(body, ("binary_expression", "subscript_expression")):
         if node.type == "subscript_expression":
-            indices = node.child_by_field_name("indices")
-            index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
-            pointer, offset = (
-                node.child_by_field_name("argument"),
-                index[0] if len(index) == 1 else None,
-            )
+            pointer, offset = node.child_by_field_name("argument"), _single_index(node)
         elif text(node.child_by_field_name("operator")) == "+":
             pointer, offset = node.child_by_field_name("left"), node.child_by_field_name("right")
             if pointer is None or text(pointer) not in pointers:
@@ -1134,9 +1129,8 @@ def _pointer_offset(name: Node) -> str | None:
         and parent.type == "subscript_expression"
         and parent.child_by_field_name("argument") == name
     ):
-        indices = parent.child_by_field_name("indices")
-        index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
-        return f"[{_compact(index[0])}]" if len(index) == 1 else None
+        index = _single_index(parent)
+        return f"[{_compact(index)}]" if index is not None else None
     top = name
     while (
         top.parent is not None
@@ -1184,17 +1178,17 @@ def _read_bound(
     other use, or where the index, what it was initialised from or the bound is assigned
     anywhere in the body (``mutated``, :func:`_mutated_names`)."""
     parent = name.parent
-    indices = parent.child_by_field_name("indices") if parent is not None else None
-    index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
     if (
         parent is None
         or parent.type != "subscript_expression"
         or parent.child_by_field_name("argument") != name
-        or len(index) != 1
         or not _only_read(parent)
     ):
         return None
-    value = unparenthesised(index[0])
+    index = _single_index(parent)
+    if index is None:
+        return None
+    value = unparenthesised(index)
     if value.type == "number_literal" and text(value).isdigit():
         return str(int(text(value)) + 1)
     forms = {_compact(value), *initialisers.get(text(value), [])[:1]}
@@ -1236,25 +1230,14 @@ def _words(expression: str) -> set[str]:
 
 
 def _guards(node: Node) -> str:
-    """The conditions on the path to ``node`` (enclosing ``if`` branches, as taken, and ``for``
-    conditions), each as written without blanks, in order from the innermost; a test of a
-    pointer against null (``s_merged != nullptr``) is no guard of where it is reached."""
-    found: list[str] = []
-    child, current = node, node.parent
-    while current is not None and current.type != "function_definition":
-        condition = current.child_by_field_name("condition")
-        if condition is not None and current.type in ("if_statement", "for_statement"):
-            branch = (
-                "then"
-                if current.child_by_field_name("consequence") == child
-                or current.child_by_field_name("body") == child
-                else "else"
-            )
-            for term in _operands(_condition_value(condition), "&&"):
-                if not _null_test_term(term):
-                    found.append(f"{branch}:{_compact(term)}")
-        child, current = current, current.parent
-    return ";".join(found)
+    """The conditions on the path to ``node`` (:func:`_enclosing_conditions`), each as written
+    without blanks with the branch taken, innermost first; a test of a pointer against null
+    (``s_merged != nullptr``) is no guard of where it is reached."""
+    return ";".join(
+        f"{'then' if taken else 'else'}:{_compact(term)}"
+        for taken, term in _enclosing_conditions(node)
+        if not _null_test_term(term)
+    )
 
 
 def _null_test_term(term: Node) -> bool:
@@ -1270,17 +1253,29 @@ def _guard_bound(node: Node, forms: set[str], scalars: set[str]) -> str | None:
     """The by-value parameter ``n`` of a guard ``index < n`` (or ``n > index``) on the path to
     ``node``: a conjunct of an enclosing ``if``'s condition, taken in its then-branch, or of a
     ``for`` loop's condition; ``forms`` are the index as written and its one initialiser."""
+    for taken, term in _enclosing_conditions(node):
+        bound = _below(term, forms, scalars) if taken else None
+        if bound is not None:
+            return bound
+    return None
+
+
+def _enclosing_conditions(node: Node) -> list[tuple[bool, Node]]:
+    """The conjuncts of each ``if`` and ``for`` condition around ``node``, innermost first, each
+    with whether ``node`` is in the branch the condition holds in (an ``if``'s then-branch, a
+    loop's body)."""
+    found: list[tuple[bool, Node]] = []
     child, current = node, node.parent
     while current is not None and current.type != "function_definition":
-        branch = {"if_statement": "consequence", "for_statement": "body"}.get(current.type)
-        condition = current.child_by_field_name("condition") if branch else None
-        if condition is not None and current.child_by_field_name(branch or "") == child:
-            for term in _operands(_condition_value(condition), "&&"):
-                bound = _below(term, forms, scalars)
-                if bound is not None:
-                    return bound
+        condition = current.child_by_field_name("condition")
+        if condition is not None and current.type in ("if_statement", "for_statement"):
+            taken = child in (
+                current.child_by_field_name("consequence"),
+                current.child_by_field_name("body"),
+            )
+            found += [(taken, t) for t in _operands(_condition_value(condition), "&&")]
         child, current = current, current.parent
-    return None
+    return found
 
 
 def _condition_value(condition: Node) -> Node:
@@ -1313,6 +1308,13 @@ def _below(term: Node, forms: set[str], scalars: set[str]) -> str | None:
 def _compact(node: Node) -> str:
     """An expression's text without blanks or outer parentheses, to compare two spellings."""
     return re.sub(r"\s+", "", text(unparenthesised(node)))
+
+
+def _single_index(subscript: Node) -> Node | None:
+    """The one index of ``p[i]``, comments aside; None for another number of indices."""
+    indices = subscript.child_by_field_name("indices")
+    index = [i for i in (indices.named_children if indices else []) if i.type != "comment"]
+    return index[0] if len(index) == 1 else None
 
 
 def _row_term(term: Node) -> tuple[str, tuple[str, ...]] | None:
