@@ -8,19 +8,22 @@ written the way the red team's went wrong, and each assertion fails without the 
 from __future__ import annotations
 
 import math
+import shutil
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from astra_graph.harness import domain, scenarios
+from astra_graph.harness import domain, scenarios, verify
 from astra_graph.harness.cases import Case, make_case
 from astra_graph.harness.compare import FP32_BIAS_LIMIT
 from astra_graph.harness.errors import Rejected
 from astra_graph.harness.payload import CheckRequest, KernelPayload, OperationPayload
 from astra_graph.harness.plan import CaseSpec, plan_cases, preflight
 from astra_graph.harness.verify import check_case, light_case, run_check
+from astra_graph.kernel.contract import load_contract
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import load_implementation
 from test_verify_protocol import (
@@ -205,6 +208,52 @@ def test_a_narrow_requires_is_rejected_by_run_check_unless_partial_kernels_are_a
     assert allowed["accepted"] and allowed["kernel_domain"] == ["tokens <= 32768"]
 
 
+def test_domain_shapes_the_oracle_cannot_launch_are_left_out_and_said(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # an imported operation's original is its domain: FlashInfer's MergeState cannot launch
+    # heads * head_dim / 8 > 1024 threads, and was refused against itself there (H100)
+    folder = tmp_path / "silu_and_mul"
+    shutil.copytree(SILU.folder, folder)
+    contract = folder / "contract.toml"
+    contract.write_text('oracle = "original.cu"\n' + contract.read_text())
+    naive = (folder / "naive.cu").read_text()
+    (folder / "original.cu").write_text(naive.replace("block = BLOCK", "block = d"))
+    spec = load_contract(folder)
+    widths: list[int] = []
+    # the original runs only on a GPU: here the float64 reference stands in for it
+    monkeypatch.setattr(
+        verify, "reference_with_own_error", lambda spec, d, xp, i, p: spec.reference(xp, i, p)
+    )
+
+    def recorded(case: Case, _: int) -> None:
+        widths.append(case.arrays["out"].shape[1])
+        silu_good(case, 0)
+
+    def loader(spec: Any, impl: Any, dtype: str, tunables: Any = None) -> NumpyKernel:
+        return NumpyKernel(recorded)
+
+    naive_impl = load_implementation(folder / "naive.cu", spec.contract)
+    request = CheckRequest(
+        op=OperationPayload.of(spec),
+        baseline=KernelPayload.of(naive_impl),
+        candidate=KernelPayload.of(naive_impl),
+        suites=["edge"],
+    ).model_dump()
+    verdict = run_check(request, rng=np.random.default_rng(0), loader=loader, arch="sm_90")
+    assert verdict["accepted"], verdict
+    said = [n for n in verdict["notes"] if "cannot launch there" in n]
+    assert said and "original.cu" in said[0] and "threads per block" in said[0], verdict["notes"]
+    suite = {shape["d"] for shape in spec.contract.suite("edge")}  # run as given, always
+    beyond = [w for w in widths if w > 1024 and w not in suite]
+    assert widths and not beyond  # no random or domain shape past the oracle's block
+    # the same contract without an oracle runs the wider rows (the rule is the oracle's only)
+    widths.clear()
+    plain = run_check(_request(["edge"]), rng=np.random.default_rng(0), loader=loader, arch="sm_90")
+    assert plain["accepted"] and not any("cannot launch there" in n for n in plain["notes"])
+    assert any(w > 1024 and w not in suite for w in widths)
+
+
 # --- the light protocol ---------------------------------------------------------------------------
 
 
@@ -256,6 +305,19 @@ def test_type_values_are_exact_in_each_type() -> None:
     assert math.isinf(3.3895313892515355e38**2 * np.float32(1)) or (
         np.float32(3.3895313892515355e38) ** 2 == np.inf
     )
+
+
+def test_type_values_of_fp8_e4m3fn_are_its_own_and_have_no_infinity() -> None:
+    # an FP8 input (FlashInfer's RMSNormQuant scale) had no layout: the check died (H100)
+    element = DTYPES["float8_e4m3fn"]
+    values = scenarios.type_values(element)
+    stored = element.to_float64(np, element.from_float64(np, np.asarray(values)))
+    assert math.isnan(values[0]) and not any(math.isinf(v) for v in values)
+    assert np.isnan(stored[0])
+    finite = stored[1:]
+    assert list(finite) == values[1:]  # every value is one of the type's, exactly
+    assert finite.max() == 448.0 == -finite.min()
+    assert 2.0**-9 in values and -(2.0**-6 - 2.0**-9) in values  # the subnormal ends
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.name)

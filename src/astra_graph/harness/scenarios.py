@@ -41,7 +41,7 @@ import numpy as np
 from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import array_module
 from astra_graph.kernel.contract import NON_FINITE, OperationSpec, Special
-from astra_graph.kernel.dtypes import DType
+from astra_graph.kernel.dtypes import FP8_E4M3_MAX, DType
 
 WHOLE_TYPE_FRACTION = 1 / 16
 """Share of an input's elements, in its ``whole_type`` rows, set to the type's special values:
@@ -53,8 +53,19 @@ STRUCTURED = ("zero_prefix", "constant_row", "repeated_row", "sorted_row")
 ZERO_PREFIX_MIN = 16
 """Zero prefixes are at least this long (a red-team kernel took a row whose first 16 elements are
 zero as all zero): drawn log-uniformly between it and the whole row but its last element."""
-_FLOAT_LAYOUT = {"float16": (10, 5), "bfloat16": (7, 8), "float32": (23, 8), "float64": (52, 11)}
+_FLOAT_LAYOUT = {
+    "float8_e4m3fn": (3, 4),
+    "float16": (10, 5),
+    "bfloat16": (7, 8),
+    "float32": (23, 8),
+    "float64": (52, 11),
+}
 """(mantissa bits, exponent bits) of each floating type."""
+_FINITE_ONLY = {"float8_e4m3fn": FP8_E4M3_MAX}
+"""The largest finite value of each type with no infinity: float8_e4m3fn spends the all-ones
+exponent on finite values (up to 448, not IEEE's 240) and one NaN per sign, so +-inf is no value
+of it (an FP8 input's whole-type row had no layout, and the check failed with a KeyError on the
+H100: FlashInfer's RMSNormQuant at 91c3432)."""
 PERTURB_FRACTION = 1 / 16
 """Share of each input's elements changed for the stale-output run: a replay keyed on any few
 positions misses the change with high probability, and a replayed result is wrong in ~6% of
@@ -84,6 +95,9 @@ def type_values(element: DType, non_finite: Sequence[str] = NON_FINITE) -> list[
     emin = 2 - 2 ** (exponent - 1)
     largest = (2 - 2.0**-mantissa) * 2.0 ** (2 ** (exponent - 1) - 1)
     tiny = 2.0 ** (emin - mantissa)
+    if element.name in _FINITE_ONLY:
+        largest = _FINITE_ONLY[element.name]
+        non_finite = [name for name in non_finite if math.isnan(float(name))]
     return [
         *(float(name) for name in non_finite),
         0.0,
