@@ -46,10 +46,12 @@ IMPORTED = {
         "gather_1",
         "gather_2",
     ),
+    "resident.cu": ("resident_scale", "resident_scale_helpers"),
 }
-"""Every operation each fixture file imports (tests/test_framework_import.py and
-test_framework_structs.py assert the same lists on the CPU): launch forms, host-chosen kernels
-and by-value ``Params`` structs, each launched for real here."""
+"""Every operation each fixture file imports (tests/test_framework_import.py,
+test_framework_structs.py and test_framework_occupancy.py assert the same lists on the CPU):
+launch forms, host-chosen kernels, by-value ``Params`` structs and grids sized by the occupancy
+query, each launched for real here."""
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +171,28 @@ def test_a_tensor_sized_by_the_kernels_reach_runs_within_it(tmp_path: Path, op: 
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         verdict = evaluator.check(spec, production, production)
     assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+
+
+def test_the_occupancy_query_is_cudas_answer_for_the_loaded_kernel(imported: Path) -> None:
+    """``blocks_per_sm`` in a grid is asked of CUDA for the compiled kernel: at least one block
+    and never above the thread, block and shared-memory limits (registers only lower it)."""
+    from astra_graph.harness.launch import load_kernel
+    from astra_graph.kernel import occupancy
+    from astra_graph.kernel.header import load_implementation
+
+    folder = imported / "resident.cu" / "resident_scale"
+    spec = load_contract(folder)
+    kernel = load_kernel(
+        spec, load_implementation(folder / "production.cu", spec.contract), "float16"
+    )
+    for threads, smem in ((256, 0), (1024, 0), (128, 64 * 1024)):
+        answer = kernel.blocks_per_sm(threads, smem)
+        assert 1 <= answer <= occupancy.estimate(threads, smem), (threads, smem, answer)
+    grid, block, _ = kernel.geometry({"rows": 1 << 20, "cols": 64})
+    assert grid[0] == kernel.blocks_per_sm(256, 0) * _sm_count() and block == (256, 1, 1)
+
+
+def _sm_count() -> int:
+    import cupy
+
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])

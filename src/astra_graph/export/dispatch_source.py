@@ -23,9 +23,9 @@ from astra_graph.harness.buckets import DECODE_MAX_ROWS, LARGEST_ROW_CLASS, ROW_
 from astra_graph.harness.plan import RANDOM_BEYOND_SUITES
 from astra_graph.harness.results import TuningReport
 from astra_graph.kernel import expr
-from astra_graph.kernel.contract import OperationSpec, TensorArg
+from astra_graph.kernel.contract import ELEM_BYTES, OperationSpec, TensorArg
 from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER
-from astra_graph.kernel.header import Implementation
+from astra_graph.kernel.header import Implementation, ImplementationHeader
 
 
 class ExportError(ValueError):
@@ -167,6 +167,7 @@ def _table(
     the dispatch table's verified entries, the header's launch geometry and the bound params."""
     contract = spec.contract
     header = impl.header
+    _check_evaluable(header, contract.dims)
     shapes = {a.name: tuple_lambda(a.shape) for a in contract.args}
     table_dispatch = {
         entry.bucket: dict(entry.tunables)
@@ -206,6 +207,38 @@ def _table(
         f"    kernels={_fmt(dict(kernels))},",
         ")",
     ]
+
+
+PACKAGE_FUNCTIONS = frozenset({"min", "max", "ceil_div", "log2", "round_up"})
+"""The functions an expression of the exported package may call: Python's and the shipped
+core's (``dispatch.py`` imports them)."""
+
+
+def _check_evaluable(header: ImplementationHeader, dims: Mapping[str, object]) -> None:
+    """Raise ExportError when the launch geometry or a requirement calls a function the package
+    lacks, or reads the GPU (``sm_count``, the occupancy query ``blocks_per_sm``), which the
+    package's plan does not bind: such a launch would fail in the serving process, not here."""
+    known = {*dims, *header.tunables, ELEM_BYTES}
+    for field, values in (
+        ("grid", [header.grid]),
+        ("block", [header.block]),
+        ("smem", [header.smem]),
+        ("requires", list(header.requires)),
+    ):
+        for text in values:
+            tree = expr.parse(text)
+            called = {
+                n.func.id
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            }
+            missing = sorted(called - PACKAGE_FUNCTIONS) or sorted(expr.names(text) - known)
+            if missing:
+                raise ExportError(
+                    f"header.{field} {text!r} reads {missing[0]!r}, which the exported package "
+                    "does not compute (it binds only the dims, tunables and elem_bytes): "
+                    "not exportable yet"
+                )
 
 
 def _params(spec: OperationSpec, impl: Implementation) -> list[str]:

@@ -231,6 +231,7 @@ def _variant_analysis(
                 parsed.constants,
                 parsed.structs,
                 reshape,
+                parsed.returns,
             )
         except ValueError as exc:
             failures.append(exc)

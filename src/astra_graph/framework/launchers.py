@@ -58,12 +58,15 @@ from typing import TYPE_CHECKING
 from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import (
     MAX_MACRO_DEPTH,
+    OCCUPANCY_CALLS,
+    SM_COUNT_CALLS,
     TYPE_ALIAS,
     Kernel,
     Launch,
     Launcher,
     Macro,
     Param,
+    ReturnOnly,
     _ternary,
     bind_macro,
     expression_node,
@@ -410,6 +413,12 @@ class _Translator:
         """What the launch calls its element type (``scalar_t``, ``T``, a local alias)."""
         self.locals = launch.locals
         self.matched = launch.matched
+        self.kernel = launch.kernel
+        """The launched kernel (an occupancy query must ask about it)."""
+        self.kernel_written = launch.written
+        self.returns: dict[str, ReturnOnly] = {}
+        """The source's one-return functions (:attr:`~astra_graph.framework.parse.Source.
+        returns`), read where a size expression calls one."""
         self.device = device
         self.constants = constants
         self.tensors = tensors
@@ -715,6 +724,13 @@ class _Translator:
         if short in HOST_SWITCHES and not args:
             self.switches.add(short)
             return "1" if HOST_SWITCHES[short][0] else "0"
+        if short in SM_COUNT_CALLS:
+            return SM_COUNT
+        if short in OCCUPANCY_CALLS:
+            return self._occupancy(node, args, depth)
+        returned = self._returned(function, args)
+        if returned is not None:
+            return self.expression(returned, depth + 1)
         if short == "dim3":
             inner = ", ".join(self._node(a, depth) for a in args)
             return f"({inner},)" if len(args) == 1 else f"({inner})"
@@ -729,6 +745,59 @@ class _Translator:
         ):
             return f"ceil_div({self._node(args[0], depth)}, {self._node(args[1], depth)})"
         raise Unmapped(f"call {text(node)!r} in a size expression")
+
+    def _occupancy(self, node: Node, args: list[Node], depth: int) -> str:
+        """``blocks_per_sm(threads, smem)`` for an occupancy query of the launched kernel
+        (:data:`~astra_graph.framework.parse.OCCUPANCY_CALLS`); the harness asks CUDA for the
+        compiled kernel's answer at launch. A query of another kernel is refused: the import
+        compiles only the launched one."""
+        if len(args) not in (2, 3):
+            raise Unmapped(f"occupancy query {text(node)!r}: (kernel, threads[, smem]) expected")
+        written = re.sub(r"\s+", "", text(args[0])).lstrip("&")
+        asked = self._function_named(written)
+        same = written == re.sub(r"\s+", "", self.kernel_written)  # one name, one scope
+        if not same and asked != self._function_named(self.kernel):
+            raise Unmapped(
+                f"occupancy query {text(node)!r} asks about {asked!r}, not the launched kernel "
+                f"{self.kernel!r}"
+            )
+        threads = self._node(args[1], depth)
+        smem = self._node(args[2], depth) if len(args) == 3 else "0"
+        return f"blocks_per_sm({threads}, {smem})"
+
+    def _returned(self, function: Node | None, args: list[Node]) -> str | None:
+        """The expression a call of a one-return function returns, its template parameters and
+        parameters replaced by the call's arguments (parenthesised), or None when ``function``
+        names no such function, or names several of that name (overloads, other scopes)."""
+        if function is None:
+            return None
+        name = re.sub(r"\s+", "", text(function)).lstrip(":")
+        bare, _, rest = name.partition("<")
+        found = [f for k, f in self.returns.items() if k == bare or k.endswith(f"::{bare}")]
+        if len(found) != 1:
+            return None
+        function_def = found[0]
+        targs = split_top_level(rest[:-1]) if rest.endswith(">") else []
+        if len(targs) != len(function_def.template) or len(args) != len(function_def.params):
+            return None
+        bound = dict(zip(function_def.template, targs, strict=True))
+        bound.update(zip(function_def.params, (text(a) for a in args), strict=True))
+        if not bound:
+            return function_def.returned
+        pattern = re.compile(r"(?<![\w:])(" + "|".join(map(re.escape, bound)) + r")(?![\w])")
+        return pattern.sub(lambda m: f"({bound[m[1]]})", function_def.returned)
+
+    def _function_named(self, written: str) -> str:
+        """The unqualified function a kernel expression names, through the launcher's locals
+        that alias it (``auto kernel = QKRMSNormKernel<VEC_SIZE, T>``), without template
+        arguments. Class members are not followed: several classes name theirs ``kernel``."""
+        name = re.sub(r"\s+", "", written).lstrip("&")
+        for _ in range(MAX_MACRO_DEPTH):
+            alias = self.locals.get(name)
+            if alias is None:
+                break
+            name = re.sub(r"\s+", "", alias).lstrip("&")
+        return name.split("<", 1)[0].rsplit("::", 1)[-1]
 
     def _unwrapped(self, node: Node, symbol: str) -> str:
         """``N.unwrap()`` of a symbolic size (SGLang's ``SymbolicSize``): the size or stride of
@@ -835,11 +904,13 @@ def analyse(
     source_constants: dict[str, str] | None = None,
     structs: dict[str, list[Param]] | None = None,
     reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
+    returns: dict[str, ReturnOnly] | None = None,
 ) -> Analysis:
     """The contract-level description of one launch; raises Unmapped with the reason.
 
     ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU;
-    ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's;
+    ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's,
+    ``returns`` (:attr:`~astra_graph.framework.parse.Source.returns`) its one-return functions;
     ``structs`` (:attr:`~astra_graph.framework.parse.Source.structs`) the fields of by-value
     struct parameters.
     ``reshape(shapes, notes)``, where given, corrects the tensors' shapes before strides and
@@ -857,6 +928,7 @@ def analyse(
     translator = _Translator(
         launcher, launch, tensors, device, source_constants or {}, element_names | own_types | {"T"}
     )
+    translator.returns = returns or {}
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )

@@ -81,10 +81,18 @@ _VOID_CAST = re.compile(r"^\(\s*(?:const\s+)?void\s*\*\s*\)\s*")
 
 SM_COUNT_ATTRIBUTE = "cudaDevAttrMultiProcessorCount"
 """The device attribute a launcher reads the multiprocessor count through."""
+SM_COUNT_CALLS = ("get_sm_count",)
+"""Framework helpers that return the multiprocessor count (SGLang's ``runtime::get_sm_count(
+device_id)``, which asks :data:`SM_COUNT_ATTRIBUTE`)."""
 SET_BY_CALL = "value_set_through_its_address_by_"
 """What a local set through its address by a call (``cudaOccupancyMaxActiveBlocks...(&n,
 ...)``) holds in :attr:`Launch.locals`: a call no size expression reads, so that a size
 depending on it is refused with the call named, not taken at its initialiser."""
+OCCUPANCY_CALLS = ("cudaOccupancyMaxActiveBlocksPerMultiprocessor", "get_blocks_per_sm")
+"""Calls that answer a kernel's resident blocks per multiprocessor: CUDA's runtime query (its
+answer through its first, address argument) and SGLang's ``runtime::get_blocks_per_sm(kernel,
+threads[, smem])``, which returns it; a size expression reads them as ``blocks_per_sm``
+(:mod:`astra_graph.kernel.occupancy`)."""
 TYPE_ALIAS = "using "
 """Prefix of a :attr:`Launch.locals` key that holds a type alias (``using query_t = scalar_t``)."""
 
@@ -213,6 +221,10 @@ class Launch:
     """The tensor-shape matchers run before the launch on every path to it (SGLang's
     ``TensorMatcher({N, D}).with_strides({S, 1}).verify(x)``): (tensor, its sizes, its
     strides) as the matcher names them, the first matcher of each tensor (:func:`_matchers`)."""
+    written: str = ""
+    """The launch call's kernel argument as written (``kernel``, a local or class member that
+    names :attr:`kernel`), '' for ``<<<>>>``: an occupancy query of the same expression in the
+    same scope asks about the launched kernel."""
 
 
 @dataclass(frozen=True)
@@ -239,6 +251,18 @@ class Macro:
     body: str
 
 
+@dataclass(frozen=True)
+class ReturnOnly:
+    """A host function whose body is one ``return`` beside ``static_assert`` s (SGLang's
+    ``constexpr uint32_t get_cta_threads() { return (kDim / 256) * device::kWarpThreads; }``):
+    a size expression that calls it reads the returned expression, its template parameters and
+    parameters replaced by the call's arguments."""
+
+    template: tuple[str, ...]
+    params: tuple[str, ...]
+    returned: str
+
+
 @dataclass
 class Source:
     """What one (flattened) translation unit declares."""
@@ -252,6 +276,8 @@ class Source:
     """``constexpr`` values at namespace or class scope by qualified name
     (``vllm::VecTraits<true>::ARCH_MAX_VEC_SIZE`` -> ``32``), which launchers use in sizes, and
     object-like macros the build defines (``SGL_ARCH_BLACKWELL_OR_GREATER``)."""
+    returns: dict[str, ReturnOnly] = field(default_factory=dict)
+    """Host functions whose body is one ``return`` (:class:`ReturnOnly`), by qualified name."""
     other_launches: list[tuple[str, int, str]] = field(default_factory=list)
     """Host functions that launch through a call of :data:`UNREAD_LAUNCH_CALLS`: (function,
     line, the call), so that they are reported rather than missed."""
@@ -507,6 +533,10 @@ def _declared(node: Node) -> dict[str, str]:
             # the local through its address: its initialiser is not its value at the launch
             if len(args) > 1 and args[1].strip() == SM_COUNT_ATTRIBUTE:
                 out[target[1]] = "multiProcessorCount"
+            elif _callee(call) in OCCUPANCY_CALLS and arg is args[0]:
+                # `cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem)`:
+                # n holds the call's answer, read as the call without its out-argument
+                out[target[1]] = f"{_callee(call)}({', '.join(a.strip() for a in args[1:])})"
             else:
                 out[target[1]] = f"{SET_BY_CALL}{_callee(call) or 'a_call'}()"
     for assign in _walk(node, ("assignment_expression",)):
@@ -934,6 +964,9 @@ def parse_source(
             continue
         name = text(declarator.child_by_field_name("declarator")).rsplit("::", 1)[-1]
         line = definition.start_point[0] + 1
+        returned = _return_only(definition, declarator)
+        if returned is not None:
+            out.returns["::".join([*_scope_names(definition), name])] = returned
         if _is_kernel(definition):
             template = definition.parent if definition.parent else None
             tparams = (
@@ -974,6 +1007,31 @@ def parse_source(
                 )
             )
     return out
+
+
+def _return_only(definition: Node, declarator: Node) -> ReturnOnly | None:
+    """The function as a :class:`ReturnOnly`, or None when its body does more than return."""
+    body = definition.child_by_field_name("body")
+    if body is None or _is_kernel(definition):
+        return None
+    statements = [
+        c
+        for c in body.named_children
+        if c.type not in ("comment", "static_assert_declaration")
+        and not text(c).startswith("static_assert")
+    ]
+    if len(statements) != 1 or statements[0].type != "return_statement":
+        return None
+    values = statements[0].named_children
+    if len(values) != 1:
+        return None
+    template = definition.parent
+    names = (
+        tuple(t.name for t in _template_params(template))
+        if template is not None and template.type == "template_declaration"
+        else ()
+    )
+    return ReturnOnly(names, tuple(p.name for p in _params(declarator)), text(values[0]))
 
 
 def _row_offsets(body: Node, params: tuple[Param, ...]) -> tuple[RowOffset, ...]:
@@ -1585,6 +1643,7 @@ def _api_launch(call: Node, function_params: set[str]) -> list[Launch] | None:
             notes=tuple(notes),
             choice=choice,
             matched=matched,
+            written=kernel_expression,
         )
         for kernel, template_args, choice in choices
     ]

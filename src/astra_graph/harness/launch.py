@@ -42,7 +42,7 @@ from astra_graph.harness.module_state import (
     heap_refusal,
     module_memory,
 )
-from astra_graph.kernel import expr
+from astra_graph.kernel import expr, occupancy
 from astra_graph.kernel.contract import ELEM_BYTES, Binding, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES, DType
 from astra_graph.kernel.header import Implementation
@@ -210,8 +210,24 @@ class LoadedKernel:
     def geometry(
         self, dims: Mapping[str, int]
     ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-        """(grid, block, dynamic shared memory bytes) from the header, for one shape."""
-        return self.impl.header.launch(dims, self.dtype, self.tunables, _sm_count())
+        """(grid, block, dynamic shared memory bytes) from the header, for one shape; a grid
+        sized by ``blocks_per_sm`` reads this kernel's occupancy from CUDA."""
+        with occupancy.answered_by(self.blocks_per_sm):
+            return self.impl.header.launch(dims, self.dtype, self.tunables, _sm_count())
+
+    def blocks_per_sm(self, threads: int, smem: int) -> int:
+        """CUDA's occupancy query for this kernel (``cuOccupancyMaxActiveBlocksPerMultiprocessor``,
+        the driver call behind the runtime's): resident blocks per multiprocessor. The dynamic
+        shared memory attribute is raised first, as a launcher must before such a launch: the
+        calculator counts no block above it."""
+        import cupy
+
+        self.allow_dynamic_smem(smem)
+        return int(
+            cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
+                self.function.kernel.ptr, threads, smem
+            )
+        )
 
     def unsupported(self, dims: Mapping[str, int]) -> str | None:
         """The header's ``requires`` clause that ``dims`` breaks, or None."""

@@ -14,6 +14,8 @@ import operator
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 
+from astra_graph.kernel import occupancy
+
 Number = int | float
 Value = Number | bool | tuple[Number, ...]
 
@@ -48,10 +50,12 @@ FUNCTIONS: dict[str, Callable[..., Number]] = {
     "log2": lambda x: int(math.log2(x)) if float(x).is_integer() else math.log2(x),
     "select": lambda condition, a, b: a if condition else b,
     "gcd": math.gcd,
+    "blocks_per_sm": occupancy.blocks_per_sm,
 }
 """``select(c, a, b)`` is C++'s ``c ? a : b`` (a framework launcher's block size chosen by the
 token count); both branches are evaluated. ``gcd`` is ``std::gcd`` of two whole numbers (a
-launcher's vector width that divides the hidden size)."""
+launcher's vector width that divides the hidden size). ``blocks_per_sm(threads, smem)`` is the
+launched kernel's occupancy (:mod:`astra_graph.kernel.occupancy`)."""
 
 _BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Add: operator.add,
