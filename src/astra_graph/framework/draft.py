@@ -675,13 +675,22 @@ def _at_least(shapes: list[dict[str, int]], least: dict[str, int]) -> list[dict[
 
 
 def _non_empty(analysis: Analysis) -> list[str]:
-    """``grid >= 1`` and ``block >= 1`` where they are single numbers: the framework never
-    launches an empty grid or block (its callers never pass such sizes), so shapes that would
-    give one are outside the operation rather than launch errors. A value with a tuple in it
-    (``select(batched, (x, e, t), (x, t))``, a ``dim3`` chosen at run time) is no number."""
+    """``grid >= 1`` and ``block >= 1``, each axis of a ``dim3`` tuple too (``min(x, y) >= 1``):
+    the framework never launches an empty grid or block (its callers never pass such sizes), so
+    shapes that would give one are outside the operation rather than launch errors. A tuple
+    inside another expression (``select(batched, (x, e, t), (x, t))``, a ``dim3`` chosen at run
+    time) is left out: its axes are not one list. A ``(head_dim // vec, heads)`` block had no
+    requirement, and the domain's least shape (head_dim 1) gave a block of 0 threads (H100,
+    the MergeRows fixture at 63c90b4)."""
     out = []
     for value in (analysis.grid, analysis.block):
-        if not any(isinstance(node, ast.Tuple) for node in ast.walk(expr.parse(value))):
+        body = expr.parse(value).body
+        if isinstance(body, ast.Tuple) and not any(
+            isinstance(node, ast.Tuple) for e in body.elts for node in ast.walk(e)
+        ):
+            axes = [ast.unparse(e) for e in body.elts]
+            out.append(f"min({', '.join(axes)}) >= 1" if len(axes) > 1 else f"{axes[0]} >= 1")
+        elif not any(isinstance(node, ast.Tuple) for node in ast.walk(body)):
             out.append(f"{value} >= 1")
     return out
 

@@ -706,8 +706,8 @@ def _oracle_refusal(spec: OperationSpec, arch: str) -> OracleRefusal:
             return None  # a partial kernel's shapes: the contract's partial_kernels rule
         try:
             grid, block, smem = header.launch(dims, DTYPES[dtype], {})
-        except (expr.ExprError, ArithmeticError):
-            return None  # undecidable here: the preflight names it
+        except (expr.ExprError, ArithmeticError) as exc:
+            return f"its launch geometry cannot be evaluated: {exc}"  # an empty block too
         return geometry_problem(grid, block, smem, arch)
 
     return refusal
