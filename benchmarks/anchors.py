@@ -91,17 +91,14 @@ ANCHORS = (
     ),
 )
 
-NOT_BUILT: dict[str, list[str]] = {
-    "fused_add_rmsnorm": [
-        f"FlashInfer {FLASHINFER[1]} FusedAddRMSNormKernel: norm.cuh includes TensorRT-LLM headers "
-        "(trtllm/common/cudaUtils.h: cublasLt.h, <algorithm>) that NVRTC cannot compile, and "
-        "they use #pragma once, so no include guard skips them; waits for `astra import`",
-    ],
-}
+NOT_BUILT: dict[str, list[str]] = {}
+"""Anchors of an operation no way in builds, each with why (FlashInfer's norms came in through
+`astra import` once its flattening kept the TensorRT-LLM headers out: ``anchors_vllm``)."""
 FRAMEWORK_GAPS: list[str] = []
 """Frameworks no anchor of any operation comes from (each with why)."""
 IMPORTED = ("vllm", "sglang")
-"""The frameworks whose kernels come in through ``astra import`` (:mod:`anchors_vllm`)."""
+"""The frameworks whose kernels come in through ``astra import`` alone (:mod:`anchors_vllm`);
+FlashInfer's come in both ways: adapters of ours, and its norm launchers imported."""
 FRAMEWORKS = ("flashinfer", *IMPORTED)
 
 
@@ -361,9 +358,12 @@ class Sources:
     imports: Path
     rounds: int = vllm.DEFAULT_ROUNDS
     sglang: Path | None = None
+    flashinfer_release: Path | None = None
+    """The unpacked wheel :attr:`flashinfer` is the include folder of (its norm launchers are
+    imported from it)."""
 
     def imported(self) -> dict[str, Path]:
-        roots = {"vllm": self.vllm, "sglang": self.sglang}
+        roots = {"vllm": self.vllm, "sglang": self.sglang, "flashinfer": self.flashinfer_release}
         return {name: root for name, root in roots.items() if root is not None}
 
 
@@ -415,7 +415,12 @@ def _sources(args: argparse.Namespace, frameworks: list[str]) -> Sources:
     include = flashinfer_include(args.flashinfer) if "flashinfer" in frameworks else None
     root = vllm.release_root(args.vllm) if "vllm" in frameworks else None
     sglang = vllm.release_root(args.sglang, "sglang") if "sglang" in frameworks else None
-    return Sources(include, root, args.imports, args.rounds, sglang)
+    wheel = None
+    if include is not None:  # the wheel's root: include is <root>/flashinfer/data/include
+        wheel = vllm.release_root(
+            include.parents[len(Path(FLASHINFER_INCLUDE).parts) - 1], "flashinfer"
+        )
+    return Sources(include, root, args.imports, args.rounds, sglang, wheel)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,6 +88,9 @@ RELEASES = {
     "sglang": ImportedRelease(
         "sglang", "SGLang", "sglang/kernels/jit/csrc/elementwise/activation.cuh"
     ),
+    "flashinfer": ImportedRelease(
+        "flashinfer-python", "FlashInfer", "flashinfer/data/include/flashinfer/norm.cuh"
+    ),
 }
 """The releases imported anchors come from, by ``--frameworks`` name."""
 VLLM = ("vllm", RELEASES["vllm"].version)
@@ -349,7 +352,60 @@ SGLANG_ANCHORS: tuple[VllmAnchor, ...] = (
     ),
 )
 """SGLang 0.5.23's JIT kernels, imported at its build's C++20 and ``SGL_CUDA_ARCH``."""
-IMPORTED_ANCHORS = VLLM_ANCHORS + SGLANG_ANCHORS
+
+FLASHINFER_NORM = "flashinfer/data/include/flashinfer/norm.cuh"
+FLASHINFER_NORM_PATH = (
+    "vec_size = gcd(16 / sizeof(T), hidden) = 8 (hidden % 8 == 0: every suite shape), "
+    "min(1024, hidden / 8) threads as 32 x warps, weight_bias 0, no PDL (the binding's "
+    "enable_pdl off: programmatic dependent launch overlaps a kernel with the one before it, "
+    "which a kernel timed alone does not have); FlashInfer's csrc/norm.cu binding calls it, "
+    "as SGLang's sgl-kernel norms do"
+)
+FLASHINFER_NARROW = (
+    "hidden % 8 != 0",
+    "FlashInfer's launcher takes a narrower vector (gcd(8, hidden)), an instantiation not imported",
+)
+
+FLASHINFER_ANCHORS: tuple[VllmAnchor, ...] = (
+    VllmAnchor(
+        op="rms_norm",
+        file=FLASHINFER_NORM,
+        launcher="RMSNorm",
+        # RMSNormKernel<VEC_SIZE, T>
+        paths=(LaunchPath("1", r"RMSNormKernel<8,\s*T>\s*$"),),
+        why_path=FLASHINFER_NORM_PATH,
+        args={"input": "input", "out": "output", "weight": "weight"},
+        axes={
+            "input": ("tokens", "hidden"),
+            "output": ("tokens", "hidden"),
+            "weight": ("hidden",),
+        },
+        refused=(FLASHINFER_NARROW,),
+        layout="same layout: input and out [tokens, hidden] contiguous, weight [hidden]",
+        source="flashinfer",
+    ),
+    VllmAnchor(
+        op="fused_add_rmsnorm",
+        file=FLASHINFER_NORM,
+        launcher="FusedAddRMSNorm",
+        # FusedAddRMSNormKernel<VEC_SIZE, T>
+        paths=(LaunchPath("1", r"FusedAddRMSNormKernel<8,\s*T>\s*$"),),
+        why_path=FLASHINFER_NORM_PATH + "; the fp32 row in (hidden + warps) * 4 bytes of shared "
+        "memory",
+        args={"input": "input", "residual": "residual", "weight": "weight"},
+        axes={
+            "input": ("tokens", "hidden"),
+            "residual": ("tokens", "hidden"),
+            "weight": ("hidden",),
+        },
+        refused=(FLASHINFER_NARROW,),
+        layout="same layout: input and residual [tokens, hidden] in place, weight [hidden]",
+        source="flashinfer",
+    ),
+)
+"""FlashInfer 0.7.2.post1's norm launchers, imported from the header as the wheel ships it (its
+TensorRT-LLM includes kept out by the import's flattening)."""
+IMPORTED_ANCHORS = VLLM_ANCHORS + SGLANG_ANCHORS + FLASHINFER_ANCHORS
 
 
 class VllmAnchorError(Exception):

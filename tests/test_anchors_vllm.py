@@ -300,6 +300,31 @@ def test_the_real_sglang_anchor_imports_at_cpp20_and_maps_every_shape_it_launche
     assert "// astra: std = c++20" in production
 
 
+FLASHINFER_RELEASE = ROOT / ".frameworks" / "flashinfer-python-0.7.2.post1"
+
+
+@pytest.mark.skipif(
+    not (FLASHINFER_RELEASE / vllm.RELEASES["flashinfer"].sentinel).is_file(),
+    reason="FlashInfer 0.7.2.post1 is not in .frameworks/ (benchmarks/releases.py --prefetch)",
+)
+@pytest.mark.usefixtures("needs_nvrtc")
+@pytest.mark.parametrize("anchor", vllm.FLASHINFER_ANCHORS, ids=lambda a: a.op)
+def test_the_real_flashinfer_norms_import_from_the_wheel_and_map_every_shape(
+    anchor: vllm.VllmAnchor, tmp_path: Path
+) -> None:
+    """FlashInfer's RMSNorm and FusedAddRMSNorm, imported from norm.cuh as the wheel ships it:
+    every shape of ours with hidden % 8 == 0 is timed at the 16-byte instantiation, any other
+    says why."""
+    imported = vllm.import_anchor(anchor, FLASHINFER_RELEASE, tmp_path)
+    assert imported.sites, imported.refused
+    spec = load_contract(ROOT / "kernels" / anchor.op)
+    mapped = vllm.map_shapes(anchor, spec, imported, _shapes(anchor.op))
+    assert len(mapped) == 2 * len(_shapes(anchor.op))
+    for m in mapped:
+        assert (m.site is not None) == (m.ours["hidden"] % 8 == 0), (m.ours, m.reason)
+        assert m.site is not None or "narrower vector" in m.reason
+
+
 @pytest.mark.skipif(
     not (RELEASE / "csrc").is_dir(),
     reason=f"vLLM {vllm.VLLM[1]} is not in .frameworks/ (benchmarks/releases.py --prefetch)",

@@ -113,7 +113,11 @@ def test_bad_kernel_is_rejected_for_its_reason(evaluator: Evaluator, path: Path)
         assert verdict.evidence.arg == "residual"
     if path.stem == "writes_past_end":
         size = 2  # fp16 or bf16
-        assert f"bytes 0 to {8 * size} past its end" in verdict.evidence.detail
+        # 8 elements of 1.0 (bytes 00 3c) past the end: the guard band's fill is random, so an
+        # end byte equal to its fill byte is not seen as written (H100, 8b05b93: "0 to 15")
+        reach = re.search(r"bytes (\d+) to (\d+) past its end", verdict.evidence.detail or "")
+        assert reach is not None, verdict.evidence.detail
+        assert int(reach[1]) in (0, 1) and int(reach[2]) in (8 * size - 1, 8 * size), reach[0]
     if verdict.reason == "out_of_bounds":
         assert verdict.evidence.arg == "out" and "out-of-bounds" in verdict.message
     if path.stem == "skips_last_element":
