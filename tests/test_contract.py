@@ -451,8 +451,8 @@ def test_header_stops_at_the_first_code_line(tmp_path: Path) -> None:
         (
             "// astra: smem = BLOCK * 4",
             "// astra: smem = BLOCK.bit_length()",
-            ": header.smem: only ['ceil_div', 'gcd', 'log2', 'max', 'min', 'round_up', 'select'] "
-            "may be called",
+            ": header.smem: only ['blocks_per_sm', 'ceil_div', 'gcd', 'log2', 'max', 'min', "
+            "'round_up', 'select'] may be called",
         ),
         (
             "// astra: requires = hidden % 8 == 0",

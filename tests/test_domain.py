@@ -244,6 +244,7 @@ def test_domain_shapes_the_oracle_cannot_launch_are_left_out_and_said(
     assert verdict["accepted"], verdict
     said = [n for n in verdict["notes"] if "cannot launch there" in n]
     assert said and "original.cu" in said[0] and "threads per block" in said[0], verdict["notes"]
+    assert any("random shape(s) drawn again" in n for n in verdict["notes"]), verdict["notes"]
     suite = {shape["d"] for shape in spec.contract.suite("edge")}  # run as given, always
     beyond = [w for w in widths if w > 1024 and w not in suite]
     assert widths and not beyond  # no random or domain shape past the oracle's block

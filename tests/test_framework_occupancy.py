@@ -25,14 +25,13 @@ pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")
 RESIDENT = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc" / "resident.cu"
 
 
-def test_the_estimate_is_the_per_multiprocessor_limits() -> None:
-    assert occupancy.estimate(256, 0) == 8  # 2048 threads
-    assert occupancy.estimate(32, 0) == 32  # 32 blocks
-    assert occupancy.estimate(33, 0) == 32  # two warps a block: 1024 / 32 blocks by threads
-    assert occupancy.estimate(1024, 0) == 2
-    assert occupancy.estimate(128, 100 * 1024) == 2  # 228 KB over 101 KB a block
-    with pytest.raises(ValueError, match="threads >= 1"):
-        occupancy.estimate(0, 0)
+def test_the_estimate_is_the_per_multiprocessor_limits_without_registers() -> None:
+    assert occupancy.estimated_blocks(256, 0) == 8  # 2048 threads
+    assert occupancy.estimated_blocks(32, 0) == 32  # 32 blocks
+    assert occupancy.estimated_blocks(33, 0) == 32  # two warps a block: 64 by threads, 32 cap
+    assert occupancy.estimated_blocks(1024, 0) == 2
+    assert occupancy.estimated_blocks(128, 100 * 1024) == 2  # 228 KB over 101 KB a block
+    assert occupancy.estimated_blocks(2048, 0) == 0  # no such block
 
 
 def test_a_bound_answer_replaces_the_estimate_only_inside_its_block() -> None:
@@ -50,7 +49,7 @@ def test_both_query_styles_import_and_a_query_of_another_kernel_is_refused(
     assert main(["import", str(RESIDENT), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "2 of 3 launch sites imported" in out
-    assert "asks about 'idle_kernel', not the launched kernel" in out
+    assert "asks about 'fw::idle_kernel<scalar_t>', not the launched kernel" in out
     for op, threads in (("resident_scale", 256), ("resident_scale_helpers", 128)):
         spec = load_contract(tmp_path / op)
         header = load_implementation(tmp_path / op / "production.cu", spec.contract).header
@@ -80,5 +79,26 @@ def test_an_export_of_a_grid_that_reads_the_gpu_is_refused_in_one_line(tmp_path:
     assert main(["import", str(RESIDENT), "--out", str(tmp_path)]) == 0
     spec = load_contract(tmp_path / "resident_scale")
     impl = load_implementation(tmp_path / "resident_scale" / "production.cu", spec.contract)
-    with pytest.raises(ExportError, match=r"header\.grid .* reads 'blocks_per_sm'"):
+    with pytest.raises(ExportError, match=r"header\.grid .* reads .blocks_per_sm."):
         render(spec, impl, None, arch="sm_90", kernels={}, run_id="r")
+
+
+def test_sizes_the_import_must_not_misread_are_refused_or_read_in_their_own_scope(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the review's cases (resident_traps.cu): each refused with its reason, or read right
+    traps = RESIDENT.parent / "resident_traps.cu"
+    assert main(["import", str(traps), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 5 launch sites imported" in out
+    # an occupancy query about another namespace's kernel, or another instantiation
+    assert "asks about 'other::rows_kernel<scalar_t>', not the launched kernel" in out
+    assert "asks about 'fw::rows_kernel<double>', not the launched kernel" in out
+    # `int threads = 256; if (cols < 256) threads = 64;`: the initialiser is not the value
+    assert "'threads' is assigned after its declaration" in out
+    # threads_for<T>() has a specialisation for float: two definitions, neither read
+    assert "call 'fw::threads_for<float>()' in a size expression" in out
+    # fw::inner::block_threads() returns inner::kBlock (128), not fw::kBlock nor the local 64
+    spec = load_contract(tmp_path / "scoped_constant")
+    impl = load_implementation(tmp_path / "scoped_constant" / "production.cu", spec.contract)
+    assert expr.evaluate_dims3(impl.header.block, {}) == (128, 1, 1), impl.header.block

@@ -187,7 +187,7 @@ def test_the_occupancy_query_is_cudas_answer_for_the_loaded_kernel(imported: Pat
     )
     for threads, smem in ((256, 0), (1024, 0), (128, 64 * 1024)):
         answer = kernel.blocks_per_sm(threads, smem)
-        assert 1 <= answer <= occupancy.estimate(threads, smem), (threads, smem, answer)
+        assert 1 <= answer <= occupancy.estimated_blocks(threads, smem), (threads, smem, answer)
     grid, block, _ = kernel.geometry({"rows": 1 << 20, "cols": 64})
     assert grid[0] == kernel.blocks_per_sm(256, 0) * _sm_count() and block == (256, 1, 1)
 

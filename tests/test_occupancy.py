@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from astra_graph.harness import occupancy
 from astra_graph.harness.kernel_resources import resources_of
 from astra_graph.harness.nvrtc import Resources
+from astra_graph.kernel import occupancy
 
 
 @pytest.mark.parametrize(

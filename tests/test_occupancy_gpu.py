@@ -1,4 +1,4 @@
-"""The CUDA driver's occupancy calculator and the arithmetic of ``harness/occupancy.py`` agree.
+"""The CUDA driver's occupancy calculator and the arithmetic of ``kernel/occupancy.py`` agree.
 
 On the GPU at hand, for every production kernel in every element type and tunable setting, at
 the launch (block size, dynamic shared memory) of every suite shape it supports: the blocks per
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from astra_graph.harness import occupancy
 from astra_graph.harness.kernel_resources import driver_blocks_per_sm, gpu_limits
 from astra_graph.harness.launch import load_kernel
+from astra_graph.kernel import occupancy
 from astra_graph.kernel.catalog import operations
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.kernel.header import load_implementation

@@ -167,7 +167,7 @@ def _table(
     the dispatch table's verified entries, the header's launch geometry and the bound params."""
     contract = spec.contract
     header = impl.header
-    _check_evaluable(header, contract.dims)
+    _check_evaluable(spec, header)
     shapes = {a.name: tuple_lambda(a.shape) for a in contract.args}
     table_dispatch = {
         entry.bucket: dict(entry.tunables)
@@ -214,31 +214,37 @@ PACKAGE_FUNCTIONS = frozenset({"min", "max", "ceil_div", "log2", "round_up"})
 core's (``dispatch.py`` imports them)."""
 
 
-def _check_evaluable(header: ImplementationHeader, dims: Mapping[str, object]) -> None:
-    """Raise ExportError when the launch geometry or a requirement calls a function the package
-    lacks, or reads the GPU (``sm_count``, the occupancy query ``blocks_per_sm``), which the
-    package's plan does not bind: such a launch would fail in the serving process, not here."""
-    known = {*dims, *header.tunables, ELEM_BYTES}
-    for field, values in (
-        ("grid", [header.grid]),
-        ("block", [header.block]),
-        ("smem", [header.smem]),
-        ("requires", list(header.requires)),
-    ):
-        for text in values:
-            tree = expr.parse(text)
-            called = {
-                n.func.id
-                for n in ast.walk(tree)
-                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-            }
-            missing = sorted(called - PACKAGE_FUNCTIONS) or sorted(expr.names(text) - known)
-            if missing:
-                raise ExportError(
-                    f"header.{field} {text!r} reads {missing[0]!r}, which the exported package "
-                    "does not compute (it binds only the dims, tunables and elem_bytes): "
-                    "not exportable yet"
-                )
+def _check_evaluable(spec: OperationSpec, header: ImplementationHeader) -> None:
+    """Raise ExportError when an expression the package evaluates (the header's launch geometry
+    and requirements, the contract's shapes, bytes moved and computed scalars) calls a function
+    the package lacks, or reads a name it does not bind: the GPU's ``sm_count`` or the occupancy
+    query ``blocks_per_sm``. Such a launch would fail in the serving process, not here."""
+    contract = spec.contract
+    known = {*contract.dims, *header.tunables, ELEM_BYTES}
+    expressions: list[tuple[str, str | int]] = [
+        ("header.grid", header.grid),
+        ("header.block", header.block),
+        ("header.smem", header.smem),
+        *(("header.requires", r) for r in header.requires),
+        ("bytes_moved", contract.bytes_moved),
+        *((f"args.{a.name}.shape", axis) for a in contract.args for axis in a.shape),
+        *((f"scalars.{c.name}.value", c.value) for c in contract.scalars if c.value is not None),
+    ]
+    for field, value in expressions:
+        if isinstance(value, int):
+            continue
+        tree = expr.parse(value)
+        called = {
+            n.func.id
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+        }
+        missing = sorted(called - PACKAGE_FUNCTIONS) or sorted(expr.names(value) - known)
+        if missing:
+            raise ExportError(
+                f"{field} {value!r} reads {missing[0]!r}, which the exported package does not "
+                "compute (it binds only the dims, tunables and elem_bytes): not exportable yet"
+            )
 
 
 def _params(spec: OperationSpec, impl: Implementation) -> list[str]:

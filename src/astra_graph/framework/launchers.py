@@ -52,6 +52,7 @@ import ast
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -59,6 +60,8 @@ from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import (
     MAX_MACRO_DEPTH,
     OCCUPANCY_CALLS,
+    REASSIGNED,
+    REASSIGNED_IF_GIVEN,
     SM_COUNT_CALLS,
     TYPE_ALIAS,
     Kernel,
@@ -396,6 +399,53 @@ def _macro_types(body: str, macros: dict[str, Macro], seen: set[str]) -> set[str
     return found
 
 
+_UNQUALIFIED = re.compile(r"(?<![\w:.>])([A-Za-z_]\w*)(?![\w(<:])")
+"""An identifier that is no call, no template, no qualifier and not qualified itself."""
+CPP_WORDS = frozenset(
+    {"true", "false", "nullptr", "int", "unsigned", "long", "short", "char", "bool", "float"}
+    | {"double", "size_t", "int32_t", "int64_t", "uint32_t", "uint64_t", "const"}
+)
+"""C++ words a one-return function's body may hold besides its parameters (casts, literals)."""
+
+
+def _refuse_reassigned(name: str, found: Mapping[str, str], assumed: list[str]) -> None:
+    """Raise Unmapped when local ``name`` is assigned after its declaration (parse's
+    :data:`~astra_graph.framework.parse.REASSIGNED` mark): its initialiser is not its value at
+    the launch (``int t = 256; if (small) t = 64;``), and the branch taken is not read. One
+    assigned only where an optional tensor is given keeps its initialiser, said in ``assumed``."""
+    line = found.get(f"{REASSIGNED}{name}")
+    if line is not None:
+        raise Unmapped(
+            f"{name!r} is assigned after its declaration (line {line} of the flattened "
+            "source): its value at the launch is not read"
+        )
+    where = found.get(f"{REASSIGNED_IF_GIVEN}{name}")
+    if where is not None:
+        note = (
+            f"{name}: taken at its initialiser {found.get(name, '?')!r}, the value it keeps "
+            f"when the optional is absent (assigned at line {where})"
+        )
+        if note not in assumed:
+            assumed.append(note)
+
+
+def _compact(written: str) -> str:
+    """A C++ name expression without spaces, a leading ``&`` or a leading ``::``."""
+    return re.sub(r"\s+", "", written).lstrip("&").removeprefix("::")
+
+
+def _same_function(asked: str, launched: str) -> bool:
+    """Whether two compacted names (template arguments included) name one function: the same
+    template arguments, and one name the other's qualified tail (``k`` and ``fw::k``, not
+    ``other::k``)."""
+    asked_name, _, asked_args = asked.partition("<")
+    launched_name, _, launched_args = launched.partition("<")
+    if asked_args != launched_args:
+        return False
+    short, full = sorted((asked_name, launched_name), key=len)
+    return full == short or full.endswith(f"::{short}")
+
+
 class _Translator:
     """C++ host expressions to contract expressions with placeholders for tensor queries."""
 
@@ -414,9 +464,11 @@ class _Translator:
         self.locals = launch.locals
         self.matched = launch.matched
         self.kernel = launch.kernel
-        """The launched kernel (an occupancy query must ask about it)."""
+        """The launched kernel (an occupancy query must ask about it), with its template
+        arguments as the launch writes them."""
+        self.template_args = launch.template_args
         self.kernel_written = launch.written
-        self.returns: dict[str, ReturnOnly] = {}
+        self.returns: dict[str, ReturnOnly | None] = {}
         """The source's one-return functions (:attr:`~astra_graph.framework.parse.Source.
         returns`), read where a size expression calls one."""
         self.device = device
@@ -673,6 +725,7 @@ class _Translator:
                 self.device_read = True
                 return str(self.device[f"cc_{field_name}"])
         if name in self.locals:
+            _refuse_reassigned(name, self.locals, self.assumed)
             return f"({self.expression(self.locals[name], depth + 1)})"
         param = self.params.get(name)
         if param is not None and CPP_TYPES.get(param.type) in ("int32", "int64"):
@@ -753,13 +806,16 @@ class _Translator:
         compiles only the launched one."""
         if len(args) not in (2, 3):
             raise Unmapped(f"occupancy query {text(node)!r}: (kernel, threads[, smem]) expected")
-        written = re.sub(r"\s+", "", text(args[0])).lstrip("&")
-        asked = self._function_named(written)
-        same = written == re.sub(r"\s+", "", self.kernel_written)  # one name, one scope
-        if not same and asked != self._function_named(self.kernel):
+        written = _compact(text(args[0]))
+        same = written == _compact(self.kernel_written)  # one name in one scope: the same
+        asked = self._aliased(written)
+        launched = _compact(self.kernel)
+        if self.template_args:
+            launched += f"<{','.join(_compact(a) for a in self.template_args)}>"
+        if not same and not _same_function(asked, launched):
             raise Unmapped(
                 f"occupancy query {text(node)!r} asks about {asked!r}, not the launched kernel "
-                f"{self.kernel!r}"
+                f"{launched!r}"
             )
         threads = self._node(args[1], depth)
         smem = self._node(args[2], depth) if len(args) == 3 else "0"
@@ -767,37 +823,57 @@ class _Translator:
 
     def _returned(self, function: Node | None, args: list[Node]) -> str | None:
         """The expression a call of a one-return function returns, its template parameters and
-        parameters replaced by the call's arguments (parenthesised), or None when ``function``
-        names no such function, or names several of that name (overloads, other scopes)."""
+        parameters replaced by the call's arguments (parenthesised), or None: ``function`` names
+        no such function, or several functions share its name in the source (other scopes,
+        overloads, specialisations), or it calls itself, or its body names something
+        unqualified that is neither a parameter nor a constant of its own scope (looked up
+        innermost first, as C++ does: ``fw::inner::kBlock`` before ``fw::kBlock``)."""
         if function is None:
             return None
         name = re.sub(r"\s+", "", text(function)).lstrip(":")
         bare, _, rest = name.partition("<")
         found = [f for k, f in self.returns.items() if k == bare or k.endswith(f"::{bare}")]
-        if len(found) != 1:
+        if len(found) != 1 or found[0] is None:
             return None
         function_def = found[0]
         targs = split_top_level(rest[:-1]) if rest.endswith(">") else []
         if len(targs) != len(function_def.template) or len(args) != len(function_def.params):
             return None
+        if re.search(
+            rf"(?<![\w:]){re.escape(bare.rsplit('::', 1)[-1])}\s*[(<]", function_def.returned
+        ):
+            return None  # recursive: no fixed expression
         bound = dict(zip(function_def.template, targs, strict=True))
         bound.update(zip(function_def.params, (text(a) for a in args), strict=True))
+        for free in set(_UNQUALIFIED.findall(function_def.returned)) - set(bound) - CPP_WORDS:
+            scope = function_def.scope
+            qualified = next(
+                (
+                    "::".join([*scope[:depth], free])
+                    for depth in range(len(scope), -1, -1)
+                    if "::".join([*scope[:depth], free]) in self.constants
+                ),
+                None,
+            )
+            if qualified is None:
+                return None  # a name of its scope that is no constant here
+            bound[free] = qualified
         if not bound:
             return function_def.returned
         pattern = re.compile(r"(?<![\w:])(" + "|".join(map(re.escape, bound)) + r")(?![\w])")
         return pattern.sub(lambda m: f"({bound[m[1]]})", function_def.returned)
 
-    def _function_named(self, written: str) -> str:
-        """The unqualified function a kernel expression names, through the launcher's locals
-        that alias it (``auto kernel = QKRMSNormKernel<VEC_SIZE, T>``), without template
-        arguments. Class members are not followed: several classes name theirs ``kernel``."""
-        name = re.sub(r"\s+", "", written).lstrip("&")
+    def _aliased(self, written: str) -> str:
+        """A kernel expression through the launcher's locals that alias it (``auto kernel =
+        QKRMSNormKernel<VEC_SIZE, T>``), compacted. Class members are not followed: several
+        classes name theirs ``kernel``."""
+        name = _compact(written)
         for _ in range(MAX_MACRO_DEPTH):
             alias = self.locals.get(name)
             if alias is None:
                 break
-            name = re.sub(r"\s+", "", alias).lstrip("&")
-        return name.split("<", 1)[0].rsplit("::", 1)[-1]
+            name = _compact(alias)
+        return name
 
     def _unwrapped(self, node: Node, symbol: str) -> str:
         """``N.unwrap()`` of a symbolic size (SGLang's ``SymbolicSize``): the size or stride of
@@ -904,7 +980,7 @@ def analyse(
     source_constants: dict[str, str] | None = None,
     structs: dict[str, list[Param]] | None = None,
     reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
-    returns: dict[str, ReturnOnly] | None = None,
+    returns: dict[str, ReturnOnly | None] | None = None,
 ) -> Analysis:
     """The contract-level description of one launch; raises Unmapped with the reason.
 
@@ -1139,6 +1215,7 @@ def _geometry(launch: Launch, translator: _Translator) -> tuple[str, str, str]:
     launch leaves out is 0."""
 
     def translated(value: str) -> str:
+        _refuse_reassigned(value.strip(), launch.locals, translator.assumed)
         return translator.expression(launch.locals.get(value, value)) if value.strip() else "0"
 
     return translated(launch.grid), translated(launch.block), translated(launch.smem)
@@ -1523,6 +1600,8 @@ class _Binder:
     ) -> Binding:
         """A float or bool parameter: a launcher parameter by value, or a literal constant."""
         scalars, constants = self.bound.scalars, self.bound.constants
+        if inner not in host:
+            _refuse_reassigned(inner, self.launch.locals, self.notes)
         value = self.launch.locals.get(inner, inner) if inner not in host else inner
         value = strip_cast(value)
         if value in host:
@@ -1579,6 +1658,7 @@ def _float_expression(value: str, launch: Launch, host: dict[str, Param]) -> str
             if name in MATH_CONSTANTS:
                 return repr(MATH_CONSTANTS[name])
             if name in launch.locals and name not in host and depth < MAX_MACRO_DEPTH:
+                _refuse_reassigned(name, launch.locals, [])
                 inner = whole(launch.locals[name], depth + 1)
                 return f"({inner})" if inner is not None else None
             return None

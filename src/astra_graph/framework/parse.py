@@ -93,6 +93,15 @@ OCCUPANCY_CALLS = ("cudaOccupancyMaxActiveBlocksPerMultiprocessor", "get_blocks_
 answer through its first, address argument) and SGLang's ``runtime::get_blocks_per_sm(kernel,
 threads[, smem])``, which returns it; a size expression reads them as ``blocks_per_sm``
 (:mod:`astra_graph.kernel.occupancy`)."""
+REASSIGNED = "assigned after its declaration: "
+"""Prefix of a :attr:`Launch.locals` key marking a local assigned after its declaration (the
+value: the assignment's line): a size or scalar that reads it is refused with the assignment
+named; a pointer keeps its initialiser, said in a note (an optional tensor taken as absent)."""
+REASSIGNED_IF_GIVEN = "assigned if an optional is given: "
+"""Prefix of a :attr:`Launch.locals` key marking a local assigned only under an optional
+tensor's ``has_value()`` (the value: where): it keeps its initialiser, the optional taken as
+absent as its pointer is (:func:`~astra_graph.framework.launchers._pointer_source`), and the
+import says so."""
 TYPE_ALIAS = "using "
 """Prefix of a :attr:`Launch.locals` key that holds a type alias (``using query_t = scalar_t``)."""
 
@@ -261,6 +270,9 @@ class ReturnOnly:
     template: tuple[str, ...]
     params: tuple[str, ...]
     returned: str
+    scope: tuple[str, ...] = ()
+    """The namespaces and classes it is defined in, outermost first: an unqualified name in
+    :attr:`returned` is looked up there, innermost first, as C++ does."""
 
 
 @dataclass
@@ -276,8 +288,10 @@ class Source:
     """``constexpr`` values at namespace or class scope by qualified name
     (``vllm::VecTraits<true>::ARCH_MAX_VEC_SIZE`` -> ``32``), which launchers use in sizes, and
     object-like macros the build defines (``SGL_ARCH_BLACKWELL_OR_GREATER``)."""
-    returns: dict[str, ReturnOnly] = field(default_factory=dict)
-    """Host functions whose body is one ``return`` (:class:`ReturnOnly`), by qualified name."""
+    returns: dict[str, ReturnOnly | None] = field(default_factory=dict)
+    """Every host function by qualified name (template arguments left out): its
+    :class:`ReturnOnly`, or None where it does more than return or has several definitions
+    (overloads, specialisations)."""
     other_launches: list[tuple[str, int, str]] = field(default_factory=list)
     """Host functions that launch through a call of :data:`UNREAD_LAUNCH_CALLS`: (function,
     line, the call), so that they are reported rather than missed."""
@@ -543,7 +557,41 @@ def _declared(node: Node) -> dict[str, str]:
         left = assign.child_by_field_name("left")
         if left is not None and left.type == "field_expression":
             out[text(left)] = text(assign.child_by_field_name("right"))
+    return {**out, **_reassigned(node)}
+
+
+def _reassigned(node: Node) -> dict[str, str]:
+    """:data:`REASSIGNED` marks of the locals ``node`` assigns to (``t = 64;``, ``n = min(n,
+    2);``, ``++n``), in a statement or under an ``if`` or loop alike: the declaration's
+    initialiser (or a query's answer) is then not the value at the launch, and which assignment
+    runs is not read."""
+    out: dict[str, str] = {}
+    for assign in _walk(node, ("assignment_expression", "update_expression")):
+        field_name = "argument" if assign.type == "update_expression" else "left"
+        left = assign.child_by_field_name(field_name)
+        if left is None or left.type != "identifier":
+            continue
+        line = str(assign.start_point[0] + 1)
+        optional = _under_optional(assign, node)
+        if optional:  # vLLM's `int64_t weight_stride = 0; if (weight.has_value()) {...}`
+            out.setdefault(f"{REASSIGNED_IF_GIVEN}{text(left)}", f"{line} under {optional}")
+        else:
+            out[f"{REASSIGNED}{text(left)}"] = line
     return out
+
+
+def _under_optional(node: Node, top: Node) -> str:
+    """The condition of the innermost ``if`` between ``node`` and ``top`` that tests an optional
+    tensor (``has_value()``), or ''."""
+    current: Node | None = node
+    while current is not None and current != top:
+        parent = current.parent
+        if parent is not None and parent.type == "if_statement":
+            condition = parent.child_by_field_name("condition")
+            if condition is not None and current != condition and "has_value" in text(condition):
+                return " ".join(text(condition).split())
+        current = parent
+    return ""
 
 
 def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
@@ -578,6 +626,8 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
                 break
             if statement.type in ("declaration", "expression_statement", "alias_declaration"):
                 found.update(_declared(statement))
+            else:  # an `if`, a loop, a block: its assignments reach the launch's locals
+                found.update(_reassigned(statement))
     return found, tuple(reversed(conditions))
 
 
@@ -964,9 +1014,12 @@ def parse_source(
             continue
         name = text(declarator.child_by_field_name("declarator")).rsplit("::", 1)[-1]
         line = definition.start_point[0] + 1
-        returned = _return_only(definition, declarator)
-        if returned is not None:
-            out.returns["::".join([*_scope_names(definition), name])] = returned
+        if not _is_kernel(definition):
+            # a specialisation (`f<float>`) or an overload shares its primary's key: a name
+            # with two definitions, or one that does more than return, is no ReturnOnly
+            key = "::".join([*_scope_names(definition), name.split("<", 1)[0].strip()])
+            returned = _return_only(definition, declarator)
+            out.returns[key] = None if key in out.returns else returned
         if _is_kernel(definition):
             template = definition.parent if definition.parent else None
             tparams = (
@@ -1012,7 +1065,7 @@ def parse_source(
 def _return_only(definition: Node, declarator: Node) -> ReturnOnly | None:
     """The function as a :class:`ReturnOnly`, or None when its body does more than return."""
     body = definition.child_by_field_name("body")
-    if body is None or _is_kernel(definition):
+    if body is None:
         return None
     statements = [
         c
@@ -1031,7 +1084,8 @@ def _return_only(definition: Node, declarator: Node) -> ReturnOnly | None:
         if template is not None and template.type == "template_declaration"
         else ()
     )
-    return ReturnOnly(names, tuple(p.name for p in _params(declarator)), text(values[0]))
+    params = tuple(p.name for p in _params(declarator))
+    return ReturnOnly(names, params, text(values[0]), tuple(_scope_names(definition)))
 
 
 def _row_offsets(body: Node, params: tuple[Param, ...]) -> tuple[RowOffset, ...]:

@@ -1,5 +1,5 @@
 """A loaded kernel's resources as the driver reports them: registers, shared and local memory,
-and its occupancy by the driver's calculator (the arithmetic of ``harness.occupancy`` when the
+and its occupancy by the driver's calculator (the arithmetic of ``kernel.occupancy`` when the
 driver cannot answer). Moved out of bench.py (issue 21); the timing job reports them per side.
 """
 
@@ -11,8 +11,8 @@ from dataclasses import replace
 from functools import cache
 from typing import Any
 
-from astra_graph.harness import occupancy
 from astra_graph.harness.results import ResourceReport
+from astra_graph.kernel import occupancy
 
 
 def function_attribute(function: Any, name: str, fallback: int) -> int:

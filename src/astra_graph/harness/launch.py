@@ -216,18 +216,17 @@ class LoadedKernel:
             return self.impl.header.launch(dims, self.dtype, self.tunables, _sm_count())
 
     def blocks_per_sm(self, threads: int, smem: int) -> int:
-        """CUDA's occupancy query for this kernel (``cuOccupancyMaxActiveBlocksPerMultiprocessor``,
-        the driver call behind the runtime's): resident blocks per multiprocessor. The dynamic
-        shared memory attribute is raised first, as a launcher must before such a launch: the
-        calculator counts no block above it."""
-        import cupy
+        """The driver's occupancy calculator for this kernel (``kernel_resources``); a launch the
+        driver cannot size (threads or shared memory over its limits) raises ValueError, which
+        the expression evaluator reports as a geometry that cannot be evaluated."""
+        from cupy_backends.cuda.api.driver import CUDADriverError
 
-        self.allow_dynamic_smem(smem)
-        return int(
-            cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(
-                self.function.kernel.ptr, threads, smem
-            )
-        )
+        from astra_graph.harness.kernel_resources import driver_blocks_per_sm
+
+        try:
+            return driver_blocks_per_sm(self, threads, smem)
+        except CUDADriverError as exc:
+            raise ValueError(f"blocks_per_sm({threads}, {smem}): {exc}") from None
 
     def unsupported(self, dims: Mapping[str, int]) -> str | None:
         """The header's ``requires`` clause that ``dims`` breaks, or None."""

@@ -90,7 +90,7 @@ class ResourceReport(BaseModel):
     threads_per_block: int = 0
     occupancy: float | None = None
     """Fraction of the SM's warp slots filled (0-1): the CUDA driver's occupancy calculator on
-    the loaded kernel, else the arithmetic of ``harness/occupancy.py`` (``occupancy_detail``)."""
+    the loaded kernel, else the arithmetic of ``kernel/occupancy.py`` (``occupancy_detail``)."""
     occupancy_limit: str = ""
     """What limits the occupancy: registers, shared memory, threads or blocks."""
     occupancy_detail: str = ""

@@ -648,10 +648,15 @@ def run_check(
     target = arch or gpu_arch() or DEFAULT_ARCH
     oracle_refuses = _oracle_refusal(spec, target)
 
+    redrawn: list[str] = []  # random draws the oracle cannot launch, drawn again
+
     def supported(dims: Mapping[str, int]) -> bool:
-        return all(kernel.unsupported(dims) is None for kernel in baselines.values()) and all(
-            oracle_refuses(dims, dtype) is None for dtype in contract.dtypes
-        )
+        if not all(kernel.unsupported(dims) is None for kernel in baselines.values()):
+            return False
+        refused = next(filter(None, (oracle_refuses(dims, d) for d in contract.dtypes)), None)
+        if refused is not None:
+            redrawn.append(f"{'x'.join(str(v) for v in dims.values())}: {refused}")
+        return refused is None
 
     notes: list[str] = []
     found_thresholds = _thresholds(req, spec, cand_impl, notes)
@@ -669,6 +674,11 @@ def run_check(
         seed=seed,
         thresholds=found_thresholds,
     )
+    if redrawn:
+        notes.append(
+            f"{len(redrawn)} random shape(s) drawn again: the oracle ({contract.oracle}) cannot "
+            f"launch there on {target}; first {redrawn[0]}"
+        )
     cases = _inside_the_oracles_launch(cases, oracle_refuses, spec, target, notes)
     kernel_domain, excluded, rejection = _preflight(req, spec, candidates, cases, target)
     if rejection is not None:
@@ -690,25 +700,32 @@ OracleRefusal = Callable[[Mapping[str, int], str], str | None]
 
 def _oracle_refusal(spec: OperationSpec, arch: str) -> OracleRefusal:
     """``refusal(dims, dtype)``: why the contract's oracle (an imported operation's original,
-    ``contract.oracle``) cannot launch at that shape on ``arch``, or None; always None without an
+    ``contract.oracle``) cannot launch at that shape on ``arch``, at ``dtype`` or at the type its
+    reference runs it at (``ORACLE_DTYPE`` of reference.py), or None; always None without an
     oracle. Where the original cannot launch, the framework's own op raises, so no serving call
     reaches that shape: it is outside the operation's domain. The dims' ``min``/``max`` bound
     each dim alone, but launch limits are joint (FlashInfer's MergeState puts ``heads`` times
     ``head_dim / vec`` threads in a block; its fused norm ``hidden`` floats of shared memory), and
     the original checked against itself was refused at a random shape of 7176 threads a block
-    (H100, 91c3432, the MergeRows fixture)."""
+    (H100, 91c3432, the MergeRows fixture). The original's static shared memory is not known
+    before it compiles and is not counted."""
     if spec.contract.oracle is None:
         return lambda dims, dtype: None
     header = load_implementation(spec.folder / spec.contract.oracle, spec.contract).header
+    oracle_dtype = getattr(spec.reference, "__globals__", {}).get("ORACLE_DTYPE")
 
     def refusal(dims: Mapping[str, int], dtype: str) -> str | None:
-        if header.unmet_requirement(dims, DTYPES[dtype], {}) is not None:
-            return None  # a partial kernel's shapes: the contract's partial_kernels rule
-        try:
-            grid, block, smem = header.launch(dims, DTYPES[dtype], {})
-        except (expr.ExprError, ArithmeticError) as exc:
-            return f"its launch geometry cannot be evaluated: {exc}"  # an empty block too
-        return geometry_problem(grid, block, smem, arch)
+        for at in dict.fromkeys([dtype, *([oracle_dtype] if oracle_dtype in DTYPES else [])]):
+            try:
+                if header.unmet_requirement(dims, DTYPES[at], {}) is not None:
+                    continue  # a partial kernel's shapes: the contract's partial_kernels rule
+                grid, block, smem = header.launch(dims, DTYPES[at], {})
+            except (expr.ExprError, ArithmeticError) as exc:
+                return f"its launch geometry at {at} cannot be evaluated: {exc}"
+            problem = geometry_problem(grid, block, smem, arch)
+            if problem is not None:
+                return f"at {at}: {problem}"
+        return None
 
     return refusal
 
