@@ -398,3 +398,27 @@ def test_a_shape_the_callers_checks_give_is_not_replaced_by_an_extent(tmp_path: 
     assert merge.imported, merge.reason
     contract = load_contract(tmp_path / "out" / "merge_rows").contract
     assert {a.name: a.shape for a in contract.args}["out"] == ["tokens", "width"]
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_an_export_sends_shapes_the_original_cannot_launch_to_the_framework(
+    tmp_path: Path,
+) -> None:
+    """MergeRows' block is (head_dim / vec, heads): the checks verify a candidate only where
+    that launches, so the exported package's requirements carry the original's limits and a
+    call beyond them goes to the framework's op (which raises there), not to the candidate."""
+    from astra_graph.export.dispatch_source import _original_launches
+    from astra_graph.kernel import expr
+
+    _results(tmp_path, FOLDERS)
+    spec = load_contract(tmp_path / "merge_rows")
+    clauses = _original_launches(spec, "sm_90")
+    assert any("<= 1024" in c and "heads" in c and "*" in c for c in clauses), clauses
+
+    def launches(dims: dict[str, int]) -> bool:
+        env = {**dims, "elem_bytes": 2}
+        return all(expr.evaluate(c, env) for c in clauses)
+
+    assert launches({"tokens": 7, "heads": 32, "head_dim": 128})  # 32 x 32 threads
+    assert not launches({"tokens": 3, "heads": 69, "head_dim": 419})  # 104 x 69: 7176
+    assert not launches({"tokens": 3, "heads": 1, "head_dim": 2})  # an empty block

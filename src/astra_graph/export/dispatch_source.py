@@ -20,12 +20,23 @@ import pprint
 from collections.abc import Mapping
 
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, LARGEST_ROW_CLASS, ROW_CLASSES
+from astra_graph.harness.geometry import (
+    MAX_BLOCK_DIMS,
+    MAX_GRID_DIMS,
+    MAX_THREADS_PER_BLOCK,
+    smem_limit,
+)
 from astra_graph.harness.plan import RANDOM_BEYOND_SUITES
 from astra_graph.harness.results import TuningReport
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ELEM_BYTES, OperationSpec, TensorArg
 from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER
-from astra_graph.kernel.header import Implementation, ImplementationHeader
+from astra_graph.kernel.header import (
+    SM_COUNT,
+    Implementation,
+    ImplementationHeader,
+    load_implementation,
+)
 
 
 class ExportError(ValueError):
@@ -127,12 +138,12 @@ def render(
         "original op; it needs neither torch nor a GPU.",
         '"""',
         "",
-        "from ._core import Launch, Table, ceil_div, log2, round_up",
+        "from ._core import Launch, Table, ceil_div, gcd, log2, round_up, select",
         "from ._core import output_shape as _output_shape",
         "from ._core import plan as _plan",
         "",
         "__all__ = ['TABLE', 'Launch', 'plan', 'output_shape']",
-        "_FUNCTIONS = (ceil_div, log2, round_up)  # called by the expressions below",
+        "_FUNCTIONS = (ceil_div, gcd, log2, round_up, select)  # called by the expressions below",
         "",
         *_table(spec, impl, dispatch, arch=arch, kernels=kernels),
         "",
@@ -167,14 +178,15 @@ def _table(
     the dispatch table's verified entries, the header's launch geometry and the bound params."""
     contract = spec.contract
     header = impl.header
-    _check_evaluable(spec, header)
     shapes = {a.name: tuple_lambda(a.shape) for a in contract.args}
     table_dispatch = {
         entry.bucket: dict(entry.tunables)
         for entry in (dispatch.dispatch if dispatch else [])
         if entry.verified
     }
-    requires = [f"({r!r}, {python_lambda(r)})" for r in header.requires]
+    original = _original_launches(spec, arch)
+    _check_evaluable(spec, header, original)
+    requires = [f"({r!r}, {python_lambda(r)})" for r in [*header.requires, *original]]
     arg_dtypes = {a.name: ("T" if a.dtype == TYPE_PARAMETER else a.dtype) for a in contract.args}
     return [
         "TABLE = Table(",
@@ -209,12 +221,42 @@ def _table(
     ]
 
 
-PACKAGE_FUNCTIONS = frozenset({"min", "max", "ceil_div", "log2", "round_up"})
+def _original_launches(spec: OperationSpec, arch: str) -> list[str]:
+    """For an imported operation (``oracle`` set): its original's launch limits on ``arch`` as
+    requirements, so the package sends a shape the original cannot launch to the framework's op
+    (which raises there, as it always did): the checks verified the candidate only where the
+    original launches (``harness.verify``). Each axis of a ``dim3`` the header writes as a tuple,
+    the threads of a block and the shared memory; an expression that reads the GPU
+    (``sm_count``, ``blocks_per_sm``: a grid of resident blocks, inside the limits by its
+    making) or a tuple chosen at run time is left out, as the package cannot evaluate it."""
+    contract = spec.contract
+    if contract.oracle is None:
+        return []
+    path = spec.folder / contract.oracle
+    if not path.is_file():
+        raise ExportError(f"{path}: the operation's oracle (contract.oracle) is not there")
+    original = load_implementation(path, contract).header
+    clauses: list[str] = []
+    for value, limits in ((original.grid, MAX_GRID_DIMS), (original.block, MAX_BLOCK_DIMS)):
+        body = expr.parse(value).body
+        axes = [ast.unparse(e) for e in body.elts] if isinstance(body, ast.Tuple) else [value]
+        if any(isinstance(n, ast.Tuple) for a in axes for n in ast.walk(expr.parse(a))):
+            continue
+        clauses += [f"1 <= ({a}) <= {limit}" for a, limit in zip(axes, limits, strict=False)]
+        if limits is MAX_BLOCK_DIMS and len(axes) > 1:
+            clauses.append(f"{' * '.join(f'({a})' for a in axes)} <= {MAX_THREADS_PER_BLOCK}")
+    clauses.append(f"({original.smem}) <= {smem_limit(arch)}")
+    return [c for c in clauses if not expr.names(c) & {SM_COUNT} and "blocks_per_sm" not in c]
+
+
+PACKAGE_FUNCTIONS = frozenset({"min", "max", "ceil_div", "gcd", "log2", "round_up", "select"})
 """The functions an expression of the exported package may call: Python's and the shipped
 core's (``dispatch.py`` imports them)."""
 
 
-def _check_evaluable(spec: OperationSpec, header: ImplementationHeader) -> None:
+def _check_evaluable(
+    spec: OperationSpec, header: ImplementationHeader, original: list[str]
+) -> None:
     """Raise ExportError when an expression the package evaluates (the header's launch geometry
     and requirements, the contract's shapes, bytes moved and computed scalars) calls a function
     the package lacks, or reads a name it does not bind: the GPU's ``sm_count`` or the occupancy
@@ -226,6 +268,7 @@ def _check_evaluable(spec: OperationSpec, header: ImplementationHeader) -> None:
         ("header.block", header.block),
         ("header.smem", header.smem),
         *(("header.requires", r) for r in header.requires),
+        *((f"{spec.contract.oracle} (the original's launch limits)", r) for r in original),
         ("bytes_moved", contract.bytes_moved),
         *((f"args.{a.name}.shape", axis) for a in contract.args for axis in a.shape),
         *((f"scalars.{c.name}.value", c.value) for c in contract.scalars if c.value is not None),

@@ -37,6 +37,14 @@ def log2(x: float) -> float:
     return int(math.log2(x)) if float(x).is_integer() else math.log2(x)
 
 
+def select(condition: object, a: float, b: float) -> float:
+    """C++'s ``condition ? a : b`` (``astra_graph.kernel.expr``'s ``select``)."""
+    return a if condition else b
+
+
+gcd = math.gcd
+
+
 @dataclass(frozen=True)
 class Table:
     """Everything the run decided, as data (written by ``astra export`` into ``dispatch.py``)."""
