@@ -457,6 +457,7 @@ class _Translator:
         device: dict[str, int],
         constants: dict[str, str],
         element_names: set[str],
+        returns: dict[str, ReturnOnly | None] | None = None,
     ) -> None:
         self.launcher = launcher
         self.element_names = element_names
@@ -468,7 +469,7 @@ class _Translator:
         arguments as the launch writes them."""
         self.template_args = launch.template_args
         self.kernel_written = launch.written
-        self.returns: dict[str, ReturnOnly | None] = {}
+        self.returns = returns or {}
         """The source's one-return functions (:attr:`~astra_graph.framework.parse.Source.
         returns`), read where a size expression calls one."""
         self.device = device
@@ -1002,9 +1003,14 @@ def analyse(
     targs.update({TYPE_ALIAS + hint: cpp for hint, cpp in hinted.items()})
     tensors: dict[str, TensorUse] = {}
     translator = _Translator(
-        launcher, launch, tensors, device, source_constants or {}, element_names | own_types | {"T"}
+        launcher,
+        launch,
+        tensors,
+        device,
+        source_constants or {},
+        element_names | own_types | {"T"},
+        returns,
     )
-    translator.returns = returns or {}
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
