@@ -238,9 +238,8 @@ def _original_launches(spec: OperationSpec, arch: str) -> list[str]:
     original = load_implementation(path, contract).header
     clauses: list[str] = []
     for value, limits in ((original.grid, MAX_GRID_DIMS), (original.block, MAX_BLOCK_DIMS)):
-        body = expr.parse(value).body
-        axes = [ast.unparse(e) for e in body.elts] if isinstance(body, ast.Tuple) else [value]
-        if any(isinstance(n, ast.Tuple) for a in axes for n in ast.walk(expr.parse(a))):
+        axes = expr.dims3_axes(value)
+        if axes is None:
             continue
         clauses += [f"1 <= ({a}) <= {limit}" for a, limit in zip(axes, limits, strict=False)]
         if limits is MAX_BLOCK_DIMS and len(axes) > 1:

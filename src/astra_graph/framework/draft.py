@@ -684,14 +684,9 @@ def _non_empty(analysis: Analysis) -> list[str]:
     the MergeRows fixture at 63c90b4)."""
     out = []
     for value in (analysis.grid, analysis.block):
-        body = expr.parse(value).body
-        if isinstance(body, ast.Tuple) and not any(
-            isinstance(node, ast.Tuple) for e in body.elts for node in ast.walk(e)
-        ):
-            axes = [ast.unparse(e) for e in body.elts]
+        axes = expr.dims3_axes(value)
+        if axes is not None:
             out.append(f"min({', '.join(axes)}) >= 1" if len(axes) > 1 else f"{axes[0]} >= 1")
-        elif not any(isinstance(node, ast.Tuple) for node in ast.walk(body)):
-            out.append(f"{value} >= 1")
     return out
 
 

@@ -63,7 +63,7 @@ from astra_graph.harness.domain import (
     light_check_bytes,
 )
 from astra_graph.harness.errors import BaselineError, NoGpu, Rejected
-from astra_graph.harness.geometry import geometry_problem
+from astra_graph.harness.geometry import launch_problem
 from astra_graph.harness.oracle import reference_with_own_error
 from astra_graph.harness.payload import CheckRequest, operation_spec
 from astra_graph.harness.plan import CaseSpec, plan_cases, preflight
@@ -76,7 +76,6 @@ from astra_graph.harness.thresholds import (
     code_thresholds,
     requires_thresholds,
 )
-from astra_graph.kernel import expr
 from astra_graph.kernel.contract import HIDDEN_SUITES, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES, DType
 from astra_graph.kernel.header import Implementation, load_implementation
@@ -715,17 +714,11 @@ def _oracle_refusal(spec: OperationSpec, arch: str) -> OracleRefusal:
     oracle_dtype = getattr(spec.reference, "__globals__", {}).get("ORACLE_DTYPE")
 
     def refusal(dims: Mapping[str, int], dtype: str) -> str | None:
-        for at in dict.fromkeys([dtype, *([oracle_dtype] if oracle_dtype in DTYPES else [])]):
-            try:
-                if header.unmet_requirement(dims, DTYPES[at], {}) is not None:
-                    continue  # a partial kernel's shapes: the contract's partial_kernels rule
-                grid, block, smem = header.launch(dims, DTYPES[at], {})
-            except (expr.ExprError, ArithmeticError) as exc:
-                return f"its launch geometry at {at} cannot be evaluated: {exc}"
-            problem = geometry_problem(grid, block, smem, arch)
-            if problem is not None:
-                return f"at {at}: {problem}"
-        return None
+        # a shape its requires excludes is no problem here: the contract's partial_kernels rule
+        label = "x".join(str(v) for v in dims.values())
+        types = dict.fromkeys([dtype, *([oracle_dtype] if oracle_dtype in DTYPES else [])])
+        problems = (launch_problem(header, dims, DTYPES[at], {}, arch, label) for at in types)
+        return next(filter(None, problems), None)
 
     return refusal
 

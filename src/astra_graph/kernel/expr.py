@@ -182,6 +182,17 @@ def evaluate_dims3(text: str | int, env: Mapping[str, Number]) -> tuple[int, int
     return (x, y, z)
 
 
+def dims3_axes(text: str | int) -> list[str] | None:
+    """The axes of a grid or block expression as expressions of their own (``(d // 8, heads)``
+    gives ``['d // 8', 'heads']``, one number one axis), or None where a tuple is chosen inside
+    another expression (``select(batched, (x, e, t), (x, t))``): its axes are not one list."""
+    body = parse(text).body if isinstance(text, str) else ast.Constant(text)
+    axes = body.elts if isinstance(body, ast.Tuple) else [body]
+    if any(isinstance(node, ast.Tuple) for axis in axes for node in ast.walk(axis)):
+        return None
+    return [ast.unparse(axis) for axis in axes] if isinstance(body, ast.Tuple) else [str(text)]
+
+
 def _eval(node: ast.AST, env: Mapping[str, Number], text: str) -> Value:
     match node:
         case ast.Constant(value=int() | float() as value):  # parse() admits numbers only
