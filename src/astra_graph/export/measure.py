@@ -274,6 +274,83 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     )
 
 
+IN_GRAPH_REPLAYS = 3
+"""Replays of :func:`in_graph_us`'s graph whose samples are kept (one more warms it up); with
+:data:`FLUSHED_SAMPLES` samples each, the median is over 123 launches."""
+
+
+@dataclass(frozen=True)
+class InGraph:
+    """:func:`in_graph_us`'s result: the median time of the call between its two event nodes,
+    the undisturbed replays pooled (0: every one was disturbed, the last one's samples), and
+    the clock guard's events and SM clock range (as :class:`Flushed`)."""
+
+    us: float
+    replays: int
+    clock_events: list[str]
+    sm_mhz: tuple[int, int] | None
+
+
+def in_graph_us(launch: Callable[[], None]) -> InGraph:
+    """The device time of ``launch`` as one node of a CUDA graph, the way a serving engine's
+    captured decode step runs it: one graph holds :data:`FLUSHED_SAMPLES` samples, each an L2
+    flush (a fill of at least twice the L2 with a value of its own), an event record node, the
+    call, an event record node (``torch.cuda.Event(external=True)``: a record node, not a
+    cross-stream dependency). The events bracket the call inside the graph, so the time is the
+    bench's flushed single launch (``harness.timing``, ``events+l2flush``) with the launch made
+    by the graph instead of the stream, and without the graph's own launch, which a one-kernel
+    graph replayed between stream events adds (about 0.5 us on the H100; ``flushed_us`` of
+    ``graph.replay`` measures that one). The samples of :data:`IN_GRAPH_REPLAYS` replays are
+    pooled; a replay during which the SM clock throttled or changed is taken again, as the
+    bench does (``harness.clock``), up to :data:`~astra_graph.harness.clock.MAX_REPEATS`."""
+    import cupy
+
+    device = torch.cuda.current_device()
+    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
+    flush = torch.empty(max(2 * l2_bytes, MIN_FLUSH_BYTES), dtype=torch.uint8, device="cuda")
+    pairs = [
+        (
+            torch.cuda.Event(enable_timing=True, external=True),
+            torch.cuda.Event(enable_timing=True, external=True),
+        )
+        for _ in range(FLUSHED_SAMPLES)
+    ]
+
+    def samples() -> None:
+        for sample, (start, end) in enumerate(pairs):
+            flush.fill_(sample % 0x7F + 1)  # a value that changes: no write skipped as redundant
+            start.record()
+            launch()
+            end.record()
+
+    graph = capture([samples])
+    graph.replay()  # the first replay uploads the graph
+    torch.cuda.synchronize()
+    guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
+    guard.start_block()
+    kept: list[float] = []
+    last: list[float] = []
+    replays = 0
+    for _ in range(IN_GRAPH_REPLAYS + MAX_REPEATS):
+        before = guard.read()
+        graph.replay()
+        torch.cuda.synchronize()
+        last = [start.elapsed_time(end) * 1e3 for start, end in pairs]
+        if guard.disturbed(before, guard.read()):
+            continue
+        kept.extend(last)
+        replays += 1
+        if replays == IN_GRAPH_REPLAYS:
+            break
+    del graph
+    return InGraph(  # every replay disturbed: the last one's, its clock events saying so
+        us=statistics.median(kept or last),
+        replays=replays,
+        clock_events=list(guard.events),
+        sm_mhz=(min(guard.readings), max(guard.readings)) if guard.readings else None,
+    )
+
+
 def eager_us(call: Callable[[], Any]) -> float:
     """Mean device-and-host time of back-to-back eager calls (host overhead included)."""
     call()

@@ -36,6 +36,7 @@ from astra_graph.export.measure import (
     eager_us,
     flushed_us,
     host_us,
+    in_graph_us,
     load_original,
     load_package,
     make_inputs,
@@ -213,6 +214,8 @@ BENCH_PROTOCOL_KEYS = (
     "export_bench_protocol_us",
     "export_over_bench",
     "export_direct_us",
+    "export_graph_replay_us",
+    "in_graph_replays",
     "direct_over_bench",
     "graph_over_direct",
     "host_ahead",
@@ -235,15 +238,18 @@ def _bench_protocol(
     device, not a difference of protocols (``measure.flushed_us``: L2 flush before every
     sample, A B B A, clock guard, the batch enqueued under a hold):
 
-    - where the bench bracketed one flushed launch with events (``events+l2flush``), one
-      flushed replay of a CUDA graph of the export (the issue's measure, ``export_over_bench``)
-      and, alternating with it, the export's own kernel launched straight on the stream with
-      its arguments bound (``runtime.bound``: what the bench itself launches;
-      ``direct_over_bench``). Their difference is the single-kernel graph's launch on the
-      device, which the bench's launch does not have; ``graph_over_direct`` sets the two beside
-      each other on the same buffers in the same batch, so that what the graph adds is read
-      without the run's bench, taken minutes earlier on other buffers (what it measured on the
-      H100 is in docs/EXPORT.md);
+    - where the bench bracketed one flushed launch with events (``events+l2flush``), the
+      export as one node of a CUDA graph between event nodes, each sample after an L2 flush
+      inside the graph (:func:`~astra_graph.export.measure.in_graph_us`; the issue's measure,
+      ``export_over_bench``): the time the op takes inside a captured serving step. Beside it,
+      alternating by the bench's protocol, the export's own kernel launched straight on the
+      stream with its arguments bound (``runtime.bound``: what the bench itself launches;
+      ``export_direct_us``, ``direct_over_bench``, and ``graph_over_direct`` on the same
+      buffers, read without the run's bench taken minutes earlier on other buffers) and one
+      flushed replay of a one-kernel graph of the export between stream events
+      (``export_graph_replay_us``: what the graph's own launch adds, which a captured step
+      pays once for all its kernels, not per kernel; at ec62b48 on the H100 it kept 5 of 22
+      shapes of 10-25 us outside 2% of the bench);
     - where it timed a graph of N copies, a graph of N copies of the export, each replay after
       an L2 flush as in the bench (the share of the data L2 still holds depends on N and on the
       flush: 64 copies instead of 256 read 1x14336 in 0.74 of the bench's time on the H100 at
@@ -258,30 +264,36 @@ def _bench_protocol(
     if bench[1] == EVENTS_METHOD:  # one flushed launch
         tensors = cloned(inputs)
         args = op_arguments(fw, spec, tensors)
+        inside = in_graph_us(partial(exported, *args))
         single = capture([partial(exported, *args)])
         params = {a.contract_name: v for a, v in zip(fw.args, args, strict=True) if not a.tensor}
         direct = runtime.bound(tensors, params)
-        sides: dict[str, Callable[[], None]] = {"graph": single.replay}
+        sides: dict[str, Callable[[], None]] = {"graph_replay": single.replay}
         if not isinstance(direct, str):  # a shape the export hands over is a failure already
             sides["direct"] = direct
         flushed = flushed_us(sides)
+        graph_us = inside.us
         row["export_direct_us"] = flushed.us.get("direct")
+        row["export_graph_replay_us"] = flushed.us["graph_replay"]
+        row["in_graph_replays"] = inside.replays
+        clock_events, sm_mhz = [*inside.clock_events, *flushed.clock_events], inside.sm_mhz
         del single
     elif copies is not None:  # the same copies: the same share of the data is cold
         sets = [cloned(inputs) for _ in range(copies)]
         graph = capture([partial(exported, *op_arguments(fw, spec, t)) for t in sets])
         flushed = flushed_us({"graph": graph.replay}, copies)
+        graph_us, clock_events, sm_mhz = flushed.us["graph"], flushed.clock_events, flushed.sm_mhz
         del graph, sets
     else:  # per-call: host time, no device time
         return
-    row["export_bench_protocol_us"] = flushed.us["graph"]
-    row["export_over_bench"] = flushed.us["graph"] / bench[0]
+    row["export_bench_protocol_us"] = graph_us
+    row["export_over_bench"] = graph_us / bench[0]
     if row["export_direct_us"] is not None:
         row["direct_over_bench"] = row["export_direct_us"] / bench[0]
-        row["graph_over_direct"] = flushed.us["graph"] / row["export_direct_us"]
+        row["graph_over_direct"] = graph_us / row["export_direct_us"]
     row["host_ahead"] = flushed.host_ahead
-    row["clock_events"] = flushed.clock_events
-    row["sm_mhz"] = flushed.sm_mhz
+    row["clock_events"] = clock_events
+    row["sm_mhz"] = sm_mhz
 
 
 def _host_overhead(
