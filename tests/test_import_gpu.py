@@ -47,11 +47,12 @@ IMPORTED = {
         "gather_2",
     ),
     "resident.cu": ("resident_scale", "resident_scale_helpers"),
+    "strided_twins.cu": ("twin_add_norm", "twin_rope"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py and test_framework_occupancy.py assert the same lists on the CPU):
-launch forms, host-chosen kernels, by-value ``Params`` structs and grids sized by the occupancy
-query, each launched for real here."""
+launch forms, host-chosen kernels, by-value ``Params`` structs, grids sized by the occupancy
+query and tensors asked only strides of (drafted as their twins), each launched for real here."""
 
 
 @pytest.fixture(scope="module")

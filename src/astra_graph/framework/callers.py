@@ -49,6 +49,7 @@ from astra_graph.framework.launchers import (
     STRIDED_NOTE,
     Unmapped,
     dispatch_dtypes,
+    strided_twin,
 )
 from astra_graph.framework.naming import source_text
 from astra_graph.framework.parse import (
@@ -487,19 +488,43 @@ def _axis_node(expression: str, call: CallSite) -> tuple[str, str] | None:
     return ("", expression) if re.fullmatch(r"\w+", expression) else None
 
 
+def _checked_ranks(call: CallSite) -> dict[str, int]:
+    """The rank ``CHECK_DIM(r, t)`` states for each tensor it checks."""
+    return {
+        args[1].strip(): int(args[0])
+        for name, args in call.checks
+        if _RANK_CHECK.search(name) and len(args) == 2 and args[0].strip().isdigit()
+    }
+
+
+def _sizes_checked(call: CallSite, tensor: str) -> bool:
+    """Whether a check of the caller other than its rank's names ``tensor``'s sizes
+    (``block_scale.size(0) == hidden_size / 128``, through a local or not, or
+    ``CHECK_SHAPE(tensor, other)``)."""
+    query = re.compile(rf"(?<![\w.]){re.escape(tensor)}\s*(?:\.|->)\s*(?:size|sizes|shape|numel)\b")
+    for name, args in call.checks:
+        if _RANK_CHECK.search(name):
+            continue
+        if _SHAPE_CHECK.search(name) and tensor in (a.strip() for a in args):
+            return True
+        for arg in args:
+            held = [call.locals[w] for w in re.findall(r"\w+", arg) if w in call.locals]
+            if any(query.search(said) for said in (arg, *held)):
+                return True
+    return False
+
+
 def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, list[str]]:
     """Shapes the caller's checks give tensors: the rank from ``CHECK_DIM(r, t)``, each axis
     the dim of an axis in ``shapes`` (or of a local) it is checked equal to, through
     ``*_CHECK_EQ`` of sizes and ``CHECK_SHAPE(a, b)``. A tensor of unknown rank, or with an
     axis tied to no known dim, is left out."""
-    ranks: dict[str, int] = {}
+    ranks = _checked_ranks(call)
     least: dict[str, int] = {}
     axes = _Axes()
     same: list[tuple[str, str]] = []
     for name, args in call.checks:
-        if _RANK_CHECK.search(name) and len(args) == 2 and args[0].strip().isdigit():
-            ranks[args[1].strip()] = int(args[0])
-        elif _SHAPE_CHECK.search(name) and len(args) == 2:
+        if _SHAPE_CHECK.search(name) and len(args) == 2:
             same.append((args[0].strip(), args[1].strip()))
         elif _EQUALITY_CHECK.search(name) and len(args) == 2:
             left, right = (_axis_node(a, call) for a in args)
@@ -572,8 +597,12 @@ def shape_checker(
     takes that shape, over the ranks read from the launch's own queries (``output.stride(1)``
     alone reads two axes of a tensor the binding checks as 3-D). The dims known are those named
     after the caller's locals; fallback names (``output_0``) are no evidence. A tensor the
-    launch never sizes (or asks only strides of) and the checks do not shape is refused: a
-    binding checks its shapes in C++, so an unchecked one is not guessed."""
+    launch never sizes and the checks do not shape is refused: a binding checks its shapes in
+    C++, so an unchecked one is not guessed. One the launch asks only strides of and the
+    checks do not shape takes its twin's shape, as checked (:func:`~astra_graph.framework.
+    launchers.strided_twin`, of the rank a ``CHECK_DIM`` states exactly), where the checks name
+    none of its sizes (``block_scale.size(0) == hidden_size / 128`` says a shape that no dim
+    gives, which a twin's may contradict); it is refused where there is no twin."""
 
     def reshape(shapes: dict[str, list[str]], notes: list[str]) -> dict[str, list[str]]:
         def noted(how: str) -> set[str]:  # the tensors whose shape the analysis noted so
@@ -582,15 +611,18 @@ def shape_checker(
         drafted = noted(DRAFTED_NOTE)
         strided = noted(STRIDED_NOTE)
         extended = noted(EXTENT_NOTE)
-        named = {  # what the launch itself says of shapes (an extent is no word of it)
+        named = {  # what the launch itself says of shapes (an extent or a twin is no word of it)
             t: s
             for t, s in shapes.items()
-            if t not in drafted | extended and all(d in call.locals for d in s)
+            if t not in drafted | strided | extended and all(d in call.locals for d in s)
         }
         checked = checked_shapes(call, named)
         out = dict(shapes)
+        unchecked: list[str] = []
         for name, shape in shapes.items():
-            if name in checked and (name in drafted | extended or len(checked[name]) >= len(shape)):
+            if name in checked and (
+                name in drafted | strided | extended or len(checked[name]) >= len(shape)
+            ):
                 out[name] = checked[name]
                 if checked[name] != shape:
                     notes.append(f"{name}: shape {checked[name]} from {call.function}'s checks")
@@ -600,12 +632,34 @@ def shape_checker(
                     f"caller {call.function} ({call.file.name}:{call.line}) check its shape"
                 )
             elif name in strided:
+                unchecked.append(name)
+        stated = _checked_ranks(call)
+        for name in unchecked:  # after the checks have shaped its twin
+            where = f"{call.function} ({call.file.name}:{call.line})"
+            if _sizes_checked(call, name):
+                raise Unmapped(
+                    f"tensor {name!r}: the launcher asks only its strides and its caller {where} "
+                    "checks sizes of it that give no shape, so no other tensor's is assumed"
+                )
+            # the twin the analysis chose, over the shapes it chose from (it drafted the tensor
+            # with that twin's axes, or with the rank its strides read where there was none);
+            # a CHECK_DIM's rank is exact, and a twin's checked rank must be it
+            twin = (
+                strided_twin(name, stated[name], True, out, notes)
+                if name in stated
+                else strided_twin(name, len(shapes[name]), False, shapes, notes)
+            )
+            if twin is None:
                 # its rank read from strides alone: FlashInfer's `q_rope.stride(1)`, drafted
                 # 2-D with a unit head stride, faulted against itself on the H100 (537347b)
                 raise Unmapped(
                     f"tensor {name!r}: the launcher asks only its strides and its caller "
-                    f"{call.function} ({call.file.name}:{call.line}) does not check its shape"
+                    f"{where} does not check its shape, and no tensor it sizes is its twin "
+                    "(a name related to its own, or the main tensor's rank)"
                 )
+            out[name] = list(out[twin[0]])
+            notes[:] = [n for n in notes if not n.startswith(f"{name}: {STRIDED_NOTE}")]
+            notes.append(twin[1])
         shaped = drafted | ((strided | extended) & set(checked))
         said = tuple(f"{t}: {how}" for t in shaped for how in SHAPE_NOTES)
         notes[:] = [n for n in notes if not n.startswith(said)]

@@ -10,7 +10,9 @@ launcher's own expressions and nothing else:
   used as ``[..., hidden]``, through ``numel()`` and ``size(-1)``, has two axes); an axis is
   named after the launcher's local variable that holds it (``hidden_size = input.size(-1)``).
   A tensor whose sizes the launcher never asks for is given the shape of the first one it does
-  ask for (the frameworks check shapes in Python, not here), and that is reported;
+  ask for (the frameworks check shapes in Python, not here), and that is reported; one it asks
+  only strides of, the shape of its twin, a sized tensor its name is made from or else the
+  first sized one where the ranks agree (:func:`strided_twin`), reported as an assumption;
 * strides as those of contiguous tensors (``input.stride(-2)`` = the product of later axes);
 * the dtypes its dispatch macro instantiates (torch's ``AT_DISPATCH_*`` macros by name, a
   framework's own macros by the scalar types their definitions name, recursively); a type a
@@ -1103,7 +1105,9 @@ def _matched_reshape(
                     "of the launcher"
                 )
             out[tensor] = [names[s] for s in sizes]
-            notes[:] = [n for n in notes if not n.startswith(f"{tensor}: {DRAFTED_NOTE}")]
+            # the matcher's shape, not a draft: a twin's (or none) for a tensor of strides alone
+            drafts = (f"{tensor}: {DRAFTED_NOTE}", f"{tensor}: {STRIDED_NOTE}")
+            notes[:] = [n for n in notes if not n.startswith(drafts)]
             notes.append(f"{tensor}: shape [{', '.join(out[tensor])}] from its tensor matcher")
         return reshape(out, notes) if reshape is not None else out
 
@@ -1889,11 +1893,66 @@ DRAFTED_NOTE = "no size is asked for in the launcher"
 tensor's shape, which a caller's checks must replace (callers.shape_checker)."""
 STRIDED_NOTE = "only its strides are asked"
 """How the note of a tensor whose rank is read from ``stride(i)`` alone begins, after its name."""
+LAST_AXIS_NOTE = "the launcher reads only its last axis"
+"""How the note of a tensor whose leading axes :func:`_rows_of` drafted begins, after its name."""
 EXTENT_NOTE = "extent read from the kernel"
 """How the note of a shape taken from :func:`read_extents` begins, after the tensor's name: a
 caller's checks replace such a shape (callers.shape_checker)."""
 WHOLE_SHAPE = "*"
 """The axis :func:`read_extents` gives a tensor that has another's whole shape."""
+UNSIZED_NOTES = (DRAFTED_NOTE, STRIDED_NOTE, EXTENT_NOTE, LAST_AXIS_NOTE)
+"""The notes of tensors whose shape is not (wholly) their own size queries': none is a twin
+(:func:`strided_twin`)."""
+
+
+def _name_tokens(name: str) -> set[str]:
+    return {token for token in name.lower().split("_") if token}
+
+
+def strided_twin(
+    name: str, rank: int, exact: bool, shapes: dict[str, list[str]], notes: list[str]
+) -> tuple[str, str] | None:
+    """The tensor whose shape ``name``, a tensor the launcher asks only strides of, is drafted
+    with, and the note that says so; None where no tensor qualifies. In the frameworks such a
+    tensor is an output or companion of one the launcher does size, with its shape (vLLM's
+    ``residual.stride(-2)`` beside ``input``, FlashInfer's ``q_rope``/``k_rope`` beside
+    ``q``/``k``): drafted with dims of its own, random draws gave it fewer rows than the kernel
+    writes (vLLM launchers that failed against themselves on the H100).
+
+    The candidates are the tensors of ``shapes`` sized by their own queries (no note of
+    :data:`UNSIZED_NOTES`), in order; ``rank`` is the one read from its strides (a least one:
+    ``q_rope.stride(1)`` of a 3-D tensor reads two axes), or, ``exact``, one a check states.
+    First the candidate of that many axes whose name relates to its own by ``_``-separated
+    tokens: one whose whole name is a token of the other's (``q`` of ``q_rope``, ``output`` of
+    ``prefix_output``), the longest first, else the longest shared token. Else, where no
+    candidate's name relates (one that does, of other axes, says it is not the main tensor's
+    companion), the launcher's main tensor (the first candidate), and only where its rank is the
+    very one: with no word in the names, a tensor of fewer axes is no companion of it (vLLM's
+    merge_attn_states asks strides alone of ``prefix_lse``, [heads, tokens], beside its sized
+    ``output``, [tokens, heads, head_size]: its shape is neither's)."""
+    unsized = {n.split(": ", 1)[0] for n in notes if n.split(": ", 1)[-1].startswith(UNSIZED_NOTES)}
+    sized = [t for t in shapes if t != name and t not in unsized]
+    own = _name_tokens(name)
+    related = [t for t in sized if own & _name_tokens(t)]
+    fitting: list[tuple[int, int, int, str]] = []
+    for order, other in enumerate(related):
+        if len(shapes[other]) == rank if exact else len(shapes[other]) >= rank:
+            theirs = _name_tokens(other)
+            whole = other.lower() in own or name.lower() in theirs
+            fitting.append((0 if whole else 1, -max(map(len, own & theirs)), order, other))
+    if fitting:
+        twin = min(fitting)[-1]
+        why = f"the sized tensor its name relates to, {twin}"
+    elif sized and not related and len(shapes[sized[0]]) == rank:
+        twin = sized[0]
+        why = f"the launcher's main tensor {twin}, of its rank (no sized tensor's name relates)"
+    else:
+        return None
+    note = (
+        f"{name}: {STRIDED_NOTE}; drafted as {twin}'s shape (an assumption: a tensor asked only "
+        f"for strides is taken to be an output or companion with the shape of {why})"
+    )
+    return twin, note
 
 
 def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str, str]]:
@@ -1951,6 +2010,20 @@ def _shapes(
     unstated: dict[str, tuple[str, str]] = {}
     main: str | None = None
     last_only: list[str] = []
+    strided: list[tuple[str, int, bool]] = []
+
+    def own_axes(name: str, rank: int) -> None:
+        axes = []
+        for axis in range(rank):
+            local = _local_for(launch, name, axis, rank)
+            dim = local or (
+                "tokens" if axis == 0 and rank > 1 and main is None else f"{name}_{axis}"
+            )
+            axes.append(dim)
+            if dim not in dims:
+                dims.append(dim)
+        shapes[name] = axes
+
     for name, use in tensors.items():
         if not use.indices and not use.numel:
             continue
@@ -1968,28 +2041,29 @@ def _shapes(
                 f"{name}: 2 axes, rows and a row: the launcher divides its element count by "
                 "another tensor's sizes"
             )
-        if not use.sized and not use.numel:
-            notes.append(f"{name}: {STRIDED_NOTE}; drafted with {rank} axes")
         stated = (ranks or {}).get(name, 0)
         if stated > rank:
             notes.append(f"{name}: rank {stated}, as the launch's condition states")
-            rank = stated
-        axes = []
-        for axis in range(rank):
-            local = _local_for(launch, name, axis, rank)
-            dim = local or (
-                "tokens" if axis == 0 and rank > 1 and main is None else f"{name}_{axis}"
-            )
-            axes.append(dim)
-            if dim not in dims:
-                dims.append(dim)
-        shapes[name] = axes
+        if not use.sized and not use.numel:
+            # after every sized tensor, which may come later, has its axes: its twin's
+            strided.append((name, max(rank, stated), stated >= rank))
+            continue
+        own_axes(name, max(rank, stated))
+        main = main or name
+    for name, rank, exact in strided:
+        twin = strided_twin(name, rank, exact, shapes, notes)
+        if twin is None:
+            notes.append(f"{name}: {STRIDED_NOTE}; drafted with {rank} axes")
+            own_axes(name, rank)
+        else:
+            shapes[name] = list(shapes[twin[0]])
+            notes.append(twin[1])
         main = main or name
     for name in last_only:
         shapes[name], source, assumed = _rows_of(launch, name, tensors, shapes)
         dims.extend(d for d in shapes[name] if d not in dims)
         notes.append(
-            f"{name}: the launcher reads only its last axis; its leading axes drafted as "
+            f"{name}: {LAST_AXIS_NOTE}; its leading axes drafted as "
             + (
                 f"{source}'s (an assumption: the launcher reads only {source}'s leading axes, "
                 "and an output with its input's rows is the framework's convention)"
@@ -2052,6 +2126,14 @@ def _shapes(
             if shapes[name] == drafted[name]:
                 shapes[name] = read_axis(name) or shapes[name]
         dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape if not d.isdigit()))
+    for name, _, _ in strided:  # neither a twin, nor a caller's checks or a matcher shaped it
+        if f"{name}: {STRIDED_NOTE}; drafted with" in " ".join(notes):
+            # vLLM's merge_attn_states: prefix_lse, [heads, tokens], drafted with dims of its
+            # own, was read past on the H100 when a random draw gave it fewer (fadeb98)
+            raise Unmapped(
+                f"tensor {name!r}: the launcher asks only its strides, and no tensor it sizes "
+                "is its twin (strided_twin), so its shape is not stated"
+            )
     return shapes, dims, unstated
 
 

@@ -1,0 +1,174 @@
+"""Tensors a launcher asks only strides of take a sized tensor's shape, their twin (CPU).
+
+vLLM's fused_add_rms_norm asks ``residual.stride(-2)`` and no size of it; drafted with dims of
+its own, random draws gave it fewer rows than the kernel writes, on the H100. The fixtures were
+written for these tests in the style of the frameworks: tests/fixtures/framework/csrc/
+strided_twins.cu holds torch launchers (a residual beside its input, rotated copies of q and k
+with their own head counts, attention states whose lse is [heads, tokens]);
+tests/fixtures/framework/strided_twin holds raw-pointer header launchers and the bindings that
+call them, checking some of those tensors and passing others by their strides alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from astra_graph.cli import main
+from astra_graph.framework.callers import Callers, compose, shape_checker
+from astra_graph.framework.flatten import flatten
+from astra_graph.framework.importer import import_file
+from astra_graph.framework.launchers import (
+    DRAFTED_NOTE,
+    STRIDED_NOTE,
+    Analysis,
+    Unmapped,
+    analyse,
+    device_constants,
+    strided_twin,
+)
+from astra_graph.framework.parse import parse_source
+from astra_graph.kernel import expr
+from astra_graph.kernel.contract import load_contract
+
+pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "framework"
+TWINS = FIXTURES / "csrc" / "strided_twins.cu"
+BASE = FIXTURES / "strided_twin"
+HEADER = BASE / "include" / "tw" / "twins.cuh"
+FOLDERS = [BASE / "include", BASE / "csrc"]
+H100 = device_constants("sm_90", (13, 0))
+ROPE_SIZES = {"nnz": 3, "num_qo_heads": 8, "num_kv_heads": 2, "head_dim": 64}
+
+
+def _direct(launcher_name: str) -> Analysis:
+    source = parse_source(flatten(TWINS, []).text)
+    launcher = next(x for x in source.launchers if x.name == launcher_name)
+    return analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, H100, None, source.structs
+    )
+
+
+def _through_binding(launcher_name: str) -> Analysis:
+    """The launch of a header launcher composed with its one binding, as ``astra import``
+    analyses it (importer._analysed_sites), without compiling the device code."""
+    flat = flatten(HEADER, FOLDERS)
+    source = parse_source(flat.text)
+    launcher = next(x for x in source.launchers if x.name == launcher_name)
+    callers = Callers(FOLDERS, flat.files)
+    (site,) = callers.calls(launcher)
+    macros = {**source.macros, **callers.macros(site.file)}
+    host, launch = compose(launcher, launcher.launches[0], site, macros)
+    return analyse(
+        host,
+        launch,
+        source.kernels,
+        macros,
+        H100,
+        source.constants,
+        source.structs,
+        shape_checker(site),
+    )
+
+
+def _value(analysis: Analysis, param: str, sizes: dict[str, int]) -> int:
+    (binding,) = (b for b in analysis.bindings if b.param == param)
+    return expr.evaluate_int(binding.value, sizes)
+
+
+def test_the_twin_is_the_tensor_a_name_is_made_from_else_the_main_one_of_its_rank() -> None:
+    shapes = {"input": ["t", "h"], "q_cache": ["n", "hq", "d"], "q": ["n", "hq", "d"]}
+    shapes["k"] = ["n", "hk", "d"]
+
+    def twin(name: str, rank: int, exact: bool = False, notes: tuple[str, ...] = ()) -> str:
+        found = strided_twin(name, rank, exact, shapes, list(notes))
+        return found[0] if found is not None else ""
+
+    # a whole name among its tokens before a shared token (q_cache comes first), else that
+    assert (twin("q_rope", 2), twin("k_rope", 2), twin("cache_out", 3)) == ("q", "k", "q_cache")
+    # no name relates: the main tensor, of the very rank its strides read
+    assert twin("residual", 2) == "input"
+    note = strided_twin("residual", 2, False, shapes, [])[1]  # type: ignore[index]
+    assert note.startswith(f"residual: {STRIDED_NOTE}; drafted as input's shape (an assumption")
+    assert twin("residual", 1) == ""  # fewer axes: no companion of it
+    # a rank a check states is exact: k's three axes are not two, and a name that relates to a
+    # sized tensor says it is no companion of the main one
+    assert twin("k_rope", 2, exact=True) == ""
+    # a tensor whose shape is not its own size queries' is nobody's twin
+    assert twin("residual", 2, notes=(f"input: {DRAFTED_NOTE}; drafted as [n]",)) == ""
+
+
+def test_a_residual_asked_only_its_strides_has_its_inputs_dims() -> None:
+    """twin_add_norm, as vLLM's fused_add_rms_norm: ``input`` sized by ``size(-1)`` and
+    ``numel()``, ``residual.stride(-2)`` alone. The two share their dims, so every draw keeps
+    them one shape, and residual's row stride is computed from that shape."""
+    found = _direct("twin_add_norm")
+    assert found.shapes["residual"] == found.shapes["input"] == ["tokens", "hidden_size"]
+    assert found.dims == ["tokens", "hidden_size"]
+    assert _value(found, "residual_stride", {"tokens": 5, "hidden_size": 96}) == 96
+    assert any(n.startswith(f"residual: {STRIDED_NOTE}; drafted as input's") for n in found.notes)
+
+
+def test_rotated_copies_pair_with_q_and_k_not_both_with_the_main_tensor() -> None:
+    found = _direct("twin_rope")
+    assert found.shapes["q_rope"] == found.shapes["q"] == ["nnz", "num_qo_heads", "head_dim"]
+    assert found.shapes["k_rope"] == found.shapes["k"]
+    assert "num_kv_heads" in found.shapes["k_rope"]
+    assert _value(found, "q_rope_stride_n", ROPE_SIZES) == 8 * 64
+    assert _value(found, "k_rope_stride_n", ROPE_SIZES) == 2 * 64
+    assert _value(found, "k_rope_stride_h", ROPE_SIZES) == 64
+
+
+def test_a_strided_tensor_of_fewer_axes_than_any_sized_one_is_refused() -> None:
+    """twin_merge: ``prefix_output`` is ``output``'s twin by name; ``prefix_lse`` ([heads,
+    tokens]) relates to no sized tensor by name and has fewer axes than ``output``, whose shape
+    would be wrong for it. Dims of its own were the draft before the twin rule, and a random draw
+    of fewer heads than the kernel reads made the original read past it (vLLM's
+    merge_attn_states on the H100): the launcher is refused, naming the tensor."""
+    with pytest.raises(Unmapped, match=r"tensor 'prefix_lse': .* no tensor it sizes is its twin"):
+        _direct("twin_merge")
+
+
+def test_a_binding_that_checks_no_shape_of_a_strided_tensor_gives_it_its_twins() -> None:
+    """rotary_copy checks q and k (3-D, k's first and last axes q's) and passes q_rope and k_rope
+    by their strides alone: each takes its twin's shape as the binding's checks give it (the
+    launch itself reads only two axes of k), where it used to be refused."""
+    found = _through_binding("RotaryCopy")
+    assert found.shapes["q_rope"] == found.shapes["q"] == ["nnz", "num_qo_heads", "head_dim"]
+    assert found.shapes["k_rope"] == found.shapes["k"] == ["nnz", "num_kv_heads", "head_dim"]
+    assert _value(found, "k_rope_stride_n", ROPE_SIZES) == 2 * 64
+    # out's rank is checked (CHECK_DIM(2, out)) and its strides read one axis: the main tensor
+    doubled = _through_binding("DoubleRows")
+    assert doubled.shapes["out"] == doubled.shapes["in"] == ["rows", "d"]
+    assert _value(doubled, "out_stride", {"rows": 4, "d": 256}) == 256
+
+
+def test_a_strided_tensor_with_no_twin_or_sizes_the_checks_say_otherwise_is_refused() -> None:
+    with pytest.raises(Unmapped, match=r"tensor 'lse': .* and no tensor it sizes is its twin"):
+        _through_binding("MaskHeads")  # [heads, tokens] beside a 3-D output: no twin
+    with pytest.raises(Unmapped, match=r"tensor 'block_scale': .* checks sizes of it that give no"):
+        _through_binding("BlockMax")  # block_scale.size(0) == d / 128: no dim, and no twin's
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_operations_with_twins_are_written_and_validate(tmp_path: Path) -> None:
+    direct = import_file(TWINS, [], tmp_path / "direct")
+    bound = import_file(HEADER, FOLDERS, tmp_path / "bound")
+    results = {r.launcher: r for r in [*direct.launchers, *bound.launchers]}
+    assert not direct.compile_error and not bound.compile_error
+    expected = {
+        ("direct", "twin_add_norm"): {"residual": ["tokens", "hidden_size"]},
+        ("bound", "rotary_copy"): {
+            "q_rope": ["nnz", "num_qo_heads", "head_dim"],
+            "k_rope": ["nnz", "num_kv_heads", "head_dim"],
+        },
+        ("bound", "double_rows"): {"out": ["rows", "d"]},
+    }
+    for (where, op), shapes in expected.items():
+        folder = tmp_path / where / op
+        contract = load_contract(folder).contract
+        assert {a.name: a.shape for a in contract.args if a.name in shapes} == shapes
+        assert main(["validate", str(folder)]) == 0
+    assert not results["MaskHeads"].imported and not results["BlockMax"].imported
