@@ -134,9 +134,9 @@ def imported(item: str, out: Path) -> Target:
 
 
 def agreement(cases: list[dict[str, Any]]) -> dict[str, Any]:
-    """The device-time comparisons over the timed cases: the export's graph and the kernel
-    launched straight each against the run's bench, and the graph against the straight launch
-    beside it on the same buffers (``same_buffers``); per comparison how many within
+    """The device-time comparisons over the timed cases: the export's in-graph time and the
+    kernel launched straight each against the run's bench, and the in-graph time against the
+    straight launch on the same buffers (``same_buffers``); per comparison how many within
     :data:`BENCH_AGREEMENT`, how many the bench timed with events, the range, the cases outside."""
     out: dict[str, Any] = {}
     keys = (
@@ -313,7 +313,7 @@ def report(summary: dict[str, Any], out: Path) -> None:
             f"{graph['timed']} (outside: {', '.join(graph['outside']) or 'none'}); kernel "
             f"launched straight: {direct['within']}/{direct['timed']} events-timed\n"
             f"  CUDA-graph time within {BENCH_AGREEMENT:.0%} of the kernel launched straight "
-            f"beside it (same buffers): {beside['within']}/{beside['timed']} (outside: "
+            f"on the same buffers: {beside['within']}/{beside['timed']} (outside: "
             f"{', '.join(beside['outside']) or 'none'})"
         )
 

@@ -82,17 +82,31 @@ def test_the_twin_is_the_tensor_a_name_is_made_from_else_the_main_one_of_its_ran
     shapes = {"input": ["t", "h"], "q_cache": ["n", "hq", "d"], "q": ["n", "hq", "d"]}
     shapes["k"] = ["n", "hk", "d"]
 
-    def twin(name: str, rank: int, exact: bool = False, notes: tuple[str, ...] = ()) -> str:
-        found = strided_twin(name, rank, exact, shapes, list(notes))
+    def twin(
+        name: str,
+        rank: int,
+        exact: bool = False,
+        notes: tuple[str, ...] = (),
+        read_only: bool = False,
+        among: dict[str, list[str]] = shapes,
+    ) -> str:
+        found = strided_twin(name, rank, exact, read_only, among, list(notes))
         return found[0] if found is not None else ""
 
-    # a whole name among its tokens before a shared token (q_cache comes first), else that
-    assert (twin("q_rope", 2), twin("k_rope", 2), twin("cache_out", 3)) == ("q", "k", "q_cache")
-    # no name relates: the main tensor, of the very rank its strides read
+    # a sized tensor whose name is made of its tokens, the most tokens first
+    assert (twin("q_rope", 2), twin("k_rope", 2), twin("q_cache_rope", 3)) == ("q", "k", "q_cache")
+    # a name that only shares a token is no twin, and says the main tensor is none either
+    assert twin("cache_out", 3) == ""
+    # the other way round, a sized tensor named after it is its companion, not its shape: a
+    # quantized `out` [t, h] beside its scales `out_scale` [t, h / 128]
+    assert twin("out", 2, among={"input": ["t", "h"], "out_scale": ["t", "groups"]}) == ""
+    # no name relates: the main tensor, of the very rank its strides read, for one it writes
     assert twin("residual", 2) == "input"
-    note = strided_twin("residual", 2, False, shapes, [])[1]  # type: ignore[index]
+    note = strided_twin("residual", 2, False, False, shapes, [])[1]  # type: ignore[index]
     assert note.startswith(f"residual: {STRIDED_NOTE}; drafted as input's shape (an assumption")
     assert twin("residual", 1) == ""  # fewer axes: no companion of it
+    # an input it only reads may be wider than the output the launcher sizes (a gated 2d row)
+    assert twin("residual", 2, read_only=True) == ""
     # a rank a check states is exact: k's three axes are not two, and a name that relates to a
     # sized tensor says it is no companion of the main one
     assert twin("k_rope", 2, exact=True) == ""
@@ -129,6 +143,21 @@ def test_a_strided_tensor_of_fewer_axes_than_any_sized_one_is_refused() -> None:
     merge_attn_states on the H100): the launcher is refused, naming the tensor."""
     with pytest.raises(Unmapped, match=r"tensor 'prefix_lse': .* no tensor it sizes is its twin"):
         _direct("twin_merge")
+
+
+def test_an_input_read_beside_the_output_it_is_not_named_after_is_refused() -> None:
+    """twin_gated: the launcher sizes the d-wide output and asks only ``input.stride(-2)`` of
+    the [tokens, 2d] input the kernel reads: the output's shape would be too narrow for it
+    (the main tensor is a twin only of a tensor the kernel writes)."""
+    with pytest.raises(Unmapped, match=r"tensor 'input': .* no tensor it sizes is its twin"):
+        _direct("twin_gated")
+
+
+def test_the_refusal_names_the_tensor_without_a_twin_not_one_its_name_ends() -> None:
+    """twin_two_outs: ``out`` is the input's twin; ``prefix_out``, one axis read by its stride,
+    has none. The refusal names ``prefix_out``, whose note also ends in ``out: ...``."""
+    with pytest.raises(Unmapped, match=r"^tensor 'prefix_out': "):
+        _direct("twin_two_outs")
 
 
 def test_a_binding_that_checks_no_shape_of_a_strided_tensor_gives_it_its_twins() -> None:

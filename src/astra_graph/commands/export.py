@@ -15,6 +15,7 @@ file did not build, or the gate says revert, 2 bad input or a missing GPU/tool.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,6 +123,12 @@ def _on_gpu(finished: FinishedRun, package: Path, out: Path, args: argparse.Name
         raise UsageError("--verify/--gate need torch (a GPU machine)") from None
     if not torch.cuda.is_available():
         raise UsageError("--verify/--gate need a CUDA GPU (torch sees none)")
+    if args.verify and "external" not in inspect.signature(torch.cuda.Event).parameters:
+        # export.measure.in_graph_us times the op between event nodes of a CUDA graph
+        raise UsageError(
+            f"--verify needs torch.cuda.Event(external=True) (event nodes in a CUDA graph); "
+            f"torch {torch.__version__} has no such argument"
+        )
     original = _original(finished, args)
     status = 0
     if args.verify:

@@ -108,7 +108,7 @@ def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, 
         f"{len(ratios)} timed cases (the kernel launched straight, at {direct_near} of the "
         f"{len(direct)} the bench timed as one launch"
         f"{f'; {unproven} with host time possible' if unproven else ''}); "
-        f"graph within {BENCH_AGREEMENT:.0%} of the kernel launched straight beside it on the "
+        f"in-graph time within {BENCH_AGREEMENT:.0%} of the kernel launched straight on the "
         f"same buffers at {beside_near} of {len(beside)}; "
         f"host overhead {host['exported_us']:.1f} us/call (original {host['original_us']:.1f})"
     )

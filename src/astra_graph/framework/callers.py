@@ -47,6 +47,7 @@ from astra_graph.framework.launchers import (
     DRAFTED_NOTE,
     EXTENT_NOTE,
     STRIDED_NOTE,
+    Reshape,
     Unmapped,
     dispatch_dtypes,
     strided_twin,
@@ -591,7 +592,7 @@ def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, li
 
 def shape_checker(
     call: CallSite,
-) -> Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]]:
+) -> Reshape:
     """The ``reshape`` hook of :func:`~astra_graph.framework.launchers.analyse` for a launch
     composed with ``call``: each tensor the caller's checks shape (:func:`checked_shapes`)
     takes that shape, over the ranks read from the launch's own queries (``output.stride(1)``
@@ -604,7 +605,9 @@ def shape_checker(
     none of its sizes (``block_scale.size(0) == hidden_size / 128`` says a shape that no dim
     gives, which a twin's may contradict); it is refused where there is no twin."""
 
-    def reshape(shapes: dict[str, list[str]], notes: list[str]) -> dict[str, list[str]]:
+    def reshape(
+        shapes: dict[str, list[str]], notes: list[str], read_only: frozenset[str]
+    ) -> dict[str, list[str]]:
         def noted(how: str) -> set[str]:  # the tensors whose shape the analysis noted so
             return {t for t in shapes if any(n.startswith(f"{t}: {how}") for n in notes)}
 
@@ -644,10 +647,11 @@ def shape_checker(
             # the twin the analysis chose, over the shapes it chose from (it drafted the tensor
             # with that twin's axes, or with the rank its strides read where there was none);
             # a CHECK_DIM's rank is exact, and a twin's checked rank must be it
+            reads = name in read_only
             twin = (
-                strided_twin(name, stated[name], True, out, notes)
+                strided_twin(name, stated[name], True, reads, out, notes)
                 if name in stated
-                else strided_twin(name, len(shapes[name]), False, shapes, notes)
+                else strided_twin(name, len(shapes[name]), False, reads, shapes, notes)
             )
             if twin is None:
                 # its rank read from strides alone: FlashInfer's `q_rope.stride(1)`, drafted

@@ -12,7 +12,7 @@ came in and, if not, why, in one line each.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Set
+from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from astra_graph.framework.flatten import Flattened, flatten
 from astra_graph.framework.launchers import (
     Analysis,
     RawPointer,
+    Reshape,
     Unmapped,
     analyse,
     device_constants,
@@ -50,9 +51,6 @@ from astra_graph.kernel.header import checked_std, split_entry
 
 READ_FORMS = "only <<<>>>, cudaLaunchKernel, cudaLaunchKernelEx and LaunchKernel(...)(...)"
 """The launch forms :mod:`~astra_graph.framework.parse` reads, for the reason of one it does not."""
-Reshape = Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]]
-"""A caller's correction of a launch's tensor shapes (:func:`~astra_graph.framework.callers.
-shape_checker`)."""
 COMPILER_REASON = (
     "device code only, launchers read by the parser: nvcc on the whole file needs torch's "
     "headers, which CI and CPU hosts lack"

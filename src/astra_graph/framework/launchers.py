@@ -54,7 +54,7 @@ import ast
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -87,7 +87,7 @@ from astra_graph.kernel.header import SM_COUNT
 from astra_graph.kernel.signature import TYPE_ALIASES
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
+    from collections.abc import Collection
 
     from tree_sitter import Node
 
@@ -982,7 +982,7 @@ def analyse(
     device: dict[str, int],
     source_constants: dict[str, str] | None = None,
     structs: dict[str, list[Param]] | None = None,
-    reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
+    reshape: Reshape | None = None,
     returns: dict[str, ReturnOnly | None] | None = None,
 ) -> Analysis:
     """The contract-level description of one launch; raises Unmapped with the reason.
@@ -992,8 +992,8 @@ def analyse(
     ``returns`` (:attr:`~astra_graph.framework.parse.Source.returns`) its one-return functions;
     ``structs`` (:attr:`~astra_graph.framework.parse.Source.structs`) the fields of by-value
     struct parameters.
-    ``reshape(shapes, notes)``, where given, corrects the tensors' shapes before strides and
-    sizes are written over them.
+    ``reshape(shapes, notes, read_only)`` (:data:`Reshape`), where given, corrects the tensors'
+    shapes before strides and sizes are written over them.
     """
     kernel = _launched_kernel(launch, kernels)
     notes: list[str] = list(launch.notes)
@@ -1075,8 +1075,8 @@ def analyse(
 
 def _matched_reshape(
     launch: Launch,
-    reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None,
-) -> Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None:
+    reshape: Reshape | None,
+) -> Reshape | None:
     """``reshape`` preceded by the launch's tensor-shape matchers (:attr:`~astra_graph.
     framework.parse.Launch.matched`): each matched tensor the kernel gets has the matcher's
     shape, one dim per symbolic size, named after the size's label (``SymbolicSize{"num_tokens"}``
@@ -1093,7 +1093,9 @@ def _matched_reshape(
                 dim = f"{dim}_"  # two sizes of one label: each its own dim
             names.setdefault(symbol, dim)
 
-    def matched(shapes: dict[str, list[str]], notes: list[str]) -> dict[str, list[str]]:
+    def matched(
+        shapes: dict[str, list[str]], notes: list[str], read_only: frozenset[str]
+    ) -> dict[str, list[str]]:
         out = dict(shapes)
         for tensor, sizes, _ in launch.matched:
             if tensor not in out:
@@ -1109,7 +1111,7 @@ def _matched_reshape(
             drafts = (f"{tensor}: {DRAFTED_NOTE}", f"{tensor}: {STRIDED_NOTE}")
             notes[:] = [n for n in notes if not n.startswith(drafts)]
             notes.append(f"{tensor}: shape [{', '.join(out[tensor])}] from its tensor matcher")
-        return reshape(out, notes) if reshape is not None else out
+        return reshape(out, notes, read_only) if reshape is not None else out
 
     return matched
 
@@ -1888,6 +1890,10 @@ def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None
 _SIZE_PLACEHOLDER = re.compile(r"(?P<tensor>\w+?)__size__(?P<index>m?\d+)")
 
 
+Reshape = Callable[[dict[str, list[str]], list[str], frozenset[str]], dict[str, list[str]]]
+"""A hook that corrects drafted shapes (a caller's checks, a tensor matcher): ``reshape(shapes,
+notes, read_only)``, ``read_only`` the tensors the launcher asks only strides of that the kernel
+only reads (:func:`strided_twin` gives such a tensor no main tensor's shape)."""
 DRAFTED_NOTE = "no size is asked for in the launcher"
 """How the note of a tensor the launch never sizes begins, after its name: drafted from another
 tensor's shape, which a caller's checks must replace (callers.shape_checker)."""
@@ -1910,7 +1916,12 @@ def _name_tokens(name: str) -> set[str]:
 
 
 def strided_twin(
-    name: str, rank: int, exact: bool, shapes: dict[str, list[str]], notes: list[str]
+    name: str,
+    rank: int,
+    exact: bool,
+    read_only: bool,
+    shapes: dict[str, list[str]],
+    notes: list[str],
 ) -> tuple[str, str] | None:
     """The tensor whose shape ``name``, a tensor the launcher asks only strides of, is drafted
     with, and the note that says so; None where no tensor qualifies. In the frameworks such a
@@ -1922,30 +1933,35 @@ def strided_twin(
     The candidates are the tensors of ``shapes`` sized by their own queries (no note of
     :data:`UNSIZED_NOTES`), in order; ``rank`` is the one read from its strides (a least one:
     ``q_rope.stride(1)`` of a 3-D tensor reads two axes), or, ``exact``, one a check states.
-    First the candidate of that many axes whose name relates to its own by ``_``-separated
-    tokens: one whose whole name is a token of the other's (``q`` of ``q_rope``, ``output`` of
-    ``prefix_output``), the longest first, else the longest shared token. Else, where no
-    candidate's name relates (one that does, of other axes, says it is not the main tensor's
-    companion), the launcher's main tensor (the first candidate), and only where its rank is the
-    very one: with no word in the names, a tensor of fewer axes is no companion of it (vLLM's
+    First a candidate of that many axes whose name is made of ``_``-separated tokens of its own
+    (``q`` of ``q_rope``, ``output`` of ``prefix_output``), the most tokens first: the other
+    way round (``out`` of ``out_scale``) the sized tensor is this one's companion, not its
+    shape. Else, where no candidate's name shares a token with it (one that does says it is
+    not the main tensor's companion), the launcher's main tensor (the first candidate), and
+    only where its rank is the very one and the kernel writes ``name`` (``read_only`` False):
+    with no word in the names, a tensor of fewer axes is no companion of it (vLLM's
     merge_attn_states asks strides alone of ``prefix_lse``, [heads, tokens], beside its sized
-    ``output``, [tokens, heads, head_size]: its shape is neither's)."""
+    ``output``, [tokens, heads, head_size]), and an input the kernel reads beside the output it
+    sizes may be wider than it (a gated input of 2d beside its d-wide output)."""
     unsized = {n.split(": ", 1)[0] for n in notes if n.split(": ", 1)[-1].startswith(UNSIZED_NOTES)}
     sized = [t for t in shapes if t != name and t not in unsized]
     own = _name_tokens(name)
     related = [t for t in sized if own & _name_tokens(t)]
-    fitting: list[tuple[int, int, int, str]] = []
-    for order, other in enumerate(related):
-        if len(shapes[other]) == rank if exact else len(shapes[other]) >= rank:
-            theirs = _name_tokens(other)
-            whole = other.lower() in own or name.lower() in theirs
-            fitting.append((0 if whole else 1, -max(map(len, own & theirs)), order, other))
+    fitting = [
+        (-len(_name_tokens(other)), order, other)
+        for order, other in enumerate(related)
+        if _name_tokens(other) <= own
+        and (len(shapes[other]) == rank if exact else len(shapes[other]) >= rank)
+    ]
     if fitting:
         twin = min(fitting)[-1]
-        why = f"the sized tensor its name relates to, {twin}"
-    elif sized and not related and len(shapes[sized[0]]) == rank:
+        why = f"the sized tensor its name is made from, {twin}"
+    elif sized and not related and not read_only and len(shapes[sized[0]]) == rank:
         twin = sized[0]
-        why = f"the launcher's main tensor {twin}, of its rank (no sized tensor's name relates)"
+        why = (
+            f"the launcher's main tensor {twin}, of its rank (no sized tensor's name relates, "
+            "and the kernel writes it)"
+        )
     else:
         return None
     note = (
@@ -1995,7 +2011,7 @@ def _shapes(
     launch: Launch,
     tensors: dict[str, TensorUse],
     notes: list[str],
-    reshape: Callable[[dict[str, list[str]], list[str]], dict[str, list[str]]] | None = None,
+    reshape: Reshape | None = None,
     ranks: dict[str, int] | None = None,
     extents: dict[str, tuple[str, str]] | None = None,
 ) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, str]]]:
@@ -2051,7 +2067,7 @@ def _shapes(
         own_axes(name, max(rank, stated))
         main = main or name
     for name, rank, exact in strided:
-        twin = strided_twin(name, rank, exact, shapes, notes)
+        twin = strided_twin(name, rank, exact, tensors[name].const, shapes, notes)
         if twin is None:
             notes.append(f"{name}: {STRIDED_NOTE}; drafted with {rank} axes")
             own_axes(name, rank)
@@ -2121,13 +2137,13 @@ def _shapes(
         # shapes the launcher's caller checks (callers.py) win over ranks read from the
         # launch's queries, before any stride is written in terms of them
         drafted = {name: shapes[name] for name in read}
-        shapes = reshape(shapes, notes)
+        shapes = reshape(shapes, notes, frozenset(n for n, _, _ in strided if tensors[n].const))
         for name in read:  # the source's axis as the caller's checks name it, unless they shape it
             if shapes[name] == drafted[name]:
                 shapes[name] = read_axis(name) or shapes[name]
         dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape if not d.isdigit()))
     for name, _, _ in strided:  # neither a twin, nor a caller's checks or a matcher shaped it
-        if f"{name}: {STRIDED_NOTE}; drafted with" in " ".join(notes):
+        if any(n.startswith(f"{name}: {STRIDED_NOTE}; drafted with") for n in notes):
             # vLLM's merge_attn_states: prefix_lse, [heads, tokens], drafted with dims of its
             # own, was read past on the H100 when a random draw gave it fewer (fadeb98)
             raise Unmapped(
