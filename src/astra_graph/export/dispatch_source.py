@@ -28,7 +28,7 @@ from astra_graph.harness.geometry import (
 )
 from astra_graph.harness.plan import RANDOM_BEYOND_SUITES
 from astra_graph.harness.results import TuningReport
-from astra_graph.kernel import expr
+from astra_graph.kernel import expr, occupancy
 from astra_graph.kernel.contract import ELEM_BYTES, OperationSpec, TensorArg
 from astra_graph.kernel.dtypes import DTYPES, TYPE_PARAMETER
 from astra_graph.kernel.header import (
@@ -138,12 +138,12 @@ def render(
         "original op; it needs neither torch nor a GPU.",
         '"""',
         "",
-        "from ._core import Launch, Table, ceil_div, gcd, log2, round_up, select",
+        f"from ._core import Launch, Table, {', '.join(CORE_FUNCTIONS)}",
         "from ._core import output_shape as _output_shape",
         "from ._core import plan as _plan",
         "",
         "__all__ = ['TABLE', 'Launch', 'plan', 'output_shape']",
-        "_FUNCTIONS = (ceil_div, gcd, log2, round_up, select)  # called by the expressions below",
+        f"_FUNCTIONS = ({', '.join(CORE_FUNCTIONS)})  # called by the expressions below",
         "",
         *_table(spec, impl, dispatch, arch=arch, kernels=kernels),
         "",
@@ -245,12 +245,34 @@ def _original_launches(spec: OperationSpec, arch: str) -> list[str]:
         if limits is MAX_BLOCK_DIMS and len(axes) > 1:
             clauses.append(f"{' * '.join(f'({a})' for a in axes)} <= {MAX_THREADS_PER_BLOCK}")
     clauses.append(f"({original.smem}) <= {smem_limit(arch)}")
-    return [c for c in clauses if not expr.names(c) & {SM_COUNT} and "blocks_per_sm" not in c]
+    gpu = [c for c in clauses if SM_COUNT in expr.names(c)]
+    gpu += [c for c in clauses if occupancy.EXPRESSION_NAME in _called(c)]
+    return [c for c in clauses if c not in gpu]
 
 
-PACKAGE_FUNCTIONS = frozenset({"min", "max", "ceil_div", "gcd", "log2", "round_up", "select"})
-"""The functions an expression of the exported package may call: Python's and the shipped
-core's (``dispatch.py`` imports them)."""
+CORE_FUNCTIONS = ("ceil_div", "gcd", "log2", "round_up", "select")
+"""The shipped core's functions (``export/shipped/core.py``) that ``dispatch.py`` imports."""
+PACKAGE_FUNCTIONS = frozenset({"min", "max", *CORE_FUNCTIONS})
+"""The functions an expression of the exported package may call: Python's and the core's."""
+
+
+def _called(value: str) -> set[str]:
+    """The functions an expression calls by name."""
+    return {
+        n.func.id
+        for n in ast.walk(expr.parse(value))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+
+
+def _unevaluable(value: str | int, known: set[str]) -> str | None:
+    """The first function or name in ``value`` that the exported package cannot evaluate (a
+    function outside :data:`PACKAGE_FUNCTIONS`, a name outside ``known``: the GPU's
+    ``sm_count``), or None."""
+    if isinstance(value, int):
+        return None
+    missing = sorted(_called(value) - PACKAGE_FUNCTIONS) or sorted(expr.names(value) - known)
+    return missing[0] if missing else None
 
 
 def _check_evaluable(
@@ -273,18 +295,10 @@ def _check_evaluable(
         *((f"scalars.{c.name}.value", c.value) for c in contract.scalars if c.value is not None),
     ]
     for field, value in expressions:
-        if isinstance(value, int):
-            continue
-        tree = expr.parse(value)
-        called = {
-            n.func.id
-            for n in ast.walk(tree)
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-        }
-        missing = sorted(called - PACKAGE_FUNCTIONS) or sorted(expr.names(value) - known)
-        if missing:
+        missing = _unevaluable(value, known)
+        if missing is not None:
             raise ExportError(
-                f"{field} {value!r} reads {missing[0]!r}, which the exported package does not "
+                f"{field} {value!r} reads {missing!r}, which the exported package does not "
                 "compute (it binds only the dims, tunables and elem_bytes): not exportable yet"
             )
 

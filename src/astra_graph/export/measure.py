@@ -212,6 +212,18 @@ class Flushed:
     beside the run's bench's own (``BenchReport.clock``): the two run minutes apart."""
 
 
+def _flush_buffer(device: int) -> torch.Tensor:
+    """The buffer whose fill evicts the L2 before a sample: twice the L2, at least
+    :data:`~astra_graph.harness.timing.MIN_FLUSH_BYTES`, as the bench's."""
+    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
+    return torch.empty(max(2 * l2_bytes, MIN_FLUSH_BYTES), dtype=torch.uint8, device="cuda")
+
+
+def _clock_range(guard: ClockGuard) -> tuple[int, int] | None:
+    """The lowest and highest SM clock the guard read (None: NVML unreadable)."""
+    return (min(guard.readings), max(guard.readings)) if guard.readings else None
+
+
 def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     """The bench's device-mode protocol (``harness.timing``) for launches made by ``sides``
     (a graph's replay of ``calls`` calls, or one bound launch): before every sample the L2 is
@@ -228,8 +240,7 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     import cupy
 
     device = torch.cuda.current_device()
-    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
-    flush = torch.empty(max(2 * l2_bytes, MIN_FLUSH_BYTES), dtype=torch.uint8, device="cuda")
+    flush = _flush_buffer(device)
     for launch in sides.values():
         launch()  # warm-up: the first replay of a graph uploads it
     guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
@@ -270,7 +281,7 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
         },
         host_ahead=ahead,
         clock_events=list(guard.events),
-        sm_mhz=(min(guard.readings), max(guard.readings)) if guard.readings else None,
+        sm_mhz=_clock_range(guard),
     )
 
 
@@ -306,8 +317,7 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
     import cupy
 
     device = torch.cuda.current_device()
-    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
-    flush = torch.empty(max(2 * l2_bytes, MIN_FLUSH_BYTES), dtype=torch.uint8, device="cuda")
+    flush = _flush_buffer(device)
     pairs = [
         (
             torch.cuda.Event(enable_timing=True, external=True),
@@ -347,7 +357,7 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
         us=statistics.median(kept or last),
         replays=replays,
         clock_events=list(guard.events),
-        sm_mhz=(min(guard.readings), max(guard.readings)) if guard.readings else None,
+        sm_mhz=_clock_range(guard),
     )
 
 

@@ -637,8 +637,8 @@ def shape_checker(
             elif name in strided:
                 unchecked.append(name)
         stated = _checked_ranks(call)
+        where = f"{call.function} ({call.file.name}:{call.line})"
         for name in unchecked:  # after the checks have shaped its twin
-            where = f"{call.function} ({call.file.name}:{call.line})"
             if _sizes_checked(call, name):
                 raise Unmapped(
                     f"tensor {name!r}: the launcher asks only its strides and its caller {where} "

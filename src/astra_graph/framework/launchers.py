@@ -79,7 +79,7 @@ from astra_graph.framework.parse import (
     unparenthesised,
 )
 from astra_graph.framework.structs import StructUnread, field_values
-from astra_graph.kernel import expr
+from astra_graph.kernel import expr, occupancy
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.expr import split_top_level
@@ -822,7 +822,7 @@ class _Translator:
             )
         threads = self._node(args[1], depth)
         smem = self._node(args[2], depth) if len(args) == 3 else "0"
-        return f"blocks_per_sm({threads}, {smem})"
+        return f"{occupancy.EXPRESSION_NAME}({threads}, {smem})"
 
     def _returned(self, function: Node | None, args: list[Node]) -> str | None:
         """The expression a call of a one-return function returns, its template parameters and
@@ -833,8 +833,7 @@ class _Translator:
         innermost first, as C++ does: ``fw::inner::kBlock`` before ``fw::kBlock``)."""
         if function is None:
             return None
-        name = re.sub(r"\s+", "", text(function)).lstrip(":")
-        bare, _, rest = name.partition("<")
+        bare, _, rest = _compact(text(function)).partition("<")
         found = [f for k, f in self.returns.items() if k == bare or k.endswith(f"::{bare}")]
         if len(found) != 1 or found[0] is None:
             return None

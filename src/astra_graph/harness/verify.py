@@ -654,7 +654,7 @@ def run_check(
             return False
         refused = next(filter(None, (oracle_refuses(dims, d) for d in contract.dtypes)), None)
         if refused is not None:
-            redrawn.append(f"{'x'.join(str(v) for v in dims.values())}: {refused}")
+            redrawn.append(f"{contract.label(dims)}: {refused}")
         return refused is None
 
     notes: list[str] = []
@@ -715,7 +715,7 @@ def _oracle_refusal(spec: OperationSpec, arch: str) -> OracleRefusal:
 
     def refusal(dims: Mapping[str, int], dtype: str) -> str | None:
         # a shape its requires excludes is no problem here: the contract's partial_kernels rule
-        label = "x".join(str(v) for v in dims.values())
+        label = spec.contract.label(dims)
         types = dict.fromkeys([dtype, *([oracle_dtype] if oracle_dtype in DTYPES else [])])
         problems = (launch_problem(header, dims, DTYPES[at], {}, arch, label) for at in types)
         return next(filter(None, problems), None)
@@ -740,7 +740,7 @@ def _inside_the_oracles_launch(
         if problem is None:
             kept.append(case)
         else:
-            label = "x".join(str(v) for v in case.dims.values())
+            label = spec.contract.label(case.dims)
             refused.append(f"{label} {case.dtype} ({case.kind}): {problem}")
     if refused:
         notes.append(

@@ -50,7 +50,7 @@ FUNCTIONS: dict[str, Callable[..., Number]] = {
     "log2": lambda x: int(math.log2(x)) if float(x).is_integer() else math.log2(x),
     "select": lambda condition, a, b: a if condition else b,
     "gcd": math.gcd,
-    "blocks_per_sm": occupancy.blocks_per_sm,
+    occupancy.EXPRESSION_NAME: occupancy.blocks_per_sm,
 }
 """``select(c, a, b)`` is C++'s ``c ? a : b`` (a framework launcher's block size chosen by the
 token count); both branches are evaluated. ``gcd`` is ``std::gcd`` of two whole numbers (a

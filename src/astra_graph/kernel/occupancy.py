@@ -177,6 +177,9 @@ def from_driver(
     )
 
 
+EXPRESSION_NAME = "blocks_per_sm"
+"""The name launch geometry calls :func:`blocks_per_sm` by (``kernel.expr``'s functions)."""
+
 Query = Callable[[int, int], int]
 """``query(threads, smem)``: resident blocks per SM of one loaded kernel."""
 
