@@ -99,7 +99,9 @@ def _head_sized(analysis: Analysis) -> set[str]:
     - a launcher integer that divides a tensor's size in a requirement (vLLM's rotary checks
       ``query.numel() / num_tokens % head_size == 0``): a part of that axis, a head;
     - a tensor axis bounded above by such a dim (``rot_dim + rope_dim_offset <= head_size``:
-      the cache's width is at most a head), however many axes its tensor has.
+      the cache's width is at most a head) or by a head-size axis (the last of three or more:
+      FlashInfer's cache width ``rotary_dim``, at most ``head_dim``, was drafted a hidden size
+      and faulted), however many axes its tensor has.
 
     Drafted as an integer of no role (:data:`OTHER`), vLLM's ``head_size`` was 16, and its
     cache's 2-D width a hidden size (4096), so no suite shape took the launch."""
@@ -117,18 +119,71 @@ def _head_sized(analysis: Analysis) -> set[str]:
                 and expr.names(ast.unparse(node.left)) & axis_dims
             ):
                 heads.add(node.right.id)
-    for tree in trees:
-        body = tree.body
+    for small, large in _upper_bounds(analysis):
+        if large in heads or _last_axis_of_heads(analysis, large):
+            heads |= expr.names(small) & axis_dims
+    return heads
+
+
+_FLIPPED: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Lt: ast.GtE,
+    ast.LtE: ast.Gt,
+    ast.Gt: ast.LtE,
+    ast.GtE: ast.Lt,
+}
+"""A comparison's negation (``(a < b) == 0`` is ``a >= b``)."""
+
+
+def _upper_bounds(analysis: Analysis) -> list[tuple[str, str]]:
+    """(smaller, larger) for each requirement ``smaller <= larger`` whose larger side is one
+    dim, as written in any direction (``head_size >= rot_dim``) or negated (FlashInfer's
+    ``if (head_dim < rotary_dim) FLASHINFER_ERROR(...)``, read as ``(head_dim < rotary_dim) ==
+    0``); the smaller side as its expression text."""
+    found: list[tuple[str, str]] = []
+    for requirement in analysis.requires:
+        body = expr.parse(requirement).body
+        negated = False
+        if (
+            isinstance(body, ast.Compare)
+            and len(body.ops) == 1
+            and isinstance(body.ops[0], ast.Eq)
+            and isinstance(body.comparators[0], ast.Constant)
+            and body.comparators[0].value == 0
+            and isinstance(body.left, ast.Compare)
+        ):
+            body, negated = body.left, True
         if not isinstance(body, ast.Compare) or len(body.ops) != 1:
             continue
+        operator = type(body.ops[0])
+        if negated and operator in _FLIPPED:
+            operator = _FLIPPED[operator]
         small, large = body.left, body.comparators[0]
-        if isinstance(body.ops[0], (ast.GtE, ast.Gt)):  # `head_size >= rot_dim`
+        if operator in (ast.GtE, ast.Gt):
             small, large = large, small
-        elif not isinstance(body.ops[0], (ast.LtE, ast.Lt)):
+        elif operator not in (ast.LtE, ast.Lt):
             continue
-        if isinstance(large, ast.Name) and large.id in heads:
-            heads |= expr.names(ast.unparse(small)) & axis_dims
-    return heads
+        if isinstance(large, ast.Name) and large.id in analysis.dims:
+            found.append((ast.unparse(small), large.id))
+    return found
+
+
+def _last_axis_of_heads(analysis: Analysis, dim: str) -> bool:
+    """Whether ``dim`` alone is the last axis of a tensor of three or more axes: a head size
+    (:data:`HEAD_SIZE`)."""
+    return any(
+        len(shape) >= 3 and expr.names(shape[-1]) == {dim} for shape in analysis.shapes.values()
+    )
+
+
+def _clamped(analysis: Analysis, dims: dict[str, int]) -> dict[str, int]:
+    """``dims`` with each dim a requirement bounds above by another dim (a rotary width by the
+    head size) lowered to that dim's value where the drafted one is larger: a head size pinned
+    to 64 by the launch takes a full-width rotary cache of 64, not the 128 drafted for it."""
+    out = dict(dims)
+    for small, large in _upper_bounds(analysis):
+        if small in out and large in out and out[small] > out[large]:
+            out[small] = out[large]
+    return out
 
 
 def offsets(analysis: Analysis) -> set[str]:
@@ -210,6 +265,8 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
     heldout.append({d: v[1][0] for d, v in values.items()})
     if any(len(v[1]) > 1 for v in values.values()):
         heldout.append({d: v[1][-1] for d, v in values.items()})
+    tuning = [_clamped(analysis, d) for d in tuning]
+    heldout = [_clamped(analysis, d) for d in heldout]
 
     def fits(dims: dict[str, int]) -> bool:
         total = sum(

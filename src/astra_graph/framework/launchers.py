@@ -64,6 +64,7 @@ from astra_graph.framework.parse import (
     OCCUPANCY_CALLS,
     REASSIGNED,
     REASSIGNED_IF_GIVEN,
+    SET_BY_REFERENCE,
     SM_COUNT_CALLS,
     TYPE_ALIAS,
     Kernel,
@@ -420,6 +421,12 @@ def _refuse_reassigned(name: str, found: Mapping[str, str], assumed: list[str]) 
         raise Unmapped(
             f"{name!r} is assigned after its declaration (line {line} of the flattened "
             "source): its value at the launch is not read"
+        )
+    value = found.get(name, "")
+    if value.startswith(SET_BY_REFERENCE):
+        raise Unmapped(
+            f"{name!r} is passed by reference to {value[len(SET_BY_REFERENCE) :]}, which may "
+            "set it: its value at the launch is not read"
         )
     where = found.get(f"{REASSIGNED_IF_GIVEN}{name}")
     if where is not None:

@@ -88,6 +88,12 @@ SET_BY_CALL = "value_set_through_its_address_by_"
 """What a local set through its address by a call (``cudaOccupancyMaxActiveBlocks...(&n,
 ...)``) holds in :attr:`Launch.locals`: a call no size expression reads, so that a size
 depending on it is refused with the call named, not taken at its initialiser."""
+SET_BY_REFERENCE = "value_set_through_a_reference_by_"
+"""What a local passed to a function of the source that takes that parameter by non-const
+reference holds in :attr:`Launch.locals` (FlashInfer's ``uint32_t num_ctas = 0;
+RopeResidentCtas(kernel, threads, num_ctas)``): the function may set it, so its initialiser is
+not its value at the launch, and a size or condition that reads it is refused with the function
+named (read at 0, FlashInfer's rotary launchers took the wrong branch for every shape)."""
 OCCUPANCY_CALLS = ("cudaOccupancyMaxActiveBlocksPerMultiprocessor", "get_blocks_per_sm")
 """Calls that answer a kernel's resident blocks per multiprocessor: CUDA's runtime query (its
 answer through its first, address argument) and SGLang's ``runtime::get_blocks_per_sm(kernel,
@@ -553,11 +559,64 @@ def _declared(node: Node) -> dict[str, str]:
                 out[target[1]] = f"{_callee(call)}({', '.join(a.strip() for a in args[1:])})"
             else:
                 out[target[1]] = f"{SET_BY_CALL}{_callee(call) or 'a_call'}()"
+        positions = _reference_parameters(call)
+        for position, arg in enumerate(args):
+            if position in positions and re.fullmatch(r"\w+", arg.strip()):
+                out[arg.strip()] = f"{SET_BY_REFERENCE}{_callee(call)}()"
     for assign in _walk(node, ("assignment_expression",)):
         left = assign.child_by_field_name("left")
         if left is not None and left.type == "field_expression":
             out[text(left)] = text(assign.child_by_field_name("right"))
     return {**out, **_reassigned(node)}
+
+
+def _reference_parameters(call: Node) -> set[int]:
+    """The argument positions at which the function ``call`` calls takes a non-const reference
+    (``uint32_t& num_ctas``), over every definition of that name in the source (overloads
+    alike: a position any of them takes so is counted); empty for a function the source does
+    not define (CUDA's runtime, whose out-arguments are addresses, read above)."""
+    name = _callee(call)
+    if not name:
+        return set()
+    root = call
+    while root.parent is not None:
+        root = root.parent
+    return _non_const_references(root).get(name, set())
+
+
+_REFERENCE_CACHE: dict[tuple[int, int], dict[str, set[int]]] = {}
+""":func:`_non_const_references` per parsed tree (its root's id and length)."""
+
+
+def _non_const_references(root: Node) -> dict[str, set[int]]:
+    """Function name -> the positions of its non-const reference parameters, over the
+    function definitions of the tree ``root``."""
+    key = (root.id, root.end_byte)
+    if key in _REFERENCE_CACHE:
+        return _REFERENCE_CACHE[key]
+    found: dict[str, set[int]] = {}
+    for definition in _walk(root, ("function_definition",)):
+        declarator = definition.child_by_field_name("declarator")
+        while declarator is not None and declarator.type != "function_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        if declarator is None:
+            continue
+        name = text(declarator.child_by_field_name("declarator")).rsplit("::", 1)[-1].strip()
+        parameters = declarator.child_by_field_name("parameters")
+        children = parameters.named_children if parameters else []
+        listed = [p for p in children if p.type != "comment"]
+        for position, parameter in enumerate(listed):
+            written = text(parameter)
+            reference = parameter.child_by_field_name("declarator")
+            if (
+                reference is not None
+                and reference.type == "reference_declarator"
+                and not text(reference).startswith("&&")
+                and not re.search(r"\bconst\b", written)
+            ):
+                found.setdefault(name, set()).add(position)
+    _REFERENCE_CACHE[key] = found
+    return found
 
 
 def _reassigned(node: Node) -> dict[str, str]:
@@ -671,6 +730,31 @@ def _matcher(statement: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...
     return []
 
 
+EXIT_WORDS = ("error", "panic", "throw", "fail", "abort")
+"""A call statement whose function's name has one of these words (any case: FlashInfer's
+``FLASHINFER_ERROR``, SGLang's ``Panic``, ``std::abort``) does not return to the launcher."""
+
+
+def _exits(statements: Sequence[Node]) -> bool:
+    """Whether a branch of these statements never reaches what follows it: its last statement
+    returns, throws, or calls a function named for failing (:data:`EXIT_WORDS`). Such an ``if``
+    before a launch states the launch's requirement ``!(condition)`` (a check written as a
+    branch), on every path, like a host check."""
+    named = [s for s in statements if s.type != "comment"]
+    if not named:
+        return False
+    last = named[-1]
+    if last.type in ("return_statement", "throw_statement"):
+        return True
+    if last.type != "expression_statement":
+        return False
+    expression = next((c for c in last.named_children if c.type != "comment"), None)
+    if expression is None or expression.type != "call_expression":
+        return False
+    callee = _callee(expression).lower()
+    return any(word in callee for word in EXIT_WORDS) and CHECK_NAME not in callee
+
+
 def _statement_facts(
     statement: Node,
 ) -> tuple[list[tuple[str, tuple[str, ...], tuple[str, ...]]], list[str]]:
@@ -688,6 +772,8 @@ def _statement_facts(
             return [], []
         inner = branch.named_children if branch.type == "compound_statement" else [branch]
         said = text(value)
+        if _exits(inner):  # `if (head_dim < rotary_dim) { FLASHINFER_ERROR(...); }`
+            return [], [f"!({said})"]
         return [], [f"!({said}) || ({c})" for one in inner for c in _statement_facts(one)[1]]
     if statement.type == "if_statement":
         branches = [

@@ -1,0 +1,72 @@
+"""Host branches that exit and locals set by reference, as the import reads them (CPU).
+
+FlashInfer's rotary launchers check ``head_dim >= rotary_dim`` as ``if (head_dim < rotary_dim)
+{ FLASHINFER_ERROR(...); }`` and size their grids from ``RopeResidentCtas(kernel, threads,
+num_ctas)``, a helper that sets ``num_ctas`` through a reference. The import read neither: the
+cache's width was drafted a hidden size (the drafts faulted on the H100), and ``num_ctas`` was
+read at its initialiser 0, so every shape took the branch the framework takes only above a full
+wave. tests/fixtures/framework/csrc/host_branches.cu was written for these tests in that style.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from astra_graph.cli import main
+from astra_graph.framework.flatten import flatten
+from astra_graph.framework.launchers import analyse, device_constants
+from astra_graph.framework.parse import parse_source
+from astra_graph.kernel import expr
+from astra_graph.kernel.contract import load_contract
+
+pytestmark = pytest.mark.usefixtures("plots_not_drawn", "default_search_path")
+
+BRANCHES = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc" / "host_branches.cu"
+H100 = device_constants("sm_90", (13, 0))
+
+
+def _requires(launcher_name: str) -> list[str]:
+    source = parse_source(flatten(BRANCHES, [BRANCHES.parent]).text)
+    launcher = next(x for x in source.launchers if x.name == launcher_name)
+    analysis = analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, H100, None, source.structs
+    )
+    return analysis.requires
+
+
+def test_a_branch_that_exits_states_its_negation_as_a_requirement() -> None:
+    requires = _requires("rotate_heads")
+
+    def holds(rotary: int, tokens: int = 4) -> bool:
+        sizes = {"tokens": tokens, "heads": 8, "head_dim": 128, "rotary_dim": rotary}
+        return all(expr.evaluate(r, {**sizes, "elem_bytes": 2}) for r in requires)
+
+    assert holds(64) and holds(128)
+    assert not holds(256)  # FW_ERROR: head_dim must be >= rotary_dim
+    assert not holds(64, tokens=0)  # `if (tokens == 0) return;`
+
+
+def test_a_width_bounded_by_the_head_size_is_drafted_a_head_size(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import", str(BRANCHES), "--op", "rotate_heads", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    spec = load_contract(tmp_path / "rotate_heads")
+    shapes = [*spec.contract.suites.tuning, *spec.contract.suites.heldout]
+    assert shapes
+    for shape in shapes:
+        # the cache's width is at most the head, never a hidden size
+        assert shape["rotary_dim"] <= shape["head_dim"] <= 256, shape
+    assert main(["validate", str(tmp_path / "rotate_heads")]) == 0
+
+
+def test_a_local_a_helper_takes_by_reference_is_not_read_at_its_initialiser(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import", str(BRANCHES), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 of 2 launch sites imported" in out
+    assert "'ctas' is passed by reference to resident_ctas(), which may set it" in out
+    assert not (tmp_path / "resident_copy").exists()
