@@ -48,11 +48,13 @@ IMPORTED = {
     ),
     "resident.cu": ("resident_scale", "resident_scale_helpers"),
     "strided_twins.cu": ("twin_add_norm", "twin_rope"),
+    "host_branches.cu": ("rotate_heads",),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py and test_framework_occupancy.py assert the same lists on the CPU):
 launch forms, host-chosen kernels, by-value ``Params`` structs, grids sized by the occupancy
-query and tensors asked only strides of (drafted as their twins), each launched for real here."""
+query, tensors asked only strides of (drafted as their twins) and a width a failing branch bounds
+by the head size, each launched for real here."""
 
 
 @pytest.fixture(scope="module")
