@@ -29,7 +29,7 @@ import torch
 from astra_graph.export.framework import FrameworkOp
 from astra_graph.export.original import original_build
 from astra_graph.harness.clock import MAX_REPEATS, ClockGuard, nvml_source
-from astra_graph.harness.timing import MIN_FLUSH_BYTES, alternating
+from astra_graph.harness.timing import FLUSH_READ, MIN_FLUSH_BYTES, alternating
 from astra_graph.kernel.contract import OperationSpec
 
 L2_FLUSH_FACTOR = 3
@@ -212,11 +212,31 @@ class Flushed:
     beside the run's bench's own (``BenchReport.clock``): the two run minutes apart."""
 
 
-def _flush_buffer(device: int) -> torch.Tensor:
-    """The buffer whose fill evicts the L2 before a sample: twice the L2, at least
-    :data:`~astra_graph.harness.timing.MIN_FLUSH_BYTES`, as the bench's."""
+@dataclass(frozen=True)
+class _L2Flush:
+    """The bench's L2 flush (``harness.timing.Timer.flush_l2``) in torch, so that it can sit in
+    a captured graph: write a buffer of twice the L2, at least
+    :data:`~astra_graph.harness.timing.MIN_FLUSH_BYTES`, with a value of the caller's, then read
+    it whole (:data:`~astra_graph.harness.timing.FLUSH_READ`: the L2 is left holding clean
+    lines, whose write-back would otherwise run inside the timed call)."""
+
+    buffer: torch.Tensor
+    sink: torch.Tensor
+
+    def __call__(self, value: int) -> None:
+        self.buffer.fill_(value)  # a value that changes: no write skipped as redundant
+        if FLUSH_READ:
+            torch.sum(self.buffer, dim=0, dtype=torch.int64, out=self.sink)
+
+
+def _l2_flush(device: int) -> _L2Flush:
+    """:class:`_L2Flush`'s buffers on ``device``."""
     l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
-    return torch.empty(max(2 * l2_bytes, MIN_FLUSH_BYTES), dtype=torch.uint8, device="cuda")
+    words = max(2 * l2_bytes, MIN_FLUSH_BYTES) // 4
+    return _L2Flush(
+        torch.empty(words, dtype=torch.int32, device="cuda"),
+        torch.empty((), dtype=torch.int64, device="cuda"),
+    )
 
 
 def _clock_range(guard: ClockGuard) -> tuple[int, int] | None:
@@ -227,9 +247,9 @@ def _clock_range(guard: ClockGuard) -> tuple[int, int] | None:
 def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     """The bench's device-mode protocol (``harness.timing``) for launches made by ``sides``
     (a graph's replay of ``calls`` calls, or one bound launch): before every sample the L2 is
-    flushed by writing a buffer of at least twice its size, then a pair of events brackets the
-    launch; the sides alternate A B B A; the median of :data:`FLUSHED_SAMPLES` per side, per
-    call. With one call it is the bench's flushed single launch, with N its graph of N copies.
+    flushed (:class:`_L2Flush`: a buffer of at least twice its size written, then read), then a
+    pair of events brackets the launch; the sides alternate A B B A; the median of
+    :data:`FLUSHED_SAMPLES` per side, per call. With one call it is the bench's flushed single launch, with N its graph of N copies.
 
     Two guards the bench has or needs, here where the export's host path is slower and shares
     the CPU with builds: the batch is enqueued while a spin kernel holds the stream
@@ -240,7 +260,7 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     import cupy
 
     device = torch.cuda.current_device()
-    flush = _flush_buffer(device)
+    flush = _l2_flush(device)
     for launch in sides.values():
         launch()  # warm-up: the first replay of a graph uploads it
     guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
@@ -259,7 +279,7 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
         for sample in range(FLUSHED_SAMPLES):
             for _, (name, launch) in alternating(list(sides.items()), sample):
                 fills += 1
-                flush.fill_(fills & 0x7F)  # a value that changes: no write skipped as redundant
+                flush(fills % 0x7F + 1)
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -305,8 +325,8 @@ class InGraph:
 def in_graph_us(launch: Callable[[], None]) -> InGraph:
     """The device time of ``launch`` as one node of a CUDA graph, the way a serving engine's
     captured decode step runs it: one graph holds :data:`FLUSHED_SAMPLES` samples, each an L2
-    flush (a fill of at least twice the L2 with a value of its own), an event record node, the
-    call, an event record node (``torch.cuda.Event(external=True)``: a record node, not a
+    flush (:class:`_L2Flush`, with a value of its own), an event record node, the call, an event
+    record node (``torch.cuda.Event(external=True)``: a record node, not a
     cross-stream dependency). The events bracket the call inside the graph, so the time is the
     bench's flushed single launch (``harness.timing``, ``events+l2flush``) with the launch made
     by the graph instead of the stream, and without the graph's own launch, which a one-kernel
@@ -317,7 +337,7 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
     import cupy
 
     device = torch.cuda.current_device()
-    flush = _flush_buffer(device)
+    flush = _l2_flush(device)
     pairs = [
         (
             torch.cuda.Event(enable_timing=True, external=True),
@@ -328,7 +348,7 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
 
     def samples() -> None:
         for sample, (start, end) in enumerate(pairs):
-            flush.fill_(sample % 0x7F + 1)  # a value that changes: no write skipped as redundant
+            flush(sample % 0x7F + 1)
             start.record()
             launch()
             end.record()
