@@ -203,12 +203,8 @@ VLLM_ANCHORS: tuple[VllmAnchor, ...] = (
         paths=(LaunchPath("1", r"fused_add_rms_norm_kernel<[^,]+,\s*8,\s*true>\s*$"),),
         why_path="width 8: the pointers are 16-byte aligned and hidden % 8 == 0 (every suite "
         "shape), a weight; the width-0 path is vLLM's fallback for unaligned rows",
-        dims={
-            "tokens": "tokens",
-            "hidden_size": "hidden",
-            "residual_0": "tokens",
-            "residual_1": "hidden",
-        },
+        # residual is asked only its row stride: drafted as input's shape (its strided twin)
+        dims={"tokens": "tokens", "hidden_size": "hidden"},
         args={"input": "input", "residual": "residual", "weight": "weight"},
         larger={"weight": "drafted as input's shape; the kernel reads weight[0:hidden]"},
         layout="same layout: input and residual [tokens, hidden] in place, weight [hidden]",

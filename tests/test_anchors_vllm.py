@@ -41,8 +41,10 @@ IMPORTED_ON_MAIN = (
     "rms_norm",
     "per_token_fp8_quant",
     "rotary_embedding",
+    "fused_add_rmsnorm",
 )
-"""The anchors whose vLLM path imports with today's `astra import`: every shape is timed."""
+"""The anchors whose vLLM path imports with today's `astra import`: every shape is timed
+(fused_add_rmsnorm since its residual, asked only strides, is drafted as the input's twin)."""
 FIXTURE_SILU = vllm.VllmAnchor(
     op="silu_and_mul",
     file="csrc/activation.cu",
