@@ -70,3 +70,31 @@ def test_a_local_a_helper_takes_by_reference_is_not_read_at_its_initialiser(
     assert "1 of 2 launch sites imported" in out
     assert "'ctas' is passed by reference to resident_ctas(), which may set it" in out
     assert not (tmp_path / "resident_copy").exists()
+
+
+def test_a_branch_ending_in_a_call_that_returns_states_nothing(tmp_path: Path) -> None:
+    # cudaGetLastError() has "error" in its name and returns: the rows above 4096 still launch
+    source = tmp_path / "returns.cu"
+    source.write_text(
+        BRANCHES.read_text().split("void rotate_heads(")[0]
+        + """
+void checked_copy(torch::Tensor& out, torch::Tensor const& in) {
+  const int64_t rows = in.size(0);
+  const int cols = in.size(1);
+  if (rows > 4096) {
+    cudaGetLastError();
+  }
+  FW_DISPATCH_FLOATING_TYPES(in.scalar_type(), "checked_copy", [&] {
+    fw::strided_copy_kernel<scalar_t><<<rows, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
+        out.data_ptr<scalar_t>(), in.data_ptr<scalar_t>(), rows, cols);
+  });
+}
+"""
+    )
+    parsed = parse_source(flatten(source, [BRANCHES.parent]).text)
+    launcher = next(x for x in parsed.launchers if x.name == "checked_copy")
+    analysis = analyse(
+        launcher, launcher.launches[0], parsed.kernels, parsed.macros, H100, None, parsed.structs
+    )
+    sizes = {d: 8192 for d in analysis.dims} | {"elem_bytes": 2}
+    assert all(expr.evaluate(r, sizes) for r in analysis.requires), analysis.requires

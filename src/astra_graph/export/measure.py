@@ -249,7 +249,8 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     (a graph's replay of ``calls`` calls, or one bound launch): before every sample the L2 is
     flushed (:class:`_L2Flush`: a buffer of at least twice its size written, then read), then a
     pair of events brackets the launch; the sides alternate A B B A; the median of
-    :data:`FLUSHED_SAMPLES` per side, per call. With one call it is the bench's flushed single launch, with N its graph of N copies.
+    :data:`FLUSHED_SAMPLES` per side, per call. With one call it is the bench's flushed single
+    launch, with N its graph of N copies.
 
     Two guards the bench has or needs, here where the export's host path is slower and shares
     the CPU with builds: the batch is enqueued while a spin kernel holds the stream

@@ -730,16 +730,26 @@ def _matcher(statement: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...
     return []
 
 
-EXIT_WORDS = ("error", "panic", "throw", "fail", "abort")
-"""A call statement whose function's name has one of these words (any case: FlashInfer's
+EXIT_WORDS = frozenset({"error", "panic", "throw", "fail", "abort", "fatal"})
+"""A call statement whose function's name has one of these words (FlashInfer's
 ``FLASHINFER_ERROR``, SGLang's ``Panic``, ``std::abort``) does not return to the launcher."""
+RETURNING_WORDS = frozenset({"get", "check", "string", "last", "peek"})
+"""Words that mark a call named for an error as one that returns (``cudaGetLastError``,
+``cudaGetErrorString``, ``TORCH_CHECK``): with one of these, the call is not an exit."""
+
+
+def _name_words(name: str) -> set[str]:
+    """The lower-case words of a C++ name, split at underscores and case changes
+    (``cudaGetLastError`` -> cuda, get, last, error; ``FLASHINFER_ERROR`` -> flashinfer, error)."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name)
+    return {w for w in spaced.lower().split("_") if w}
 
 
 def _exits(statements: Sequence[Node]) -> bool:
     """Whether a branch of these statements never reaches what follows it: its last statement
-    returns, throws, or calls a function named for failing (:data:`EXIT_WORDS`). Such an ``if``
-    before a launch states the launch's requirement ``!(condition)`` (a check written as a
-    branch), on every path, like a host check."""
+    returns, throws, or calls a function named for failing (:data:`EXIT_WORDS`, none of
+    :data:`RETURNING_WORDS`). Such an ``if`` before a launch states the launch's requirement
+    ``!(condition)`` (a check written as a branch), on every path, like a host check."""
     named = [s for s in statements if s.type != "comment"]
     if not named:
         return False
@@ -751,8 +761,8 @@ def _exits(statements: Sequence[Node]) -> bool:
     expression = next((c for c in last.named_children if c.type != "comment"), None)
     if expression is None or expression.type != "call_expression":
         return False
-    callee = _callee(expression).lower()
-    return any(word in callee for word in EXIT_WORDS) and CHECK_NAME not in callee
+    words = _name_words(_callee(expression))
+    return bool(words & EXIT_WORDS) and not words & RETURNING_WORDS
 
 
 def _statement_facts(
