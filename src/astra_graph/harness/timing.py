@@ -80,8 +80,9 @@ timed kernel's own dirty outputs included; the read makes the lines the L2 then 
 their write-back happens before the start event. Measured on the H100 (2026-11-26, an fp16 add
 of 4, 8 and 16 MB a tensor in six processes with their buffers at different addresses): after a
 write-only flush the add took 1.14x, 1.25x and 1.35x its time after the read, and the spread
-between processes was 6.3%, 6.5% and 2.1% against 3.4%, 2.1% and 1.7% (Triton's do_bench and
-nvbench flush by writing alone)."""
+between processes was 6.3%, 6.5% and 2.1% against 3.4%, 2.1% and 1.7%
+(benchmarks/results/2026-11-26-h100/l2-flush-probe.json; Triton's do_bench and nvbench flush by
+writing alone)."""
 FLUSH_READ_SOURCE = r"""
 extern "C" __global__ void astra_l2_read(const int4* __restrict__ buffer, long long vectors,
                                          int* __restrict__ sink) {
