@@ -11,12 +11,15 @@ wave. tests/fixtures/framework/csrc/host_branches.cu was written for these tests
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
 from astra_graph.cli import main
+from astra_graph.framework import draft
 from astra_graph.framework.flatten import flatten
-from astra_graph.framework.launchers import analyse, device_constants
+from astra_graph.framework.launchers import Analysis, analyse, device_constants
 from astra_graph.framework.parse import parse_source
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import load_contract
@@ -27,11 +30,11 @@ BRANCHES = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc" /
 H100 = device_constants("sm_90", (13, 0))
 
 
-def _requires(launcher_name: str) -> list[str]:
+def _requires(launcher_name: str, site: int = 0) -> list[str]:
     source = parse_source(flatten(BRANCHES, [BRANCHES.parent]).text)
     launcher = next(x for x in source.launchers if x.name == launcher_name)
     analysis = analyse(
-        launcher, launcher.launches[0], source.kernels, source.macros, H100, None, source.structs
+        launcher, launcher.launches[site], source.kernels, source.macros, H100, None, source.structs
     )
     return analysis.requires
 
@@ -67,13 +70,40 @@ def test_a_local_a_helper_takes_by_reference_is_not_read_at_its_initialiser(
 ) -> None:
     assert main(["import", str(BRANCHES), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "1 of 2 launch sites imported" in out
+    assert "3 of 6 launch sites imported" in out
     assert "'ctas' is passed by reference to resident_ctas(), which may set it" in out
     assert not (tmp_path / "resident_copy").exists()
+    # set by reference under an `if` before the launch: refused the same way
+    assert "'rows' is passed by reference to get_rows(), which may set it" in out
+    # taken by reference only after the launch, in the same dispatch lambda: read as declared
+    assert (tmp_path / "recorded_copy" / "contract.toml").is_file()
 
 
-def test_a_branch_ending_in_a_call_that_returns_states_nothing(tmp_path: Path) -> None:
-    # cudaGetLastError() has "error" in its name and returns: the rows above 4096 still launch
+def test_the_if_a_launch_is_in_states_no_requirement_against_it() -> None:
+    # `if (rows < 1024) { launch; return; } launch;`: the first launch runs under the branch,
+    # the second only past it
+    inside, after = (_requires("small_or_large_copy", site) for site in (0, 1))
+
+    def holds(requires: list[str], rows: int) -> bool:
+        sizes = {"rows": rows, "cols": 64, "elem_bytes": 2}
+        return all(expr.evaluate(r, sizes) for r in requires)
+
+    assert holds(inside, 64) and not holds(inside, 4096)
+    assert holds(after, 4096) and not holds(after, 64)
+
+
+@pytest.mark.parametrize(
+    ("call", "exits"),
+    [
+        ("cudaGetLastError()", False),  # "error" in its name, and it returns
+        ('LOG_ERROR("rows")', False),
+        ("report_error(rows)", False),
+        ("throw_if_error(rows)", False),
+        ('FW_ERROR("rows")', True),
+        ("std::abort()", True),
+    ],
+)
+def test_a_branch_is_an_exit_by_its_last_call_name(tmp_path: Path, call: str, exits: bool) -> None:
     source = tmp_path / "returns.cu"
     source.write_text(
         BRANCHES.read_text().split("void rotate_heads(")[0]
@@ -82,7 +112,7 @@ void checked_copy(torch::Tensor& out, torch::Tensor const& in) {
   const int64_t rows = in.size(0);
   const int cols = in.size(1);
   if (rows > 4096) {
-    cudaGetLastError();
+    CALL;
   }
   FW_DISPATCH_FLOATING_TYPES(in.scalar_type(), "checked_copy", [&] {
     fw::strided_copy_kernel<scalar_t><<<rows, 256, 0, at::cuda::getCurrentCUDAStream()>>>(
@@ -91,10 +121,47 @@ void checked_copy(torch::Tensor& out, torch::Tensor const& in) {
 }
 """
     )
+    source.write_text(source.read_text().replace("CALL", call))
     parsed = parse_source(flatten(source, [BRANCHES.parent]).text)
     launcher = next(x for x in parsed.launchers if x.name == "checked_copy")
     analysis = analyse(
         launcher, launcher.launches[0], parsed.kernels, parsed.macros, H100, None, parsed.structs
     )
     sizes = {d: 8192 for d in analysis.dims} | {"elem_bytes": 2}
-    assert all(expr.evaluate(r, sizes) for r in analysis.requires), analysis.requires
+    assert all(expr.evaluate(r, sizes) for r in analysis.requires) != exits, analysis.requires
+
+
+def _bounds_of(requires: list[str], dims: list[str]) -> list[tuple[str, str, bool]]:
+    stand_in = cast(Analysis, SimpleNamespace(requires=requires, dims=dims, shapes={}))
+    return [(b.smaller, b.larger, b.strict) for b in draft._upper_bounds(stand_in)]
+
+
+def test_upper_bounds_are_read_in_every_direction_and_negated() -> None:
+    dims = ["rot", "head", "n"]
+    assert _bounds_of(["rot <= head"], dims) == [("rot", "head", False)]
+    assert _bounds_of(["head >= rot"], dims) == [("rot", "head", False)]
+    assert _bounds_of(["(((head) < (rot))) == 0"], dims) == [("rot", "head", False)]
+    assert _bounds_of(["((rot >= head)) == 0"], dims) == [("rot", "head", True)]
+    assert _bounds_of(["rot < head"], dims) == [("rot", "head", True)]
+    assert _bounds_of(["rot + 2 <= head"], dims) == [("rot + 2", "head", False)]
+    # a chain, an equation, a constant bound, a non-zero comparison: no bound between dims
+    assert (
+        _bounds_of(["n <= rot <= head", "rot == head", "rot <= 64", "(rot < head) == 1"], dims)
+        == []
+    )
+
+
+def test_clamping_follows_chains_keeps_strict_bounds_and_pinned_dims() -> None:
+    def clamped(requires: list[str], dims: dict[str, int]) -> dict[str, int]:
+        stand_in = cast(Analysis, SimpleNamespace(requires=requires, dims=list(dims), shapes={}))
+        return draft._clamped(stand_in, dims)
+
+    assert clamped(["a <= b", "b <= c"], {"a": 128, "b": 128, "c": 64}) == {
+        "a": 64,
+        "b": 64,
+        "c": 64,
+    }
+    assert clamped(["a < b"], {"a": 128, "b": 64}) == {"a": 63, "b": 64}
+    # a dim the launch pins keeps its value (the shape is then left out, not bent)
+    assert clamped(["a <= b", "a == 128"], {"a": 128, "b": 64}) == {"a": 128, "b": 64}
+    assert clamped(["a <= b"], {"a": 32, "b": 64}) == {"a": 32, "b": 64}

@@ -48,10 +48,11 @@ IMPORTED = {
     ),
     "resident.cu": ("resident_scale", "resident_scale_helpers"),
     "strided_twins.cu": ("twin_add_norm", "twin_rope"),
-    "host_branches.cu": ("rotate_heads",),
+    "host_branches.cu": ("rotate_heads", "small_or_large_copy_1", "recorded_copy"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
-test_framework_structs.py and test_framework_occupancy.py assert the same lists on the CPU):
+test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py and
+test_framework_host_branches.py assert the same lists on the CPU):
 launch forms, host-chosen kernels, by-value ``Params`` structs, grids sized by the occupancy
 query, tensors asked only strides of (drafted as their twins) and a width a failing branch bounds
 by the head size, each launched for real here."""

@@ -29,7 +29,7 @@ import torch
 from astra_graph.export.framework import FrameworkOp
 from astra_graph.export.original import original_build
 from astra_graph.harness.clock import MAX_REPEATS, ClockGuard, nvml_source
-from astra_graph.harness.timing import FLUSH_READ, MIN_FLUSH_BYTES, alternating
+from astra_graph.harness.timing import FLUSH_READ, alternating, flush_words
 from astra_graph.kernel.contract import OperationSpec
 
 L2_FLUSH_FACTOR = 3
@@ -215,10 +215,11 @@ class Flushed:
 @dataclass(frozen=True)
 class _L2Flush:
     """The bench's L2 flush (``harness.timing.Timer.flush_l2``) in torch, so that it can sit in
-    a captured graph: write a buffer of twice the L2, at least
-    :data:`~astra_graph.harness.timing.MIN_FLUSH_BYTES`, with a value of the caller's, then read
-    it whole (:data:`~astra_graph.harness.timing.FLUSH_READ`: the L2 is left holding clean
-    lines, whose write-back would otherwise run inside the timed call)."""
+    a captured graph: write a buffer of the bench's size
+    (:func:`~astra_graph.harness.timing.flush_words`) with a value of the caller's, then read it
+    whole (:data:`~astra_graph.harness.timing.FLUSH_READ`: the L2 is left holding clean lines,
+    whose write-back would otherwise run inside the timed call). The read is torch's sum, not
+    the bench's kernel: the same bytes read, in another order, with a reduction's tail."""
 
     buffer: torch.Tensor
     sink: torch.Tensor
@@ -231,8 +232,7 @@ class _L2Flush:
 
 def _l2_flush(device: int) -> _L2Flush:
     """:class:`_L2Flush`'s buffers on ``device``."""
-    l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
-    words = max(2 * l2_bytes, MIN_FLUSH_BYTES) // 4
+    words = flush_words(torch.cuda.get_device_properties(device).L2_cache_size)
     return _L2Flush(
         torch.empty(words, dtype=torch.int32, device="cuda"),
         torch.empty((), dtype=torch.int64, device="cuda"),

@@ -119,9 +119,9 @@ def _head_sized(analysis: Analysis) -> set[str]:
                 and expr.names(ast.unparse(node.left)) & axis_dims
             ):
                 heads.add(node.right.id)
-    for small, large in _upper_bounds(analysis):
-        if large in heads or _last_axis_of_heads(analysis, large):
-            heads |= expr.names(small) & axis_dims
+    for bound in _upper_bounds(analysis):
+        if bound.larger in heads or _last_axis_of_heads(analysis, bound.larger):
+            heads |= expr.names(bound.smaller) & axis_dims
     return heads
 
 
@@ -134,12 +134,22 @@ _FLIPPED: dict[type[ast.cmpop], type[ast.cmpop]] = {
 """A comparison's negation (``(a < b) == 0`` is ``a >= b``)."""
 
 
-def _upper_bounds(analysis: Analysis) -> list[tuple[str, str]]:
-    """(smaller, larger) for each requirement ``smaller <= larger`` whose larger side is one
-    dim, as written in any direction (``head_size >= rot_dim``) or negated (FlashInfer's
-    ``if (head_dim < rotary_dim) FLASHINFER_ERROR(...)``, read as ``(head_dim < rotary_dim) ==
-    0``); the smaller side as its expression text."""
-    found: list[tuple[str, str]] = []
+@dataclass(frozen=True)
+class UpperBound:
+    """A requirement ``smaller <= larger`` (``<`` where ``strict``) whose larger side is one
+    dim; the smaller side as its expression text."""
+
+    smaller: str
+    larger: str
+    strict: bool
+
+
+def _upper_bounds(analysis: Analysis) -> list[UpperBound]:
+    """The requirements that bound an expression above by one dim, as written in either
+    direction (``head_size >= rot_dim``) or negated (FlashInfer's ``if (head_dim < rotary_dim)
+    FLASHINFER_ERROR(...)``, read as ``(head_dim < rotary_dim) == 0``). A chained comparison, an
+    equation or a comparison with a constant on the larger side bounds nothing here."""
+    found: list[UpperBound] = []
     for requirement in analysis.requires:
         body = expr.parse(requirement).body
         negated = False
@@ -157,32 +167,48 @@ def _upper_bounds(analysis: Analysis) -> list[tuple[str, str]]:
         operator = type(body.ops[0])
         if negated and operator in _FLIPPED:
             operator = _FLIPPED[operator]
-        small, large = body.left, body.comparators[0]
+        smaller, larger = body.left, body.comparators[0]
         if operator in (ast.GtE, ast.Gt):
-            small, large = large, small
+            smaller, larger = larger, smaller
         elif operator not in (ast.LtE, ast.Lt):
             continue
-        if isinstance(large, ast.Name) and large.id in analysis.dims:
-            found.append((ast.unparse(small), large.id))
+        if isinstance(larger, ast.Name) and larger.id in analysis.dims:
+            strict = operator in (ast.Lt, ast.Gt)
+            found.append(UpperBound(ast.unparse(smaller), larger.id, strict))
     return found
 
 
 def _last_axis_of_heads(analysis: Analysis, dim: str) -> bool:
-    """Whether ``dim`` alone is the last axis of a tensor of three or more axes: a head size
-    (:data:`HEAD_SIZE`)."""
+    """Whether ``dim`` alone is the last axis of a tensor of three or more axes, which the
+    suites draft as a head size (:data:`HEAD_SIZE`, as :func:`_axis_values` does): a
+    ``[batch, seq, hidden]`` tensor's last axis is taken for one too."""
     return any(
         len(shape) >= 3 and expr.names(shape[-1]) == {dim} for shape in analysis.shapes.values()
     )
 
 
+MAX_CLAMP_PASSES = 8
+"""Passes of :func:`_clamped` over the bounds, enough for a chain of that many dims."""
+
+
 def _clamped(analysis: Analysis, dims: dict[str, int]) -> dict[str, int]:
     """``dims`` with each dim a requirement bounds above by another dim (a rotary width by the
-    head size) lowered to that dim's value where the drafted one is larger: a head size pinned
-    to 64 by the launch takes a full-width rotary cache of 64, not the 128 drafted for it."""
+    head size) lowered to that dim's value where the drafted one is larger (one less for a
+    strict bound), until no bound is broken: a head size pinned to 64 by the launch takes a
+    full-width rotary cache of 64, not the 128 drafted for it. A dim the launch pins is never
+    lowered; a shape this leaves breaking a requirement is dropped by :func:`_taken`."""
     out = dict(dims)
-    for small, large in _upper_bounds(analysis):
-        if small in out and large in out and out[small] > out[large]:
-            out[small] = out[large]
+    pinned = _pinned(analysis)
+    bounds = [b for b in _upper_bounds(analysis) if b.smaller in out and b.smaller not in pinned]
+    for _ in range(MAX_CLAMP_PASSES):
+        changed = False
+        for bound in bounds:
+            highest = out.get(bound.larger, 0) - (1 if bound.strict else 0)
+            if bound.larger in out and out[bound.smaller] > highest >= 1:
+                out[bound.smaller] = highest
+                changed = True
+        if not changed:
+            break
     return out
 
 
@@ -251,6 +277,15 @@ def _pinned(analysis: Analysis) -> dict[str, int]:
     return out
 
 
+def _distinct(shapes: list[dict[str, int]]) -> list[dict[str, int]]:
+    """``shapes`` without repeats (clamping can make two shapes one), in their order."""
+    out: list[dict[str, int]] = []
+    for shape in shapes:
+        if shape not in out:
+            out.append(shape)
+    return out
+
+
 def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int]], int]:
     """(tuning shapes, held-out shapes, how many were left out for size)."""
     pinned = _pinned(analysis)
@@ -265,8 +300,8 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
     heldout.append({d: v[1][0] for d, v in values.items()})
     if any(len(v[1]) > 1 for v in values.values()):
         heldout.append({d: v[1][-1] for d, v in values.items()})
-    tuning = [_clamped(analysis, d) for d in tuning]
-    heldout = [_clamped(analysis, d) for d in heldout]
+    tuning = _distinct([_clamped(analysis, d) for d in tuning])
+    heldout = _distinct([_clamped(analysis, d) for d in heldout])
 
     def fits(dims: dict[str, int]) -> bool:
         total = sum(

@@ -559,10 +559,6 @@ def _declared(node: Node) -> dict[str, str]:
                 out[target[1]] = f"{_callee(call)}({', '.join(a.strip() for a in args[1:])})"
             else:
                 out[target[1]] = f"{SET_BY_CALL}{_callee(call) or 'a_call'}()"
-        positions = _reference_parameters(call)
-        for position, arg in enumerate(args):
-            if position in positions and re.fullmatch(r"\w+", arg.strip()):
-                out[arg.strip()] = f"{SET_BY_REFERENCE}{_callee(call)}()"
     for assign in _walk(node, ("assignment_expression",)):
         left = assign.child_by_field_name("left")
         if left is not None and left.type == "field_expression":
@@ -570,11 +566,23 @@ def _declared(node: Node) -> dict[str, str]:
     return {**out, **_reassigned(node)}
 
 
+def _set_by_reference(call: Node) -> dict[str, str]:
+    """:data:`SET_BY_REFERENCE` marks of the locals ``call`` passes by name where the function
+    it calls takes a non-const reference (:func:`_reference_parameters`)."""
+    positions = _reference_parameters(call)
+    args = _arguments(call.child_by_field_name("arguments")) if positions else ()
+    return {
+        arg.strip(): f"{SET_BY_REFERENCE}{_callee(call)}()"
+        for position, arg in enumerate(args)
+        if position in positions and re.fullmatch(r"\w+", arg.strip())
+    }
+
+
 def _reference_parameters(call: Node) -> set[int]:
     """The argument positions at which the function ``call`` calls takes a non-const reference
-    (``uint32_t& num_ctas``), over every definition of that name in the source (overloads
-    alike: a position any of them takes so is counted); empty for a function the source does
-    not define (CUDA's runtime, whose out-arguments are addresses, read above)."""
+    (``uint32_t& num_ctas``), over every definition of that name in the source (overloads and
+    specialisations alike: a position any of them takes so is counted); empty for a function
+    the source does not define (CUDA's runtime, whose out-arguments are addresses, read above)."""
     name = _callee(call)
     if not name:
         return set()
@@ -584,16 +592,19 @@ def _reference_parameters(call: Node) -> set[int]:
     return _non_const_references(root).get(name, set())
 
 
-_REFERENCE_CACHE: dict[tuple[int, int], dict[str, set[int]]] = {}
-""":func:`_non_const_references` per parsed tree (its root's id and length)."""
+_REFERENCE_TABLES: dict[int, tuple[Node, dict[str, set[int]]]] = {}
+""":func:`_non_const_references` of the last few parsed trees, by their root's id. The root
+itself is kept beside its table: a node's id is an address, which a freed tree would give to
+the next one, and a kept root keeps its tree alive."""
+_REFERENCE_TABLES_KEPT = 8
 
 
 def _non_const_references(root: Node) -> dict[str, set[int]]:
-    """Function name -> the positions of its non-const reference parameters, over the
-    function definitions of the tree ``root``."""
-    key = (root.id, root.end_byte)
-    if key in _REFERENCE_CACHE:
-        return _REFERENCE_CACHE[key]
+    """Function name (template arguments of a specialisation stripped) -> the positions of its
+    non-const reference parameters, over the function definitions of the tree ``root``."""
+    kept = _REFERENCE_TABLES.get(root.id)
+    if kept is not None and kept[0] == root:
+        return kept[1]
     found: dict[str, set[int]] = {}
     for definition in _walk(root, ("function_definition",)):
         declarator = definition.child_by_field_name("declarator")
@@ -601,30 +612,46 @@ def _non_const_references(root: Node) -> dict[str, set[int]]:
             declarator = declarator.child_by_field_name("declarator")
         if declarator is None:
             continue
-        name = text(declarator.child_by_field_name("declarator")).rsplit("::", 1)[-1].strip()
+        name = text(declarator.child_by_field_name("declarator")).split("<", 1)[0]
+        name = name.rsplit("::", 1)[-1].strip()
         parameters = declarator.child_by_field_name("parameters")
         children = parameters.named_children if parameters else []
         listed = [p for p in children if p.type != "comment"]
         for position, parameter in enumerate(listed):
-            written = text(parameter)
-            reference = parameter.child_by_field_name("declarator")
-            if (
-                reference is not None
-                and reference.type == "reference_declarator"
-                and not text(reference).startswith("&&")
-                and not re.search(r"\bconst\b", written)
-            ):
+            if _non_const_reference(parameter):
                 found.setdefault(name, set()).add(position)
-    _REFERENCE_CACHE[key] = found
+    while len(_REFERENCE_TABLES) >= _REFERENCE_TABLES_KEPT:
+        _REFERENCE_TABLES.pop(next(iter(_REFERENCE_TABLES)))
+    _REFERENCE_TABLES[root.id] = (root, found)
     return found
+
+
+def _non_const_reference(parameter: Node) -> bool:
+    """Whether a parameter declaration is an lvalue reference (``T& x``, ``int*& p``,
+    ``int (&a)[4]``) the function may write through: none of its own qualifiers is ``const``
+    (``const T& x``, ``T const& x``; ``std::vector<const T*>& v`` is writable)."""
+    if any(c.type == "type_qualifier" and text(c) == "const" for c in parameter.children):
+        return False
+    declarator = parameter.child_by_field_name("declarator")
+    while declarator is not None:
+        if declarator.type == "reference_declarator":
+            return not text(declarator).startswith("&&")
+        inner = declarator.child_by_field_name("declarator")
+        if inner is None:  # `int (&a)[4]`: the reference sits in parentheses
+            inner = next((c for c in declarator.named_children if "declarator" in c.type), None)
+        declarator = inner
+    return False
 
 
 def _reassigned(node: Node) -> dict[str, str]:
     """:data:`REASSIGNED` marks of the locals ``node`` assigns to (``t = 64;``, ``n = min(n,
     2);``, ``++n``), in a statement or under an ``if`` or loop alike: the declaration's
     initialiser (or a query's answer) is then not the value at the launch, and which assignment
-    runs is not read."""
+    runs is not read; and :data:`SET_BY_REFERENCE` values of the locals it passes to a function
+    that takes them by non-const reference (:func:`_set_by_reference`)."""
     out: dict[str, str] = {}
+    for call in _walk(node, ("call_expression",)):  # `if (c) { get_rows(rows, in); }`
+        out.update(_set_by_reference(call))
     for assign in _walk(node, ("assignment_expression", "update_expression")):
         field_name = "argument" if assign.type == "update_expression" else "left"
         left = assign.child_by_field_name(field_name)
@@ -683,11 +710,22 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
         for statement in scope.named_children:
             if statement.start_byte >= call.start_byte:
                 break
+            if statement.end_byte > call.start_byte:
+                # the statement the launch is in (a dispatch macro's lambda, an `if`): what it
+                # holds before the launch is read in the inner scopes; a loop's assignments
+                # come round again, the rest of it runs after the launch
+                if statement.type in LOOPS:
+                    found.update(_reassigned(statement))
+                continue
             if statement.type in ("declaration", "expression_statement", "alias_declaration"):
                 found.update(_declared(statement))
             else:  # an `if`, a loop, a block: its assignments reach the launch's locals
                 found.update(_reassigned(statement))
     return found, tuple(reversed(conditions))
+
+
+LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+"""Statements whose body runs again after a launch inside it."""
 
 
 MATCHER_VERIFY = "verify"
@@ -730,12 +768,17 @@ def _matcher(statement: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...
     return []
 
 
-EXIT_WORDS = frozenset({"error", "panic", "throw", "fail", "abort", "fatal"})
+EXIT_WORDS = frozenset(
+    {"error", "panic", "throw", "fail", "abort", "fatal", "exit", "trap", "unreachable"}
+)
 """A call statement whose function's name has one of these words (FlashInfer's
 ``FLASHINFER_ERROR``, SGLang's ``Panic``, ``std::abort``) does not return to the launcher."""
-RETURNING_WORDS = frozenset({"get", "check", "string", "last", "peek"})
+RETURNING_WORDS = frozenset(
+    {"get", "check", "string", "last", "peek", "log", "print", "report", "record", "if", "set"}
+)
 """Words that mark a call named for an error as one that returns (``cudaGetLastError``,
-``cudaGetErrorString``, ``TORCH_CHECK``): with one of these, the call is not an exit."""
+``cudaGetErrorString``, ``LOG_ERROR``, ``report_error``, ``throw_if_error``): with one of these
+the call is not an exit. Both lists read the name only; a name that says neither is no exit."""
 
 
 def _name_words(name: str) -> set[str]:
@@ -855,6 +898,8 @@ def _matchers(
         for statement in scope.named_children:
             if statement.start_byte >= call.start_byte:
                 break
+            if statement.end_byte > call.start_byte:
+                continue  # the statement the launch is in: its checks before it are inner
             found, checked = _statement_facts(statement)
             for fact in found:
                 matched.setdefault(fact[0], fact)

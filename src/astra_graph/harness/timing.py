@@ -92,16 +92,25 @@ extern "C" __global__ void astra_l2_read(const int4* __restrict__ buffer, long l
         const int4 v = buffer[i];
         folded ^= v.x ^ v.y ^ v.z ^ v.w;
     }
-    if (folded == 0x7fffffff) {  // never true for the flush's values: the loads stay live
-        *sink = folded;
+    if (folded == 0x7fffffff) {  // never taken (a vector of four equal words folds to 0), but
+        *sink = folded;          // the compiler cannot know the buffer: every load stays
     }
 }
 """
 """The flush's read: every 16 bytes of the buffer loaded once; a result the compiler cannot
 prove unused, so no load is removed."""
 FLUSH_READ_BLOCKS = 4096
+"""Blocks of the read's grid-stride loop: enough to fill an H100 (132 SMs) several times over."""
 FLUSH_READ_THREADS = 256
-"""The read's launch: a grid-stride loop, enough blocks to fill an H100 several times over."""
+"""Threads a block of the read."""
+
+
+def flush_words(l2_bytes: int) -> int:
+    """The flush buffer's size in 4-byte words: twice the L2, at least :data:`MIN_FLUSH_BYTES`
+    (a whole number of 16-byte vectors: L2 sizes are multiples of 16 bytes)."""
+    return max(2 * l2_bytes, MIN_FLUSH_BYTES) // 4
+
+
 EVENTS_METHOD = "events+l2flush"
 """An events-timed measurement's ``method``: one flushed launch between two events."""
 GRAPH_METHOD = "graph x{copies}, each copy once"
@@ -272,8 +281,7 @@ class Timer:
         self._cupy = cupy
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.l2_bytes = l2_cache_bytes()
-        flush_bytes = max(2 * self.l2_bytes, MIN_FLUSH_BYTES)
-        self._flush_buffer = cupy.empty(flush_bytes // 4, dtype=cupy.int32)
+        self._flush_buffer = cupy.empty(flush_words(self.l2_bytes), dtype=cupy.int32)
         self._flush_value = 0
         self._flush_sink = cupy.empty(1, dtype=cupy.int32)
         self._flush_read = cupy.RawKernel(FLUSH_READ_SOURCE, "astra_l2_read")
@@ -283,9 +291,9 @@ class Timer:
         """The SM clock around every round of samples (``harness.clock``)."""
 
     def flush_l2(self) -> None:
-        """Write the whole flush buffer (a value that changes every time, below ``0x7fffffff``)
-        on the timing stream, then read it back (:data:`FLUSH_READ`)."""
-        self._flush_value = self._flush_value % 0x7FFFFFFE + 1
+        """Write the whole flush buffer (a value that changes every time: no write is skipped
+        as redundant) on the timing stream, then read it back (:data:`FLUSH_READ`)."""
+        self._flush_value = (self._flush_value + 1) & 0x7FFFFFFF
         with self.stream:
             self._flush_buffer.fill(self._flush_value)
             if FLUSH_READ:
