@@ -680,6 +680,10 @@ def _under_optional(node: Node, top: Node) -> str:
     return ""
 
 
+LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+"""Statements whose body runs again after a launch inside it."""
+
+
 def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
     """The locals visible at a launch (inner scopes win) and the ``if`` conditions around it."""
     scopes: list[Node] = []
@@ -722,10 +726,6 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
             else:  # an `if`, a loop, a block: its assignments reach the launch's locals
                 found.update(_reassigned(statement))
     return found, tuple(reversed(conditions))
-
-
-LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-"""Statements whose body runs again after a launch inside it."""
 
 
 MATCHER_VERIFY = "verify"
@@ -814,9 +814,10 @@ def _statement_facts(
     """(matched tensors, conditions) one statement establishes whenever it completes: its
     tensor-shape matchers, its host checks' conditions and ``X.set_value(v)`` as
     ``X.unwrap() == (v)``; for an ``if`` with an ``else``, what both branches establish; for
-    an ``if`` without one, each check of its branch under its condition, ``!(c) || (check)``
-    (vLLM's ``if (positions_ndim == 1) { STD_TORCH_CHECK(query.size(0) == positions.size(0)) }``:
-    a fact wherever the condition holds)."""
+    an ``if`` without one whose branch leaves the launcher (:func:`_exits`), ``!(c)``; for any
+    other, each check of its branch under its condition, ``!(c) || (check)`` (vLLM's ``if
+    (positions_ndim == 1) { STD_TORCH_CHECK(query.size(0) == positions.size(0)) }``: a fact
+    wherever the condition holds)."""
     if statement.type == "if_statement" and statement.child_by_field_name("alternative") is None:
         condition = statement.child_by_field_name("condition")
         value = condition.child_by_field_name("value") if condition is not None else None
