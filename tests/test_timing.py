@@ -232,3 +232,23 @@ def test_a_graph_methods_copies_are_read_back_from_its_one_spelling() -> None:
     assert method_copies(GRAPH_METHOD.format(copies=25)) == 25
     assert method_copies(EVENTS_METHOD) is None
     assert method_copies("per-call (20 warm-up, 100 timed)") is None
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_the_flush_read_kernel_compiles_for_the_h100() -> None:
+    # the read half of the L2 flush (timing.FLUSH_READ) runs only on a GPU; its source is
+    # compiled here so that CI without one still catches an error in it
+    from astra_graph.harness import nvrtc
+
+    out = nvrtc.compile_source(
+        timing.FLUSH_READ_SOURCE,
+        filename="flush_read.cu",
+        arch="sm_90",
+        name_expressions=["astra_l2_read"],
+    )
+    assert out.ok, out.log
+    (lowered,) = out.lowered_names.values()
+    assert lowered in out.resources and out.resources[lowered].spill_store_bytes == 0
+    assert timing.flush_words(50 << 20) * 4 == 100 << 20  # twice the L2
+    assert timing.flush_words(16 << 20) * 4 == timing.MIN_FLUSH_BYTES  # at least 64 MB
+    assert timing.flush_words(50 << 20) % 4 == 0  # whole 16-byte vectors
