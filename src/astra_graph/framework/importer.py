@@ -29,6 +29,7 @@ from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import Flattened, flatten
 from astra_graph.framework.launchers import (
+    UNSIZED_NOTES,
     Analysis,
     RawPointer,
     Reshape,
@@ -122,17 +123,25 @@ def _never_taken(analysis: Analysis) -> str:
     """Why the launcher never takes this launch on the import's GPU for the drafted shapes (its
     ``if`` conditions false on each of them, moved dims included), or ''. A requirement that
     is false with no dim in it at all reads only tensor ranks, which are drafted from the axes
-    the launcher asks for: that is said, since a caller with other ranks does take it."""
+    the launcher asks for: that is said, since a caller with other ranks does take it. Shapes
+    the import assumed (a tensor drafted from another's shape) are named after the reason: the
+    launcher's own checks of such a tensor (vLLM's ``out.numel() == num_tokens * d`` beside
+    an ``out`` drafted as the input's shape) then fail at every shape, and the cause is the
+    draft, not the serving shapes."""
     tuning, heldout, _ = suites(analysis)
     if tuning and heldout:
         return ""
+    assumed = [n for n in analysis.notes if any(f": {u}" in n for u in UNSIZED_NOTES)]
+    drafts = f"; shapes the import assumed: {'; '.join(assumed)}" if assumed else ""
     for requirement in analysis.requires:
         if expr.constant_false(requirement):
             return (
                 f"never launched for the drafted shapes: requires {requirement}, false for "
-                "the tensor ranks drafted from the axes the launcher reads"
+                f"the tensor ranks drafted from the axes the launcher reads{drafts}"
             )
-    return f"never launched on this GPU for serving shapes (requires {analysis.requires[-1]})"
+    return (
+        f"never launched on this GPU for serving shapes (requires {analysis.requires[-1]}){drafts}"
+    )
 
 
 @dataclass
