@@ -120,7 +120,7 @@ def _head_sized(analysis: Analysis) -> set[str]:
             ):
                 heads.add(node.right.id)
     for bound in _upper_bounds(analysis):
-        if bound.larger in heads or _last_axis_of_heads(analysis, bound.larger):
+        if bound.larger in heads or _drafted_as_head(analysis, bound.larger):
             heads |= expr.names(bound.smaller) & axis_dims
     return heads
 
@@ -178,13 +178,11 @@ def _upper_bounds(analysis: Analysis) -> list[UpperBound]:
     return found
 
 
-def _last_axis_of_heads(analysis: Analysis, dim: str) -> bool:
-    """Whether ``dim`` alone is the last axis of a tensor of three or more axes, which the
-    suites draft as a head size (:data:`HEAD_SIZE`, as :func:`_axis_values` does): a
-    ``[batch, seq, hidden]`` tensor's last axis is taken for one too."""
-    return any(
-        len(shape) >= 3 and expr.names(shape[-1]) == {dim} for shape in analysis.shapes.values()
-    )
+def _drafted_as_head(analysis: Analysis, dim: str) -> bool:
+    """Whether the suites draft ``dim`` as a head size by the axes it sizes alone
+    (:func:`_axis_values`: the last axis of a tensor of three or more axes, which a
+    ``[batch, seq, hidden]`` tensor's last axis is taken for too)."""
+    return _axis_values(analysis, dim, set(), set()) == (HEAD_SIZE[:1], HEAD_SIZE[1:])
 
 
 MAX_CLAMP_PASSES = 8

@@ -29,12 +29,12 @@ from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import Flattened, flatten
 from astra_graph.framework.launchers import (
-    UNSIZED_NOTES,
     Analysis,
     RawPointer,
     Reshape,
     Unmapped,
     analyse,
+    assumed_shape_notes,
     device_constants,
 )
 from astra_graph.framework.naming import (
@@ -131,7 +131,7 @@ def _never_taken(analysis: Analysis) -> str:
     tuning, heldout, _ = suites(analysis)
     if tuning and heldout:
         return ""
-    assumed = [n for n in analysis.notes if any(f": {u}" in n for u in UNSIZED_NOTES)]
+    assumed = assumed_shape_notes(analysis.notes)
     drafts = f"; shapes the import assumed: {'; '.join(assumed)}" if assumed else ""
     for requirement in analysis.requires:
         if expr.constant_false(requirement):

@@ -1917,6 +1917,12 @@ UNSIZED_NOTES = (DRAFTED_NOTE, STRIDED_NOTE, EXTENT_NOTE, LAST_AXIS_NOTE)
 (:func:`strided_twin`)."""
 
 
+def assumed_shape_notes(notes: list[str]) -> list[str]:
+    """The notes of ``notes`` that say a tensor's shape is not (wholly) its own size queries'
+    (one of :data:`UNSIZED_NOTES` after the tensor's name)."""
+    return [n for n in notes if n.partition(": ")[2].startswith(UNSIZED_NOTES)]
+
+
 def _name_tokens(name: str) -> set[str]:
     return {token for token in name.lower().split("_") if token}
 
@@ -1949,7 +1955,7 @@ def strided_twin(
     merge_attn_states asks strides alone of ``prefix_lse``, [heads, tokens], beside its sized
     ``output``, [tokens, heads, head_size]), and an input the kernel reads beside the output it
     sizes may be wider than it (a gated input of 2d beside its d-wide output)."""
-    unsized = {n.split(": ", 1)[0] for n in notes if n.split(": ", 1)[-1].startswith(UNSIZED_NOTES)}
+    unsized = {n.partition(": ")[0] for n in assumed_shape_notes(notes)}
     sized = [t for t in shapes if t != name and t not in unsized]
     own = _name_tokens(name)
     related = [t for t in sized if own & _name_tokens(t)]

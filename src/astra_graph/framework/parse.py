@@ -42,7 +42,7 @@ this module.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import TYPE_CHECKING
@@ -684,15 +684,30 @@ LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 """Statements whose body runs again after a launch inside it."""
 
 
+def _before(call: Node) -> Iterator[tuple[Node, bool]]:
+    """The statements of the blocks around ``call`` that start before it, outermost block
+    first, each with whether it holds the call (the dispatch macro whose lambda launches, the
+    ``if`` the launch is in): what such a statement holds before the launch is read in the
+    inner blocks, and the rest of it runs after the launch."""
+    scopes: list[Node] = []
+    node: Node | None = call
+    while node is not None and node.type != "function_definition":
+        if node.type == "compound_statement":
+            scopes.append(node)
+        node = node.parent
+    for scope in reversed(scopes):
+        for statement in scope.named_children:
+            if statement.start_byte >= call.start_byte:
+                break
+            yield statement, statement.end_byte > call.start_byte
+
+
 def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
     """The locals visible at a launch (inner scopes win) and the ``if`` conditions around it."""
-    scopes: list[Node] = []
     conditions: list[tuple[str, bool]] = []
     node: Node | None = call
     while node is not None and node.type != "function_definition":
         parent = node.parent
-        if node.type == "compound_statement":
-            scopes.append(node)
         if parent is not None and parent.type == "if_statement":
             condition = parent.child_by_field_name("condition")
             consequence = parent.child_by_field_name("consequence")
@@ -710,21 +725,14 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
                 conditions.append((clause.strip(), inside_then))
         node = parent
     found: dict[str, str] = {}
-    for scope in reversed(scopes):
-        for statement in scope.named_children:
-            if statement.start_byte >= call.start_byte:
-                break
-            if statement.end_byte > call.start_byte:
-                # the statement the launch is in (a dispatch macro's lambda, an `if`): what it
-                # holds before the launch is read in the inner scopes; a loop's assignments
-                # come round again, the rest of it runs after the launch
-                if statement.type in LOOPS:
-                    found.update(_reassigned(statement))
-                continue
-            if statement.type in ("declaration", "expression_statement", "alias_declaration"):
-                found.update(_declared(statement))
-            else:  # an `if`, a loop, a block: its assignments reach the launch's locals
+    for statement, holds_call in _before(call):
+        if holds_call:  # only a loop's assignments come round again to the launch
+            if statement.type in LOOPS:
                 found.update(_reassigned(statement))
+        elif statement.type in ("declaration", "expression_statement", "alias_declaration"):
+            found.update(_declared(statement))
+        else:  # an `if`, a loop, a block: its assignments reach the launch's locals
+            found.update(_reassigned(statement))
     return found, tuple(reversed(conditions))
 
 
@@ -887,24 +895,15 @@ def _matchers(
     before ``call`` in the scopes around it, which run on every path to the launch: a statement
     of an enclosing block before the launch, or what both branches of such an ``if ... else``
     establish. The first matcher of each tensor is kept; later ones check equal sizes."""
-    scopes: list[Node] = []
-    node: Node | None = call
-    while node is not None and node.type != "function_definition":
-        if node.type == "compound_statement":
-            scopes.append(node)
-        node = node.parent
     matched: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
     checks: list[tuple[str, bool]] = []
-    for scope in reversed(scopes):
-        for statement in scope.named_children:
-            if statement.start_byte >= call.start_byte:
-                break
-            if statement.end_byte > call.start_byte:
-                continue  # the statement the launch is in: its checks before it are inner
-            found, checked = _statement_facts(statement)
-            for fact in found:
-                matched.setdefault(fact[0], fact)
-            checks += [(c, True) for c in checked]
+    for statement, holds_call in _before(call):
+        if holds_call:
+            continue  # its checks before the launch are in the inner blocks
+        found, checked = _statement_facts(statement)
+        for fact in found:
+            matched.setdefault(fact[0], fact)
+        checks += [(c, True) for c in checked]
     return tuple(matched.values()), tuple(checks)
 
 
