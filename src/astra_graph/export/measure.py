@@ -212,26 +212,31 @@ class Flushed:
     beside the run's bench's own (``BenchReport.clock``): the two run minutes apart."""
 
 
+@dataclass(frozen=True)
 class _L2Flush:
     """The bench's L2 flush (``harness.timing.Timer.flush_l2``) in torch, so that it can sit in
     a captured graph: write a buffer of the bench's size
-    (:func:`~astra_graph.harness.timing.flush_words`) with a value that changes every call (no
-    write is skipped as redundant), then read it whole
-    (:data:`~astra_graph.harness.timing.FLUSH_READ`: the L2 is left holding clean lines, whose
-    write-back would otherwise run inside the timed call). The read is torch's sum, not the
-    bench's kernel: the same bytes read, in another order, with a reduction's tail."""
+    (:func:`~astra_graph.harness.timing.flush_words`) with a value of the caller's, then read it
+    whole (:data:`~astra_graph.harness.timing.FLUSH_READ`: the L2 is left holding clean lines,
+    whose write-back would otherwise run inside the timed call). The read is torch's sum, not
+    the bench's kernel: the same bytes read, in another order, with a reduction's tail."""
 
-    def __init__(self, device: int) -> None:
-        words = flush_words(torch.cuda.get_device_properties(device).L2_cache_size)
-        self.buffer = torch.empty(words, dtype=torch.int32, device="cuda")
-        self.sink = torch.empty((), dtype=torch.int64, device="cuda")
-        self.value = 0
+    buffer: torch.Tensor
+    sink: torch.Tensor
 
-    def __call__(self) -> None:
-        self.value = self.value % 0x7F + 1
-        self.buffer.fill_(self.value)
+    def __call__(self, value: int) -> None:
+        self.buffer.fill_(value)  # a value that changes: no write skipped as redundant
         if FLUSH_READ:
             torch.sum(self.buffer, dim=0, dtype=torch.int64, out=self.sink)
+
+
+def _l2_flush(device: int) -> _L2Flush:
+    """:class:`_L2Flush`'s buffers on ``device``."""
+    words = flush_words(torch.cuda.get_device_properties(device).L2_cache_size)
+    return _L2Flush(
+        torch.empty(words, dtype=torch.int32, device="cuda"),
+        torch.empty((), dtype=torch.int64, device="cuda"),
+    )
 
 
 def _clock_range(guard: ClockGuard) -> tuple[int, int] | None:
@@ -256,13 +261,13 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     import cupy
 
     device = torch.cuda.current_device()
-    flush = _L2Flush(device)
+    flush = _l2_flush(device)
     for launch in sides.values():
         launch()  # warm-up: the first replay of a graph uploads it
     guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
     guard.start_block()
     spin: Callable[[int], None] | None = getattr(torch.cuda, "_sleep", None)  # torch's own
-    hold, ahead = HOLD_CYCLES, False
+    hold, ahead, fills = HOLD_CYCLES, False, 0
     pairs: dict[str, list[tuple[Any, Any]]] = {}
     for _ in range(HOLD_TRIES + MAX_REPEATS):
         torch.cuda.synchronize()
@@ -274,7 +279,8 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
         pairs = {name: [] for name in sides}
         for sample in range(FLUSHED_SAMPLES):
             for _, (name, launch) in alternating(list(sides.items()), sample):
-                flush()
+                fills += 1
+                flush(fills % 0x7F + 1)
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -320,7 +326,7 @@ class InGraph:
 def in_graph_us(launch: Callable[[], None]) -> InGraph:
     """The device time of ``launch`` as one node of a CUDA graph, the way a serving engine's
     captured decode step runs it: one graph holds :data:`FLUSHED_SAMPLES` samples, each an L2
-    flush (:class:`_L2Flush`), an event record node, the call, an event
+    flush (:class:`_L2Flush`, with a value of its own), an event record node, the call, an event
     record node (``torch.cuda.Event(external=True)``: a record node, not a
     cross-stream dependency). The events bracket the call inside the graph, so the time is the
     bench's flushed single launch (``harness.timing``, ``events+l2flush``) with the launch made
@@ -332,7 +338,7 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
     import cupy
 
     device = torch.cuda.current_device()
-    flush = _L2Flush(device)
+    flush = _l2_flush(device)
     pairs = [
         (
             torch.cuda.Event(enable_timing=True, external=True),
@@ -342,8 +348,8 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
     ]
 
     def samples() -> None:
-        for start, end in pairs:
-            flush()
+        for sample, (start, end) in enumerate(pairs):
+            flush(sample % 0x7F + 1)
             start.record()
             launch()
             end.record()

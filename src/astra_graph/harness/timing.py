@@ -282,7 +282,6 @@ class Timer:
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.l2_bytes = l2_cache_bytes()
         self._flush_buffer = cupy.empty(flush_words(self.l2_bytes), dtype=cupy.int32)
-        self._flush_vectors = cupy.int64(self._flush_buffer.size // 4)  # the read's int4s
         self._flush_value = 0
         self._flush_sink = cupy.empty(1, dtype=cupy.int32)
         self._flush_read = cupy.RawKernel(FLUSH_READ_SOURCE, "astra_l2_read")
@@ -301,7 +300,11 @@ class Timer:
                 self._flush_read(
                     (FLUSH_READ_BLOCKS,),
                     (FLUSH_READ_THREADS,),
-                    (self._flush_buffer, self._flush_vectors, self._flush_sink),
+                    (
+                        self._flush_buffer,
+                        self._cupy.int64(self._flush_buffer.size // 4),
+                        self._flush_sink,
+                    ),
                 )
 
     def _event(self) -> Any:
