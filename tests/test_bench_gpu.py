@@ -17,6 +17,7 @@ from astra_graph.harness import deep, roofline
 from astra_graph.harness.bench import run_bench
 from astra_graph.harness.payload import KernelPayload, OperationPayload
 from astra_graph.harness.results import BenchReport
+from astra_graph.harness.timing import NODE_METHOD
 from astra_graph.kernel.contract import load_contract
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import load_implementation
@@ -110,7 +111,7 @@ def test_production_beats_naive_on_large_shapes_in_device_mode() -> None:
     report = BenchReport.model_validate(out)
     assert report.rejection is None
     large, small = report.shapes
-    assert large.candidate.method == "events+l2flush"
+    assert large.candidate.method == NODE_METHOD
     assert large.speedup is not None and large.speedup > 1.0
     assert large.call == "faster"
     assert 10 < large.roofline_pct < 120
@@ -126,7 +127,7 @@ def test_production_beats_naive_on_large_shapes_in_device_mode() -> None:
     assert large.launch_floor is not None and small.launch_floor is not None
     assert small.copy_floor.method.startswith("graph x")
     assert small.launch_floor.method.startswith("graph x")
-    assert large.copy_floor.method == "events+l2flush"
+    assert large.copy_floor.method == NODE_METHOD
     # an empty kernel on the copy's grid is shorter than the copy itself (on the H100 at
     # 2048x14336: 20.9 us against 64.2 us; scheduling that many blocks is not free), and never
     # longer than the small copy by more than the noise
@@ -211,13 +212,14 @@ def test_a_kernel_that_skips_outputs_already_valid_gains_nothing(tmp_path: Path)
 
 
 def test_a_kernel_that_skips_some_timed_launches_is_rejected(tmp_path: Path) -> None:
-    # events mode times copy 0 over and over: the kernel skips every third launch there, so the
-    # last sample (the one re-checked) is usually whole; every sample's fingerprint is not
+    # a single-launch node times copy 0 over and over: the kernel skips every third launch
+    # there, so the last sample (the one re-checked) is usually whole; every sample's
+    # fingerprint is not
     source = (TIMING_KERNELS / "silu_skips_some_timed_launches.cu").read_text()
     skipper = _op_copy(tmp_path, "some", source)
     out = run_bench(_request(skipper, skipper.parent / "production.cu", shapes=[LARGE]))
     report = BenchReport.model_validate(out)
-    assert report.shapes[0].candidate.method == "events+l2flush"
+    assert report.shapes[0].candidate.method == NODE_METHOD
     assert report.rejection is not None, report.shapes[0].candidate
     assert report.rejection.reason == "timing_replay"
 

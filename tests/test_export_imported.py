@@ -23,6 +23,7 @@ from astra_graph.export.original import NAMESPACE_PREFIX, framework_root, origin
 from astra_graph.export.torch_package import FinishedRun, export_torch, read_run
 from astra_graph.framework.device import TORCH_TYPES_BEGIN, framework_type_map
 from astra_graph.framework.naming import DEFAULT_NAMESPACE, default_root, registered_namespace
+from astra_graph.harness.timing import NODE_METHOD
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import resolve
 from astra_graph.kernel.contract import ContractError
@@ -329,7 +330,7 @@ def test_the_benchmarks_gates_fit_the_imported_contracts(
 
 def test_the_benchmarks_agreement_counts_each_protocol_apart() -> None:
     bench = _benchmark()
-    events, graph = "events+l2flush", "graph x38, each copy once"
+    events, graph = NODE_METHOD, "graph x38, each copy once"
     cases = [
         {"shape": "a", "dtype": "float16", "bench_method": events, "export_over_bench": 1.045,
          "direct_over_bench": 1.005, "graph_over_direct": 1.04, "host_ahead": True},
@@ -341,11 +342,11 @@ def test_the_benchmarks_agreement_counts_each_protocol_apart() -> None:
     out = bench.agreement(cases)
     assert out["graph"]["within"] == 1 and out["graph"]["timed"] == 2
     assert out["graph"]["outside"] == [f"a float16 1.045 ({events})"]
-    assert out["graph"]["events_timed"] == 1
+    assert out["graph"]["single_launch_timed"] == 1
     assert out["direct"] == {
         "within": 1,
         "timed": 1,
-        "events_timed": 1,
+        "single_launch_timed": 1,
         "range": [1.005, 1.005],
         "outside": [],
     }

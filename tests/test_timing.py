@@ -106,16 +106,37 @@ class _Event:
 
 
 class _Stream:
+    def __init__(self, log: list[str] | None = None) -> None:
+        self.log = log if log is not None else []
+
     def synchronize(self) -> None:
         pass
+
+    def begin_capture(self) -> None:
+        self.log.append("begin capture")
+
+    def end_capture(self) -> Any:
+        self.log.append("end capture")
+        return _Graph(self.log)
+
+
+class _Graph:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def upload(self, stream: Any) -> None:
+        self.log.append("upload")
+
+    def launch(self, stream: Any) -> None:
+        self.log.append("replay")
 
 
 class _LoggingTimer(timing.Timer):
     """A timer whose samples only log what would run on the GPU, in order."""
 
     def __init__(self) -> None:
-        self.stream = _Stream()
         self.log: list[str] = []
+        self.stream = _Stream(self.log)
         self.clock = ClockGuard("no GPU in this test")
 
     def flush_l2(self) -> None:
@@ -138,12 +159,37 @@ def test_outputs_are_poisoned_before_every_timed_sample() -> None:
         copies=2,
         poison=lambda s: timer.log.append("poison"),
     )
-    timer.flushed_round([subject], 3)
-    assert timer.log == ["poison", "flush", "launch 0"] * 3
-    timer.log.clear()
-    graph = type("Graph", (), {"launch": lambda self, s: timer.log.append("replay")})()
-    timer.graph_round([subject], [graph], [2], 3)
+    nodes = [timing.Node(_Graph(timer.log), _Event(), _Event()) for _ in range(3)]
+    timer.flushed_round([subject], [nodes])
     assert timer.log == ["poison", "flush", "replay"] * 3
+    timer.log.clear()
+    timer.graph_round([subject], [_Graph(timer.log)], [2], 3)
+    assert timer.log == ["poison", "flush", "replay"] * 3
+
+
+def test_a_single_launch_is_captured_between_two_event_record_nodes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the launch is timed as a graph node (timing.NODE_METHOD): the two events are recorded as
+    # nodes of the same capture, around copy 0's launch, and each node graph has its own pair,
+    # so a round's samples can all be enqueued before any is read
+    timer = _LoggingTimer()
+    recorded: list[Any] = []
+
+    def record_node(event: Any, stream: Any) -> None:
+        recorded.append(event)
+        timer.log.append("record node")
+
+    monkeypatch.setattr(timing, "record_node", record_node)
+    subject = timing.Subject(
+        name="cand", launch=lambda i, s: timer.log.append(f"launch {i}"), copies=4
+    )
+    nodes = timer.nodes(subject, 2)
+    one = ["begin capture", "record node", "launch 0", "record node", "end capture", "upload"]
+    assert timer.log == one * 2
+    assert [(n.start, n.end) for n in nodes] == [tuple(recorded[:2]), tuple(recorded[2:])]
+    assert len({id(e) for e in recorded}) == 4
+    assert nodes[1].launch(timer.stream) == (recorded[2], recorded[3])
 
 
 class _ScriptedTimer(timing.Timer):
@@ -165,9 +211,15 @@ class _ScriptedTimer(timing.Timer):
     def estimate_us(self, subject: timing.Subject) -> float:
         return self.times_us[subject.name]
 
-    def flushed_round(self, subjects: Sequence[timing.Subject], count: int) -> list[list[float]]:
-        for _ in range(count):
-            self.calls.extend(s.name for s in subjects)
+    def nodes(self, subject: timing.Subject, count: int) -> list[Any]:
+        return [subject.name] * count
+
+    def flushed_round(
+        self, subjects: Sequence[timing.Subject], nodes: Sequence[Sequence[Any]]
+    ) -> list[list[float]]:
+        count = len(nodes[0])
+        for j in range(count):
+            self.calls.extend(n[j] for n in nodes)
         return [self._noisy(s.name, count) for s in subjects]
 
     def capture(self, subject: timing.Subject) -> Any:
@@ -195,7 +247,7 @@ def test_device_mode_interleaves_sides_and_stops_when_converged() -> None:
     base, cand = timer.device_mode([_subject("base"), _subject("cand")], budget_s=10.0)
     assert timer.calls[:4] == ["base", "cand", "base", "cand"]
     assert base.samples > timing.SAMPLES_PER_ROUND
-    assert base.method == cand.method == "events+l2flush"
+    assert base.method == cand.method == timing.NODE_METHOD
     assert base.samples == cand.samples < timing.MAX_SAMPLES
     assert base.rel_std_err <= timing.TARGET_RSE and cand.rel_std_err <= timing.TARGET_RSE
     assert base.median_us / cand.median_us == pytest.approx(2.0, rel=0.01)

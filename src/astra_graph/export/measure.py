@@ -329,7 +329,7 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
     flush (:class:`_L2Flush`, with a value of its own), an event record node, the call, an event
     record node (``torch.cuda.Event(external=True)``: a record node, not a
     cross-stream dependency). The events bracket the call inside the graph, so the time is the
-    bench's flushed single launch (``harness.timing``, ``events+l2flush``) with the launch made
+    bench's flushed single launch (``harness.timing``, ``graph node+l2flush``) with the launch made
     by the graph instead of the stream, and without the graph's own launch, which a one-kernel
     graph replayed between stream events adds (about 0.5 us on the H100; ``flushed_us`` of
     ``graph.replay`` measures that one). The samples of :data:`IN_GRAPH_REPLAYS` replays are

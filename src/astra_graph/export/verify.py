@@ -45,7 +45,7 @@ from astra_graph.export.measure import (
 )
 from astra_graph.export.torch_package import FinishedRun
 from astra_graph.harness.selection import call
-from astra_graph.harness.timing import EVENTS_METHOD, method_copies
+from astra_graph.harness.timing import SINGLE_LAUNCH_METHODS, method_copies
 from astra_graph.kernel.contract import SUITE_NAMES
 
 SEED = 20261125
@@ -56,7 +56,7 @@ own bench time for the shape (issue 24: the 2% that A-vs-A timing shows)."""
 
 def _bench_times(run: FinishedRun) -> dict[tuple[str, str], tuple[float, str]]:
     """(shape label, dtype) -> the run's device time of its result for that shape, and the
-    bench's method for it (``events+l2flush`` or a graph of copies)."""
+    bench's method for it (one flushed launch, ``SINGLE_LAUNCH_METHODS``, or a graph of copies)."""
     shapes = run.result.shapes or (run.result.baseline.shapes if run.result.baseline else [])
     return {
         (s.label, s.dtype): (s.candidate.median_us, s.candidate.method)
@@ -238,7 +238,8 @@ def _bench_protocol(
     device, not a difference of protocols (``measure.flushed_us``: L2 flush before every
     sample, A B B A, clock guard, the batch enqueued under a hold):
 
-    - where the bench bracketed one flushed launch with events (``events+l2flush``), the
+    - where the bench timed one flushed launch (``graph node+l2flush``, or ``events+l2flush``
+      in runs benched before it), the
       export as one node of a CUDA graph between event nodes, each sample after an L2 flush
       inside the graph (:func:`~astra_graph.export.measure.in_graph_us`; the issue's measure,
       ``export_over_bench``): the time the op takes inside a captured serving step. Beside it,
@@ -261,7 +262,7 @@ def _bench_protocol(
     dc9568b: a protocol, not a cost.)"""
     spec, fw = run.spec, run.framework
     copies = method_copies(bench[1])
-    if bench[1] == EVENTS_METHOD:  # one flushed launch
+    if bench[1] in SINGLE_LAUNCH_METHODS:  # one flushed launch
         tensors = cloned(inputs)
         args = op_arguments(fw, spec, tensors)
         inside = in_graph_us(partial(exported, *args))

@@ -108,7 +108,8 @@ class Measurement(BaseModel):
     """Relative standard error of the median."""
     samples: int
     method: str
-    """How it was measured, e.g. ``events+l2flush``, ``graph x64, each copy once``, ``per-call``."""
+    """How it was measured, e.g. ``graph node+l2flush``, ``graph x64, each copy once``,
+    ``per-call``."""
 
 
 class ShapeTiming(BaseModel):

@@ -5,9 +5,13 @@ and thermal drift hit both alike:
 
 ``device`` (the default): kernel time only.
   * Before every sample the L2 cache is flushed by writing a buffer at least twice its size, then
-    reading it whole, and the persisting-L2 lines are reset once per timer; a pair of CUDA events
-    brackets the launch. The read leaves the L2 holding clean lines: after a write alone it held
-    dirty ones, whose write-back to DRAM then ran inside the timed kernel (:data:`FLUSH_READ`).
+    reading it whole, and the persisting-L2 lines are reset once per timer. The read leaves the
+    L2 holding clean lines: after a write alone it held dirty ones, whose write-back to DRAM then
+    ran inside the timed kernel (:data:`FLUSH_READ`).
+  * The launch is a node of a small CUDA graph between two event record nodes (:meth:`Timer.nodes`,
+    :data:`NODE_METHOD`), the way a serving engine's captured step launches it. A kernel
+    launched on the stream after a stream event started later: on the H100 it read 2-7% longer
+    at 10-15 us than the same kernel as a graph node (:data:`NODE_METHOD` says why).
   * A kernel whose estimated time is under :data:`GRAPH_THRESHOLD_US` cannot be seen by an event
     pair around one launch (launch overhead is ~5 us on the H100 here). Such kernels are captured
     into a CUDA graph that launches each of the subject's input copies once, and the replay time
@@ -48,7 +52,7 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 from astra_graph.harness.clock import ClockGuard, nvml_source
@@ -68,6 +72,8 @@ MAX_SAMPLES = 200
 BUDGET_S = 0.5
 """Wall-time budget for one shape's device-mode sampling (all sides together)."""
 SAMPLES_PER_ROUND = 10
+ESTIMATE_SAMPLES = 5
+"""Samples of :meth:`Timer.estimate_us`'s quick estimate (which chooses graphs or nodes)."""
 
 PER_CALL_WARMUP = 20
 PER_CALL_CALLS = 100
@@ -111,8 +117,20 @@ def flush_words(l2_bytes: int) -> int:
     return max(2 * l2_bytes, MIN_FLUSH_BYTES) // 4
 
 
+NODE_METHOD = "graph node+l2flush"
+"""A measurement's ``method`` where each sample is one flushed launch as a CUDA graph node
+between two event record nodes. A graph's kernel node starts sooner after the event node before
+it than a stream launch after a stream event: on the H100 (2026-11-26, after the flush of
+:data:`FLUSH_READ`) a kernel of 6-32 us finished 0.2-0.5 us sooner as a node, and five merge
+shapes of 10-15 us read 0.924-0.965 of their stream-launched time as nodes
+(benchmarks/results/2026-11-26-h100/export-round-trip-ad52cf7). Timed as a node, the bench
+measures what a captured serving step runs, and the launch floor (an empty kernel timed the same
+way) is that node's latency."""
 EVENTS_METHOD = "events+l2flush"
-"""An events-timed measurement's ``method``: one flushed launch between two events."""
+"""The ``method`` of bench reports written before :data:`NODE_METHOD`: one flushed launch on the
+stream between two stream events. Still read (an export compares a run's stored bench)."""
+SINGLE_LAUNCH_METHODS = (NODE_METHOD, EVENTS_METHOD)
+"""The methods whose samples are each one flushed launch (not a graph of copies)."""
 GRAPH_METHOD = "graph x{copies}, each copy once"
 """A graph-timed measurement's ``method``: how many input copies one replay launched."""
 GRAPH_TARGET_US = 200.0
@@ -261,15 +279,55 @@ def l2_cache_bytes() -> int:
     return int(cupy.cuda.Device().attributes["L2CacheSize"])
 
 
-def reset_persisting_l2() -> bool:
-    """Reset persisting L2 lines of the current context (driver call); False if unavailable."""
+@cache
+def _driver() -> Any:
+    """The CUDA driver library (``ctypes``), or None where it cannot be loaded."""
     import ctypes
 
     try:
-        driver = ctypes.CDLL("libcuda.so.1")
+        return ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return False
-    return int(driver.cuCtxResetPersistingL2Cache()) == 0
+        return None
+
+
+def reset_persisting_l2() -> bool:
+    """Reset persisting L2 lines of the current context (driver call); False if unavailable."""
+    driver = _driver()
+    return driver is not None and int(driver.cuCtxResetPersistingL2Cache()) == 0
+
+
+CU_EVENT_RECORD_EXTERNAL = 0x1
+"""``cuEventRecordWithFlags``' flag that makes a record during stream capture an event record
+node of the graph (without it the record only orders streams and times nothing)."""
+
+
+def record_node(event: Any, stream: Any) -> None:
+    """Record ``event`` on ``stream``, which is capturing a graph, as an event record node of
+    that graph (CUDA driver call; CuPy's own record cannot set the flag)."""
+    import ctypes
+
+    driver = _driver()
+    if driver is None:
+        raise RuntimeError("libcuda.so.1 cannot be loaded: no event record node can be made")
+    status = driver.cuEventRecordWithFlags(
+        ctypes.c_void_p(event.ptr), ctypes.c_void_p(stream.ptr), CU_EVENT_RECORD_EXTERNAL
+    )
+    if status != 0:
+        raise RuntimeError(f"cuEventRecordWithFlags failed with CUresult {status}")
+
+
+@dataclass(frozen=True)
+class Node:
+    """A CUDA graph of three nodes: an event record, one launch, an event record
+    (:meth:`Timer.nodes`); :meth:`launch` enqueues it and gives its two events."""
+
+    graph: Any
+    start: Any
+    end: Any
+
+    def launch(self, stream: Any) -> tuple[Any, Any]:
+        self.graph.launch(stream)
+        return self.start, self.end
 
 
 class Timer:
@@ -315,7 +373,11 @@ class Timer:
 
     # --- rounds of samples -------------------------------------------------------------------
 
-    def _sample(self, subject: Subject, run: Callable[[], None], prepare_all: bool) -> Any:
+    def _sample(
+        self, subject: Subject, timed: Callable[[], tuple[Any, Any]], prepare_all: bool
+    ) -> tuple[Any, Any]:
+        """Restore, poison and flush, then ``timed`` (which enqueues the timed work and gives the
+        events that bracket it), then the subject's record of the sample."""
         if prepare_all:
             subject.prepare_all(self.stream)
         else:
@@ -323,21 +385,49 @@ class Timer:
         if subject.poison is not None:  # no timed launch may find its answer already there
             subject.poison(self.stream)
         self.flush_l2()
+        pair = timed()
+        if subject.after_sample is not None:
+            subject.after_sample(self.stream)
+        return pair
+
+    def _bracketed(self, run: Callable[[], None]) -> tuple[Any, Any]:
+        """``run`` between two events recorded on the stream."""
         start, end = self._event(), self._event()
         start.record(self.stream)
         run()
         end.record(self.stream)
-        if subject.after_sample is not None:
-            subject.after_sample(self.stream)
         return start, end
 
-    def flushed_round(self, subjects: Sequence[Subject], count: int) -> list[list[float]]:
-        """``count`` cold samples per subject, A B B A: restore, flush, event, launch, event."""
+    def nodes(self, subject: Subject, count: int) -> list[Node]:
+        """``count`` graphs of one launch of the subject's copy 0 between event record nodes
+        (:data:`NODE_METHOD`), each with its own events so that a round's samples can all be
+        enqueued before any is read; each uploaded, so no sample pays the upload."""
+        made: list[Node] = []
+        for _ in range(count):
+            start, end = self._event(), self._event()
+            self.stream.synchronize()
+            self.stream.begin_capture()
+            try:
+                record_node(start, self.stream)
+                subject.launch(0, self.stream)
+                record_node(end, self.stream)
+            finally:
+                graph = self.stream.end_capture()
+            graph.upload(self.stream)
+            made.append(Node(graph, start, end))
+        self.stream.synchronize()
+        return made
+
+    def flushed_round(
+        self, subjects: Sequence[Subject], nodes: Sequence[Sequence[Node]]
+    ) -> list[list[float]]:
+        """One cold sample per node of each subject (``nodes[i]``: :meth:`nodes` of subject
+        ``i``, all of one count), A B B A: restore, flush, the node graph."""
         pairs: list[list[Any]] = [[] for _ in subjects]
-        for j in range(count):
+        for j in range(len(nodes[0])):
             for i, subject in alternating(subjects, j):
-                launch = partial(subject.launch, 0, self.stream)
-                pairs[i].append(self._sample(subject, launch, False))
+                timed = partial(nodes[i][j].launch, self.stream)
+                pairs[i].append(self._sample(subject, timed, False))
         self.stream.synchronize()
         return [self._elapsed_us(p) for p in pairs]
 
@@ -352,7 +442,7 @@ class Timer:
         pairs: list[list[Any]] = [[] for _ in subjects]
         for j in range(count):
             for i, subject in alternating(subjects, j):
-                replay = partial(graphs[i].launch, self.stream)
+                replay = partial(self._bracketed, partial(graphs[i].launch, self.stream))
                 pairs[i].append(self._sample(subject, replay, True))
         self.stream.synchronize()
         return [[t / n for t in self._elapsed_us(p)] for p, n in zip(pairs, launches, strict=True)]
@@ -361,7 +451,7 @@ class Timer:
         """A quick cold estimate of one launch (after one untimed warm-up launch)."""
         subject.prepare(0, self.stream)
         subject.launch(0, self.stream)
-        return median(self.flushed_round([subject], 5)[0])
+        return median(self.flushed_round([subject], [self.nodes(subject, ESTIMATE_SAMPLES)])[0])
 
     def capture(self, subject: Subject) -> Any:
         """A CUDA graph launching each of the subject's copies once."""
@@ -389,14 +479,16 @@ class Timer:
         """Cold kernel time of each subject, sampled in interleaved rounds (see the module).
 
         ``estimates`` (microseconds per launch, one per subject) are the ones the caller sized
-        its input copies with; pass them so that the graph-or-events choice is made once. Events
-        time copy 0 only, so a caller that made rotating copies must get the graph path.
+        its input copies with; pass them so that the choice of copies graph or single-launch
+        nodes is made once. Nodes launch copy 0 only, so a caller that made rotating copies must
+        get the graph path.
         """
         if estimates is None:
             estimates = [self.estimate_us(s) for s in subjects]
         use_graph = min(estimates) < GRAPH_THRESHOLD_US
         graphs: list[Any] = []
         launches: list[int] = []
+        nodes: list[list[Node]] = []
         methods: list[str] = []
         for subject in subjects:
             if use_graph:
@@ -404,7 +496,8 @@ class Timer:
                 graphs.append(self.capture(subject))
                 methods.append(GRAPH_METHOD.format(copies=subject.copies))
             else:
-                methods.append(EVENTS_METHOD)
+                nodes.append(self.nodes(subject, SAMPLES_PER_ROUND))
+                methods.append(NODE_METHOD)
         samples: list[list[float]] = [[] for _ in subjects]
         deadline = time.perf_counter() + budget_s
         self.clock.start_block()
@@ -413,7 +506,7 @@ class Timer:
             if use_graph:
                 new = self.graph_round(subjects, graphs, launches, SAMPLES_PER_ROUND)
             else:
-                new = self.flushed_round(subjects, SAMPLES_PER_ROUND)
+                new = self.flushed_round(subjects, nodes)
             if self.clock.disturbed(before, self.clock.read()):
                 continue  # taken while throttled or at another clock: take the round again
             for collected, fresh in zip(samples, new, strict=True):
