@@ -161,17 +161,17 @@ def test_outputs_are_poisoned_before_every_timed_sample() -> None:
     )
     nodes = [timing.Node(_Graph(timer.log), _Event(), _Event()) for _ in range(3)]
     timer.flushed_round([subject], [nodes])
-    assert timer.log == ["poison", "flush", "replay"] * 3
+    assert timer.log == ["poison", "replay"] * 3  # a node graph holds its own flush
     timer.log.clear()
     timer.graph_round([subject], [_Graph(timer.log)], [2], 3)
     assert timer.log == ["poison", "flush", "replay"] * 3
 
 
-def test_a_single_launch_is_captured_between_two_event_record_nodes(
+def test_a_single_launch_is_captured_after_a_flush_between_two_event_record_nodes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # the launch is timed as a graph node (timing.NODE_METHOD): the two events are recorded as
-    # nodes of the same capture, around copy 0's launch, and each node graph has its own pair,
+    # the launch is timed as a graph node (timing.NODE_METHOD): the L2 flush and the two events
+    # are nodes of the same capture, around copy 0's launch, and each node graph has its own pair,
     # so a round's samples can all be enqueued before any is read
     timer = _LoggingTimer()
     recorded: list[Any] = []
@@ -185,7 +185,15 @@ def test_a_single_launch_is_captured_between_two_event_record_nodes(
         name="cand", launch=lambda i, s: timer.log.append(f"launch {i}"), copies=4
     )
     nodes = timer.nodes(subject, 2)
-    one = ["begin capture", "record node", "launch 0", "record node", "end capture", "upload"]
+    one = [
+        "begin capture",
+        "flush",
+        "record node",
+        "launch 0",
+        "record node",
+        "end capture",
+        "upload",
+    ]
     assert timer.log == one * 2
     assert [(n.start, n.end) for n in nodes] == [tuple(recorded[:2]), tuple(recorded[2:])]
     assert len({id(e) for e in recorded}) == 4

@@ -8,10 +8,11 @@ and thermal drift hit both alike:
     reading it whole, and the persisting-L2 lines are reset once per timer. The read leaves the
     L2 holding clean lines: after a write alone it held dirty ones, whose write-back to DRAM then
     ran inside the timed kernel (:data:`FLUSH_READ`).
-  * The launch is a node of a small CUDA graph between two event record nodes (:meth:`Timer.nodes`,
-    :data:`NODE_METHOD`), the way a serving engine's captured step launches it. A kernel
-    launched on the stream after a stream event started later: on the H100 it read 2-7% longer
-    at 10-15 us than the same kernel as a graph node (:data:`NODE_METHOD` says why).
+  * The flush and the launch are nodes of one small CUDA graph, the launch between two event
+    record nodes (:meth:`Timer.nodes`, :data:`NODE_METHOD`), the way a serving engine's captured
+    step launches a kernel after others. Launched on the stream after a stream event, or at the
+    head of a graph, a kernel started later: on the H100 merge shapes of 10-15 us read 2-8%
+    longer than as a node after the flush (:data:`NODE_METHOD` and :meth:`Timer.nodes`).
   * A kernel whose estimated time is under :data:`GRAPH_THRESHOLD_US` cannot be seen by an event
     pair around one launch (launch overhead is ~5 us on the H100 here). Such kernels are captured
     into a CUDA graph that launches each of the subject's input copies once, and the replay time
@@ -376,38 +377,45 @@ class Timer:
     def _sample(
         self, subject: Subject, timed: Callable[[], tuple[Any, Any]], prepare_all: bool
     ) -> tuple[Any, Any]:
-        """Restore, poison and flush, then ``timed`` (which enqueues the timed work and gives the
-        events that bracket it), then the subject's record of the sample."""
+        """Restore and poison, then ``timed`` (which enqueues the L2 flush and the timed work and
+        gives the events that bracket the work), then the subject's record of the sample."""
         if prepare_all:
             subject.prepare_all(self.stream)
         else:
             subject.prepare(0, self.stream)
         if subject.poison is not None:  # no timed launch may find its answer already there
             subject.poison(self.stream)
-        self.flush_l2()
         pair = timed()
         if subject.after_sample is not None:
             subject.after_sample(self.stream)
         return pair
 
-    def _bracketed(self, run: Callable[[], None]) -> tuple[Any, Any]:
-        """``run`` between two events recorded on the stream."""
+    def _flushed_replay(self, graph: Any) -> tuple[Any, Any]:
+        """An L2 flush, then ``graph``'s replay between two events recorded on the stream."""
+        self.flush_l2()
         start, end = self._event(), self._event()
         start.record(self.stream)
-        run()
+        graph.launch(self.stream)
         end.record(self.stream)
         return start, end
 
     def nodes(self, subject: Subject, count: int) -> list[Node]:
-        """``count`` graphs of one launch of the subject's copy 0 between event record nodes
-        (:data:`NODE_METHOD`), each with its own events so that a round's samples can all be
-        enqueued before any is read; each uploaded, so no sample pays the upload."""
+        """``count`` graphs of an L2 flush, then one launch of the subject's copy 0 between event
+        record nodes (:data:`NODE_METHOD`). Each has its own events, so that a round's samples
+        can all be enqueued before any is read, and its own flush value, so that no two samples
+        in a row write the same one. Each is uploaded, so no sample pays the upload.
+
+        The flush is inside the graph, before the launch, as the kernels before it are in a
+        captured serving step: a node whose predecessors are in its own graph started sooner
+        after its start event than one at the head of a graph that waited on the stream (on the
+        H100 at fd736d9, merge shapes of 10-15 us read 0.945-0.979 of the latter's time)."""
         made: list[Node] = []
         for _ in range(count):
             start, end = self._event(), self._event()
             self.stream.synchronize()
             self.stream.begin_capture()
             try:
+                self.flush_l2()
                 record_node(start, self.stream)
                 subject.launch(0, self.stream)
                 record_node(end, self.stream)
@@ -422,7 +430,7 @@ class Timer:
         self, subjects: Sequence[Subject], nodes: Sequence[Sequence[Node]]
     ) -> list[list[float]]:
         """One cold sample per node of each subject (``nodes[i]``: :meth:`nodes` of subject
-        ``i``, all of one count), A B B A: restore, flush, the node graph."""
+        ``i``, all of one count), A B B A: restore, poison, the node graph (flush and launch)."""
         pairs: list[list[Any]] = [[] for _ in subjects]
         for j in range(len(nodes[0])):
             for i, subject in alternating(subjects, j):
@@ -442,7 +450,7 @@ class Timer:
         pairs: list[list[Any]] = [[] for _ in subjects]
         for j in range(count):
             for i, subject in alternating(subjects, j):
-                replay = partial(self._bracketed, partial(graphs[i].launch, self.stream))
+                replay = partial(self._flushed_replay, graphs[i])
                 pairs[i].append(self._sample(subject, replay, True))
         self.stream.synchronize()
         return [[t / n for t in self._elapsed_us(p)] for p, n in zip(pairs, launches, strict=True)]
