@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -307,14 +308,14 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
 
 
 IN_GRAPH_REPLAYS = 3
-"""Replays of :func:`in_graph_us`'s graph whose samples are kept (one more warms it up); with
-:data:`FLUSHED_SAMPLES` samples each, the median is over 123 launches."""
+"""Passes over :func:`in_graph_us`'s graphs whose samples are kept (one more warms them up);
+with :data:`FLUSHED_SAMPLES` graphs, the median is over 123 launches."""
 
 
 @dataclass(frozen=True)
 class InGraph:
     """:func:`in_graph_us`'s result: the median time of the call between its two event nodes,
-    the undisturbed replays pooled (0: every one was disturbed, the last one's samples), and
+    the undisturbed passes pooled (0: every one was disturbed, the last one's samples), and
     the clock guard's events and SM clock range (as :class:`Flushed`)."""
 
     us: float
@@ -324,17 +325,24 @@ class InGraph:
 
 
 def in_graph_us(launch: Callable[[], None]) -> InGraph:
-    """The device time of ``launch`` as one node of a CUDA graph, the way a serving engine's
-    captured decode step runs it: one graph holds :data:`FLUSHED_SAMPLES` samples, each an L2
-    flush (:class:`_L2Flush`, with a value of its own), an event record node, the call, an event
-    record node (``torch.cuda.Event(external=True)``: a record node, not a
-    cross-stream dependency). The events bracket the call inside the graph, so the time is the
-    bench's flushed single launch (``harness.timing``, ``graph node+l2flush``) with the launch made
-    by the graph instead of the stream, and without the graph's own launch, which a one-kernel
-    graph replayed between stream events adds (about 0.5 us on the H100; ``flushed_us`` of
-    ``graph.replay`` measures that one). The samples of :data:`IN_GRAPH_REPLAYS` replays are
-    pooled; a replay during which the SM clock throttled or changed is taken again, as the
-    bench does (``harness.clock``), up to :data:`~astra_graph.harness.clock.MAX_REPEATS`."""
+    """The device time of ``launch`` captured in a CUDA graph, by the bench's single-launch
+    protocol (``harness.timing.NODE_METHOD``): each of :data:`FLUSHED_SAMPLES` graphs holds
+    one sample, an L2 flush (:class:`_L2Flush`, with a value of its own), an event record node,
+    the call, an event record node (``torch.cuda.Event(external=True)``: a record node, not a
+    cross-stream dependency); the graphs are replayed one after another. So the time is the
+    bench's for the kernel, with the launch captured from the exported op instead of the
+    harness's, and without the graph's own launch, which a one-kernel graph replayed between
+    stream events adds (about 0.5 us on the H100; ``flushed_us`` of ``graph.replay`` measures
+    that one).
+
+    One graph per sample, not one graph of all samples: back to back in one graph the same
+    kernels read 0.960-0.989 of their time by the bench's protocol on the H100
+    (benchmarks/results/2026-11-26-h100/single-launch-protocols-decc8f8.json), which kept five
+    merge shapes outside 2% of the bench at ad52cf7, fd736d9 and decc8f8.
+
+    The samples of :data:`IN_GRAPH_REPLAYS` passes are pooled; a pass during which the SM
+    clock throttled or changed is taken again, as the bench does (``harness.clock``), up to
+    :data:`~astra_graph.harness.clock.MAX_REPEATS`."""
     import cupy
 
     device = torch.cuda.current_device()
@@ -347,15 +355,18 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
         for _ in range(FLUSHED_SAMPLES)
     ]
 
-    def samples() -> None:
-        for sample, (start, end) in enumerate(pairs):
-            flush(sample % 0x7F + 1)
-            start.record()
-            launch()
-            end.record()
+    def sample(value: int, start: Any, end: Any) -> None:
+        flush(value)
+        start.record()
+        launch()
+        end.record()
 
-    graph = capture([samples])
-    graph.replay()  # the first replay uploads the graph
+    graphs = [
+        capture([partial(sample, index % 0x7F + 1, start, end)])
+        for index, (start, end) in enumerate(pairs)
+    ]
+    for graph in graphs:
+        graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
     guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
     guard.start_block()
@@ -364,7 +375,8 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
     replays = 0
     for _ in range(IN_GRAPH_REPLAYS + MAX_REPEATS):
         before = guard.read()
-        graph.replay()
+        for graph in graphs:
+            graph.replay()
         torch.cuda.synchronize()
         last = [start.elapsed_time(end) * 1e3 for start, end in pairs]
         if guard.disturbed(before, guard.read()):
@@ -373,8 +385,8 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
         replays += 1
         if replays == IN_GRAPH_REPLAYS:
             break
-    del graph
-    return InGraph(  # every replay disturbed: the last one's, its clock events saying so
+    del graphs
+    return InGraph(  # every pass disturbed: the last one's, its clock events saying so
         us=statistics.median(kept or last),
         replays=replays,
         clock_events=list(guard.events),

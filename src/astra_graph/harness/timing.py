@@ -8,11 +8,10 @@ and thermal drift hit both alike:
     reading it whole, and the persisting-L2 lines are reset once per timer. The read leaves the
     L2 holding clean lines: after a write alone it held dirty ones, whose write-back to DRAM then
     ran inside the timed kernel (:data:`FLUSH_READ`).
-  * The flush and the launch are nodes of one small CUDA graph, the launch between two event
-    record nodes (:meth:`Timer.nodes`, :data:`NODE_METHOD`), the way a serving engine's captured
-    step launches a kernel after others. Launched on the stream after a stream event, or at the
-    head of a graph, a kernel started later: on the H100 merge shapes of 10-15 us read 2-8%
-    longer than as a node after the flush (:data:`NODE_METHOD` and :meth:`Timer.nodes`).
+  * The flush and the launch are nodes of one small CUDA graph per sample, the launch between
+    two event record nodes (:meth:`Timer.nodes`, :data:`NODE_METHOD`), as a captured serving
+    step launches a kernel after others, and as the export times its op (the same protocol on
+    both sides; a flushed stream launch read within 2% of it on the H100).
   * A kernel whose estimated time is under :data:`GRAPH_THRESHOLD_US` cannot be seen by an event
     pair around one launch (launch overhead is ~5 us on the H100 here). Such kernels are captured
     into a CUDA graph that launches each of the subject's input copies once, and the replay time
@@ -119,14 +118,14 @@ def flush_words(l2_bytes: int) -> int:
 
 
 NODE_METHOD = "graph node+l2flush"
-"""A measurement's ``method`` where each sample is one flushed launch as a CUDA graph node
-between two event record nodes. A graph's kernel node starts sooner after the event node before
-it than a stream launch after a stream event: on the H100 (2026-11-26, after the flush of
-:data:`FLUSH_READ`) a kernel of 6-32 us finished 0.2-0.5 us sooner as a node, and five merge
-shapes of 10-15 us read 0.924-0.965 of their stream-launched time as nodes
-(benchmarks/results/2026-11-26-h100/export-round-trip-ad52cf7). Timed as a node, the bench
-measures what a captured serving step runs, and the launch floor (an empty kernel timed the same
-way) is that node's latency."""
+"""A measurement's ``method`` where each sample is a small CUDA graph of its own: an L2 flush,
+an event record node, one launch, an event record node (:meth:`Timer.nodes`). The export times
+its op, captured by torch, the same way node for node (``export.measure.in_graph_us``), so the
+two compare one protocol. On the H100 (2026-11-26, one process, production merge,
+fused_add_rmsnorm and silu at 10-20 us) these samples read 0.982-1.007 of a flushed stream
+launch between stream events (:data:`EVENTS_METHOD`), and one graph holding all samples back
+to back read 0.960-0.989 of it
+(benchmarks/results/2026-11-26-h100/single-launch-protocols-decc8f8.json)."""
 EVENTS_METHOD = "events+l2flush"
 """The ``method`` of bench reports written before :data:`NODE_METHOD`: one flushed launch on the
 stream between two stream events. Still read (an export compares a run's stored bench)."""
@@ -406,9 +405,9 @@ class Timer:
         in a row write the same one. Each is uploaded, so no sample pays the upload.
 
         The flush is inside the graph, before the launch, as the kernels before it are in a
-        captured serving step: a node whose predecessors are in its own graph started sooner
-        after its start event than one at the head of a graph that waited on the stream (on the
-        H100 at fd736d9, merge shapes of 10-15 us read 0.945-0.979 of the latter's time)."""
+        captured serving step, and as ``export.measure.in_graph_us`` captures it: at the head of
+        its graph, after a flush on the stream, the launch floor (an empty kernel) read 0.1-0.4
+        us longer on the H100 (single-launch-protocols-decc8f8.json)."""
         made: list[Node] = []
         for _ in range(count):
             start, end = self._event(), self._event()
