@@ -30,7 +30,7 @@ import torch
 from astra_graph.export.framework import FrameworkOp
 from astra_graph.export.original import original_build
 from astra_graph.harness.clock import MAX_REPEATS, ClockGuard, nvml_source
-from astra_graph.harness.timing import FLUSH_READ, alternating, flush_words
+from astra_graph.harness.timing import L2Flush, alternating
 from astra_graph.kernel.contract import OperationSpec
 
 L2_FLUSH_FACTOR = 3
@@ -213,31 +213,18 @@ class Flushed:
     beside the run's bench's own (``BenchReport.clock``): the two run minutes apart."""
 
 
-@dataclass(frozen=True)
-class _L2Flush:
-    """The bench's L2 flush (``harness.timing.Timer.flush_l2``) in torch, so that it can sit in
-    a captured graph: write a buffer of the bench's size
-    (:func:`~astra_graph.harness.timing.flush_words`) with a value of the caller's, then read it
-    whole (:data:`~astra_graph.harness.timing.FLUSH_READ`: the L2 is left holding clean lines,
-    whose write-back would otherwise run inside the timed call). The read is torch's sum, not
-    the bench's kernel: the same bytes read, in another order, with a reduction's tail."""
+def _l2_flush(device: int) -> Callable[[], None]:
+    """The bench's L2 flush (``harness.timing.L2Flush``, the same buffer and kernels) on the
+    stream torch makes current at each call: the timing stream eagerly, the capturing one
+    inside a graph's capture."""
+    import cupy
 
-    buffer: torch.Tensor
-    sink: torch.Tensor
+    flush = L2Flush(torch.cuda.get_device_properties(device).L2_cache_size)
 
-    def __call__(self, value: int) -> None:
-        self.buffer.fill_(value)  # a value that changes: no write skipped as redundant
-        if FLUSH_READ:
-            torch.sum(self.buffer, dim=0, dtype=torch.int64, out=self.sink)
+    def on_current_stream() -> None:
+        flush(cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream))
 
-
-def _l2_flush(device: int) -> _L2Flush:
-    """:class:`_L2Flush`'s buffers on ``device``."""
-    words = flush_words(torch.cuda.get_device_properties(device).L2_cache_size)
-    return _L2Flush(
-        torch.empty(words, dtype=torch.int32, device="cuda"),
-        torch.empty((), dtype=torch.int64, device="cuda"),
-    )
+    return on_current_stream
 
 
 def _clock_range(guard: ClockGuard) -> tuple[int, int] | None:
@@ -248,7 +235,7 @@ def _clock_range(guard: ClockGuard) -> tuple[int, int] | None:
 def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     """The bench's device-mode protocol (``harness.timing``) for launches made by ``sides``
     (a graph's replay of ``calls`` calls, or one bound launch): before every sample the L2 is
-    flushed (:class:`_L2Flush`: a buffer of at least twice its size written, then read), then a
+    flushed (the bench's: a buffer of at least twice its size written, then read), then a
     pair of events brackets the launch; the sides alternate A B B A; the median of
     :data:`FLUSHED_SAMPLES` per side, per call. With one call it is the bench's flushed single
     launch, with N its graph of N copies.
@@ -268,7 +255,7 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
     guard.start_block()
     spin: Callable[[int], None] | None = getattr(torch.cuda, "_sleep", None)  # torch's own
-    hold, ahead, fills = HOLD_CYCLES, False, 0
+    hold, ahead = HOLD_CYCLES, False
     pairs: dict[str, list[tuple[Any, Any]]] = {}
     for _ in range(HOLD_TRIES + MAX_REPEATS):
         torch.cuda.synchronize()
@@ -280,8 +267,7 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
         pairs = {name: [] for name in sides}
         for sample in range(FLUSHED_SAMPLES):
             for _, (name, launch) in alternating(list(sides.items()), sample):
-                fills += 1
-                flush(fills % 0x7F + 1)
+                flush()
                 start = torch.cuda.Event(enable_timing=True)
                 end = torch.cuda.Event(enable_timing=True)
                 start.record()
@@ -327,7 +313,7 @@ class InGraph:
 def in_graph_us(launch: Callable[[], None]) -> InGraph:
     """The device time of ``launch`` captured in a CUDA graph, by the bench's single-launch
     protocol (``harness.timing.NODE_METHOD``): each of :data:`FLUSHED_SAMPLES` graphs holds
-    one sample, an L2 flush (:class:`_L2Flush`, with a value of its own), an event record node,
+    one sample, the bench's L2 flush (with a value of its own), an event record node,
     the call, an event record node (``torch.cuda.Event(external=True)``: a record node, not a
     cross-stream dependency); the graphs are replayed one after another. So the time is the
     bench's for the kernel, with the launch captured from the exported op instead of the
@@ -355,16 +341,13 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
         for _ in range(FLUSHED_SAMPLES)
     ]
 
-    def sample(value: int, start: Any, end: Any) -> None:
-        flush(value)
+    def sample(start: Any, end: Any) -> None:
+        flush()
         start.record()
         launch()
         end.record()
 
-    graphs = [
-        capture([partial(sample, index % 0x7F + 1, start, end)])
-        for index, (start, end) in enumerate(pairs)
-    ]
+    graphs = [capture([partial(sample, start, end)]) for start, end in pairs]
     for graph in graphs:
         graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()

@@ -296,6 +296,32 @@ def reset_persisting_l2() -> bool:
     return driver is not None and int(driver.cuCtxResetPersistingL2Cache()) == 0
 
 
+class L2Flush:
+    """The L2 flush before every sample, on a stream the caller gives (the bench's own, or the
+    one torch is capturing in the export's measures): a buffer of :func:`flush_words` written
+    with a value that changes every time (no write is skipped as redundant), then read back
+    whole (:data:`FLUSH_READ`). CuPy work only, so a torch graph captures it like any kernel."""
+
+    def __init__(self, l2_bytes: int) -> None:
+        import cupy
+
+        self._cupy = cupy
+        self.buffer = cupy.empty(flush_words(l2_bytes), dtype=cupy.int32)
+        self._sink = cupy.empty(1, dtype=cupy.int32)
+        self._read = cupy.RawKernel(FLUSH_READ_SOURCE, "astra_l2_read")
+        self._value = 0
+
+    def __call__(self, stream: Any) -> None:
+        self._value = (self._value + 1) & 0x7FFFFFFF
+        with stream:
+            self.buffer.fill(self._value)
+            if FLUSH_READ:
+                vectors = self._cupy.int64(self.buffer.size // 4)
+                self._read(
+                    (FLUSH_READ_BLOCKS,), (FLUSH_READ_THREADS,), (self.buffer, vectors, self._sink)
+                )
+
+
 CU_EVENT_RECORD_EXTERNAL = 0x1
 """``cuEventRecordWithFlags``' flag that makes a record during stream capture an event record
 node of the graph (without it the record only orders streams and times nothing)."""
@@ -339,31 +365,15 @@ class Timer:
         self._cupy = cupy
         self.stream = cupy.cuda.Stream(non_blocking=True)
         self.l2_bytes = l2_cache_bytes()
-        self._flush_buffer = cupy.empty(flush_words(self.l2_bytes), dtype=cupy.int32)
-        self._flush_value = 0
-        self._flush_sink = cupy.empty(1, dtype=cupy.int32)
-        self._flush_read = cupy.RawKernel(FLUSH_READ_SOURCE, "astra_l2_read")
+        self._flush = L2Flush(self.l2_bytes)
         reset_persisting_l2()
         pci_bus_id = cupy.cuda.Device().pci_bus_id
         self.clock = ClockGuard(nvml_source(pci_bus_id))
         """The SM clock around every round of samples (``harness.clock``)."""
 
     def flush_l2(self) -> None:
-        """Write the whole flush buffer (a value that changes every time: no write is skipped
-        as redundant) on the timing stream, then read it back (:data:`FLUSH_READ`)."""
-        self._flush_value = (self._flush_value + 1) & 0x7FFFFFFF
-        with self.stream:
-            self._flush_buffer.fill(self._flush_value)
-            if FLUSH_READ:
-                self._flush_read(
-                    (FLUSH_READ_BLOCKS,),
-                    (FLUSH_READ_THREADS,),
-                    (
-                        self._flush_buffer,
-                        self._cupy.int64(self._flush_buffer.size // 4),
-                        self._flush_sink,
-                    ),
-                )
+        """Flush the L2 on the timing stream (:class:`L2Flush`)."""
+        self._flush(self.stream)
 
     def _event(self) -> Any:
         return self._cupy.cuda.Event()
