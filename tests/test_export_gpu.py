@@ -89,3 +89,30 @@ def test_patched_framework_file_builds(op: str, tmp_path: Path) -> None:
     run, _, _ = _exported(tmp_path, op)
     _, patched = write_patch(run, FRAMEWORK, tmp_path / "patch", "sm_90")
     assert check_patch(run, FRAMEWORK, patched, "sm_90") is None
+
+
+@pytest.mark.parametrize("op", ("fused_add_rmsnorm", "merge_attn_states_lse"))
+def test_between_samples_restores_in_place_inputs_and_poisons_outputs(op: str) -> None:
+    # the export's in-graph time repeats the bench's work between samples: every timed call
+    # starts from the same in-place inputs and finds NaN where it must write
+    torch = pytest.importorskip("torch")
+    from astra_graph.export.measure import between_samples, make_inputs
+    from astra_graph.kernel.contract import load_contract
+
+    spec = load_contract(REPO / "kernels" / op)
+    dims = spec.contract.suite("tuning")[0]
+    tensors = make_inputs(spec, dims, "float16", torch.Generator("cuda").manual_seed(5))
+    given = {name: t.clone() for name, t in tensors.items()}
+    between = between_samples(spec, tensors)
+    for t in tensors.values():
+        t.fill_(3.0)  # what a timed call might leave
+    between()
+    for arg in spec.contract.args:
+        now = tensors[arg.name]
+        if arg.role == "inout":
+            assert torch.equal(now, given[arg.name]), arg.name
+        elif arg.role == "output":
+            assert bool(torch.isnan(now).all()), arg.name
+        else:
+            assert bool((now == 3.0).all()), arg.name  # pure inputs: the call does not write them
+    assert any(a.role != "input" for a in spec.contract.args)

@@ -310,16 +310,34 @@ class InGraph:
     sm_mhz: tuple[int, int] | None
 
 
-def in_graph_us(launch: Callable[[], None]) -> InGraph:
+def between_samples(spec: OperationSpec, tensors: dict[str, torch.Tensor]) -> Callable[[], None]:
+    """What the bench does on the stream before each sample (``harness.timing``, ``Subject``):
+    in-place arguments given their inputs again (copies of their values now) and pure outputs
+    overwritten with NaN, so every timed call starts from the same inputs and must write its
+    outputs."""
+    saved = {a.name: tensors[a.name].clone() for a in spec.contract.args if a.role == "inout"}
+    outputs = [tensors[a.name] for a in spec.contract.args if a.role == "output"]
+
+    def restore_and_poison() -> None:
+        for name, values in saved.items():
+            tensors[name].copy_(values)
+        for out in outputs:
+            out.fill_(float("nan"))
+
+    return restore_and_poison
+
+
+def in_graph_us(launch: Callable[[], None], between: Callable[[], None]) -> InGraph:
     """The device time of ``launch`` captured in a CUDA graph, by the bench's single-launch
     protocol (``harness.timing.NODE_METHOD``): each of :data:`FLUSHED_SAMPLES` graphs holds
     one sample, the bench's L2 flush (with a value of its own), an event record node,
     the call, an event record node (``torch.cuda.Event(external=True)``: a record node, not a
-    cross-stream dependency); the graphs are replayed one after another. So the time is the
-    bench's for the kernel, with the launch captured from the exported op instead of the
-    harness's, and without the graph's own launch, which a one-kernel graph replayed between
-    stream events adds (about 0.5 us on the H100; ``flushed_us`` of ``graph.replay`` measures
-    that one).
+    cross-stream dependency); the graphs are replayed one after another, ``between`` run on the
+    stream ahead of each (:func:`between_samples`, as the bench restores and poisons). So the
+    time is the bench's for the kernel, with the launch captured from the exported op instead
+    of the harness's, and without the graph's own launch, which a one-kernel graph replayed
+    between stream events adds (about 0.5 us on the H100; ``flushed_us`` of ``graph.replay``
+    measures that one).
 
     One graph per sample, not one graph of all samples: back to back in one graph the same
     kernels read 0.960-0.989 of their time by the bench's protocol on the H100
@@ -359,6 +377,7 @@ def in_graph_us(launch: Callable[[], None]) -> InGraph:
     for _ in range(IN_GRAPH_REPLAYS + MAX_REPEATS):
         before = guard.read()
         for graph in graphs:
+            between()
             graph.replay()
         torch.cuda.synchronize()
         last = [start.elapsed_time(end) * 1e3 for start, end in pairs]

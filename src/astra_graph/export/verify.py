@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from astra_graph.export.measure import (
+    between_samples,
     capture,
     cloned,
     compare_graphs,
@@ -265,7 +266,7 @@ def _bench_protocol(
     if bench[1] in SINGLE_LAUNCH_METHODS:  # one flushed launch
         tensors = cloned(inputs)
         args = op_arguments(fw, spec, tensors)
-        inside = in_graph_us(partial(exported, *args))
+        inside = in_graph_us(partial(exported, *args), between_samples(spec, tensors))
         single = capture([partial(exported, *args)])
         params = {a.contract_name: v for a, v in zip(fw.args, args, strict=True) if not a.tensor}
         direct = runtime.bound(tensors, params)
