@@ -314,7 +314,7 @@ def report(summary: dict[str, Any], out: Path) -> None:
             f"{name}: {entry['verify']}\n  {entry['gate']}\n  patched framework file {built}\n"
             f"  CUDA-graph time within {BENCH_AGREEMENT:.0%} of bench: {graph['within']}/"
             f"{graph['timed']} (outside: {', '.join(graph['outside']) or 'none'}); kernel "
-            f"launched straight: {direct['within']}/{direct['timed']} events-timed\n"
+            f"launched straight: {direct['within']}/{direct['timed']} timed as one launch\n"
             f"  CUDA-graph time within {BENCH_AGREEMENT:.0%} of the kernel launched straight "
             f"on the same buffers: {beside['within']}/{beside['timed']} (outside: "
             f"{', '.join(beside['outside']) or 'none'})"

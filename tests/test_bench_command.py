@@ -8,6 +8,7 @@ from astra_graph.cli import main
 from astra_graph.commands.bench import format_report
 from astra_graph.harness.compile import gpu_arch
 from astra_graph.harness.results import BenchReport, Measurement, ResourceReport, ShapeTiming
+from astra_graph.harness.timing import EVENTS_METHOD, GRAPH_METHOD, NODE_METHOD
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -158,3 +159,39 @@ def test_each_shape_says_which_limit_binds() -> None:
     )
     # the roof percent of the latency-bound shape does not drag the bandwidth median down
     assert any("median 99% of the roofline" in b for b in likely_bottlenecks(report))
+
+
+def _shape(method: str) -> ShapeTiming:
+    return ShapeTiming(
+        label="8192x12288",
+        dims={"tokens": 8192, "d": 12288},
+        dtype="float16",
+        bytes_moved=603979776,
+        candidate=_measurement(210.0, 0.002, method),
+        baseline=None,
+        achieved_gbps=2876.0,
+        roofline_pct=95.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "noted"),
+    [(NODE_METHOD, False), (EVENTS_METHOD, False), (GRAPH_METHOD.format(copies=64), True)],
+)
+def test_the_partly_warm_note_is_for_graphs_of_copies_only(method: str, noted: bool) -> None:
+    # a single launch is a graph node too (timing.NODE_METHOD), but its data is flushed before
+    # every sample: only rotating copies can stay partly warm
+    from types import SimpleNamespace
+
+    from astra_graph.harness.bench import _summarise
+
+    report = BenchReport(
+        op="silu_and_mul",
+        mode="device",
+        device="test",
+        candidate="production",
+        copy_bandwidth_gbps=3000.0,
+        shapes=[_shape(method)],
+    )
+    _summarise(SimpleNamespace(mode="device"), report)  # type: ignore[arg-type]
+    assert any("stay partly warm" in note for note in report.notes) is noted

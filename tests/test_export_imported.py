@@ -23,7 +23,7 @@ from astra_graph.export.original import NAMESPACE_PREFIX, framework_root, origin
 from astra_graph.export.torch_package import FinishedRun, export_torch, read_run
 from astra_graph.framework.device import TORCH_TYPES_BEGIN, framework_type_map
 from astra_graph.framework.naming import DEFAULT_NAMESPACE, default_root, registered_namespace
-from astra_graph.harness.timing import NODE_METHOD
+from astra_graph.harness.timing import EVENTS_METHOD, NODE_METHOD
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import resolve
 from astra_graph.kernel.contract import ContractError
@@ -330,19 +330,23 @@ def test_the_benchmarks_gates_fit_the_imported_contracts(
 
 def test_the_benchmarks_agreement_counts_each_protocol_apart() -> None:
     bench = _benchmark()
-    events, graph = NODE_METHOD, "graph x38, each copy once"
+    node, graph = NODE_METHOD, "graph x38, each copy once"
     cases = [
-        {"shape": "a", "dtype": "float16", "bench_method": events, "export_over_bench": 1.045,
+        {"shape": "a", "dtype": "float16", "bench_method": node, "export_over_bench": 1.045,
          "direct_over_bench": 1.005, "graph_over_direct": 1.04, "host_ahead": True},
         {"shape": "b", "dtype": "float16", "bench_method": graph, "export_over_bench": 1.01,
          "direct_over_bench": None, "graph_over_direct": None, "host_ahead": False},
         {"shape": "c", "dtype": "float16", "bench_method": None, "export_over_bench": None,
          "direct_over_bench": None, "graph_over_direct": None, "host_ahead": None},
+        # a run benched before the node protocol: still one flushed launch
+        {"shape": "d", "dtype": "bfloat16", "bench_method": EVENTS_METHOD,
+         "export_over_bench": 0.99, "direct_over_bench": None, "graph_over_direct": None,
+         "host_ahead": True},
     ]  # fmt: skip
     out = bench.agreement(cases)
-    assert out["graph"]["within"] == 1 and out["graph"]["timed"] == 2
-    assert out["graph"]["outside"] == [f"a float16 1.045 ({events})"]
-    assert out["graph"]["single_launch_timed"] == 1
+    assert out["graph"]["within"] == 2 and out["graph"]["timed"] == 3
+    assert out["graph"]["outside"] == [f"a float16 1.045 ({node})"]
+    assert out["graph"]["single_launch_timed"] == 2
     assert out["direct"] == {
         "within": 1,
         "timed": 1,
@@ -351,5 +355,5 @@ def test_the_benchmarks_agreement_counts_each_protocol_apart() -> None:
         "outside": [],
     }
     assert out["same_buffers"]["timed"] == 1 and out["same_buffers"]["within"] == 0
-    assert out["same_buffers"]["outside"] == [f"a float16 1.040 ({events})"]
+    assert out["same_buffers"]["outside"] == [f"a float16 1.040 ({node})"]
     assert out["host_time_possible"] == 1

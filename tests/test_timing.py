@@ -121,14 +121,15 @@ class _Stream:
 
 
 class _Graph:
-    def __init__(self, log: list[str]) -> None:
+    def __init__(self, log: list[str], name: str = "") -> None:
         self.log = log
+        self.name = name
 
     def upload(self, stream: Any) -> None:
         self.log.append("upload")
 
     def launch(self, stream: Any) -> None:
-        self.log.append("replay")
+        self.log.append(f"replay {self.name}".strip())
 
 
 class _LoggingTimer(timing.Timer):
@@ -151,20 +152,36 @@ class _LoggingTimer(timing.Timer):
 
 def test_outputs_are_poisoned_before_every_timed_sample() -> None:
     # a kernel that finds its answer already in the outputs could skip the work: no timed launch
-    # may start from the previous launch's result, in events mode or in a graph replay
+    # may start from the previous launch's result, as a single-launch node or in a graph replay;
+    # every sample starts from restored inputs, and its outputs are recorded right after it
     timer = _LoggingTimer()
     subject = timing.Subject(
         name="cand",
         launch=lambda i, s: timer.log.append(f"launch {i}"),
         copies=2,
+        restore=lambda i, s: timer.log.append(f"restore {i}"),
+        restore_all=lambda s: timer.log.append("restore all"),
         poison=lambda s: timer.log.append("poison"),
+        after_sample=lambda s: timer.log.append("after"),
     )
-    nodes = [timing.Node(_Graph(timer.log), _Event(), _Event()) for _ in range(3)]
+    nodes = [timing.Node(_Graph(timer.log, str(j)), _Event(), _Event()) for j in range(3)]
+    pairs = [(n.start, n.end) for n in nodes]
+    recorded: list[Any] = []
+
+    def elapsed_us(pairs: list[Any]) -> list[float]:
+        recorded.extend(pairs)
+        return [1.0] * len(pairs)
+
+    timer._elapsed_us = elapsed_us  # type: ignore[method-assign]
     timer.flushed_round([subject], [nodes])
-    assert timer.log == ["poison", "replay"] * 3  # a node graph holds its own flush
+    # a node graph holds its own flush; each sample is its own node, read by its own events
+    assert timer.log == [
+        entry for j in range(3) for entry in ("restore 0", "poison", f"replay {j}", "after")
+    ]
+    assert recorded == pairs
     timer.log.clear()
     timer.graph_round([subject], [_Graph(timer.log)], [2], 3)
-    assert timer.log == ["poison", "flush", "replay"] * 3
+    assert timer.log == ["restore all", "poison", "flush", "replay", "after"] * 3
 
 
 def test_a_single_launch_is_captured_after_a_flush_between_two_event_record_nodes(
@@ -286,10 +303,12 @@ def test_alternating_order_flips_each_turn() -> None:
 
 def test_a_graph_methods_copies_are_read_back_from_its_one_spelling() -> None:
     """The export's timing repeats the bench's protocol from a stored ``method``: the copies of
-    a graph-timed one, None for events or per-call timing."""
-    from astra_graph.harness.timing import EVENTS_METHOD, GRAPH_METHOD, method_copies
+    one timed as a graph of copies, None for a single launch (a node now, stream events before)
+    or per-call timing."""
+    from astra_graph.harness.timing import EVENTS_METHOD, GRAPH_METHOD, NODE_METHOD, method_copies
 
     assert method_copies(GRAPH_METHOD.format(copies=25)) == 25
+    assert method_copies(NODE_METHOD) is None
     assert method_copies(EVENTS_METHOD) is None
     assert method_copies("per-call (20 warm-up, 100 timed)") is None
 

@@ -233,12 +233,13 @@ def _clock_range(guard: ClockGuard) -> tuple[int, int] | None:
 
 
 def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
-    """The bench's device-mode protocol (``harness.timing``) for launches made by ``sides``
-    (a graph's replay of ``calls`` calls, or one bound launch): before every sample the L2 is
-    flushed (the bench's: a buffer of at least twice its size written, then read), then a
-    pair of events brackets the launch; the sides alternate A B B A; the median of
-    :data:`FLUSHED_SAMPLES` per side, per call. With one call it is the bench's flushed single
-    launch, with N its graph of N copies.
+    """The bench's device-mode sampling (``harness.timing``) for launches made by ``sides`` on
+    the stream (a graph's replay of ``calls`` calls, or one bound launch): before every sample
+    the bench's L2 flush (``timing.L2Flush``), then a pair of stream events brackets the launch;
+    the sides alternate A B B A; the median of :data:`FLUSHED_SAMPLES` per side, per call. With
+    N calls it is the bench's graph of N copies; with one bound launch it is the bench's earlier
+    single-launch protocol (``timing.EVENTS_METHOD``), not its graph node of now
+    (:func:`in_graph_us` takes that one).
 
     Two guards the bench has or needs, here where the export's host path is slower and shares
     the CPU with builds: the batch is enqueued while a spin kernel holds the stream
@@ -250,6 +251,7 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
 
     device = torch.cuda.current_device()
     flush = _l2_flush(device)
+    flush()  # warm-up: the flush's kernels load before any batch is held
     for launch in sides.values():
         launch()  # warm-up: the first replay of a graph uploads it
     guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
@@ -293,7 +295,7 @@ def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     )
 
 
-IN_GRAPH_REPLAYS = 3
+IN_GRAPH_PASSES = 3
 """Passes over :func:`in_graph_us`'s graphs whose samples are kept (one more warms them up);
 with :data:`FLUSHED_SAMPLES` graphs, the median is over 123 launches."""
 
@@ -305,16 +307,18 @@ class InGraph:
     the clock guard's events and SM clock range (as :class:`Flushed`)."""
 
     us: float
-    replays: int
+    passes: int
     clock_events: list[str]
     sm_mhz: tuple[int, int] | None
 
 
 def between_samples(spec: OperationSpec, tensors: dict[str, torch.Tensor]) -> Callable[[], None]:
-    """What the bench does on the stream before each sample (``harness.timing``, ``Subject``):
-    in-place arguments given their inputs again (copies of their values now) and pure outputs
-    overwritten with NaN, so every timed call starts from the same inputs and must write its
-    outputs."""
+    """The bench's work on the stream before each sample (``harness.timing``, ``Subject``), as
+    far as the export's tensors allow: in-place arguments given their inputs again (copies of
+    their values now) and pure outputs overwritten with NaN, so every timed call starts from the
+    same inputs and must write its outputs. The bench does a little more: it also copies every
+    pure input from one of two input sets, and copies NaN patterns (a read and a write) where
+    this fills."""
     saved = {a.name: tensors[a.name].clone() for a in spec.contract.args if a.role == "inout"}
     outputs = [tensors[a.name] for a in spec.contract.args if a.role == "output"]
 
@@ -344,7 +348,7 @@ def in_graph_us(launch: Callable[[], None], between: Callable[[], None]) -> InGr
     (benchmarks/results/2026-11-26-h100/single-launch-protocols-decc8f8.json), which kept five
     merge shapes outside 2% of the bench at ad52cf7, fd736d9 and decc8f8.
 
-    The samples of :data:`IN_GRAPH_REPLAYS` passes are pooled; a pass during which the SM
+    The samples of :data:`IN_GRAPH_PASSES` passes are pooled; a pass during which the SM
     clock throttled or changed is taken again, as the bench does (``harness.clock``), up to
     :data:`~astra_graph.harness.clock.MAX_REPEATS`."""
     import cupy
@@ -373,8 +377,8 @@ def in_graph_us(launch: Callable[[], None], between: Callable[[], None]) -> InGr
     guard.start_block()
     kept: list[float] = []
     last: list[float] = []
-    replays = 0
-    for _ in range(IN_GRAPH_REPLAYS + MAX_REPEATS):
+    passes = 0
+    for _ in range(IN_GRAPH_PASSES + MAX_REPEATS):
         before = guard.read()
         for graph in graphs:
             between()
@@ -384,13 +388,13 @@ def in_graph_us(launch: Callable[[], None], between: Callable[[], None]) -> InGr
         if guard.disturbed(before, guard.read()):
             continue
         kept.extend(last)
-        replays += 1
-        if replays == IN_GRAPH_REPLAYS:
+        passes += 1
+        if passes == IN_GRAPH_PASSES:
             break
     del graphs
     return InGraph(  # every pass disturbed: the last one's, its clock events saying so
         us=statistics.median(kept or last),
-        replays=replays,
+        passes=passes,
         clock_events=list(guard.events),
         sm_mhz=_clock_range(guard),
     )

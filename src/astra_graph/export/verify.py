@@ -216,7 +216,7 @@ BENCH_PROTOCOL_KEYS = (
     "export_over_bench",
     "export_direct_us",
     "export_graph_replay_us",
-    "in_graph_replays",
+    "in_graph_passes",
     "direct_over_bench",
     "graph_over_direct",
     "host_ahead",
@@ -234,18 +234,18 @@ def _bench_protocol(
     row: dict[str, Any],
     bench: tuple[float, str],
 ) -> None:
-    """The export's device time by the bench's own protocol for the shape (``bench``: the
-    run's time and method), so that ``export_over_bench`` shows what the export adds on the
-    device, not a difference of protocols (``measure.flushed_us``: L2 flush before every
-    sample, A B B A, clock guard, the batch enqueued under a hold):
+    """The export's device time by the bench's protocol for the shape (``bench``: the run's
+    time and method), so that ``export_over_bench`` shows what the export adds on the device,
+    not a difference of protocols:
 
     - where the bench timed one flushed launch (``graph node+l2flush``, or ``events+l2flush``
-      in runs benched before it), the
-      export as one node of a CUDA graph between event nodes, each sample after an L2 flush
-      inside the graph (:func:`~astra_graph.export.measure.in_graph_us`; the issue's measure,
+      in runs benched before it), the export as one node of a CUDA graph between event nodes,
+      one graph per sample holding the bench's L2 flush, as the bench takes it
+      (:func:`~astra_graph.export.measure.in_graph_us`; the issue's measure,
       ``export_over_bench``): the time the op takes inside a captured serving step. Beside it,
-      alternating by the bench's protocol, the export's own kernel launched straight on the
-      stream with its arguments bound (``runtime.bound``: what the bench itself launches;
+      by the bench's earlier protocol (``measure.flushed_us``: flush, stream events, A B B A,
+      clock guard, the batch enqueued under a hold), the export's own kernel launched straight
+      on the stream with its arguments bound (``runtime.bound``: what the bench itself launches;
       ``export_direct_us``, ``direct_over_bench``, and ``graph_over_direct`` on the same
       buffers, read without the run's bench taken minutes earlier on other buffers) and one
       flushed replay of a one-kernel graph of the export between stream events
@@ -277,7 +277,7 @@ def _bench_protocol(
         graph_us = inside.us
         row["export_direct_us"] = flushed.us.get("direct")
         row["export_graph_replay_us"] = flushed.us["graph_replay"]
-        row["in_graph_replays"] = inside.replays
+        row["in_graph_passes"] = inside.passes
         clock_events, sm_mhz = [*inside.clock_events, *flushed.clock_events], inside.sm_mhz
         del single
     elif copies is not None:  # the same copies: the same share of the data is cold

@@ -90,9 +90,10 @@ def _time_shape(
     cupy.cuda.Device().synchronize()
     if request.mode == "per-call":
         return timer.per_call_mode([s.subject(f"side{i}") for i, s in enumerate(sides)]), None, None
-    # one estimate per side, used both to size the copies and (in device_mode) to choose graphs
-    # over events: two estimates on either side of the threshold once left rotating copies
-    # that events never launch, failing the re-check of a correct kernel
+    # one estimate per side, used both to size the copies and (in device_mode) to choose a graph
+    # of copies over single-launch nodes: two estimates on either side of the threshold once
+    # left rotating copies that a single launch never runs, failing the re-check of a correct
+    # kernel
     estimates = [timer.estimate_us(s.subject(f"side{i}")) for i, s in enumerate(sides)]
     estimate = min(estimates)
     floor_copies = 1
@@ -113,7 +114,7 @@ def _time_shape(
     # may reuse their temporaries' memory: nothing runs on the timer's stream before they are
     # done (a floor launched before this synchronisation corrupted references on the H100)
     cupy.cuda.Device().synchronize()
-    # the floors' own estimates are shorter; the sides' decide graphs or events for all, so that
+    # the floors' own estimates are shorter; the sides' decide copies or nodes for all, so that
     # the floors are timed the same way as the kernels they bound
     floor_estimates = [max(timer.estimate_us(f), estimate) for f in (floor, launch)]
     subjects = [s.subject(f"side{i}", fingerprinted=i == 0) for i, s in enumerate(sides)]
@@ -268,7 +269,8 @@ def _summarise(req: BenchRequest, report: BenchReport) -> None:
     pairs = [(s.speedup, s.speedup_err or 0.0) for s in report.shapes if s.speedup]
     if pairs:
         report.geomean_speedup, report.geomean_speedup_err = timing.geomean_speedup(pairs)
-    if req.mode == "device" and any(s.candidate.method.startswith("graph") for s in report.shapes):
+    copies_graphs = [s for s in report.shapes if timing.method_copies(s.candidate.method)]
+    if req.mode == "device" and copies_graphs:
         report.notes.append(
             "short kernels timed inside CUDA graphs launching each input copy once; shapes whose "
             f"copies cannot exceed 2x L2 within {timing.MAX_COPIES} copies stay partly warm"

@@ -228,7 +228,8 @@ class TimedCopies:
         return (unlike[0], len(sums)) if unlike else None
 
     def launched(self) -> list[int]:
-        """The copies the timed calls ran on (events time copy 0 only; graphs every copy)."""
+        """The copies the timed calls ran on (single-launch nodes run copy 0 only; a graph of
+        copies runs every copy)."""
         return sorted(self._bound)
 
     def mutated_input(self, index: int) -> str | None:

@@ -344,8 +344,8 @@ def record_node(event: Any, stream: Any) -> None:
 
 @dataclass(frozen=True)
 class Node:
-    """A CUDA graph of three nodes: an event record, one launch, an event record
-    (:meth:`Timer.nodes`); :meth:`launch` enqueues it and gives its two events."""
+    """A CUDA graph of one sample (:meth:`Timer.nodes`): the L2 flush, an event record node, one
+    launch, an event record node; :meth:`launch` enqueues it and gives its two events."""
 
     graph: Any
     start: Any
