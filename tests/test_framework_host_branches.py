@@ -158,7 +158,7 @@ def test_upper_bounds_are_read_in_every_direction_and_negated() -> None:
 def test_clamping_follows_chains_keeps_strict_bounds_and_pinned_dims() -> None:
     def clamped(requires: list[str], dims: dict[str, int]) -> dict[str, int]:
         stand_in = cast(Analysis, SimpleNamespace(requires=requires, dims=list(dims), shapes={}))
-        return draft._clamped(stand_in, dims)
+        return draft._clamped(dims, draft._lowerable_bounds(stand_in))
 
     assert clamped(["a <= b", "b <= c"], {"a": 128, "b": 128, "c": 64}) == {
         "a": 64,

@@ -189,15 +189,22 @@ MAX_CLAMP_PASSES = 8
 """Passes of :func:`_clamped` over the bounds, enough for a chain of that many dims."""
 
 
-def _clamped(analysis: Analysis, dims: dict[str, int]) -> dict[str, int]:
-    """``dims`` with each dim a requirement bounds above by another dim (a rotary width by the
-    head size) lowered to that dim's value where the drafted one is larger (one less for a
-    strict bound), until no bound is broken: a head size pinned to 64 by the launch takes a
-    full-width rotary cache of 64, not the 128 drafted for it. A dim the launch pins is never
-    lowered; a shape this leaves breaking a requirement is dropped by :func:`_taken`."""
-    out = dict(dims)
+def _lowerable_bounds(analysis: Analysis) -> list[UpperBound]:
+    """The upper bounds :func:`_clamped` lowers a dim by: every one whose smaller side is not a
+    dim the launch pins (:func:`_pinned`), read once for all of a launch's shapes."""
     pinned = _pinned(analysis)
-    bounds = [b for b in _upper_bounds(analysis) if b.smaller in out and b.smaller not in pinned]
+    return [b for b in _upper_bounds(analysis) if b.smaller not in pinned]
+
+
+def _clamped(dims: dict[str, int], bounds: list[UpperBound]) -> dict[str, int]:
+    """``dims`` with each dim a requirement bounds above by another dim (``bounds``: a rotary
+    width by the head size) lowered to that dim's value where the drafted one is larger (one
+    less for a strict bound), until no bound is broken: a head size pinned to 64 by the launch
+    takes a full-width rotary cache of 64, not the 128 drafted for it. A dim the launch pins
+    has no bound here (:func:`_lowerable_bounds`) and is never lowered; a shape this leaves
+    breaking a requirement is dropped by :func:`_taken`."""
+    out = dict(dims)
+    bounds = [b for b in bounds if b.smaller in out]
     for _ in range(MAX_CLAMP_PASSES):
         changed = False
         for bound in bounds:
@@ -298,8 +305,9 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
     heldout.append({d: v[1][0] for d, v in values.items()})
     if any(len(v[1]) > 1 for v in values.values()):
         heldout.append({d: v[1][-1] for d, v in values.items()})
-    tuning = _distinct([_clamped(analysis, d) for d in tuning])
-    heldout = _distinct([_clamped(analysis, d) for d in heldout])
+    lowerable = _lowerable_bounds(analysis)
+    tuning = _distinct([_clamped(d, lowerable) for d in tuning])
+    heldout = _distinct([_clamped(d, lowerable) for d in heldout])
 
     def fits(dims: dict[str, int]) -> bool:
         total = sum(

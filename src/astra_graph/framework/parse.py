@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 from astra_graph.kernel.expr import split_top_level
@@ -592,19 +592,15 @@ def _reference_parameters(call: Node) -> set[int]:
     return _non_const_references(root).get(name, set())
 
 
-_REFERENCE_TABLES: dict[int, tuple[Node, dict[str, set[int]]]] = {}
-""":func:`_non_const_references` of the last few parsed trees, by their root's id. The root
-itself is kept beside its table: a node's id is an address, which a freed tree would give to
-the next one, and a kept root keeps its tree alive."""
-_REFERENCE_TABLES_KEPT = 8
+REFERENCE_TABLES_KEPT = 8
+""":func:`_non_const_references` keeps the tables of this many parsed trees (the cache holds
+each tree's root, so the tree stays alive and no node of another tree can take its place)."""
 
 
+@lru_cache(maxsize=REFERENCE_TABLES_KEPT)
 def _non_const_references(root: Node) -> dict[str, set[int]]:
     """Function name (template arguments of a specialisation stripped) -> the positions of its
     non-const reference parameters, over the function definitions of the tree ``root``."""
-    kept = _REFERENCE_TABLES.get(root.id)
-    if kept is not None and kept[0] == root:
-        return kept[1]
     found: dict[str, set[int]] = {}
     for definition in _walk(root, ("function_definition",)):
         declarator = definition.child_by_field_name("declarator")
@@ -620,9 +616,6 @@ def _non_const_references(root: Node) -> dict[str, set[int]]:
         for position, parameter in enumerate(listed):
             if _non_const_reference(parameter):
                 found.setdefault(name, set()).add(position)
-    while len(_REFERENCE_TABLES) >= _REFERENCE_TABLES_KEPT:
-        _REFERENCE_TABLES.pop(next(iter(_REFERENCE_TABLES)))
-    _REFERENCE_TABLES[root.id] = (root, found)
     return found
 
 

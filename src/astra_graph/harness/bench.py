@@ -269,8 +269,8 @@ def _summarise(req: BenchRequest, report: BenchReport) -> None:
     pairs = [(s.speedup, s.speedup_err or 0.0) for s in report.shapes if s.speedup]
     if pairs:
         report.geomean_speedup, report.geomean_speedup_err = timing.geomean_speedup(pairs)
-    copies_graphs = [s for s in report.shapes if timing.method_copies(s.candidate.method)]
-    if req.mode == "device" and copies_graphs:
+    copies = [timing.method_copies(s.candidate.method) for s in report.shapes]
+    if req.mode == "device" and any(c is not None for c in copies):
         report.notes.append(
             "short kernels timed inside CUDA graphs launching each input copy once; shapes whose "
             f"copies cannot exceed 2x L2 within {timing.MAX_COPIES} copies stay partly warm"
