@@ -11,6 +11,9 @@ with NVRTC for sm_90.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
@@ -964,6 +967,29 @@ def test_the_positions_fixture_imports_and_validates(tmp_path: Path) -> None:
 
 
 PARTIAL_ROTARY = CSRC / "partial_rotary.cu"
+
+
+def test_a_drafts_dims_do_not_depend_on_the_hash_seed() -> None:
+    # the launcher's integers a launch reads were kept in a set: their order in the draft (and
+    # so in its contract and suites) changed with PYTHONHASHSEED, as vLLM's rotary drafts did
+    script = (
+        "from test_framework_import import PARTIAL_ROTARY, _analysis\n"
+        "print(_analysis(PARTIAL_ROTARY, 'partial_rotary').dims)\n"
+    )
+    tests = Path(__file__).resolve().parent
+    paths = os.pathsep.join([str(tests.parent / "src"), str(tests)])
+    orders = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONPATH": paths, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(1, 9)
+    }
+    assert len(orders) == 1, orders
+    assert "head_size" in orders.pop()
 
 
 def test_launcher_integers_are_drafted_as_a_head_and_an_offset(tmp_path: Path) -> None:

@@ -485,7 +485,9 @@ class _Translator:
         self.constants = constants
         self.tensors = tensors
         self.params = {p.name: p for p in launcher.params}
-        self.host_dims: set[str] = set()
+        self.host_dims: dict[str, None] = {}
+        """The launcher's integer parameters the launch reads, in the order first read (a dict:
+        a set's order changes with the hash seed, and the draft's dims with it)."""
         self.switches: set[str] = set()
         """The :data:`HOST_SWITCHES` the launch's sizes or conditions read."""
         self.device_read = False
@@ -518,7 +520,7 @@ class _Translator:
         copy = _Translator.__new__(_Translator)
         copy.__dict__.update(self.__dict__)
         copy.tensors = {k: replace(v, indices=set(v.indices)) for k, v in self.tensors.items()}
-        copy.host_dims, copy.switches, copy.ratios, copy.pending = set(), set(), [], []
+        copy.host_dims, copy.switches, copy.ratios, copy.pending = {}, set(), [], []
         return copy
 
     def keep(self) -> None:
@@ -739,7 +741,7 @@ class _Translator:
             return f"({self.expression(self.locals[name], depth + 1)})"
         param = self.params.get(name)
         if param is not None and CPP_TYPES.get(param.type) in ("int32", "int64"):
-            self.host_dims.add(name)
+            self.host_dims[name] = None
             return name
         if any(t.name == name and t.kind == "value" for t in self.launcher.template):
             raise Unmapped(
