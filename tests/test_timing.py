@@ -217,6 +217,27 @@ def test_a_single_launch_is_captured_after_a_flush_between_two_event_record_node
     assert nodes[1].launch(timer.stream) == (recorded[2], recorded[3])
 
 
+def test_a_launch_that_fails_in_capture_raises_its_own_error_and_ends_the_capture() -> None:
+    # a candidate whose launch raises (a bad argument, a launch error) must surface that error,
+    # not the one ending a broken capture gives, and must not leave the stream capturing
+    timer = _LoggingTimer()
+
+    class EndFails(_Stream):
+        def end_capture(self) -> Any:
+            super().end_capture()
+            raise RuntimeError("cudaErrorStreamCaptureInvalidated")
+
+    timer.stream = EndFails(timer.log)
+
+    def launch(i: int, stream: Any) -> None:
+        raise ValueError(f"launch {i}: too many resources requested")
+
+    subject = timing.Subject(name="cand", launch=launch, copies=2)
+    with pytest.raises(ValueError, match="launch 0: too many resources"):
+        timer.capture(subject)
+    assert timer.log == ["begin capture", "end capture"]
+
+
 class _ScriptedTimer(timing.Timer):
     """A timer whose "GPU" returns given times and records the order of the calls."""
 

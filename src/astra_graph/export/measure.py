@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -213,10 +213,12 @@ class Flushed:
     beside the run's bench's own (``BenchReport.clock``): the two run minutes apart."""
 
 
+@cache
 def _l2_flush(device: int) -> Callable[[], None]:
     """The bench's L2 flush (``harness.timing.L2Flush``, the same buffer and kernels) on the
     stream torch makes current at each call: the timing stream eagerly, the capturing one
-    inside a graph's capture."""
+    inside a graph's capture. One per device for the process: its buffer is a few times the
+    L2, too large to allocate again for every measure."""
     import cupy
 
     flush = L2Flush(torch.cuda.get_device_properties(device).L2_cache_size)

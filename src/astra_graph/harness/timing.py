@@ -51,6 +51,7 @@ import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache, partial
 from typing import Any
@@ -309,6 +310,7 @@ class L2Flush:
         self.buffer = cupy.empty(flush_words(l2_bytes), dtype=cupy.int32)
         self._sink = cupy.empty(1, dtype=cupy.int32)
         self._read = cupy.RawKernel(FLUSH_READ_SOURCE, "astra_l2_read")
+        self._vectors = cupy.int64(self.buffer.size // 4)  # the read kernel takes int4 vectors
         self._value = 0
 
     def __call__(self, stream: Any) -> None:
@@ -316,9 +318,10 @@ class L2Flush:
         with stream:
             self.buffer.fill(self._value)
             if FLUSH_READ:
-                vectors = self._cupy.int64(self.buffer.size // 4)
                 self._read(
-                    (FLUSH_READ_BLOCKS,), (FLUSH_READ_THREADS,), (self.buffer, vectors, self._sink)
+                    (FLUSH_READ_BLOCKS,),
+                    (FLUSH_READ_THREADS,),
+                    (self.buffer, self._vectors, self._sink),
                 )
 
 
@@ -408,6 +411,19 @@ class Timer:
         end.record(self.stream)
         return start, end
 
+    def _captured(self, enqueue: Callable[[], None]) -> Any:
+        """The CUDA graph of what ``enqueue`` puts on the timing stream. If ``enqueue`` raises,
+        the capture is ended and its error raised, not the one ending a broken capture gives."""
+        self.stream.synchronize()
+        self.stream.begin_capture()
+        try:
+            enqueue()
+        except BaseException:
+            with suppress(Exception):  # the stream must leave capture mode; enqueue's error wins
+                self.stream.end_capture()
+            raise
+        return self.stream.end_capture()
+
     def nodes(self, subject: Subject, count: int) -> list[Node]:
         """``count`` graphs of an L2 flush, then one launch of the subject's copy 0 between event
         record nodes (:data:`NODE_METHOD`). Each has its own events, so that a round's samples
@@ -421,15 +437,14 @@ class Timer:
         made: list[Node] = []
         for _ in range(count):
             start, end = self._event(), self._event()
-            self.stream.synchronize()
-            self.stream.begin_capture()
-            try:
+
+            def sample(start: Any = start, end: Any = end) -> None:
                 self.flush_l2()
                 record_node(start, self.stream)
                 subject.launch(0, self.stream)
                 record_node(end, self.stream)
-            finally:
-                graph = self.stream.end_capture()
+
+            graph = self._captured(sample)
             graph.upload(self.stream)
             made.append(Node(graph, start, end))
         self.stream.synchronize()
@@ -472,13 +487,12 @@ class Timer:
 
     def capture(self, subject: Subject) -> Any:
         """A CUDA graph launching each of the subject's copies once."""
-        self.stream.synchronize()
-        self.stream.begin_capture()
-        try:
+
+        def each_copy() -> None:
             for i in range(subject.copies):
                 subject.launch(i, self.stream)
-        finally:
-            graph = self.stream.end_capture()
+
+        graph = self._captured(each_copy)
         graph.launch(self.stream)  # the first replay uploads the graph: keep it out of samples
         self.stream.synchronize()
         return graph
