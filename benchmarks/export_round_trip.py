@@ -136,7 +136,7 @@ def imported(item: str, out: Path) -> Target:
 def agreement(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """The device-time comparisons over the timed cases: the export's in-graph time and the
     kernel launched straight each against the run's bench, and the in-graph time against the
-    straight launch on the same buffers (``same_buffers``); per comparison how many within
+    straight launch taken beside it on the same buffers (``same_buffers``); per comparison how many within
     :data:`BENCH_AGREEMENT`, how many the bench timed as one flushed launch, the range, the cases
     outside."""
     from astra_graph.harness.timing import SINGLE_LAUNCH_METHODS
@@ -314,9 +314,9 @@ def report(summary: dict[str, Any], out: Path) -> None:
             f"{name}: {entry['verify']}\n  {entry['gate']}\n  patched framework file {built}\n"
             f"  CUDA-graph time within {BENCH_AGREEMENT:.0%} of bench: {graph['within']}/"
             f"{graph['timed']} (outside: {', '.join(graph['outside']) or 'none'}); kernel "
-            f"launched straight: {direct['within']}/{direct['timed']} timed as one launch\n"
+            f"launched straight: {direct['within']}/{direct['timed']}\n"
             f"  CUDA-graph time within {BENCH_AGREEMENT:.0%} of the kernel launched straight "
-            f"on the same buffers: {beside['within']}/{beside['timed']} (outside: "
+            f"beside it on the same buffers: {beside['within']}/{beside['timed']} (outside: "
             f"{', '.join(beside['outside']) or 'none'})"
         )
 

@@ -304,11 +304,11 @@ with :data:`FLUSHED_SAMPLES` graphs, the median is over 123 launches."""
 
 @dataclass(frozen=True)
 class InGraph:
-    """:func:`in_graph_us`'s result: the median time of the call between its two event nodes,
-    the undisturbed passes pooled (0: every one was disturbed, the last one's samples), and
-    the clock guard's events and SM clock range (as :class:`Flushed`)."""
+    """:func:`in_graph_us`'s result: per side, the median time of its call between its two
+    event nodes; the undisturbed passes pooled (0: every one was disturbed, the last one's
+    samples); the clock guard's events and SM clock range (as :class:`Flushed`)."""
 
-    us: float
+    us: dict[str, float]
     passes: int
     clock_events: list[str]
     sm_mhz: tuple[int, int] | None
@@ -333,17 +333,19 @@ def between_samples(spec: OperationSpec, tensors: dict[str, torch.Tensor]) -> Ca
     return restore_and_poison
 
 
-def in_graph_us(launch: Callable[[], None], between: Callable[[], None]) -> InGraph:
-    """The device time of ``launch`` captured in a CUDA graph, by the bench's single-launch
-    protocol (``harness.timing.NODE_METHOD``): each of :data:`FLUSHED_SAMPLES` graphs holds
-    one sample, the bench's L2 flush (with a value of its own), an event record node,
-    the call, an event record node (``torch.cuda.Event(external=True)``: a record node, not a
-    cross-stream dependency); the graphs are replayed one after another, ``between`` run on the
-    stream ahead of each (:func:`between_samples`, as the bench restores and poisons). So the
-    time is the bench's for the kernel, with the launch captured from the exported op instead
-    of the harness's, and without the graph's own launch, which a one-kernel graph replayed
-    between stream events adds (about 0.5 us on the H100; ``flushed_us`` of ``graph.replay``
-    measures that one).
+def in_graph_us(sides: dict[str, Callable[[], None]], between: Callable[[], None]) -> InGraph:
+    """The device time of each side's launch captured in a CUDA graph, by the bench's
+    single-launch protocol (``harness.timing.NODE_METHOD``): per side, each of
+    :data:`FLUSHED_SAMPLES` graphs holds one sample, the bench's L2 flush (with a value of its
+    own), an event record node, the call, an event record node
+    (``torch.cuda.Event(external=True)``: a record node, not a cross-stream dependency). The
+    sides' graphs are replayed interleaved, A B B A as the bench alternates its subjects, each
+    after ``between`` on the stream (:func:`between_samples`, as the bench restores and
+    poisons). So with the exported op on one side and its kernel launched straight on the
+    other (``verify``), both are taken the same way, at the same time, on the same buffers: what
+    the export adds on the device, free of what differs between two processes. Neither pays
+    the graph's own launch, which a one-kernel graph replayed between stream events adds
+    (about 0.5 us on the H100; ``flushed_us`` of ``graph.replay`` measures that one).
 
     One graph per sample, not one graph of all samples: back to back in one graph the same
     kernels read 0.960-0.989 of their time by the bench's protocol on the H100
@@ -357,45 +359,57 @@ def in_graph_us(launch: Callable[[], None], between: Callable[[], None]) -> InGr
 
     device = torch.cuda.current_device()
     flush = _l2_flush(device)
-    pairs = [
-        (
-            torch.cuda.Event(enable_timing=True, external=True),
-            torch.cuda.Event(enable_timing=True, external=True),
-        )
-        for _ in range(FLUSHED_SAMPLES)
-    ]
+    names = list(sides)
+    pairs = {
+        name: [
+            (
+                torch.cuda.Event(enable_timing=True, external=True),
+                torch.cuda.Event(enable_timing=True, external=True),
+            )
+            for _ in range(FLUSHED_SAMPLES)
+        ]
+        for name in names
+    }
 
-    def sample(start: Any, end: Any) -> None:
+    def sample(launch: Callable[[], None], start: Any, end: Any) -> None:
         flush()
         start.record()
         launch()
         end.record()
 
-    graphs = [capture([partial(sample, start, end)]) for start, end in pairs]
-    for graph in graphs:
-        graph.replay()  # the first replay uploads the graph
+    graphs = {
+        name: [capture([partial(sample, sides[name], start, end)]) for start, end in pairs[name]]
+        for name in names
+    }
+    for side in graphs.values():
+        for graph in side:
+            graph.replay()  # the first replay uploads the graph
     torch.cuda.synchronize()
     guard = ClockGuard(nvml_source(cupy.cuda.Device(device).pci_bus_id))
     guard.start_block()
-    kept: list[float] = []
-    last: list[float] = []
+    kept: dict[str, list[float]] = {name: [] for name in names}
+    last: dict[str, list[float]] = {}
     passes = 0
     for _ in range(IN_GRAPH_PASSES + MAX_REPEATS):
         before = guard.read()
-        for graph in graphs:
-            between()
-            graph.replay()
+        for j in range(FLUSHED_SAMPLES):
+            for _, name in alternating(names, j):
+                between()
+                graphs[name][j].replay()
         torch.cuda.synchronize()
-        last = [start.elapsed_time(end) * 1e3 for start, end in pairs]
+        last = {
+            name: [start.elapsed_time(end) * 1e3 for start, end in pairs[name]] for name in names
+        }
         if guard.disturbed(before, guard.read()):
             continue
-        kept.extend(last)
+        for name in names:
+            kept[name].extend(last[name])
         passes += 1
         if passes == IN_GRAPH_PASSES:
             break
     del graphs
     return InGraph(  # every pass disturbed: the last one's, its clock events saying so
-        us=statistics.median(kept or last),
+        us={name: statistics.median(kept[name] or last[name]) for name in names},
         passes=passes,
         clock_events=list(guard.events),
         sm_mhz=_clock_range(guard),

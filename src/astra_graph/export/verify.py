@@ -106,11 +106,10 @@ def verify(run: FinishedRun, package: Path, original_source: Path) -> dict[str, 
         f"opcheck/compile {'ok' if all(c['ok'] for c in checks) else 'FAILED'}; "
         f"graph speedup over the original {min(speedups):.2f}x-{max(speedups):.2f}x; "
         f"device time within {BENCH_AGREEMENT:.0%} of the run's bench at {near} of "
-        f"{len(ratios)} timed cases (the kernel launched straight, at {direct_near} of the "
-        f"{len(direct)} the bench timed as one launch"
-        f"{f'; {unproven} with host time possible' if unproven else ''}); "
-        f"in-graph time within {BENCH_AGREEMENT:.0%} of the kernel launched straight on the "
-        f"same buffers at {beside_near} of {len(beside)}; "
+        f"{len(ratios)} timed cases (the kernel launched straight, at {direct_near} of "
+        f"{len(direct)}{f'; {unproven} with host time possible' if unproven else ''}); "
+        f"within {BENCH_AGREEMENT:.0%} of the kernel launched straight beside it on the same "
+        f"buffers at {beside_near} of {len(beside)}; "
         f"host overhead {host['exported_us']:.1f} us/call (original {host['original_us']:.1f})"
     )
     return {
@@ -236,23 +235,23 @@ def _bench_protocol(
 ) -> None:
     """The export's device time by the bench's protocol for the shape (``bench``: the run's
     time and method), so that ``export_over_bench`` shows what the export adds on the device,
-    not a difference of protocols:
+    not a difference of protocols. Beside it, taken interleaved with it (A B B A) on the same
+    buffers by the same protocol, the export's own kernel launched straight
+    (``runtime.bound``: its plan and arguments fixed, one driver call, what the bench itself
+    launches): ``export_direct_us``, and ``graph_over_direct``, the export's time over it,
+    which no difference between two processes enters (``direct_over_bench``: the straight
+    launch over the run's bench, how far the bench itself moved between the processes):
 
     - where the bench timed one flushed launch (``graph node+l2flush``, or ``events+l2flush``
-      in runs benched before it), the export as one node of a CUDA graph between event nodes,
+      in runs benched before it), each side as one node of a CUDA graph between event nodes,
       one graph per sample holding the bench's L2 flush, as the bench takes it
-      (:func:`~astra_graph.export.measure.in_graph_us`; the issue's measure,
-      ``export_over_bench``): the time the op takes inside a captured serving step. Beside it,
-      by the bench's earlier protocol (``measure.flushed_us``: flush, stream events, A B B A,
-      clock guard, the batch enqueued under a hold), the export's own kernel launched straight
-      on the stream with its arguments bound (``runtime.bound``: what the bench itself launches;
-      ``export_direct_us``, ``direct_over_bench``, and ``graph_over_direct`` on the same
-      buffers, read without the run's bench taken minutes earlier on other buffers) and one
-      flushed replay of a one-kernel graph of the export between stream events
-      (``export_graph_replay_us``: what the graph's own launch adds, which a captured step
-      pays once for all its kernels, not per kernel; at ec62b48 on the H100 it kept 5 of 22
-      shapes of 10-25 us outside 2% of the bench);
-    - where it timed a graph of N copies, a graph of N copies of the export, each replay after
+      (:func:`~astra_graph.export.measure.in_graph_us`; the issue's measure): the time the op
+      takes inside a captured serving step. Also one flushed replay of a one-kernel graph of
+      the export between stream events (``export_graph_replay_us``, ``measure.flushed_us``:
+      what the graph's own launch adds, which a captured step pays once for all its kernels,
+      not per kernel; at ec62b48 on the H100 it kept 5 of 22 shapes of 10-25 us outside 2% of
+      the bench);
+    - where it timed a graph of N copies, a graph of N copies of each side, each replay after
       an L2 flush as in the bench (the share of the data L2 still holds depends on N and on the
       flush: 64 copies instead of 256 read 1x14336 in 0.74 of the bench's time on the H100 at
       4ba2ace, and the same 25 copies replayed without a flush in 0.71-0.80 at b64be50);
@@ -263,37 +262,46 @@ def _bench_protocol(
     dc9568b: a protocol, not a cost.)"""
     spec, fw = run.spec, run.framework
     copies = method_copies(bench[1])
+
+    def sides_for(tensors: dict[str, torch.Tensor]) -> dict[str, Callable[[], None]]:
+        """The export's call on these tensors and, unless the export hands the shape over (a
+        failure already), its kernel launched straight, bound when called: inside a capture,
+        on the capturing stream."""
+        args = op_arguments(fw, spec, tensors)
+        params = {a.contract_name: v for a, v in zip(fw.args, args, strict=True) if not a.tensor}
+        sides: dict[str, Callable[[], None]] = {"exported": partial(exported, *args)}
+        if not isinstance(runtime.bound(tensors, params), str):
+            sides["direct"] = lambda: runtime.bound(tensors, params)()
+        return sides
+
     if bench[1] in SINGLE_LAUNCH_METHODS:  # one flushed launch
         tensors = cloned(inputs)
-        args = op_arguments(fw, spec, tensors)
-        inside = in_graph_us(partial(exported, *args), between_samples(spec, tensors))
-        single = capture([partial(exported, *args)])
-        params = {a.contract_name: v for a, v in zip(fw.args, args, strict=True) if not a.tensor}
-        direct = runtime.bound(tensors, params)
-        sides: dict[str, Callable[[], None]] = {"graph_replay": single.replay}
-        if not isinstance(direct, str):  # a shape the export hands over is a failure already
-            sides["direct"] = direct
-        flushed = flushed_us(sides)
-        graph_us = inside.us
-        row["export_direct_us"] = flushed.us.get("direct")
-        row["export_graph_replay_us"] = flushed.us["graph_replay"]
-        row["in_graph_passes"] = inside.passes
-        clock_events, sm_mhz = [*inside.clock_events, *flushed.clock_events], inside.sm_mhz
+        sides = sides_for(tensors)
+        inside = in_graph_us(sides, between_samples(spec, tensors))
+        single = capture([sides["exported"]])
+        replay = flushed_us({"graph_replay": single.replay})
+        us, passes = inside.us, inside.passes
+        row["export_graph_replay_us"] = replay.us["graph_replay"]
+        row["in_graph_passes"] = passes
+        host_ahead = replay.host_ahead
+        clock_events, sm_mhz = [*inside.clock_events, *replay.clock_events], inside.sm_mhz
         del single
     elif copies is not None:  # the same copies: the same share of the data is cold
-        sets = [cloned(inputs) for _ in range(copies)]
-        graph = capture([partial(exported, *op_arguments(fw, spec, t)) for t in sets])
-        flushed = flushed_us({"graph": graph.replay}, copies)
-        graph_us, clock_events, sm_mhz = flushed.us["graph"], flushed.clock_events, flushed.sm_mhz
-        del graph, sets
+        each = [sides_for(cloned(inputs)) for _ in range(copies)]
+        graphs = {name: capture([s[name] for s in each]) for name in each[0]}
+        flushed = flushed_us({name: graph.replay for name, graph in graphs.items()}, copies)
+        us, host_ahead = flushed.us, flushed.host_ahead
+        clock_events, sm_mhz = flushed.clock_events, flushed.sm_mhz
+        del graphs, each
     else:  # per-call: host time, no device time
         return
-    row["export_bench_protocol_us"] = graph_us
-    row["export_over_bench"] = graph_us / bench[0]
+    row["export_bench_protocol_us"] = us["exported"]
+    row["export_over_bench"] = us["exported"] / bench[0]
+    row["export_direct_us"] = us.get("direct")
     if row["export_direct_us"] is not None:
         row["direct_over_bench"] = row["export_direct_us"] / bench[0]
-        row["graph_over_direct"] = graph_us / row["export_direct_us"]
-    row["host_ahead"] = flushed.host_ahead
+        row["graph_over_direct"] = us["exported"] / row["export_direct_us"]
+    row["host_ahead"] = host_ahead
     row["clock_events"] = clock_events
     row["sm_mhz"] = sm_mhz
 
