@@ -1,15 +1,24 @@
-// fused_add_rmsnorm, production-grade: as FlashInfer's FusedAddRMSNorm, which SGLang ships.
-// One block per token, 16-byte vector loads and stores; the fp32 sum row is kept in dynamic
-// shared memory between the sum-of-squares reduction (warp shuffles, then one cross-warp step)
-// and the normalising write, so input and residual are each read once.
-// Dynamic shared memory is hidden * 4 bytes: above 48 KB the launcher must raise the kernel's
-// cudaFuncAttributeMaxDynamicSharedMemorySize.
-// astra: description = one block per token, 16-byte vectors, fp32 row in shared memory
+// fused_add_rmsnorm, production-grade: as FlashInfer's FusedAddRMSNorm, which SGLang ships, with
+// SGLang's register row where a row fits the block. One block per token, 16-byte vector loads
+// and stores, the sum of squares reduced with warp shuffles and one cross-warp step. Between the
+// reduction and the normalising write the fp32 sum row is kept
+// - in registers where the row has at most one vector per thread (hidden <= 8 * block: every
+//   shape up to hidden 8192 at the default MAX_BLOCK), as SGLang's register kernel does: the
+//   shared-memory round trip of the row was the gap to it at 1-333 tokens on the H100 (0.95-0.98
+//   at 9 shapes, benchmarks/results/2026-11-26-h100/anchors-cleanflush-6658c1d/);
+// - else in dynamic shared memory, each thread looping over its vectors.
+// Input and residual are each read once either way. __launch_bounds__(1024, 2) keeps the kernel
+// at 32 registers (the register path alone compiled to 36 for bf16), so two 1024-thread blocks
+// still fit an SM: an earlier register-row variant at 38-40 registers ran one block per SM and
+// was 0.905x at 333x7168 (fused-add-rmsnorm-variants-4ec270a.json).
+// Dynamic shared memory is hidden * 4 bytes on the shared-memory path, none on the register path;
+// above 48 KB the launcher must raise the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize.
+// astra: description = one block per token, 16-byte vectors, fp32 row in registers (one vector per thread) or shared memory
 // astra: entry = fused_add_rmsnorm_vec<T>
 // astra: grid = tokens
 // astra: block = min(round_up(hidden // 8, 32), MAX_BLOCK)
 // astra: tunable MAX_BLOCK = 1024, 256, 512
-// astra: smem = hidden * 4
+// astra: smem = select(hidden // 8 <= MAX_BLOCK, 0, hidden * 4)
 // astra: requires = hidden % 8 == 0
 // astra: requires = hidden * 4 <= 227 * 1024 - 1024
 
@@ -43,11 +52,46 @@ __device__ __forceinline__ float block_sum(float v) {
     return warp_sum(v);
 }
 
+constexpr int kVecBytes = 16;  // one uint4: 8 fp16/bf16 elements, two float4 of the fp32 row
+
+// x = input + residual in fp32 for one vector; returns the sum rounded to T (the new residual)
+// and adds x's squares to sum_sq.
 template <typename T>
-__global__ void fused_add_rmsnorm_vec(T* __restrict__ input, T* __restrict__ residual,
-                                      const T* __restrict__ weight, int hidden, float eps) {
-    constexpr int kVec = 16 / sizeof(T);  // 8 elements: two float4 of the fp32 row
-    extern __shared__ float4 row[];       // [2][vectors]: halves stored apart, conflict-free
+__device__ __forceinline__ uint4 add_vector(uint4 in_raw, uint4 res_raw, float* x, float& sum_sq) {
+    constexpr int kVec = kVecBytes / sizeof(T);
+    const T* in = reinterpret_cast<const T*>(&in_raw);
+    const T* res = reinterpret_cast<const T*>(&res_raw);
+    uint4 sum_raw;
+    T* sum = reinterpret_cast<T*>(&sum_raw);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+        x[j] = to_f32(in[j]) + to_f32(res[j]);
+        sum[j] = from_f32<T>(x[j]);
+        sum_sq += x[j] * x[j];
+    }
+    return sum_raw;
+}
+
+// x * scale * weight rounded once to T, for one vector.
+template <typename T>
+__device__ __forceinline__ uint4 normalise_vector(const float* x, float scale, uint4 w_raw) {
+    constexpr int kVec = kVecBytes / sizeof(T);
+    const T* w = reinterpret_cast<const T*>(&w_raw);
+    uint4 out_raw;
+    T* out = reinterpret_cast<T*>(&out_raw);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+        out[j] = from_f32<T>(x[j] * scale * to_f32(w[j]));
+    }
+    return out_raw;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(1024, 2)
+    fused_add_rmsnorm_vec(T* __restrict__ input, T* __restrict__ residual,
+                          const T* __restrict__ weight, int hidden, float eps) {
+    constexpr int kVec = kVecBytes / sizeof(T);
+    extern __shared__ float4 row[];  // [2][vectors]: halves stored apart, conflict-free
     const int vectors = hidden / kVec;
     const size_t base = (size_t)blockIdx.x * hidden;
     uint4* in_vec = reinterpret_cast<uint4*>(input + base);
@@ -60,22 +104,23 @@ __global__ void fused_add_rmsnorm_vec(T* __restrict__ input, T* __restrict__ res
     const int first = static_cast<int>(threadIdx.x);
     const uint4 w_first = first < vectors ? __ldg(w_vec + first) : make_uint4(0, 0, 0, 0);
 
+    if (vectors <= static_cast<int>(blockDim.x)) {  // one vector per thread: the row in registers
+        float x[kVec];
+        float sum_sq = 0.0f;
+        if (first < vectors) {
+            res_vec[first] = add_vector<T>(in_vec[first], res_vec[first], x, sum_sq);
+        }
+        const float scale = rsqrtf(block_sum(sum_sq) / hidden + eps);
+        if (first < vectors) {
+            in_vec[first] = normalise_vector<T>(x, scale, w_first);
+        }
+        return;
+    }
+
     float sum_sq = 0.0f;
     for (int i = threadIdx.x; i < vectors; i += blockDim.x) {
-        const uint4 in_raw = in_vec[i];
-        const uint4 res_raw = res_vec[i];
-        const T* in = reinterpret_cast<const T*>(&in_raw);
-        const T* res = reinterpret_cast<const T*>(&res_raw);
         float x[kVec];
-        uint4 sum_raw;
-        T* sum = reinterpret_cast<T*>(&sum_raw);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-            x[j] = to_f32(in[j]) + to_f32(res[j]);
-            sum[j] = from_f32<T>(x[j]);
-            sum_sq += x[j] * x[j];
-        }
-        res_vec[i] = sum_raw;
+        res_vec[i] = add_vector<T>(in_vec[i], res_vec[i], x, sum_sq);
         row[i] = make_float4(x[0], x[1], x[2], x[3]);
         row[vectors + i] = make_float4(x[4], x[5], x[6], x[7]);
     }
@@ -86,14 +131,6 @@ __global__ void fused_add_rmsnorm_vec(T* __restrict__ input, T* __restrict__ res
         const float4 lo = row[i];  // written by this same thread above: no barrier needed
         const float4 hi = row[vectors + i];
         const float x[kVec] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        const uint4 w_raw = i == first ? w_first : __ldg(w_vec + i);
-        const T* w = reinterpret_cast<const T*>(&w_raw);
-        uint4 out_raw;
-        T* out = reinterpret_cast<T*>(&out_raw);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-            out[j] = from_f32<T>(x[j] * scale * to_f32(w[j]));
-        }
-        in_vec[i] = out_raw;
+        in_vec[i] = normalise_vector<T>(x, scale, i == first ? w_first : __ldg(w_vec + i));
     }
 }
