@@ -136,9 +136,9 @@ def imported(item: str, out: Path) -> Target:
 def agreement(cases: list[dict[str, Any]]) -> dict[str, Any]:
     """The device-time comparisons over the timed cases: the export's in-graph time and the
     kernel launched straight each against the run's bench, and the in-graph time against the
-    straight launch taken beside it on the same buffers (``same_buffers``); per comparison how many within
-    :data:`BENCH_AGREEMENT`, how many the bench timed as one flushed launch, the range, the cases
-    outside."""
+    straight launch taken beside it on the same buffers (``same_buffers``); per comparison how
+    many within :data:`BENCH_AGREEMENT`, how many the bench timed as one flushed launch, the
+    range, the cases outside."""
     from astra_graph.harness.timing import SINGLE_LAUNCH_METHODS
 
     out: dict[str, Any] = {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,7 +52,9 @@ def test_a_broken_source_names_the_file_and_line(tmp_path: Path) -> None:
     op, path = next(item for item in shipped() if item[1].name == "production.cu")
     good = implementation(op, path)
     lines = good.source.splitlines()
-    body = next(i for i, line in enumerate(lines) if "__global__" in line)
+    kernel = next(i for i, line in enumerate(lines) if "__global__" in line)
+    # the first line of the kernel's body: its signature may span lines
+    body = next(i for i in range(kernel, len(lines)) if lines[i].rstrip().endswith("{"))
     lines.insert(body + 1, "    this_is_not_declared += 1;")
     broken_path = tmp_path / "broken.cu"
     broken = Implementation(
@@ -147,3 +150,41 @@ def test_the_cccl_wheel_is_found_wherever_python_imports_from(
     assert nvrtc._cccl_wheel() == str(wheel)
     (wheel / "cuda").rmdir()  # an include folder without CCCL's headers is not it
     assert nvrtc._cccl_wheel() != str(wheel)
+
+
+TOOLKIT_CCCL = sorted({p.resolve() for p in Path("/usr/local").glob("cuda*/include/cccl")})
+"""The CUDA toolkits' own CCCL folders on this machine (a GPU host without the wheel uses one)."""
+
+
+def _cccl_folders() -> list[Any]:
+    wheel = nvrtc.cccl_include_dirs()
+    folders: list[Any] = [pytest.param(wheel, id="found")]
+    folders += [pytest.param((str(p),), id=p.parts[-3]) for p in TOOLKIT_CCCL]
+    return folders
+
+
+FLOAT_MACROS = """
+#include <cfloat>
+#include <float.h>
+static_assert(FLT_MAX > 3.4e38f && double(FLT_MAX) < 3.5e38, "FLT_MAX");
+static_assert(FLT_EPSILON == 1.0f / 8388608.0f, "FLT_EPSILON");
+static_assert(DBL_MAX > 1.7e308 && DBL_EPSILON == 1.0 / 4503599627370496.0, "DBL");
+static_assert(FLT_MANT_DIG == 24 && DBL_MANT_DIG == 53 && FLT_RADIX == 2, "digits");
+extern "C" __global__ void clamp(float* x) { x[threadIdx.x] = fminf(x[threadIdx.x], FLT_MAX); }
+"""
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+@pytest.mark.parametrize("cccl", _cccl_folders())
+def test_float_limits_are_defined_under_nvrtc_with_every_cccl(
+    cccl: tuple[str, ...], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the CUDA 13.0 toolkit's CCCL defines no <float.h> macro under NVRTC, and FlashInfer's
+    # norm.cuh uses FLT_MAX: on a GPU host without the CCCL wheel its import failed to compile
+    if not cccl:
+        pytest.skip("no CCCL found beside the CUDA wheels or CuPy")
+    monkeypatch.setattr(nvrtc, "cccl_include_dirs", lambda: cccl)
+    out = nvrtc.compile_source(
+        FLOAT_MACROS, filename="floats.cu", arch="sm_90", name_expressions=["clamp"]
+    )
+    assert out.ok, "\n".join(nvrtc.first_errors(out.log))

@@ -128,6 +128,9 @@ class _Cpp:
                     for item in items[1:]:
                         out = f"std::{name}<int64_t>({out}, {item})"
                     return out
+                if name == "select" and len(items) == 3:  # C++'s own `c ? a : b`; a function
+                    # named select would meet POSIX select() of <sys/select.h> in torch's headers
+                    return f"(bool({items[0]}) ? {items[1]} : {items[2]})"
                 return f"{name}({', '.join(items)})"
         raise ExportError(f"cannot write {ast.unparse(node)!r} as C++")
 
