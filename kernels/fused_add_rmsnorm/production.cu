@@ -8,9 +8,12 @@
 //   at 9 shapes, benchmarks/results/2026-11-26-h100/anchors-cleanflush-6658c1d/);
 // - else in dynamic shared memory, each thread looping over its vectors.
 // Input and residual are each read once either way. __launch_bounds__(1024, 2) keeps the kernel
-// at 32 registers (the register path alone compiled to 36 for bf16), so two 1024-thread blocks
-// still fit an SM: an earlier register-row variant at 38-40 registers ran one block per SM and
-// was 0.905x at 333x7168 (fused-add-rmsnorm-variants-4ec270a.json).
+// at 32 registers (the register path alone compiled to 36-37 for bf16), so two 1024-thread
+// blocks still fit an SM: an earlier register-row variant at 38-40 registers ran one block per
+// SM and was 0.905x at 333x7168 (fused-add-rmsnorm-variants-4ec270a.json). The cost: rows wider
+// than the block with 1-2 tokens, on the unchanged shared-memory path, ran 0.94-0.98 of the
+// kernel before this change (2x8200, 1x16392 on the H100, fused-register-row-68d915e/), which
+// 1-13-token rows up to hidden 4096 ran 1.01-1.05x faster.
 // Dynamic shared memory is hidden * 4 bytes on the shared-memory path, none on the register path;
 // above 48 KB the launcher must raise the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize.
 // astra: description = one block per token, 16-byte vectors, fp32 row in registers (one vector per thread) or shared memory
@@ -116,7 +119,11 @@ __global__ void __launch_bounds__(1024, 2)
     const int first = static_cast<int>(threadIdx.x);
     const uint4 w_first = first < vectors ? __ldg(w_vec + first) : make_uint4(0, 0, 0, 0);
 
-    if (vectors <= static_cast<int>(blockDim.x)) {  // one vector per thread: the row in registers
+    // One vector per thread: the row in registers. The header asks no shared memory exactly when
+    // this holds (its smem: hidden // 8 <= MAX_BLOCK, with block = min(round_up(hidden // 8, 32),
+    // MAX_BLOCK)), so a launch by another geometry must give hidden * 4 bytes whenever the row
+    // is wider than its block.
+    if (vectors <= static_cast<int>(blockDim.x)) {
         float x[kVec];
         float sum_sq = 0.0f;
         if (first < vectors) {

@@ -236,12 +236,11 @@ def _clock_range(guard: ClockGuard) -> tuple[int, int] | None:
 
 def flushed_us(sides: dict[str, Callable[[], None]], calls: int = 1) -> Flushed:
     """The bench's device-mode sampling (``harness.timing``) for launches made by ``sides`` on
-    the stream (a graph's replay of ``calls`` calls, or one bound launch): before every sample
-    the bench's L2 flush (``timing.L2Flush``), then a pair of stream events brackets the launch;
-    the sides alternate A B B A; the median of :data:`FLUSHED_SAMPLES` per side, per call. With
-    N calls it is the bench's graph of N copies; with one bound launch it is the bench's earlier
-    single-launch protocol (``timing.EVENTS_METHOD``), not its graph node of now
-    (:func:`in_graph_us` takes that one).
+    the stream (each a graph's replay of ``calls`` calls): before every sample the bench's L2
+    flush (``timing.L2Flush``), then a pair of stream events brackets the launch; the sides
+    alternate A B B A; the median of :data:`FLUSHED_SAMPLES` per side, per call. With N calls it
+    is the bench's graph of N copies; with a one-kernel graph it is that graph's own launch
+    beside the bench's single-launch node (:func:`in_graph_us` takes the node itself).
 
     Two guards the bench has or needs, here where the export's host path is slower and shares
     the CPU with builds: the batch is enqueued while a spin kernel holds the stream
