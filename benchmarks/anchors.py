@@ -16,9 +16,11 @@ with ``--flashinfer`` / ``--vllm`` / ``--sglang``). Two ways in:
   placed beside the release's include folder, where each ``#include``s the release header
   unmodified and exposes a ``__global__`` entry with *our* contract's parameters, launched with
   FlashInfer's own launch configuration (each adapter's header says which and why):
-  MergeStateKernel (merge_attn_states_lse) and act_and_mul_kernel (silu_and_mul). Same
-  contract, so both sides go in one ``Evaluator.bench`` request (device mode, L2 cold, the two
-  sides interleaved sample by sample, median; noise from the samples' spread).
+  MergeStateKernel (merge_attn_states_lse) and act_and_mul_kernel (silu_and_mul, gelu_and_mul,
+  gelu_tanh_and_mul; the activation written from the definition in FlashInfer's JIT launcher,
+  which no header holds). Same contract, so both sides go in one ``Evaluator.bench`` request
+  (device mode, L2 cold, the two sides interleaved sample by sample, median; noise from the
+  samples' spread).
 * vLLM 0.33.0's ``csrc`` and SGLang 0.5.23's JIT kernels, through ``astra import``
   (:mod:`anchors_vllm`, ``--frameworks vllm,sglang``): the launcher's site that the framework
   takes for our suites, imported as its build compiles it (SGLang's at C++20 with its
@@ -88,6 +90,18 @@ ANCHORS = (
         f"FlashInfer {FLASHINFER[1]}",
         "act_and_mul_kernel with silu (activation.cuh)",
         ADAPTERS / "flashinfer" / "silu_and_mul.cu",
+    ),
+    Anchor(
+        "gelu_and_mul",
+        f"FlashInfer {FLASHINFER[1]}",
+        "act_and_mul_kernel with gelu (activation.cuh)",
+        ADAPTERS / "flashinfer" / "gelu_and_mul.cu",
+    ),
+    Anchor(
+        "gelu_tanh_and_mul",
+        f"FlashInfer {FLASHINFER[1]}",
+        "act_and_mul_kernel with gelu_tanh (activation.cuh)",
+        ADAPTERS / "flashinfer" / "gelu_tanh_and_mul.cu",
     ),
 )
 

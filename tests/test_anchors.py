@@ -3,15 +3,20 @@ launch its adapter pins, the tables and the summary's list of shapes where produ
 
 The release headers are not fetched (no network in tests): the adapters are staged into a
 temporary folder standing for FlashInfer's include folder, and a scripted evaluator times them.
+Where ``.frameworks/`` holds the pinned wheel, the act_and_mul adapters are compiled by NVRTC
+against its unmodified headers (skipped, saying so, where it does not:
+``python benchmarks/releases.py --prefetch`` fetches it).
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
+from astra_graph.harness.compile import compile_implementation
 from astra_graph.kernel.contract import load_contract
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import load_implementation
@@ -21,6 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import anchors  # noqa: E402  (benchmarks/ is not a package)
+
+ACT_AND_MUL = ("silu_and_mul", "gelu_and_mul", "gelu_tanh_and_mul")
+"""The operations whose anchor is FlashInfer's act_and_mul_kernel, one adapter each."""
+RELEASE_INCLUDE = ROOT / ".frameworks" / "-".join(anchors.FLASHINFER) / anchors.FLASHINFER_INCLUDE
 
 
 @pytest.fixture
@@ -49,14 +58,40 @@ def test_the_merge_adapter_launches_as_flashinfer_does(include: Path) -> None:
     assert header.unmet_requirement({"tokens": 1, "heads": 64, "head_dim": 256}, fp16, {})
 
 
-def test_the_silu_adapter_caps_its_block_at_the_kernels_launch_bound(include: Path) -> None:
-    spec = load_contract(ROOT / "kernels" / "silu_and_mul")
+@pytest.mark.parametrize("op", ACT_AND_MUL)
+def test_the_act_and_mul_adapters_cap_their_block_at_the_kernels_launch_bound(
+    op: str, include: Path
+) -> None:
+    spec = load_contract(ROOT / "kernels" / op)
     anchor = next(a for a in anchors.ANCHORS if a.op == spec.name)
     header = load_implementation(anchors.stage(anchor, include), spec.contract).header
     grid, block, _ = header.launch({"tokens": 5, "d": 14336}, DTYPES["bfloat16"], {})
     assert (grid, block) == ((5, 1, 1), (256, 1, 1))
     grid, block, _ = header.launch({"tokens": 5, "d": 1024}, DTYPES["bfloat16"], {})
     assert block == (128, 1, 1)
+    assert header.default_tunables() == {"FAST_MATH": 1}  # FlashInfer's JIT: -use_fast_math
+
+
+@pytest.mark.skipif(
+    not (RELEASE_INCLUDE / "flashinfer" / "activation.cuh").is_file(),
+    reason="FlashInfer 0.7.2.post1 is not in .frameworks/ (benchmarks/releases.py --prefetch)",
+)
+@pytest.mark.usefixtures("needs_nvrtc")
+@pytest.mark.parametrize("op", ACT_AND_MUL)
+def test_the_act_and_mul_adapters_compile_against_the_release_header(
+    op: str, tmp_path: Path
+) -> None:
+    """Each adapter builds from the wheel's activation.cuh as shipped, in both dtypes, with
+    fast math as FlashInfer's JIT compiles it."""
+    spec = load_contract(ROOT / "kernels" / op)
+    anchor = next(a for a in anchors.ANCHORS if a.op == spec.name)
+    adapter = tmp_path / anchor.adapter.name  # includes resolve from the release's folder
+    shutil.copyfile(anchor.adapter, adapter)
+    impl = load_implementation(adapter, spec.contract)
+    for dtype in anchors.DTYPES:
+        kernel = compile_implementation(impl, DTYPES[dtype], include_dirs=[RELEASE_INCLUDE])
+        assert "--use_fast_math" in kernel.options
+        assert kernel.lowered_name and kernel.resources.spill_store_bytes == 0
 
 
 def test_merge_table_times_every_supported_shape_in_both_dtypes(include: Path) -> None:

@@ -145,6 +145,54 @@ def test_a_strided_tensor_of_fewer_axes_than_any_sized_one_is_refused() -> None:
         _direct("twin_merge")
 
 
+def test_a_strided_tensor_whose_indices_the_kernel_bounds_has_the_axes_they_stay_below() -> None:
+    """bounded_merge, as vLLM's merge_attn_states: the lse tensors ([heads, tokens]) are asked
+    only their strides and have no twin, but the kernel keeps ``head`` below ``num_heads`` (a
+    modulo) and ``token`` below ``num_tokens`` (its early return ``global_idx >= num_tokens *
+    num_heads * head_size``, then two divisions): each takes those axes, contiguous."""
+    found = _direct("bounded_merge")
+    assert found.shapes["prefix_lse"] == ["num_heads", "num_tokens"]
+    assert found.shapes["out_lse"] == ["num_heads", "num_tokens"]  # written, in the other order
+    sizes = {"num_tokens": 5, "num_heads": 3, "head_size": 64}
+    assert _value(found, "lse_head_stride", sizes) == 5
+    assert _value(found, "lse_token_stride", sizes) == 1
+    assert _value(found, "out_lse_head_stride", sizes) == 5
+    (note,) = (n for n in found.notes if n.startswith("prefix_lse: "))
+    assert "axis 0 below output's axis 1, axis 1 below output's axis 0" in note
+
+
+def _strided(body: str, params: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    kernel = parse_source(f"__global__ void k({params}) {{\n{body}\n}}\n").kernels[0]
+    return {e.pointer: e.axes for e in kernel.strided}
+
+
+def test_a_strided_index_is_bounded_only_where_the_kernel_says_so() -> None:
+    """The bounds of an index times a stride, read on the kernel's syntax tree: a modulo, a
+    guard of an enclosing ``if`` or loop, an earlier ``if (... >= E) return;`` whose product a
+    division takes a factor out of. Nothing is claimed of an unbounded index, a division by a
+    factor the bound does not have, a pointer passed on, or an index assigned again."""
+    params = "const float* p, int n, int m, int s, int t"
+    row = "const int r = blockIdx.x / m, c = blockIdx.x % m;"
+    # the row is unbounded (blockIdx.x has no guard): nothing
+    assert _strided(f"{row} float x = p[c * s + r * t];", params) == {}
+    # an early return bounds blockIdx-derived indices; a division takes m out of n * m
+    early = "const int i = blockIdx.x; if (i >= n * m) return;"
+    body = f"{early} const int r = i / m, c = i % m; float x = p[c * s + r * t];"
+    assert _strided(body, params) == {"p": (("s", "m"), ("t", "n"))}
+    # an `||` term of the return's condition bounds it as well
+    either = body.replace("if (i >= n * m)", "if (t == 0 || n * m <= i)")
+    assert _strided(either, params) == {"p": (("s", "m"), ("t", "n"))}
+    # a division by a factor the bound does not have: nothing
+    assert _strided(body.replace("i / m", "i / s"), params) == {}
+    # an enclosing if's then-branch, and a loop's condition
+    guarded = "float x; for (int j = 0; j < m; j += 4) if (r < n) x = p[r * t + j * s];"
+    assert _strided(guarded, params + ", int r") == {"p": (("s", "m"), ("t", "n"))}
+    # the pointer also passed on, or an index assigned again: nothing
+    assert _strided(f"{body} use(p);", params) == {}
+    again = body.replace("const int r = i / m,", "int r = i / m; r += 1; const int")
+    assert _strided(again, params) == {}
+
+
 def test_an_input_read_beside_the_output_it_is_not_named_after_is_refused() -> None:
     """twin_gated: the launcher sizes the d-wide output and asks only ``input.stride(-2)`` of
     the [tokens, 2d] input the kernel reads: the output's shape would be too narrow for it
@@ -189,6 +237,10 @@ def test_operations_with_twins_are_written_and_validate(tmp_path: Path) -> None:
     assert not direct.compile_error and not bound.compile_error
     expected = {
         ("direct", "twin_add_norm"): {"residual": ["tokens", "hidden_size"]},
+        ("direct", "bounded_merge"): {
+            "prefix_lse": ["num_heads", "num_tokens"],
+            "out_lse": ["num_heads", "num_tokens"],
+        },
         ("bound", "rotary_copy"): {
             "q_rope": ["nnz", "num_qo_heads", "head_dim"],
             "k_rope": ["nnz", "num_kv_heads", "head_dim"],

@@ -47,15 +47,17 @@ IMPORTED = {
         "gather_2",
     ),
     "resident.cu": ("resident_scale", "resident_scale_helpers"),
-    "strided_twins.cu": ("twin_add_norm", "twin_rope"),
+    "strided_twins.cu": ("twin_add_norm", "twin_rope", "bounded_merge"),
     "host_branches.cu": ("rotate_heads", "small_or_large_copy_1", "recorded_copy"),
+    "caller_types.cu": ("scale_bits_launcher", "scale_bits_direct_launcher"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
-test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py and
-test_framework_host_branches.py assert the same lists on the CPU):
-launch forms, host-chosen kernels, by-value ``Params`` structs, grids sized by the occupancy
-query, tensors asked only strides of (drafted as their twins) and a width a failing branch bounds
-by the head size, each launched for real here."""
+test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
+test_framework_host_branches.py and test_framework_instantiations.py assert the same lists on the
+CPU): launch forms, host-chosen kernels, by-value ``Params`` structs, grids sized by the occupancy
+query, tensors asked only strides of (drafted as their twins, or sized by the kernel's bounded
+strided indices), a width a failing branch bounds by the head size, and element types a caller's
+dispatch spells its own way, each launched for real here."""
 
 
 @pytest.fixture(scope="module")

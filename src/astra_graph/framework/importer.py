@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -28,6 +28,7 @@ from astra_graph.framework.callers import (
 from astra_graph.framework.device import compile_device, device_source
 from astra_graph.framework.draft import suites, write_operation
 from astra_graph.framework.flatten import Flattened, flatten
+from astra_graph.framework.instantiations import caller_element_types
 from astra_graph.framework.launchers import (
     Analysis,
     RawPointer,
@@ -336,6 +337,9 @@ def _analysed_sites(
     for launcher in parsed.launchers:
         if only is not None and launcher.name not in only:
             continue
+        if launcher.own_template:
+            types = caller_element_types(flat.text, launcher.name, parsed.macros)
+            launcher = replace(launcher, instantiated=tuple(types.items()))
         several = len(launcher.launches) > 1
         for index, launch in enumerate(launcher.launches):
             result = LauncherResult(

@@ -1039,6 +1039,7 @@ def analyse(
         _matched_reshape(launch, reshape),
         ranks,
         extents,
+        strided_axes(kernel, bound.bindings),
     )
     dims += [name for name in translator.host_dims if name not in dims]
 
@@ -1053,7 +1054,8 @@ def analyse(
     _tied_ratios(translator.ratios, shapes)
     _row_lengths(unstated, shapes, dims, kernel, bound.bindings, geometry, requires, notes)
     _note_host_reads(translator, notes)
-    dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes)
+    instantiated = dict(launcher.instantiated)
+    dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes, instantiated)
     entry = _entry(
         kernel, launch, launcher, macros, dtypes, element_names, hinted, translator, notes
     )
@@ -1284,13 +1286,27 @@ def _element_names(
 
 
 def _element_dtypes(
-    dispatched: set[str], own_types: set[str], tensors: dict[str, TensorUse], notes: list[str]
+    dispatched: set[str],
+    own_types: set[str],
+    tensors: dict[str, TensorUse],
+    notes: list[str],
+    instantiated: Mapping[str, str],
 ) -> tuple[set[str], bool]:
     """(the launch's element types, whether they are drafted rather than read): the dispatch's;
-    with no dispatch, :data:`TEMPLATE_ELEMENT_DTYPES` for a tensor typed by a type parameter of
-    the launcher's own template (noted), else the tensors' one fixed type; raises Unmapped for
-    a type the harness cannot run (:func:`_checked_dtypes`)."""
-    drafted = not dispatched and bool(own_types) and any(t.element == "T" for t in tensors.values())
+    with no dispatch, for a tensor typed by a type parameter of the launcher's own template,
+    those its callers instantiate it with (``instantiated``, noted), else
+    :data:`TEMPLATE_ELEMENT_DTYPES` (noted), else the tensors' one fixed type; raises Unmapped
+    for a type the harness cannot run (:func:`_checked_dtypes`)."""
+    templated = (
+        not dispatched and bool(own_types) and any(t.element == "T" for t in tensors.values())
+    )
+    if templated and instantiated:
+        notes.append(
+            f"element type {'/'.join(sorted(own_types))}: instantiated by its caller with "
+            + ", ".join(f"{cpp} for {dtype}" for dtype, cpp in sorted(instantiated.items()))
+        )
+        return _checked_dtypes(set(instantiated), tensors), False
+    drafted = templated
     if drafted:
         dispatched = set(TEMPLATE_ELEMENT_DTYPES)
         notes.append(
@@ -1438,7 +1454,13 @@ def _entry(
     folding = translator.fresh()  # reads not recorded; what the folding read about widths is
     template_args = _folded_template_args(kernel, launch, dtypes, folding)
     translator.width_folded = folding.width_folded
-    framework_type = "T" if _cuda_spelled(launch, macros) else f"{FRAMEWORK_TYPE}<T>"
+    framework_type = (
+        _caller_type(launcher)
+        if launcher.instantiated
+        else "T"
+        if _cuda_spelled(launch, macros)
+        else f"{FRAMEWORK_TYPE}<T>"
+    )
     element_pattern = r"\b(" + "|".join(sorted(element_names)) + r")\b"
     entry_args = [
         re.sub(element_pattern, framework_type, " ".join(a.split())) for a in template_args
@@ -1452,7 +1474,7 @@ def _entry(
                 f"template argument {own.name} of {kernel.name} is a compile-time value of "
                 f"{launcher.name}'s own template, chosen by its caller: no value to import"
             )
-        replacement = {"type": "T", "flag": TEMPLATE_FLAG_VALUE}.get(own.kind)
+        replacement = {"type": _caller_type(launcher), "flag": TEMPLATE_FLAG_VALUE}.get(own.kind)
         if replacement is None:
             raise Unmapped(f"template argument {own.name} of {kernel.name}: a function pointer")
         entry_args = [re.sub(pattern, replacement, a) for a in entry_args]
@@ -1463,6 +1485,22 @@ def _entry(
             )
     entry_args = [re.sub(r"\b\w+\b", lambda m: hinted.get(m[0], m[0]), a) for a in entry_args]
     return f"{kernel.qualified}<{', '.join(entry_args)}>" if entry_args else kernel.qualified
+
+
+CALLER_TYPE = "astra_caller_t"
+"""The alias (framework/include/astra_torch_types.h) that picks, for the element type under
+test, the type a launcher's caller instantiates it with: ``astra_caller_t<T, F16, BF16, F32>``."""
+
+
+def _caller_type(launcher: Launcher) -> str:
+    """How an entry spells a type parameter of the launcher's own template: ``T`` itself (the
+    caller instantiates it with CUDA's types), or where the caller's own types are read
+    (:attr:`~astra_graph.framework.parse.Launcher.instantiated`), those."""
+    types = dict(launcher.instantiated)
+    if not types:
+        return "T"
+    picks = [types.get(d, "T") for d in ("float16", "bfloat16", "float32")]
+    return f"{CALLER_TYPE}<T, {', '.join(picks)}>"
 
 
 @dataclass
@@ -1896,6 +1934,7 @@ def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None
 
 
 _SIZE_PLACEHOLDER = re.compile(r"(?P<tensor>\w+?)__size__(?P<index>m?\d+)")
+_STRIDE_PLACEHOLDER = re.compile(r"(?P<tensor>\w+?)__stride__(?P<index>m?\d+)")
 
 
 Reshape = Callable[[dict[str, list[str]], list[str], frozenset[str]], dict[str, list[str]]]
@@ -2021,6 +2060,45 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
     return out
 
 
+def _placeholder(pattern: re.Pattern[str], binding: Binding | None) -> tuple[str, int] | None:
+    """(tensor, axis) of a binding that is exactly one size or stride query, cast or not."""
+    if binding is None or binding.kind != "expr":
+        return None
+    query = pattern.fullmatch(strip_cast(binding.value).strip("() "))
+    if query is None:
+        return None
+    index = query["index"]
+    return query["tensor"], -int(index[1:]) if index[0] == "m" else int(index)
+
+
+def strided_axes(kernel: Kernel, bindings: list[Binding]) -> dict[str, list[tuple[str, int]]]:
+    """For each tensor the kernel reaches only by strides
+    (:attr:`~astra_graph.framework.parse.Kernel.strided`) where the launch passes those strides
+    as the tensor's own ``stride(0)``, ``stride(1)``, ... (every axis, in some order) and each
+    stride's index bound as a size of another tensor: per axis, that tensor and its axis. vLLM's
+    merge passes ``prefix_lse.stride(0)`` as the stride of ``head_idx``, below ``num_heads =
+    output.size(1)``: ``prefix_lse`` is [output's axis 1, output's axis 0], [heads, tokens]."""
+    passed = {b.param: b for b in bindings}
+    out: dict[str, list[tuple[str, int]]] = {}
+    for extent in kernel.strided:
+        tensor = passed.get(extent.pointer)
+        if tensor is None or tensor.kind != "tensor":
+            continue
+        axes: dict[int, tuple[str, int]] = {}
+        for stride, bound in extent.axes:
+            query = _placeholder(_STRIDE_PLACEHOLDER, passed.get(stride))
+            size = _placeholder(_SIZE_PLACEHOLDER, passed.get(bound))
+            if query is None or size is None or query[0] != tensor.value:
+                break
+            if size[0] == tensor.value or query[1] < 0 or query[1] in axes:
+                break
+            axes[query[1]] = size
+        else:
+            if sorted(axes) == list(range(len(axes))):
+                out[tensor.value] = [axes[i] for i in range(len(axes))]
+    return out
+
+
 def _shapes(
     launch: Launch,
     tensors: dict[str, TensorUse],
@@ -2028,13 +2106,16 @@ def _shapes(
     reshape: Reshape | None = None,
     ranks: dict[str, int] | None = None,
     extents: dict[str, tuple[str, str]] | None = None,
+    strided_reach: dict[str, list[tuple[str, int]]] | None = None,
 ) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, str]]]:
     """Each tensor's drafted axes, the dims in order of first use, and for each read tensor
     whose rows an output was assumed to have (:func:`_rows_of`, checked by
     :func:`_row_lengths`) its last axis and that output; ``ranks`` (:func:`_stated_ranks`)
     raises a tensor's rank to the one the launch's condition states. A tensor the launcher
     never sizes takes its one axis from how far the kernel reads it (``extents``,
-    :func:`read_extents`), after the caller's checks have shaped the others."""
+    :func:`read_extents`), after the caller's checks have shaped the others; one it asks only
+    strides of and that has no twin, its axes from the sizes its strided indices stay below
+    (``strided_reach``, :func:`strided_axes`), where it has that rank."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
     unstated: dict[str, tuple[str, str]] = {}
@@ -2082,7 +2163,22 @@ def _shapes(
         main = main or name
     for name, rank, exact in strided:
         twin = strided_twin(name, rank, exact, tensors[name].const, shapes, notes)
-        if twin is None:
+        reach = (strided_reach or {}).get(name, [])
+        if (
+            twin is None
+            and len(reach) == rank
+            and all(
+                source in shapes and -len(shapes[source]) <= axis < len(shapes[source])
+                for source, axis in reach
+            )
+        ):
+            shapes[name] = [shapes[source][axis] for source, axis in reach]
+            notes.append(
+                f"{name}: {STRIDED_NOTE}; {EXTENT_NOTE}: "
+                + ", ".join(f"axis {i} below {s}'s axis {a}" for i, (s, a) in enumerate(reach))
+                + " (each stride's index, by the kernel's own bounds)"
+            )
+        elif twin is None:
             notes.append(f"{name}: {STRIDED_NOTE}; drafted with {rank} axes")
             own_axes(name, rank)
         else:

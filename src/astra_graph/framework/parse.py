@@ -180,6 +180,19 @@ class Extent:
 
 
 @dataclass(frozen=True)
+class StridedExtent:
+    """How far a kernel reaches a pointer parameter that it only subscripts as a sum of index
+    times stride: vLLM's ``prefix_lse[head_idx * prefix_lse_head_stride + token_idx *
+    prefix_lse_token_stride]``, with ``head_idx = token_head_idx % num_heads`` and ``token_idx``
+    below ``num_tokens`` by the kernel's early return, is (``prefix_lse``,
+    ((``prefix_lse_head_stride``, ``num_heads``), (``prefix_lse_token_stride``, ``num_tokens``))):
+    each by-value stride parameter with the by-value parameter its index stays below."""
+
+    pointer: str
+    axes: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
 class Kernel:
     """A ``__global__`` function definition."""
 
@@ -195,6 +208,8 @@ class Kernel:
     (:func:`~astra_graph.framework.launchers.kernel_row_length`)."""
     extents: tuple[Extent, ...] = ()
     """How far the body reads the pointers it only subscripts (:func:`_extents`)."""
+    strided: tuple[StridedExtent, ...] = ()
+    """How far the body reaches the pointers it subscripts by strides (:func:`_strided_extents`)."""
 
 
 @dataclass(frozen=True)
@@ -257,6 +272,10 @@ class Launcher:
     own_template: int = 0
     """How many of :attr:`template`'s last parameters are the launcher's own (a function
     template's), which a call's explicit template arguments bind in order."""
+    instantiated: tuple[tuple[str, str], ...] = ()
+    """(dtype, C++ type) for each element type its callers in the file instantiate its one
+    type parameter with (:func:`~astra_graph.framework.instantiations.caller_element_types`:
+    vLLM's merge, ``uint16_t`` for float16); empty where they are not read."""
 
 
 @dataclass(frozen=True)
@@ -1166,7 +1185,10 @@ def parse_source(
             body = definition.child_by_field_name("body")
             offsets = _row_offsets(body, params) if body is not None else ()
             extents = _extents(body, params) if body is not None else ()
-            out.kernels.append(Kernel(name, qualified, tparams, params, line, offsets, extents))
+            strided = _strided_extents(body, params) if body is not None else ()
+            out.kernels.append(
+                Kernel(name, qualified, tparams, params, line, offsets, extents, strided)
+            )
             continue
         body = definition.child_by_field_name("body")
         if body is None:
@@ -1326,6 +1348,203 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
         if first != pointer:
             out.append(Extent(pointer, first, like=True))
     return tuple(out)
+
+
+MAX_BOUND_DEPTH = 8
+"""How many initialisers and divisions :func:`_below_factors` follows from one index: vLLM's
+merge reaches ``num_tokens`` through three (``token_idx``, ``token_head_idx``, ``global_idx``)."""
+
+
+def _strided_extents(body: Node, params: tuple[Param, ...]) -> tuple[StridedExtent, ...]:
+    """For each pointer parameter whose every use is a subscript ``p[a * s + b * t ...]`` (read
+    or written), each term a product of a by-value parameter, the stride, and an index the body
+    keeps below another by-value parameter (:func:`_below_factors`), the same strides at every
+    use: the strides with the bound of each. A tensor asked only for its strides has exactly
+    these axes (:func:`~astra_graph.framework.launchers.strided_axes`). A pointer used any
+    other way, or an index whose bound is not seen, has none: nothing is claimed of it."""
+    pointers = {p.name for p in params if p.pointer}
+    mutated = _mutated_names(body)
+    scalars = {p.name for p in params if not p.pointer and not p.reference} - mutated
+    values: dict[str, list[Node]] = {}
+    for init in _walk(body, ("init_declarator",)):
+        declarator = init.child_by_field_name("declarator")
+        value = init.child_by_field_name("value")
+        if declarator is not None and declarator.type == "identifier" and value is not None:
+            values.setdefault(text(declarator), []).append(value)
+    found: dict[str, set[tuple[tuple[str, str], ...]]] = {}
+    other_use: set[str] = set(pointers & mutated)
+    for name in _walk(body, ("identifier",)):
+        pointer = text(name)
+        if pointer not in pointers or pointer in other_use or _null_test(name):
+            continue
+        axes = _strided_index(name, values, scalars, mutated)
+        if axes is None:
+            other_use.add(pointer)
+        else:
+            found.setdefault(pointer, set()).add(axes)
+    out = []
+    for pointer, uses in found.items():
+        strides = {tuple(s for s, _ in axes) for axes in uses}
+        merged = {axis for axes in uses for axis in axes}
+        if pointer in other_use:
+            continue
+        if len(strides) == 1 and len(merged) == len(next(iter(strides))):
+            out.append(StridedExtent(pointer, tuple(sorted(merged))))
+    return tuple(out)
+
+
+def _strided_index(
+    name: Node, values: dict[str, list[Node]], scalars: set[str], mutated: set[str]
+) -> tuple[tuple[str, str], ...] | None:
+    """For a use ``p[a * s + b * t]`` of a pointer: ((``s``, bound of ``a``), (``t``, bound of
+    ``b``)), sorted, each stride ``s`` a by-value parameter and each bound a by-value parameter
+    the index stays below; None for any other use, or two terms of one stride."""
+    parent = name.parent
+    if (
+        parent is None
+        or parent.type != "subscript_expression"
+        or parent.child_by_field_name("argument") != name
+    ):
+        return None
+    index = _single_index(parent)
+    if index is None:
+        return None
+    axes: dict[str, str] = {}
+    for term in _operands(index, "+"):
+        factors = _operands(term, "*")
+        if len(factors) != 2:
+            return None
+        candidates = []
+        for stride, other in (factors, factors[::-1]):
+            if stride.type == "identifier" and text(stride) in scalars:
+                bound = _below_factors(other, values, scalars, mutated, 0)
+                if bound is not None and len(bound) == 1 and bound[0] in scalars:
+                    candidates.append((text(stride), bound[0]))
+        if len(candidates) != 1 or candidates[0][0] in axes:
+            return None
+        axes[candidates[0][0]] = candidates[0][1]
+    return tuple(sorted(axes.items()))
+
+
+def _below_factors(
+    node: Node, values: dict[str, list[Node]], scalars: set[str], mutated: set[str], depth: int
+) -> tuple[str, ...] | None:
+    """Names and whole numbers whose product a non-negative index stays below where ``node``
+    is: ``x % n`` is below ``n``; ``x / d`` below what ``x`` is below with the factor ``d``
+    taken out; a name below the product of a guard (an enclosing ``if``'s or loop's ``x < E``,
+    or an earlier ``if (x >= E) return;`` of an enclosing block), else below what its one
+    initialiser is below. A local name in the product stands for the factors of its one
+    initialiser, where that is a product. None where no bound is seen."""
+    node = unparenthesised(node)
+    if depth > MAX_BOUND_DEPTH:
+        return None
+    if node.type == "binary_expression":
+        operator = text(node.child_by_field_name("operator"))
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if left is None or right is None:
+            return None
+        if operator == "%":
+            return _product(right, values, mutated, depth + 1)
+        if operator == "/":
+            inner = _below_factors(left, values, scalars, mutated, depth + 1)
+            divisor = _compact(right)
+            if inner is None or divisor not in inner:
+                return None
+            rest = list(inner)
+            rest.remove(divisor)
+            return tuple(rest) or ("1",)
+        return None
+    if node.type != "identifier" or text(node) in mutated:
+        return None
+    guard = _guard_product(node, values, mutated, depth)
+    if guard is not None:
+        return guard
+    initial = values.get(text(node), [])
+    if len(initial) == 1:
+        return _below_factors(initial[0], values, scalars, mutated, depth + 1)
+    return None
+
+
+def _product(
+    node: Node, values: dict[str, list[Node]], mutated: set[str], depth: int
+) -> tuple[str, ...] | None:
+    """The factors of a product of names and whole numbers, a local name with one initialiser
+    that is such a product standing for its factors; None for any other expression."""
+    out: list[str] = []
+    for factor in _operands(node, "*"):
+        if factor.type == "number_literal" and text(factor).isdigit():
+            out.append(text(factor))
+            continue
+        if factor.type != "identifier" or text(factor) in mutated:
+            return None
+        initial = values.get(text(factor), [])
+        expanded = (
+            _product(initial[0], values, mutated, depth + 1)
+            if len(initial) == 1 and depth <= MAX_BOUND_DEPTH
+            else None
+        )
+        out.extend(expanded if expanded is not None and len(expanded) > 1 else [text(factor)])
+    return tuple(out)
+
+
+def _guard_product(
+    node: Node, values: dict[str, list[Node]], mutated: set[str], depth: int
+) -> tuple[str, ...] | None:
+    """The factors of ``E`` in a guard that keeps the name ``node`` below ``E`` where it is:
+    ``x < E`` (or ``E > x``) of an enclosing ``if``'s then-branch or loop, or ``x >= E`` (or ``E
+    <= x``) of an ``if`` whose only statement is ``return``, earlier in an enclosing block, one
+    of its ``||`` terms."""
+    name = text(node)
+    for taken, term in _enclosing_conditions(node):
+        bound = _compared(term, name, "<") if taken else None
+        if bound is not None:
+            return _product(bound, values, mutated, depth + 1)
+    child, current = node, node.parent
+    while current is not None and current.type != "function_definition":
+        if current.type == "compound_statement":
+            for statement in current.named_children:
+                if statement.start_byte >= child.start_byte:
+                    break
+                for term in _early_exit_terms(statement):
+                    bound = _compared(term, name, ">=")
+                    if bound is not None:
+                        return _product(bound, values, mutated, depth + 1)
+        child, current = current, current.parent
+    return None
+
+
+def _early_exit_terms(statement: Node) -> list[Node]:
+    """The ``||`` terms of an ``if`` without ``else`` whose branch is only ``return;``: after it,
+    each of them is false."""
+    if statement.type != "if_statement" or statement.child_by_field_name("alternative"):
+        return []
+    branch = statement.child_by_field_name("consequence")
+    condition = statement.child_by_field_name("condition")
+    while branch is not None and branch.type == "compound_statement":
+        inner = [c for c in branch.named_children if c.type != "comment"]
+        branch = inner[0] if len(inner) == 1 else None
+    if branch is None or branch.type != "return_statement" or condition is None:
+        return []
+    if branch.named_child_count:
+        return []
+    return _operands(_condition_value(condition), "||")
+
+
+def _compared(term: Node, name: str, operator: str) -> Node | None:
+    """``E`` of ``name <op> E`` (or ``E <mirrored op> name``) for ``<`` or ``>=``."""
+    term = unparenthesised(term)
+    if term.type != "binary_expression":
+        return None
+    written = text(term.child_by_field_name("operator"))
+    left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
+    if left is None or right is None:
+        return None
+    mirrored = {"<": ">", ">=": "<="}[operator]
+    if written == operator and _compact(left) == name:
+        return right
+    if written == mirrored and _compact(right) == name:
+        return left
+    return None
 
 
 def _written_through(name: Node) -> bool:

@@ -211,3 +211,21 @@ struct astra_framework_type<__nv_bfloat16> {
 };
 template <typename T>
 using astra_framework_t = typename astra_framework_type<T>::type;
+
+// The type a framework's caller instantiates a launcher with for each element type under test,
+// where it spells its own (vLLM's merge_attn_states: uint16_t for half):
+// astra_caller_t<T, type for __half, type for __nv_bfloat16, type for float>.
+template <typename T, typename F16, typename BF16, typename F32>
+struct astra_caller_type {
+  using type = F32;
+};
+template <typename F16, typename BF16, typename F32>
+struct astra_caller_type<__half, F16, BF16, F32> {
+  using type = F16;
+};
+template <typename F16, typename BF16, typename F32>
+struct astra_caller_type<__nv_bfloat16, F16, BF16, F32> {
+  using type = BF16;
+};
+template <typename T, typename F16, typename BF16, typename F32>
+using astra_caller_t = typename astra_caller_type<T, F16, BF16, F32>::type;
