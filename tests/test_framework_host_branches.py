@@ -70,7 +70,7 @@ def test_a_local_a_helper_takes_by_reference_is_not_read_at_its_initialiser(
 ) -> None:
     assert main(["import", str(BRANCHES), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "3 of 7 launch sites imported" in out
+    assert "5 of 9 launch sites imported" in out
     assert "'ctas' is passed by reference to resident_ctas(), which may set it" in out
     assert not (tmp_path / "resident_copy").exists()
     # set by reference under an `if` before the launch: refused the same way
@@ -81,6 +81,30 @@ def test_a_local_a_helper_takes_by_reference_is_not_read_at_its_initialiser(
     # every shape: the refusal names that draft, not only the serving shapes
     (halved,) = (line for line in out.splitlines() if line.startswith("not imported halved_copy"))
     assert "never launched" in halved and "shapes the import assumed: out:" in halved, halved
+
+
+def _analysis(launcher_name: str, site: int) -> Analysis:
+    source = parse_source(flatten(BRANCHES, [BRANCHES.parent]).text)
+    launcher = next(x for x in source.launchers if x.name == launcher_name)
+    return analyse(
+        launcher, launcher.launches[site], source.kernels, source.macros, H100, None, source.structs
+    )
+
+
+def test_a_pointer_set_under_has_value_is_given_where_the_launch_sits_under_it() -> None:
+    """maybe_scaled_copy, as vLLM's merge_attn_states with an FP8 output: ``scale_ptr`` starts
+    null and is set under ``scale.has_value()``. The launch in that branch reads the scale (it
+    was passed null, and the original faulted against itself on the H100); the launch in the
+    other branch is passed null, as the framework does."""
+    scaled, plain = (_analysis("maybe_scaled_copy", site) for site in (0, 1))
+    (passed,) = (b for b in scaled.bindings if b.param == "scale")
+    assert (passed.kind, passed.value) == ("tensor", "scale")
+    assert any(
+        n.startswith("scale: the launcher's scale_ptr starts as nullptr and is assigned")
+        for n in scaled.notes
+    )
+    (absent,) = (b for b in plain.bindings if b.param == "scale")
+    assert absent.kind == "null"
 
 
 def test_the_if_a_launch_is_in_states_no_requirement_against_it() -> None:

@@ -48,7 +48,13 @@ IMPORTED = {
     ),
     "resident.cu": ("resident_scale", "resident_scale_helpers"),
     "strided_twins.cu": ("twin_add_norm", "twin_rope", "bounded_merge"),
-    "host_branches.cu": ("rotate_heads", "small_or_large_copy_1", "recorded_copy"),
+    "host_branches.cu": (
+        "rotate_heads",
+        "small_or_large_copy_1",
+        "recorded_copy",
+        "maybe_scaled_copy_1",
+        "maybe_scaled_copy_2",
+    ),
     "caller_types.cu": ("scale_bits_launcher", "scale_bits_direct_launcher"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 
 from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import (
+    GIVEN_VALUE,
     MAX_MACRO_DEPTH,
     OCCUPANCY_CALLS,
     REASSIGNED,
@@ -166,7 +167,8 @@ TEMPLATE_FLAG_VALUE = "false"
 choice is fixed, the off state of an opt-in switch, and noted. Another value is another
 operation (import it, then edit the entry)."""
 _DATA_PTR = re.compile(
-    r"^(?:\(\s*[\w:<>\s*]+\)\s*)?(?P<tensor>\w+)\s*(?:\.|->)\s*(?:const_|mutable_)?data_ptr\s*(?:<(?P<type>[^>]*)>)?\s*\(\s*\)$"
+    r"^(?:\(\s*[\w:<>\s*]+\)\s*)?(?P<tensor>\w+)\s*(?:\.\s*value\s*\(\s*\)\s*)?(?:\.|->)\s*"
+    r"(?:const_|mutable_)?data_ptr\s*(?:<(?P<type>[^>]*)>)?\s*\(\s*\)$"
 )
 _ALIASES = re.compile(
     r"\b(\w+)\s*(?:\.|->)\s*data_ptr\s*\(\s*\)\s*==\s*(\w+)\s*(?:\.|->)\s*data_ptr\s*\(\s*\)"
@@ -266,7 +268,14 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
     if argument in launch.locals:
         local = argument
         argument = strip_cast(launch.locals[argument])
-        if argument in NULL_LITERALS:
+        given = _given_under_launch(launch, local)
+        if argument in NULL_LITERALS and given is not None:
+            notes.append(
+                f"{param}: the launcher's {local} starts as {argument} and is assigned {given} "
+                "under the optional's has_value(), which the launch sits under: passed so"
+            )
+            argument = strip_cast(given)
+        elif argument in NULL_LITERALS:
             # vLLM's `float* output_lse_ptr = nullptr; if (output_lse.has_value()) {...}`:
             # only the declaration is read, so the pointer is passed as its initial nullptr
             notes.append(
@@ -280,6 +289,35 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
         )
         argument = strip_cast(optional["then"].strip())
     return argument
+
+
+def _given_under_launch(launch: Launch, local: str) -> str | None:
+    """The value a local is assigned under an optional's ``has_value()`` where the launch sits in
+    that ``if``'s then-branch too (:data:`~astra_graph.framework.parse.GIVEN_VALUE`); None
+    otherwise. Raises Unmapped where the launch sits there but the value is not read (a compound
+    assignment), rather than pass the initialiser the launch never sees."""
+    where = launch.locals.get(f"{REASSIGNED_IF_GIVEN}{local}")
+    if where is None:
+        return None
+    condition = _bare_condition(where.partition(" under ")[2])
+    taken = {(" ".join(c.split()), t) for c, t in launch.conditions}
+    if (condition, True) not in taken:
+        return None
+    value = launch.locals.get(f"{GIVEN_VALUE}{local}")
+    if value is None:
+        raise Unmapped(
+            f"{local!r} is assigned under {condition}, which the launch sits under, and that "
+            "assignment is not read"
+        )
+    return value
+
+
+def _bare_condition(condition: str) -> str:
+    """A condition's text without the parentheses around the whole of it, blanks collapsed."""
+    condition = " ".join(condition.split())
+    while _enclosed(condition):
+        condition = condition[1:-1].strip()
+    return condition
 
 
 def strip_cast(expression: str) -> str:

@@ -108,6 +108,11 @@ REASSIGNED_IF_GIVEN = "assigned if an optional is given: "
 tensor's ``has_value()`` (the value: where): it keeps its initialiser, the optional taken as
 absent as its pointer is (:func:`~astra_graph.framework.launchers._pointer_source`), and the
 import says so."""
+GIVEN_VALUE = "value if an optional is given: "
+"""Prefix of a :attr:`Launch.locals` key holding the value a local is first assigned under an
+optional's ``has_value()`` (``output_scale_ptr = output_scale.value().data_ptr<float>()``): a
+pointer passed at a launch that sits under that very condition is that value, not its
+initialiser (vLLM's merge with an FP8 output reads its scale)."""
 TYPE_ALIAS = "using "
 """Prefix of a :attr:`Launch.locals` key that holds a type alias (``using query_t = scalar_t``)."""
 
@@ -673,6 +678,10 @@ def _reassigned(node: Node) -> dict[str, str]:
         optional = _under_optional(assign, node)
         if optional:  # vLLM's `int64_t weight_stride = 0; if (weight.has_value()) {...}`
             out.setdefault(f"{REASSIGNED_IF_GIVEN}{text(left)}", f"{line} under {optional}")
+            right = assign.child_by_field_name("right")
+            operator = assign.child_by_field_name("operator")
+            if right is not None and operator is not None and text(operator) == "=":
+                out.setdefault(f"{GIVEN_VALUE}{text(left)}", " ".join(text(right).split()))
         else:
             out[f"{REASSIGNED}{text(left)}"] = line
     return out
