@@ -5,11 +5,17 @@
 // longer row is read again in the second pass (from L2, where the first pass just put it).
 // The block is as wide as the row needs (hidden / 8 / VECS threads, rounded up to a warp) up to
 // MAX_BLOCK: narrow rows (a per-head q/k norm of 128) do not leave idle warps behind.
+// Two vectors a thread by default: at prefill a block of half the threads, each with two loads in
+// flight, fits more blocks an SM, and rows up to 16384 still stay in registers. On the H100 (fp16,
+// device mode, benchmarks/results/2026-11-27-h100/rms-norm-probe-63567c6.json) one vector a thread
+// at up to 1024 threads took 26.0 us at 2048 x 8192 (vLLM 0.33.0: 25.3, its 256-thread blocks
+// above 256 tokens) and two at up to 512 threads 22.4; 8192 x 4096 45.4 / 43.7, 512 x 5120
+// 6.5 / 5.6, 1000 x 16384 24.8 / 23.0.
 // astra: description = one block per token, 16-byte vectors kept in registers, shuffle reduction
 // astra: entry = rms_norm_vec<T, VECS>
 // astra: grid = tokens
 // astra: block = min(round_up(ceil_div(hidden // 8, VECS), 32), MAX_BLOCK)
-// astra: tunable VECS = 1, 2, 4
+// astra: tunable VECS = 2, 1, 4
 // astra: tunable MAX_BLOCK = 1024, 256, 512
 // astra: requires = hidden % 8 == 0
 
