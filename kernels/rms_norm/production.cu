@@ -5,17 +5,18 @@
 // longer row is read again in the second pass (from L2, where the first pass just put it).
 // The block is as wide as the row needs (hidden / 8 / VECS threads, rounded up to a warp) up to
 // MAX_BLOCK: narrow rows (a per-head q/k norm of 128) do not leave idle warps behind.
-// Two vectors a thread by default: at prefill a block of half the threads, each with two loads in
-// flight, fits more blocks an SM, and rows up to 16384 still stay in registers. On the H100 (fp16,
-// device mode, benchmarks/results/2026-11-27-h100/rms-norm-probe-63567c6.json) one vector a thread
-// at up to 1024 threads took 26.0 us at 2048 x 8192 (vLLM 0.33.0: 25.3, its 256-thread blocks
-// above 256 tokens) and two at up to 512 threads 22.4; 8192 x 4096 45.4 / 43.7, 512 x 5120
-// 6.5 / 5.6, 1000 x 16384 24.8 / 23.0.
+// From 256 tokens on, rows up to 8192 wide take blocks of at most 256 threads, as vLLM's rms_norm
+// does above 256 tokens: more blocks an SM at prefill, the row's tail read again from L2. On the
+// H100 (device mode, benchmarks/results/2026-11-27-h100/rms-norm-probe-63567c6/, fp16 / bf16) 256
+// threads against 1024 took 23.8 / 23.7 us against 26.0 / 26.7 at 2048 x 8192 (vLLM 0.33.0: 25.3),
+// 6.3 / 6.3 against 6.5 / 6.6 at 512 x 5120, 45.0 / 44.7 against 45.4 / 45.7 at 8192 x 4096, and
+// ties at 333 x 2048 and 3001 x 3584; wider rows lost (256 x 16384: 11.7 against 8.3), and so
+// did two vectors a thread at decode (1 x 4096: 2.94 against 2.48).
 // astra: description = one block per token, 16-byte vectors kept in registers, shuffle reduction
 // astra: entry = rms_norm_vec<T, VECS>
 // astra: grid = tokens
-// astra: block = min(round_up(ceil_div(hidden // 8, VECS), 32), MAX_BLOCK)
-// astra: tunable VECS = 2, 1, 4
+// astra: block = min(round_up(ceil_div(hidden // 8, VECS), 32), select(tokens >= 256 and hidden <= 8192, min(MAX_BLOCK, 256), MAX_BLOCK))
+// astra: tunable VECS = 1, 2, 4
 // astra: tunable MAX_BLOCK = 1024, 256, 512
 // astra: requires = hidden % 8 == 0
 
