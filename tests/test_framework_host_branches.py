@@ -107,6 +107,48 @@ def test_a_pointer_set_under_has_value_is_given_where_the_launch_sits_under_it()
     assert absent.kind == "null"
 
 
+SCALED = """
+template <bool kScaled>
+__global__ void scaled_kernel(float* out, const float* in, const float* scale, int64_t n) {{
+  const int64_t i = blockIdx.x * 256 + threadIdx.x;
+  if (i < n) out[i] = in[i] * (kScaled ? *scale : 1.0f);
+}}
+void scaled(torch::Tensor& out, torch::Tensor const& in, std::optional<torch::Tensor> const& scale,
+            torch::Tensor const& other, bool fp8) {{
+  const int64_t n = in.numel();
+  float* scale_ptr = nullptr;
+  {assign}
+  if (scale.has_value()) {{
+    scaled_kernel<true><<<(n + 255) / 256, 256>>>(out.data_ptr<float>(), in.data_ptr<float>(),
+                                                 scale_ptr, n);
+  }}
+}}
+"""
+
+
+@pytest.mark.parametrize(
+    "assign",
+    [
+        # assigned in the else-branch: not the given value
+        "if (scale.has_value()) {} else { scale_ptr = other.data_ptr<float>(); }",
+        # under a further condition, or assigned again after: which one runs is not read
+        "if (scale.has_value()) { if (fp8) { scale_ptr = scale.value().data_ptr<float>(); } }",
+        "if (scale.has_value()) { scale_ptr = scale.value().data_ptr<float>(); }\n"
+        "  if (fp8) { scale_ptr = nullptr; }",
+    ],
+)
+def test_a_pointer_whose_given_value_is_not_read_is_not_passed_as_given(assign: str) -> None:
+    source = parse_source(SCALED.format(assign=assign))
+    launcher = next(x for x in source.launchers if x.name == "scaled")
+    try:
+        found = analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+    except ValueError as refused:  # Unmapped: refused, saying why
+        assert "scale_ptr" in str(refused)
+        return
+    (passed,) = (b for b in found.bindings if b.param == "scale")
+    assert passed.kind == "null", passed
+
+
 def test_the_if_a_launch_is_in_states_no_requirement_against_it() -> None:
     # `if (rows < 1024) { launch; return; } launch;`: the first launch runs under the branch,
     # the second only past it

@@ -41,8 +41,8 @@ def test_a_dispatch_macro_handed_a_calling_macro_gives_the_callers_types() -> No
 
 
 CALLER = """
-template <typename scalar_t> void launch(int n) {{ k<scalar_t><<<1, 1>>>(n); }}
-void call(at::ScalarType t, int n) {{
+template <typename scalar_t> void launch(torch::Tensor& x, int n) {{ k<scalar_t><<<1, 1>>>(n); }}
+void call(torch::Tensor& x, torch::Tensor& cache, int n) {{
 {body}
 }}
 """
@@ -51,25 +51,50 @@ void call(at::ScalarType t, int n) {{
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ("if (t == at::ScalarType::Half) launch<__half>(n);", {"float16": "__half"}),
-        # an else branch names no type: which dtype reaches it is not read
-        ("if (t == at::ScalarType::Half) launch<uint16_t>(n); else launch<float>(n);", {}),
-        # one dtype, two types: no answer
         (
-            "if (t == at::ScalarType::Half) { launch<uint16_t>(n); launch<__half>(n); }",
+            "if (x.scalar_type() == at::ScalarType::Half) launch<__half>(x, n);",
+            {"float16": "__half"},
+        ),
+        ("if (at::kHalf == x.scalar_type()) launch<uint16_t>(x, n);", {"float16": "uint16_t"}),
+        # an else branch names no type: which dtype reaches it is not read
+        (
+            "if (x.scalar_type() == at::kHalf) launch<uint16_t>(x, n); else launch<float>(x, n);",
             {},
         ),
-        # a test of two types at once says neither
-        ("if (t == at::kHalf || t == at::kBFloat16) launch<uint16_t>(n);", {}),
+        # one dtype, two types: no answer
+        (
+            "if (x.scalar_type() == at::kHalf) { launch<uint16_t>(x, n); launch<__half>(x, n); }",
+            {},
+        ),
+        # a negated test, a test of two types at once, another tensor's type, a ?: between
+        ("if (!(x.scalar_type() == at::kHalf)) launch<float>(x, n);", {}),
+        (
+            "if (x.scalar_type() == at::kHalf || x.scalar_type() == at::kBFloat16) "
+            "launch<uint16_t>(x, n);",
+            {},
+        ),
+        ("if (cache.scalar_type() == at::kHalf) launch<uint8_t>(x, n);", {}),
+        ("if (x.scalar_type() == at::kHalf) n > 0 ? launch<float>(x, n) : void();", {}),
         # a call under no test, or a type no operation holds
-        ("launch<float>(n);", {}),
-        ("if (t == at::ScalarType::Double) launch<double>(n);", {}),
+        ("launch<float>(x, n);", {}),
+        ("if (x.scalar_type() == at::ScalarType::Char) launch<int8_t>(x, n);", {}),
     ],
 )
-def test_only_calls_each_under_one_scalar_type_test_are_read(
+def test_only_calls_each_in_one_scalar_type_test_of_their_tensor_are_read(
     body: str, expected: dict[str, str]
 ) -> None:
     assert _types(CALLER.format(body=body), "launch") == expected
+
+
+def test_a_macro_definition_is_no_call() -> None:
+    """Only calls in function bodies count: a #define that hands the calling macro to the
+    dispatch macro is not a caller, and neither is a call outside a function."""
+    source = (
+        "#define DISPATCH(t, fn) { if (t == at::kHalf) { fn(uint16_t); } }\n"
+        "#define CALL(T) launch<T>(x, n);\n"
+        "#define WRAP(t) DISPATCH(t, CALL)\n" + CALLER.format(body="int unused = 0;")
+    )
+    assert _types(source, "launch") == {}
 
 
 @pytest.mark.usefixtures("needs_nvrtc")

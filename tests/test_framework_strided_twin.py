@@ -189,6 +189,38 @@ def test_a_strided_index_is_bounded_only_where_the_kernel_says_so() -> None:
     assert _strided(guarded, params + ", int r") == {"p": (("s", "m"), ("t", "n"))}
     # the pointer also passed on, or an index assigned again: nothing
     assert _strided(f"{body} use(p);", params) == {}
+    # an element's address read as a wider vector, or an element handed to a call: nothing
+    start = "const int i = blockIdx.x; if (i >= n) return; "
+    vector = start + "float4 v = *reinterpret_cast<const float4*>(&p[i * s]);"
+    assert _strided(vector, params) == {}
+    assert _strided(start + "store8(p[i * s]);", params) == {}
+    # the index stepped by another loop's update, a lambda's own i, a parameter declared again,
+    # handed bare to a call (by reference, perhaps) or its address taken: nothing
+    stepped = (
+        "int i = blockIdx.x; if (i >= n) return; for (int r = 0; r < m; ++r, i += 4) x = p[i * s];"
+    )
+    assert _strided("float x; " + stepped, params) == {}
+    assert (
+        _strided(start + "auto f = [&](int i) { float x = p[i * s]; }; f(i + 100);", params) == {}
+    )
+    assert (
+        _strided(
+            "const int i = blockIdx.x; { int n = m + 5; if (i >= n) return; float x = p[i * s]; }",
+            params,
+        )
+        == {}
+    )
+    assert (
+        _strided("int i = blockIdx.x; if (i >= n) return; bump(i); float x = p[i * s];", params)
+        == {}
+    )
+    assert (
+        _strided(
+            "int i = blockIdx.x; if (i >= n) return; int* w = &i; *w += 9; float x = p[i * s];",
+            params,
+        )
+        == {}
+    )
     again = body.replace("const int r = i / m,", "int r = i / m; r += 1; const int")
     assert _strided(again, params) == {}
 

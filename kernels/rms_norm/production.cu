@@ -9,10 +9,10 @@
 // does above 256 tokens: more blocks an SM at prefill, the row's tail read again from L2. On the
 // H100 (device mode, benchmarks/results/2026-11-27-h100/rms-norm-probe-63567c6/, fp16 / bf16) 256
 // threads against 1024 took 23.8 / 23.7 us against 26.0 / 26.7 at 2048 x 8192 (vLLM 0.33.0: 25.3),
-// 6.3 / 6.3 against 6.5 / 6.6 at 512 x 5120, 45.0 / 44.7 against 45.4 / 45.7 at 8192 x 4096, and
-// ties at 333 x 2048 and 3001 x 3584; wider rows lost (256 x 16384: 11.7 against 8.3). Two
-// vectors a thread instead won at prefill too but lost at decode (1 x 4096: 2.94 against 2.48 us,
-// probe-vecs-50c3b39/ beside it).
+// 6.3 / 6.3 against 6.5 / 6.6 at 512 x 5120, 45.0 / 44.7 against 45.4 / 45.7 at 8192 x 4096,
+// 16.4 / 16.1 against 16.3 / 16.7 at 3001 x 3584, a tie at 333 x 2048; wider rows lost (256 x
+// 16384: 11.7 against 8.3). Two vectors a thread instead won at prefill too but lost at decode
+// (1 x 4096: 2.94 against 2.48 us, probe-vecs-50c3b39/ beside it).
 // astra: description = one block per token, 16-byte vectors kept in registers, shuffle reduction
 // astra: entry = rms_norm_vec<T, VECS>
 // astra: grid = tokens

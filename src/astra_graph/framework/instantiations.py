@@ -2,20 +2,23 @@
 
 A launcher written as a function template (vLLM's ``template <typename scalar_t> void
 merge_attn_states_launcher(...)``) has no dispatch of its own: its caller picks ``scalar_t``
-under a test of the tensor's ``ScalarType``. Which C++ type stands for which dtype is the
-caller's choice, and it is not always torch's or CUDA's: vLLM's merge passes ``uint16_t`` for
-``Half`` (its ``from_float(uint16_t&, float)`` overloads are written for that), so a draft that
+under a test of a tensor's ``ScalarType``. Which C++ type stands for which dtype is the caller's
+choice, and it is not always torch's or CUDA's: vLLM's merge passes ``uint16_t`` for ``Half``
+(its ``from_float(uint16_t&, float)`` overloads are written for that), so a draft that
 instantiates the launcher with ``c10::Half`` or ``__half`` compiles no half path at all. This
-module reads the caller's choice from the translation unit, as its build expands it:
+module reads the caller's choice from the translation unit's syntax tree:
 
-* a call ``launcher<X>(...)`` in a function body, under ``if (... == ScalarType::Half)``; or
-* a macro ``CALL(t)`` whose body calls ``launcher<t>(...)``, handed to a dispatch macro
-  (``DISPATCH_BY_SCALAR_DTYPE(x.scalar_type(), CALL)``) whose body calls ``fn(uint16_t)`` under
-  such a test: the dispatch macro's body is bound to the call's arguments, ``CALL(X)`` expanded
-  in it, and the result parsed as C++ like any function body.
+* a call ``launcher<X>(...)`` in a function body, under ``if (x.scalar_type() ==
+  ScalarType::Half)``; or
+* a macro ``CALL(t)`` whose body calls ``launcher<t>(...)``, handed to a dispatch macro in a
+  function body (``DISPATCH_BY_SCALAR_DTYPE(x.scalar_type(), CALL)``) whose body calls
+  ``fn(uint16_t)`` under such a test: the dispatch macro's body bound to the call's arguments,
+  each ``CALL(X)`` in it expanded, parsed as a function body.
 
-Each instantiation must sit under exactly one ``ScalarType`` the contract can hold and each
-dtype must have one type; otherwise nothing is read (the launcher is drafted as before).
+Each instantiation must sit in the then-branch of a test ``tensor.scalar_type() ==
+ScalarType::X`` (either way round, no ``?:`` between) of a tensor the call is handed, ``X`` a
+type an operation can hold; each dtype must have one type. Otherwise nothing is read and the
+launcher is drafted as before.
 """
 
 from __future__ import annotations
@@ -23,36 +26,34 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from astra_graph.framework.launchers import SCALAR_TYPES
 from astra_graph.framework.parse import (
     Macro,
     _enclosing_conditions,
     _parser,
+    _split_args,
     _walk,
     bind_macro,
     text,
+    unparenthesised,
 )
 from astra_graph.kernel.expr import split_top_level
 
 if TYPE_CHECKING:
     from tree_sitter import Node
 
-DTYPE_OF_SCALAR_TYPE: dict[str, str] = {
-    "Float": "float32",
-    "Half": "float16",
-    "BFloat16": "bfloat16",
-}
-"""The ``ScalarType`` names whose dtype an operation can have, as a caller's test spells them
-(``torch::headeronly::ScalarType::Half``, ``at::ScalarType::Half``, ``at::kHalf``)."""
-_SCALAR_TYPE = re.compile(r"(?:ScalarType::|\bk)(Float|Half|BFloat16)\b")
-_MACRO_CALL = re.compile(r"\b(\w+)\s*\(")
+_SCALAR_TYPE = re.compile(r"(?:ScalarType::|\b)(k?\w+)\b")
+"""A ``ScalarType`` spelling (``at::ScalarType::Half``, ``at::kHalf``): its name is looked up in
+:data:`~astra_graph.framework.launchers.SCALAR_TYPES`."""
+_DTYPE_QUERY = re.compile(r"^(?P<tensor>\w+)\s*(?:\.|->)\s*scalar_type\s*\(\s*\)$")
 
 
 def caller_element_types(source: str, launcher: str, macros: dict[str, Macro]) -> dict[str, str]:
     """dtype -> the C++ type ``launcher``'s callers in ``source`` instantiate it with under a
     test of that dtype's ``ScalarType``; empty where none is read or any is ambiguous."""
+    root = _parse(source)
     found: dict[str, set[str]] = {}
-    texts = [source, *_dispatch_expansions(source, launcher, macros)]
-    for unit in texts:
+    for unit in [root, *_dispatch_expansions(root, launcher, macros)]:
         for dtype, cpp in _instantiations(unit, launcher):
             found.setdefault(dtype, set()).add(cpp)
     if not found or "" in found or any(len(types) != 1 for types in found.values()):
@@ -60,13 +61,26 @@ def caller_element_types(source: str, launcher: str, macros: dict[str, Macro]) -
     return {dtype: types.pop() for dtype, types in found.items()}
 
 
-def _instantiations(unit: str, launcher: str) -> list[tuple[str, str]]:
-    """(dtype, type argument) of each call ``launcher<X>(...)`` in a function body of ``unit``;
-    the dtype is '' where the call is under no single ``ScalarType`` test."""
-    if launcher + "<" not in re.sub(r"\s+", "", unit):
-        return []
+def _parse(source: str) -> Node:
+    return _parser().parse(source.encode()).root_node
+
+
+def _in_function(node: Node) -> bool:
+    parent = node.parent
+    while parent is not None and parent.type not in ("function_definition", "translation_unit"):
+        parent = parent.parent
+    return parent is not None and parent.type == "function_definition"
+
+
+def _calls_in_functions(root: Node) -> list[Node]:
+    return [c for c in _walk(root, ("call_expression",)) if _in_function(c)]
+
+
+def _instantiations(root: Node, launcher: str) -> list[tuple[str, str]]:
+    """(dtype, type argument) of each call ``launcher<X>(...)`` in a function body under
+    ``root``; the dtype is '' where :func:`_tested_dtype` reads none."""
     out = []
-    for call in _walk(_parser().parse(unit.encode()).root_node, ("call_expression",)):
+    for call in _calls_in_functions(root):
         function = call.child_by_field_name("function")
         if function is None or function.type != "template_function":
             continue
@@ -83,22 +97,52 @@ def _instantiations(unit: str, launcher: str) -> list[tuple[str, str]]:
 
 
 def _tested_dtype(call: Node) -> str:
-    """The dtype of the one ``ScalarType`` the innermost test around ``call`` compares with on
-    its taken branch; '' for none, several, or a type no operation holds."""
+    """The dtype of the innermost test around ``call`` that names a ``ScalarType``, where that
+    test is ``tensor.scalar_type() == ScalarType::X`` (either way round) of a tensor ``call`` is
+    handed, ``call`` is in its then-branch and no ``?:`` stands between; '' otherwise (a negated
+    test, an ``else``, another tensor's type, several types, a type no operation holds)."""
+    handed = {text(a) for a in _arguments(call) if a.type == "identifier"}
     for taken, term in _enclosing_conditions(call):
-        named = set(_SCALAR_TYPE.findall(text(term)))
-        if not named:
+        if not any(m in SCALAR_TYPES for m in _SCALAR_TYPE.findall(text(term))):
             continue
-        if not taken or len(named) != 1 or "==" not in text(term):
+        term = unparenthesised(term)
+        if not taken or term.type != "binary_expression" or _under_ternary(call, term):
             return ""
-        return DTYPE_OF_SCALAR_TYPE[named.pop()]
+        if text(term.child_by_field_name("operator")) != "==":
+            return ""
+        sides = [s for s in (term.child_by_field_name(f) for f in ("left", "right")) if s]
+        named = {m for side in sides for m in _SCALAR_TYPE.findall(text(side)) if m in SCALAR_TYPES}
+        queried = [
+            q["tensor"] for s in sides if (q := _DTYPE_QUERY.match(" ".join(text(s).split())))
+        ]
+        if len(named) != 1 or len(queried) != 1 or queried[0] not in handed:
+            return ""
+        return SCALAR_TYPES[named.pop()]
     return ""
 
 
-def _dispatch_expansions(source: str, launcher: str, macros: dict[str, Macro]) -> list[str]:
-    """For each macro whose body calls ``launcher<p>(`` with ``p`` its parameter, and each call
-    in ``source`` of another macro that is handed that macro's name: the called macro's body,
-    bound, with each call of the handed macro in it expanded; as a function body to parse."""
+def _arguments(call: Node) -> list[Node]:
+    arguments = call.child_by_field_name("arguments")
+    return [a for a in arguments.named_children if a.type != "comment"] if arguments else []
+
+
+def _under_ternary(call: Node, term: Node) -> bool:
+    """Whether a ``?:`` stands between ``call`` and the ``if`` whose condition holds ``term``."""
+    node = call.parent
+    while node is not None:
+        if node.type == "conditional_expression":
+            return True
+        condition = node.child_by_field_name("condition") if node.type == "if_statement" else None
+        if condition is not None and condition.start_byte <= term.start_byte < condition.end_byte:
+            return False
+        node = node.parent
+    return False
+
+
+def _dispatch_expansions(root: Node, launcher: str, macros: dict[str, Macro]) -> list[Node]:
+    """For each macro whose body calls ``launcher<p>(`` with ``p`` its parameter, and each call in
+    a function body of another macro that is handed that macro's name: the called macro's body,
+    bound, with each call of the handed macro in it expanded, parsed as a function body."""
     pattern = re.compile(rf"\b{re.escape(launcher)}\s*<\s*(\w+)\s*>\s*\(")
     instantiating = {
         name: macro
@@ -106,44 +150,32 @@ def _dispatch_expansions(source: str, launcher: str, macros: dict[str, Macro]) -
         if (match := pattern.search(macro.body)) is not None and match[1] in macro.params
     }
     out = []
-    for match in _MACRO_CALL.finditer(source):
-        dispatch = macros.get(match[1])
-        if dispatch is None or match[1] in instantiating:
+    for call in _calls_in_functions(root):
+        dispatch = macros.get(text(call.child_by_field_name("function")))
+        if dispatch is None or dispatch.name in instantiating:
             continue
-        arguments = _arguments(source, match.end())
-        handed = [a.strip() for a in arguments if a.strip() in instantiating]
+        arguments = [a.strip() for a in _split_args(call)]
+        handed = [a for a in arguments if a in instantiating]
         if len(handed) != 1:
             continue
-        body = bind_macro(dispatch, arguments)
-        inner = instantiating[handed[0]]
-        expanded = _expand_calls(body, inner)
-        out.append(f"void astra_dispatch_expansion() {{\n{expanded}\n}}\n")
+        body = f"void astra_dispatch_expansion() {{\n{bind_macro(dispatch, arguments)}\n}}\n"
+        out.append(_parse(_expanded(body, instantiating[handed[0]])))
     return out
 
 
-def _expand_calls(body: str, macro: Macro) -> str:
-    """``body`` with each call ``MACRO(args)`` replaced by the macro's bound body."""
+def _expanded(body: str, macro: Macro) -> str:
+    """``body`` with each call of ``macro`` in it replaced by the macro's bound body, as the
+    preprocessor expands it: on the text (``CALL(float);`` is no call in C++'s grammar, whose
+    parser reads a parenthesised declarator there)."""
     pieces, at = [], 0
     for match in re.finditer(rf"\b{re.escape(macro.name)}\s*\(", body):
         if match.start() < at:
             continue
-        arguments = _arguments(body, match.end())
-        end = _closing(body, match.end())
+        depth, end = 1, match.end()
+        while end < len(body) and depth:
+            depth += {"(": 1, ")": -1}.get(body[end], 0)
+            end += 1
+        arguments = split_top_level(body[match.end() : end - 1])
         pieces += [body[at : match.start()], bind_macro(macro, [a.strip() for a in arguments])]
-        at = end + 1
+        at = end
     return "".join(pieces) + body[at:]
-
-
-def _closing(body: str, start: int) -> int:
-    """The index of the ``)`` that closes the ``(`` just before ``start`` (the end if none)."""
-    depth = 1
-    for end in range(start, len(body)):
-        depth += {"(": 1, ")": -1}.get(body[end], 0)
-        if depth == 0:
-            return end
-    return len(body)
-
-
-def _arguments(body: str, start: int) -> list[str]:
-    """The top-level arguments of the call whose ``(`` ends just before ``start``."""
-    return split_top_level(body[start : _closing(body, start)])

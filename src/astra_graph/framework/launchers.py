@@ -272,7 +272,8 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
         if argument in NULL_LITERALS and given is not None:
             notes.append(
                 f"{param}: the launcher's {local} starts as {argument} and is assigned {given} "
-                "under the optional's has_value(), which the launch sits under: passed so"
+                "under the optional's has_value(), a condition the launch sits under too: "
+                "passed so"
             )
             argument = strip_cast(given)
         elif argument in NULL_LITERALS:
@@ -292,10 +293,12 @@ def _pointer_source(argument: str, launch: Launch, param: str, notes: list[str])
 
 
 def _given_under_launch(launch: Launch, local: str) -> str | None:
-    """The value a local is assigned under an optional's ``has_value()`` where the launch sits in
-    that ``if``'s then-branch too (:data:`~astra_graph.framework.parse.GIVEN_VALUE`); None
-    otherwise. Raises Unmapped where the launch sits there but the value is not read (a compound
-    assignment), rather than pass the initialiser the launch never sees."""
+    """The value a local is assigned in the then-branch of an ``if (opt.has_value())`` where the
+    launch sits in the then-branch of an ``if`` of the same condition (its text compared: vLLM's
+    merge tests ``output_scale.has_value()`` once to set the pointer and again around the FP8
+    launch; :data:`~astra_graph.framework.parse.GIVEN_VALUE`); None otherwise. Raises Unmapped
+    where the launch sits there but the value is not read (a compound assignment) or the local
+    is assigned again elsewhere, rather than pass an initialiser the launch never sees."""
     where = launch.locals.get(f"{REASSIGNED_IF_GIVEN}{local}")
     if where is None:
         return None
@@ -304,10 +307,11 @@ def _given_under_launch(launch: Launch, local: str) -> str | None:
     if (condition, True) not in taken:
         return None
     value = launch.locals.get(f"{GIVEN_VALUE}{local}")
-    if value is None:
+    again = launch.locals.get(f"{REASSIGNED}{local}")
+    if value is None or again is not None:
         raise Unmapped(
-            f"{local!r} is assigned under {condition}, which the launch sits under, and that "
-            "assignment is not read"
+            f"{local!r} is assigned under {condition}, which the launch sits under, and "
+            + ("that assignment is not read" if value is None else f"again at line {again}")
         )
     return value
 
@@ -1092,8 +1096,12 @@ def analyse(
     _tied_ratios(translator.ratios, shapes)
     _row_lengths(unstated, shapes, dims, kernel, bound.bindings, geometry, requires, notes)
     _note_host_reads(translator, notes)
-    instantiated = dict(launcher.instantiated)
-    dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes, instantiated)
+    dispatched = bool(dtypes)
+    dtypes, drafted = _element_dtypes(
+        dtypes, own_types, tensors, notes, dict(launcher.instantiated)
+    )
+    if dispatched or drafted:  # the callers' types are the entry's only where they gave the dtypes
+        launcher = replace(launcher, instantiated=())
     entry = _entry(
         kernel, launch, launcher, macros, dtypes, element_names, hinted, translator, notes
     )

@@ -675,30 +675,40 @@ def _reassigned(node: Node) -> dict[str, str]:
         if left is None or left.type != "identifier":
             continue
         line = str(assign.start_point[0] + 1)
-        optional = _under_optional(assign, node)
+        optional, direct = _under_optional(assign, node)
         if optional:  # vLLM's `int64_t weight_stride = 0; if (weight.has_value()) {...}`
             out.setdefault(f"{REASSIGNED_IF_GIVEN}{text(left)}", f"{line} under {optional}")
             right = assign.child_by_field_name("right")
             operator = assign.child_by_field_name("operator")
-            if right is not None and operator is not None and text(operator) == "=":
+            plain = right is not None and operator is not None and text(operator) == "="
+            if direct and plain and right is not None:
                 out.setdefault(f"{GIVEN_VALUE}{text(left)}", " ".join(text(right).split()))
         else:
             out[f"{REASSIGNED}{text(left)}"] = line
     return out
 
 
-def _under_optional(node: Node, top: Node) -> str:
+def _under_optional(node: Node, top: Node) -> tuple[str, bool]:
     """The condition of the innermost ``if`` between ``node`` and ``top`` that tests an optional
-    tensor (``has_value()``), or ''."""
+    tensor (``has_value()``), where ``node`` is in its then-branch (it runs only if the optional
+    is given: absent, the local keeps its initialiser), or '' (in its else-branch it runs when
+    the optional is absent); and whether ``node`` is there under no further ``if`` (its value is
+    then the local's whenever the optional is given: :data:`GIVEN_VALUE`)."""
     current: Node | None = node
+    direct = True
     while current is not None and current != top:
         parent = current.parent
         if parent is not None and parent.type == "if_statement":
             condition = parent.child_by_field_name("condition")
-            if condition is not None and current != condition and "has_value" in text(condition):
-                return " ".join(text(condition).split())
+            if condition is not None and current != condition:
+                if "has_value" not in text(condition):
+                    direct = False
+                elif current != parent.child_by_field_name("consequence"):
+                    return "", False
+                else:
+                    return " ".join(text(condition).split()), direct
         current = parent
-    return ""
+    return "", False
 
 
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
@@ -1372,7 +1382,7 @@ def _strided_extents(body: Node, params: tuple[Param, ...]) -> tuple[StridedExte
     these axes (:func:`~astra_graph.framework.launchers.strided_axes`). A pointer used any
     other way, or an index whose bound is not seen, has none: nothing is claimed of it."""
     pointers = {p.name for p in params if p.pointer}
-    mutated = _mutated_names(body)
+    mutated = _mutated_names(body) | _unsteady_names(body, params)
     scalars = {p.name for p in params if not p.pointer and not p.reference} - mutated
     values: dict[str, list[Node]] = {}
     for init in _walk(body, ("init_declarator",)):
@@ -1413,8 +1423,9 @@ def _strided_index(
         parent is None
         or parent.type != "subscript_expression"
         or parent.child_by_field_name("argument") != name
+        or not (_only_read(parent) or _element_written(parent))
     ):
-        return None
+        return None  # `&p[i]` reinterpreted as a wider vector, or handed to a call: not one element
     index = _single_index(parent)
     if index is None:
         return None
@@ -1426,7 +1437,7 @@ def _strided_index(
         candidates = []
         for stride, other in (factors, factors[::-1]):
             if stride.type == "identifier" and text(stride) in scalars:
-                bound = _below_factors(other, values, scalars, mutated, 0)
+                bound = _below_factors(other, values, mutated, 0)
                 if bound is not None and len(bound) == 1 and bound[0] in scalars:
                     candidates.append((text(stride), bound[0]))
         if len(candidates) != 1 or candidates[0][0] in axes:
@@ -1435,15 +1446,70 @@ def _strided_index(
     return tuple(sorted(axes.items()))
 
 
+def _element_written(subscript: Node) -> bool:
+    """Whether ``p[i]`` is the whole left side of a plain assignment (``p[i] = v``): one element
+    written, as a read reaches one."""
+    user = subscript.parent
+    while user is not None and user.type == "parenthesized_expression":
+        subscript, user = user, user.parent
+    return (
+        user is not None
+        and user.type == "assignment_expression"
+        and user.child_by_field_name("left") == subscript
+    )
+
+
+def _unsteady_names(body: Node, params: tuple[Param, ...]) -> set[str]:
+    """Names whose value at a use the bound analysis (:func:`_below_factors`) cannot take from
+    their initialiser or a guard, beyond :func:`_mutated_names`: a name a loop's update clause
+    steps, unless that loop declares it (its condition is then its bound); a parameter the body
+    declares again, a lambda's parameter (another variable of the same name); a name whose
+    address is taken (``&i``) or that is handed bare to a call (``bump(i)`` may take it by
+    reference)."""
+    out: set[str] = set()
+    for loop in _walk(body, ("for_statement",)):
+        update = loop.child_by_field_name("update")
+        initializer = loop.child_by_field_name("initializer")
+        own = {
+            text(d)
+            for init in (_walk(initializer, ("init_declarator",)) if initializer else [])
+            if (d := init.child_by_field_name("declarator")) is not None
+        }
+        for step in _walk(update, ("assignment_expression", "update_expression")) if update else []:
+            target = step.child_by_field_name(
+                "left" if step.type != "update_expression" else "argument"
+            )
+            if target is not None and target.type == "identifier" and text(target) not in own:
+                out.add(text(target))
+    names = {p.name for p in params}
+    for init in _walk(body, ("init_declarator", "parameter_declaration")):
+        declarator = init.child_by_field_name("declarator")
+        redeclared = declarator is not None and declarator.type == "identifier"
+        if redeclared and (init.type == "parameter_declaration" or text(declarator) in names):
+            out.add(text(declarator))
+    for node in _walk(body, ("unary_expression", "pointer_expression")):
+        operand = node.child_by_field_name("argument")
+        operator = node.child_by_field_name("operator")
+        if operand is not None and operand.type == "identifier" and text(operator or node) == "&":
+            out.add(text(operand))
+    for call in _walk(body, ("call_expression",)):
+        arguments = call.child_by_field_name("arguments")
+        for argument in arguments.named_children if arguments is not None else []:
+            if argument.type == "identifier":
+                out.add(text(argument))
+    return out
+
+
 def _below_factors(
-    node: Node, values: dict[str, list[Node]], scalars: set[str], mutated: set[str], depth: int
+    node: Node, values: dict[str, list[Node]], mutated: set[str], depth: int
 ) -> tuple[str, ...] | None:
-    """Names and whole numbers whose product a non-negative index stays below where ``node``
-    is: ``x % n`` is below ``n``; ``x / d`` below what ``x`` is below with the factor ``d``
-    taken out; a name below the product of a guard (an enclosing ``if``'s or loop's ``x < E``,
-    or an earlier ``if (x >= E) return;`` of an enclosing block), else below what its one
-    initialiser is below. A local name in the product stands for the factors of its one
-    initialiser, where that is a product. None where no bound is seen."""
+    """Names and whole numbers whose product an index stays below where ``node`` is, the index
+    taken as non-negative (a negative one reads before the tensor, whatever its shape):
+    ``x % n`` is below ``n``; ``x / d`` below what ``x`` is below with the factor ``d`` taken
+    out; a name below the product of a guard (an enclosing ``if``'s or loop's ``x < E``, or an
+    earlier ``if (x >= E) return;`` of an enclosing block), else below what its one initialiser
+    is below. A local name in the product stands for the factors of its one initialiser, where
+    that is a product. None where no bound is seen; ``mutated`` names never have one."""
     node = unparenthesised(node)
     if depth > MAX_BOUND_DEPTH:
         return None
@@ -1455,7 +1521,7 @@ def _below_factors(
         if operator == "%":
             return _product(right, values, mutated, depth + 1)
         if operator == "/":
-            inner = _below_factors(left, values, scalars, mutated, depth + 1)
+            inner = _below_factors(left, values, mutated, depth + 1)
             divisor = _compact(right)
             if inner is None or divisor not in inner:
                 return None
@@ -1470,7 +1536,7 @@ def _below_factors(
         return guard
     initial = values.get(text(node), [])
     if len(initial) == 1:
-        return _below_factors(initial[0], values, scalars, mutated, depth + 1)
+        return _below_factors(initial[0], values, mutated, depth + 1)
     return None
 
 
