@@ -142,7 +142,10 @@ def flashinfer_include(given: Path | None) -> Path:
 
 
 def stage(anchor: Anchor, include: Path) -> Path:
-    """The adapter, copied beside the release's headers (its includes resolve from there)."""
+    """The adapter, copied beside the release's headers (its includes resolve from there), with
+    the headers the adapters beside it share (``*.cuh``, under the same prefix)."""
+    for shared in sorted(anchor.adapter.parent.glob("*.cuh")):
+        shutil.copyfile(shared, include / f"{STAGED_PREFIX}{shared.name}")
     target = include / f"{STAGED_PREFIX}{anchor.adapter.name}"
     shutil.copyfile(anchor.adapter, target)
     return target

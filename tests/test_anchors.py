@@ -10,7 +10,6 @@ against its unmodified headers (skipped, saying so, where it does not:
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -85,8 +84,7 @@ def test_the_act_and_mul_adapters_compile_against_the_release_header(
     fast math as FlashInfer's JIT compiles it."""
     spec = load_contract(ROOT / "kernels" / op)
     anchor = next(a for a in anchors.ANCHORS if a.op == spec.name)
-    adapter = tmp_path / anchor.adapter.name  # includes resolve from the release's folder
-    shutil.copyfile(anchor.adapter, adapter)
+    adapter = anchors.stage(anchor, tmp_path)  # the release's own includes from its folder
     impl = load_implementation(adapter, spec.contract)
     for dtype in anchors.DTYPES:
         kernel = compile_implementation(impl, DTYPES[dtype], include_dirs=[RELEASE_INCLUDE])

@@ -4,12 +4,11 @@
 // token, vec = 16 / sizeof(T) when d is a multiple of it, block = min(d / vec, 256) (the
 // launcher's cap, the kernel's __launch_bounds__), compiled with -use_fast_math (FAST_MATH = 1;
 // gen_jit_spec's default). FlashInfer's gelu is defined by that launcher (gelu_def_cu_str), not
-// by a header: here it is written from its definition, val * 0.5f * (1.0f + ::erf(val *
-// kAlpha)) with kAlpha = M_SQRT1_2 (the exact GELU in its cancelling form, erf under fast
-// math). NVRTC has no <math.h> constants: M_SQRT1_2 is given glibc's value where undefined. The
-// macros skip the host code NVRTC refuses, as in merge_attn_states_lse.cu beside this file
-// (which says why); the kernel runs as an inline device function inside this file's __global__
-// entry, with the same launch bound.
+// by a header: here it is written from its definition, val * 0.5f * (1.0f + ::erf(val * kAlpha))
+// with kAlpha = M_SQRT1_2 (the exact GELU in its cancelling form, erf under fast math). NVRTC has
+// no <math.h> constants: M_SQRT1_2 is given glibc's value where undefined. act_and_mul.cuh beside
+// this file includes the header with its kernels as inline device functions; the kernel runs
+// inside this file's __global__ entry, with the same launch bound.
 // astra: operation = gelu_and_mul
 // astra: description = FlashInfer 0.7.2.post1 act_and_mul_kernel (gelu) from its release header
 // astra: entry = anchor_gelu_and_mul<T>
@@ -18,19 +17,7 @@
 // astra: tunable FAST_MATH = 1
 // astra: requires = d % 8 == 0
 
-typedef unsigned short ushort;
-#define FLASHINFER_UTILS_CUH_
-#define __cuda_cuda_h__
-#define FLASHINFER_INLINE inline __attribute__((always_inline)) __device__
-#undef __global__
-#define __global__ __device__ __forceinline__
-#undef __launch_bounds__
-#define __launch_bounds__(...)  // a device function takes none: the entry below carries it
-#include "flashinfer/activation.cuh"
-#undef __global__
-#define __global__ __attribute__((global))
-#undef __launch_bounds__
-#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#include "astra_anchor_act_and_mul.cuh"  // activation.cuh as device functions
 
 #ifndef M_SQRT1_2
 #define M_SQRT1_2 0.70710678118654752440 /* 1/sqrt(2), as glibc's <math.h> */

@@ -1,12 +1,11 @@
 // FlashInfer's act_and_mul_kernel (flashinfer-python 0.7.2.post1,
 // include/flashinfer/activation.cuh), included unmodified and launched as FlashInfer's JIT
-// launcher (flashinfer/jit/activation.py) launches it: one block per token, vec = 16 /
-// sizeof(T) when d is a multiple of it, block = min(d / vec, 256) (the kernel's
-// __launch_bounds__), compiled with -use_fast_math (FAST_MATH = 1). FlashInfer's silu is
-// defined by that launcher, not by a header: here it is written from its definition,
-// x / (1 + __expf(-x)). The macros skip the host code NVRTC refuses, as in
-// merge_attn_states_lse.cu beside this file (which says why); the kernel runs as an inline
-// device function inside this file's __global__ entry, with the same launch bound.
+// launcher (flashinfer/jit/activation.py) launches it: one block per token, vec = 16 / sizeof(T)
+// when d is a multiple of it, block = min(d / vec, 256) (the kernel's __launch_bounds__),
+// compiled with -use_fast_math (FAST_MATH = 1). FlashInfer's silu is defined by that launcher,
+// not by a header: here it is written from its definition, x / (1 + __expf(-x)). act_and_mul.cuh
+// beside this file includes the header with its kernels as inline device functions; the kernel
+// runs inside this file's __global__ entry, with the same launch bound.
 // astra: operation = silu_and_mul
 // astra: description = FlashInfer 0.7.2.post1 act_and_mul_kernel (silu) from its release header
 // astra: entry = anchor_silu_and_mul<T>
@@ -15,19 +14,7 @@
 // astra: tunable FAST_MATH = 1
 // astra: requires = d % 8 == 0
 
-typedef unsigned short ushort;
-#define FLASHINFER_UTILS_CUH_
-#define __cuda_cuda_h__
-#define FLASHINFER_INLINE inline __attribute__((always_inline)) __device__
-#undef __global__
-#define __global__ __device__ __forceinline__
-#undef __launch_bounds__
-#define __launch_bounds__(...)  // a device function takes none: the entry below carries it
-#include "flashinfer/activation.cuh"
-#undef __global__
-#define __global__ __attribute__((global))
-#undef __launch_bounds__
-#define __launch_bounds__(...) __attribute__((launch_bounds(__VA_ARGS__)))
+#include "astra_anchor_act_and_mul.cuh"  // activation.cuh as device functions
 
 __device__ __forceinline__ float silu(const float& val) { return val / (1.0f + __expf(-val)); }
 

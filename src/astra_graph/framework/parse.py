@@ -1324,12 +1324,9 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
     pointers = [p.name for p in params if p.pointer]
     mutated = _mutated_names(body)
     scalars = {p.name for p in params if not p.pointer and not p.reference} - mutated
-    initialisers: dict[str, list[str]] = {}
-    for init in _walk(body, ("init_declarator",)):
-        declarator = init.child_by_field_name("declarator")
-        value = init.child_by_field_name("value")
-        if declarator is not None and declarator.type == "identifier" and value is not None:
-            initialisers.setdefault(text(declarator), []).append(_compact(value))
+    initialisers = {
+        name: [_compact(value) for value in values] for name, values in _local_values(body).items()
+    }
     bounds: dict[str, set[str]] = {}
     accesses: dict[str, set[str]] = {}  # each use's offset and guards, or "" for any other use
     written: set[str] = set()
@@ -1374,6 +1371,18 @@ MAX_BOUND_DEPTH = 8
 merge reaches ``num_tokens`` through three (``token_idx``, ``token_head_idx``, ``global_idx``)."""
 
 
+def _local_values(body: Node) -> dict[str, list[Node]]:
+    """Each name the body declares with an initialiser (``int i = ...``), its initialisers in
+    order (several where it is declared again)."""
+    values: dict[str, list[Node]] = {}
+    for init in _walk(body, ("init_declarator",)):
+        declarator = init.child_by_field_name("declarator")
+        value = init.child_by_field_name("value")
+        if declarator is not None and declarator.type == "identifier" and value is not None:
+            values.setdefault(text(declarator), []).append(value)
+    return values
+
+
 def _strided_extents(body: Node, params: tuple[Param, ...]) -> tuple[StridedExtent, ...]:
     """For each pointer parameter whose every use is a subscript ``p[a * s + b * t ...]`` (read
     or written), each term a product of a by-value parameter, the stride, and an index the body
@@ -1384,12 +1393,7 @@ def _strided_extents(body: Node, params: tuple[Param, ...]) -> tuple[StridedExte
     pointers = {p.name for p in params if p.pointer}
     mutated = _mutated_names(body) | _unsteady_names(body, params)
     scalars = {p.name for p in params if not p.pointer and not p.reference} - mutated
-    values: dict[str, list[Node]] = {}
-    for init in _walk(body, ("init_declarator",)):
-        declarator = init.child_by_field_name("declarator")
-        value = init.child_by_field_name("value")
-        if declarator is not None and declarator.type == "identifier" and value is not None:
-            values.setdefault(text(declarator), []).append(value)
+    values = _local_values(body)
     found: dict[str, set[tuple[tuple[str, str], ...]]] = {}
     other_use: set[str] = set(pointers & mutated)
     for name in _walk(body, ("identifier",)):
@@ -1830,19 +1834,11 @@ def _condition_value(condition: Node) -> Node:
 def _below(term: Node, forms: set[str], scalars: set[str]) -> str | None:
     """``n`` where ``term`` is ``index < n`` or ``n > index`` with ``index`` one of ``forms``
     and ``n`` a by-value parameter."""
-    term = unparenthesised(term)
-    if term.type != "binary_expression":
-        return None
-    operator = text(term.child_by_field_name("operator"))
-    left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
-    if left is None or right is None:
-        return None
-    if operator == ">":
-        left, right, operator = right, left, "<"
-    if operator != "<":
-        return None
-    bound = text(unparenthesised(right))
-    return bound if bound in scalars and _compact(left) in forms else None
+    for form in forms:
+        bound = _compared(term, form, "<")
+        if bound is not None and text(unparenthesised(bound)) in scalars:
+            return text(unparenthesised(bound))
+    return None
 
 
 def _compact(node: Node) -> str:
