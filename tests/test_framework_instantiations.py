@@ -26,7 +26,7 @@ CALLERS = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc" / 
 
 
 def _types(source: str, launcher: str) -> dict[str, str]:
-    return caller_element_types(source, launcher, parse_source(source).macros)
+    return caller_element_types(source, [launcher], parse_source(source).macros)[launcher]
 
 
 def test_a_dispatch_macro_handed_a_calling_macro_gives_the_callers_types() -> None:

@@ -334,12 +334,12 @@ def _analysed_sites(
     that cannot be analysed, or whose launch form is not read, carries its one-line reason."""
     results: list[LauncherResult] = []
     analyses: list[tuple[LauncherResult, Analysis, TorchFacing]] = []
-    for launcher in parsed.launchers:
-        if only is not None and launcher.name not in only:
-            continue
-        if launcher.own_template:
-            types = caller_element_types(flat.text, launcher.name, parsed.macros)
-            launcher = replace(launcher, instantiated=tuple(types.items()))
+    chosen = [x for x in parsed.launchers if only is None or x.name in only]
+    templated = {x.name for x in chosen if x.own_template}
+    by_callers = caller_element_types(flat.text, templated, parsed.macros) if templated else {}
+    for launcher in chosen:
+        if launcher.name in by_callers:
+            launcher = replace(launcher, instantiated=tuple(by_callers[launcher.name].items()))
         several = len(launcher.launches) > 1
         for index, launch in enumerate(launcher.launches):
             result = LauncherResult(

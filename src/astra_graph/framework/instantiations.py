@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from astra_graph.framework.launchers import SCALAR_TYPES
+from astra_graph.framework.launchers import _scalar_types
 from astra_graph.framework.parse import (
     Macro,
     _enclosing_conditions,
@@ -34,26 +34,33 @@ from astra_graph.framework.parse import (
     _split_args,
     _walk,
     bind_macro,
+    in_function_body,
     text,
     unparenthesised,
 )
 from astra_graph.kernel.expr import split_top_level
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tree_sitter import Node
 
-_SCALAR_TYPE = re.compile(r"(?:ScalarType::|\b)(k?\w+)\b")
-"""A ``ScalarType`` spelling (``at::ScalarType::Half``, ``at::kHalf``): its name is looked up in
-:data:`~astra_graph.framework.launchers.SCALAR_TYPES`."""
 _DTYPE_QUERY = re.compile(r"^(?P<tensor>\w+)\s*(?:\.|->)\s*scalar_type\s*\(\s*\)$")
 
 
-def caller_element_types(source: str, launcher: str, macros: dict[str, Macro]) -> dict[str, str]:
-    """dtype -> the C++ type ``launcher``'s callers in ``source`` instantiate it with under a
-    test of that dtype's ``ScalarType``; empty where none is read or any is ambiguous."""
-    root = _parse(source)
+def caller_element_types(
+    source: str, launchers: Iterable[str], macros: dict[str, Macro]
+) -> dict[str, dict[str, str]]:
+    """For each of ``launchers``: dtype -> the C++ type its callers in ``source`` instantiate it
+    with under a test of that dtype's ``ScalarType``; empty where none is read or any is
+    ambiguous. The source is parsed once for all of them."""
+    calls = _calls_in_functions(_parse(source))
+    return {name: _types(name, calls, macros) for name in launchers}
+
+
+def _types(launcher: str, calls: list[Node], macros: dict[str, Macro]) -> dict[str, str]:
     found: dict[str, set[str]] = {}
-    for unit in [root, *_dispatch_expansions(root, launcher, macros)]:
+    for unit in [calls, *_dispatch_expansions(calls, launcher, macros)]:
         for dtype, cpp in _instantiations(unit, launcher):
             found.setdefault(dtype, set()).add(cpp)
     if not found or "" in found or any(len(types) != 1 for types in found.values()):
@@ -65,22 +72,15 @@ def _parse(source: str) -> Node:
     return _parser().parse(source.encode()).root_node
 
 
-def _in_function(node: Node) -> bool:
-    parent = node.parent
-    while parent is not None and parent.type not in ("function_definition", "translation_unit"):
-        parent = parent.parent
-    return parent is not None and parent.type == "function_definition"
-
-
 def _calls_in_functions(root: Node) -> list[Node]:
-    return [c for c in _walk(root, ("call_expression",)) if _in_function(c)]
+    return [c for c in _walk(root, ("call_expression",)) if in_function_body(c)]
 
 
-def _instantiations(root: Node, launcher: str) -> list[tuple[str, str]]:
-    """(dtype, type argument) of each call ``launcher<X>(...)`` in a function body under
-    ``root``; the dtype is '' where :func:`_tested_dtype` reads none."""
+def _instantiations(calls: list[Node], launcher: str) -> list[tuple[str, str]]:
+    """(dtype, type argument) of each call ``launcher<X>(...)`` among ``calls``; the dtype is ''
+    where :func:`_tested_dtype` reads none."""
     out = []
-    for call in _calls_in_functions(root):
+    for call in calls:
         function = call.child_by_field_name("function")
         if function is None or function.type != "template_function":
             continue
@@ -103,7 +103,7 @@ def _tested_dtype(call: Node) -> str:
     test, an ``else``, another tensor's type, several types, a type no operation holds)."""
     handed = {text(a) for a in _arguments(call) if a.type == "identifier"}
     for taken, term in _enclosing_conditions(call):
-        if not any(m in SCALAR_TYPES for m in _SCALAR_TYPE.findall(text(term))):
+        if not _scalar_types(text(term)):
             continue
         term = unparenthesised(term)
         if not taken or term.type != "binary_expression" or _under_ternary(call, term):
@@ -111,13 +111,13 @@ def _tested_dtype(call: Node) -> str:
         if text(term.child_by_field_name("operator")) != "==":
             return ""
         sides = [s for s in (term.child_by_field_name(f) for f in ("left", "right")) if s]
-        named = {m for side in sides for m in _SCALAR_TYPE.findall(text(side)) if m in SCALAR_TYPES}
+        named = {dtype for side in sides for dtype in _scalar_types(text(side))}
         queried = [
             q["tensor"] for s in sides if (q := _DTYPE_QUERY.match(" ".join(text(s).split())))
         ]
         if len(named) != 1 or len(queried) != 1 or queried[0] not in handed:
             return ""
-        return SCALAR_TYPES[named.pop()]
+        return named.pop()
     return ""
 
 
@@ -139,18 +139,23 @@ def _under_ternary(call: Node, term: Node) -> bool:
     return False
 
 
-def _dispatch_expansions(root: Node, launcher: str, macros: dict[str, Macro]) -> list[Node]:
+def _dispatch_expansions(
+    calls: list[Node], launcher: str, macros: dict[str, Macro]
+) -> list[list[Node]]:
     """For each macro whose body calls ``launcher<p>(`` with ``p`` its parameter, and each call in
     a function body of another macro that is handed that macro's name: the called macro's body,
-    bound, with each call of the handed macro in it expanded, parsed as a function body."""
+    bound, with each call of the handed macro in it expanded: the calls in it, parsed as a
+    function body."""
     pattern = re.compile(rf"\b{re.escape(launcher)}\s*<\s*(\w+)\s*>\s*\(")
     instantiating = {
         name: macro
         for name, macro in macros.items()
         if (match := pattern.search(macro.body)) is not None and match[1] in macro.params
     }
-    out = []
-    for call in _calls_in_functions(root):
+    out: list[list[Node]] = []
+    if not instantiating:
+        return out
+    for call in calls:
         dispatch = macros.get(text(call.child_by_field_name("function")))
         if dispatch is None or dispatch.name in instantiating:
             continue
@@ -159,7 +164,7 @@ def _dispatch_expansions(root: Node, launcher: str, macros: dict[str, Macro]) ->
         if len(handed) != 1:
             continue
         body = f"void astra_dispatch_expansion() {{\n{bind_macro(dispatch, arguments)}\n}}\n"
-        out.append(_parse(_expanded(body, instantiating[handed[0]])))
+        out.append(_calls_in_functions(_parse(_expanded(body, instantiating[handed[0]]))))
     return out
 
 

@@ -1097,13 +1097,21 @@ def analyse(
     _row_lengths(unstated, shapes, dims, kernel, bound.bindings, geometry, requires, notes)
     _note_host_reads(translator, notes)
     dispatched = bool(dtypes)
-    dtypes, drafted = _element_dtypes(
-        dtypes, own_types, tensors, notes, dict(launcher.instantiated)
-    )
-    if dispatched or drafted:  # the callers' types are the entry's only where they gave the dtypes
-        launcher = replace(launcher, instantiated=())
+    by_callers = dict(launcher.instantiated)
+    dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes, by_callers)
+    # the callers' types spell the entry only where they gave the dtypes
+    own_element = _caller_type({} if dispatched or drafted else by_callers)
     entry = _entry(
-        kernel, launch, launcher, macros, dtypes, element_names, hinted, translator, notes
+        kernel,
+        launch,
+        launcher,
+        macros,
+        dtypes,
+        element_names,
+        hinted,
+        translator,
+        notes,
+        own_element,
     )
     return Analysis(
         launcher=launcher.name,
@@ -1488,12 +1496,15 @@ def _entry(
     hinted: dict[str, str],
     translator: _Translator,
     notes: list[str],
+    own_element: str = "T",
 ) -> str:
     """The kernel's entry expression: the launch's template arguments with their compile-time
     values folded (:func:`_folded_template_args`), a dispatch's element type written as the
     framework's type of T (``T`` itself where the dispatch spells CUDA's types:
-    :func:`_cuda_spelled`), a type parameter of the launcher's own template as ``T`` itself
-    (the framework's caller instantiates it with CUDA's types), a flag of that template as
+    :func:`_cuda_spelled`), a type parameter of the launcher's own template as
+    ``own_element`` (:func:`_caller_type`: ``T`` itself, or the callers' own types where they
+    gave the dtypes), either of them as that where it is the element type, a flag of that
+    template as
     :data:`TEMPLATE_FLAG_VALUE`; raises Unmapped for a value parameter of that template (a
     compile-time size the caller picks, such as ``kDim``), whose value nothing in the file
     gives; each type a dispatch binds by name (vLLM's ``fp8_t``) is written as that type."""
@@ -1501,8 +1512,8 @@ def _entry(
     template_args = _folded_template_args(kernel, launch, dtypes, folding)
     translator.width_folded = folding.width_folded
     framework_type = (
-        _caller_type(launcher)
-        if launcher.instantiated
+        own_element
+        if own_element != "T"
         else "T"
         if _cuda_spelled(launch, macros)
         else f"{FRAMEWORK_TYPE}<T>"
@@ -1520,7 +1531,7 @@ def _entry(
                 f"template argument {own.name} of {kernel.name} is a compile-time value of "
                 f"{launcher.name}'s own template, chosen by its caller: no value to import"
             )
-        replacement = {"type": _caller_type(launcher), "flag": TEMPLATE_FLAG_VALUE}.get(own.kind)
+        replacement = {"type": own_element, "flag": TEMPLATE_FLAG_VALUE}.get(own.kind)
         if replacement is None:
             raise Unmapped(f"template argument {own.name} of {kernel.name}: a function pointer")
         entry_args = [re.sub(pattern, replacement, a) for a in entry_args]
@@ -1538,11 +1549,10 @@ CALLER_TYPE = "astra_caller_t"
 test, the type a launcher's caller instantiates it with: ``astra_caller_t<T, F16, BF16, F32>``."""
 
 
-def _caller_type(launcher: Launcher) -> str:
+def _caller_type(types: Mapping[str, str]) -> str:
     """How an entry spells a type parameter of the launcher's own template: ``T`` itself (the
-    caller instantiates it with CUDA's types), or where the caller's own types are read
+    caller instantiates it with CUDA's types), or, given the callers' own types per dtype
     (:attr:`~astra_graph.framework.parse.Launcher.instantiated`), those."""
-    types = dict(launcher.instantiated)
     if not types:
         return "T"
     picks = [types.get(d, "T") for d in ("float16", "bfloat16", "float32")]

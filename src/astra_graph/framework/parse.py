@@ -1099,6 +1099,15 @@ def bind_macro(macro: Macro, values: Sequence[str]) -> str:
     return _substitute(macro.body, mapping)
 
 
+def in_function_body(node: Node) -> bool:
+    """Whether ``node`` is inside a function's definition (a call there runs; one at namespace
+    scope or in a macro's definition does not)."""
+    parent = node.parent
+    while parent is not None and parent.type not in ("function_definition", "translation_unit"):
+        parent = parent.parent
+    return parent is not None and parent.type == "function_definition"
+
+
 def expand_launching_macros(source: str, macros: dict[str, Macro]) -> str:
     """``source`` with every call of a macro whose body launches a kernel replaced by the body.
 
@@ -1113,10 +1122,7 @@ def expand_launching_macros(source: str, macros: dict[str, Macro]) -> str:
     edits: list[tuple[int, int, str]] = []
     for call in _walk(tree.root_node, ("call_expression",)):
         name = text(call.child_by_field_name("function"))
-        inside = call.parent
-        while inside is not None and inside.type not in ("function_definition", "translation_unit"):
-            inside = inside.parent
-        if name not in launching or inside is None or inside.type != "function_definition":
+        if name not in launching or not in_function_body(call):
             continue
         macro = launching[name]
         edits.append((call.start_byte, call.end_byte, bind_macro(macro, _split_args(call))))
@@ -1594,7 +1600,11 @@ def _guard_product(
 
 def _early_exit_terms(statement: Node) -> list[Node]:
     """The ``||`` terms of an ``if`` without ``else`` whose branch is only ``return;``: after it,
-    each of them is false."""
+    each of them is false. Only that form: a branch that does work before it leaves bounds its
+    names too, but the nearest bound found is the one taken, and uses whose bounds differ claim
+    nothing (vLLM's merge copies the suffix for tokens past the prefix and returns: its
+    ``suffix_lse`` would be below ``num_tokens`` inside that branch and below
+    ``prefix_num_tokens`` after it, and get no axes)."""
     if statement.type != "if_statement" or statement.child_by_field_name("alternative"):
         return []
     branch = statement.child_by_field_name("consequence")
