@@ -19,7 +19,12 @@ import pytest
 from astra_graph.cli import main
 from astra_graph.framework import draft
 from astra_graph.framework.flatten import flatten
-from astra_graph.framework.launchers import Analysis, analyse, device_constants
+from astra_graph.framework.launchers import (
+    Analysis,
+    analyse,
+    device_constants,
+    opaque_grid_tunable,
+)
 from astra_graph.framework.parse import parse_source
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import load_contract
@@ -70,7 +75,7 @@ def test_a_local_a_helper_takes_by_reference_is_not_read_at_its_initialiser(
 ) -> None:
     assert main(["import", str(BRANCHES), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "5 of 9 launch sites imported" in out
+    assert "7 of 11 launch sites imported" in out
     assert "'ctas' is passed by reference to resident_ctas(), which may set it" in out
     assert not (tmp_path / "resident_copy").exists()
     # set by reference under an `if` before the launch: refused the same way
@@ -81,6 +86,47 @@ def test_a_local_a_helper_takes_by_reference_is_not_read_at_its_initialiser(
     # every shape: the refusal names that draft, not only the serving shapes
     (halved,) = (line for line in out.splitlines() if line.startswith("not imported halved_copy"))
     assert "never launched" in halved and "shapes the import assumed: out:" in halved, halved
+
+
+def test_a_grid_dimension_a_helper_sets_by_reference_is_imported_as_a_tunable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """split_double, as FlashInfer's rotary launchers: ``int split = 1; plan_split(kernel, rows,
+    split); dim3 grid(rows, split)``. The split is the tunable SPLIT, its declared 1 the
+    default, and the note names the helper; ``ctas`` (declared 0, resident_copy) stays refused,
+    as the assertions above say."""
+    assert main(["import", str(BRANCHES), "--op", "split_double", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "'split' is set at run time by plan_split() (it takes 'split' by reference)" in out
+    header = (tmp_path / "split_double" / "production.cu").read_text()
+    assert "// astra: grid = ((rows), SPLIT)" in header
+    assert "// astra: tunable SPLIT = 1, 2, 4, 8, 16" in header
+    assert main(["validate", str(tmp_path / "split_double")]) == 0
+
+
+@pytest.mark.parametrize(
+    ("found", "expected"),
+    [
+        (
+            {"split": "1", "assigned after its declaration: split": "12"},
+            ("SPLIT", (1, 2, 4, 8, 16)),
+        ),
+        (
+            {"n": "value_set_through_a_reference_by_plan()", "declared as: n": "4u"},
+            ("N", (4, 1, 2, 8, 16)),
+        ),
+        ({"n": "value_set_through_a_reference_by_plan()", "declared as: n": "0"}, None),
+        ({"n": "value_set_through_a_reference_by_plan()"}, None),  # a parameter: no declaration
+        ({"n": "rows / 2", "assigned after its declaration: n": "3"}, None),  # not a literal
+        ({"n": "4"}, None),  # never set again: read as written
+    ],
+)
+def test_only_a_positive_declared_literal_set_at_run_time_makes_a_grid_tunable(
+    found: dict[str, str], expected: tuple[str, tuple[int, ...]] | None
+) -> None:
+    name = next(iter(found))
+    tunable = opaque_grid_tunable(name, found)
+    assert (None if tunable is None else (tunable.name, tunable.values)) == expected
 
 
 def _analysis(launcher_name: str, site: int) -> Analysis:

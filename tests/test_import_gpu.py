@@ -54,6 +54,8 @@ IMPORTED = {
         "recorded_copy",
         "maybe_scaled_copy_1",
         "maybe_scaled_copy_2",
+        "split_double",
+        "split_increment",
     ),
     "caller_types.cu": ("scale_bits_launcher", "scale_bits_direct_launcher"),
 }
@@ -111,6 +113,24 @@ def test_an_imported_operation_is_accepted_against_itself(
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         verdict = evaluator.check(spec, production, production)
     assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+
+
+@pytest.mark.parametrize(
+    ("op", "split", "accepted"), [("split_double", 4, True), ("split_increment", 2, False)]
+)
+def test_a_grid_tunable_value_is_kept_only_where_the_original_agrees(
+    imported: Path, op: str, split: int, accepted: bool
+) -> None:
+    """A grid dimension the launcher sets at run time is a tunable of the import (SPLIT): a
+    kernel that spreads a row over gridDim.y is right at a split of 4; one whose every block
+    walks the whole row in place adds twice at a split of 2, and the oracle (the original at
+    the default split, 1) rejects it, so the tuner can never keep that value."""
+    folder = imported / "host_branches.cu" / op
+    spec = load_contract(folder)
+    production = folder / "production.cu"
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        verdict = evaluator.check(spec, production, production, tunables={"SPLIT": split})
+    assert verdict.accepted is accepted, f"{verdict.message} {verdict.evidence}"
 
 
 def test_a_cpp20_jit_operation_is_accepted_against_itself(tmp_path: Path) -> None:

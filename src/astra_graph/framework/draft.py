@@ -649,6 +649,10 @@ def header_text(analysis: Analysis, std: str | None = None) -> str:
             f"// astra: grid = {analysis.grid}",
             f"// astra: block = {analysis.block}",
             f"// astra: smem = {analysis.smem}",
+            *(
+                f"// astra: tunable {t.name} = {', '.join(map(str, t.values))}"
+                for t in analysis.tunables
+            ),
             *(f"// astra: requires = {r}" for r in [*analysis.requires, *_non_empty(analysis)]),
             *([f"// astra: std = {std}"] if std else []),
         ]

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 
 from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import (
+    DECLARED_VALUE,
     GIVEN_VALUE,
     MAX_MACRO_DEPTH,
     OCCUPANCY_CALLS,
@@ -253,6 +254,9 @@ class Analysis:
     """A condition the launch sits under that is false whatever the GPU, the build and the
     shapes (a macro's literal argument: ``LAUNCH(8, true)`` expands to ``if (true) {...} else
     {<<<>>>}``), as written, or '': the launch is dead code, never made."""
+    tunables: tuple[GridTunable, ...] = ()
+    """Grid dimensions the launcher sets at run time, imported as tunables
+    (:func:`opaque_grid_tunable`)."""
     width_folded: bool = False
     """Whether a template argument of the entry is folded from the element's width to a value
     float32's width would not give (``16 / sizeof(T)``: 8 at 16 bits, 4 at 32): the entry at
@@ -480,6 +484,61 @@ def _refuse_reassigned(name: str, found: Mapping[str, str], assumed: list[str]) 
             assumed.append(note)
 
 
+GRID_TUNABLE_VALUES = (1, 2, 4, 8, 16)
+"""The values a grid tunable offers besides its declared one (:func:`opaque_grid_tunable`):
+FlashInfer's rotary launchers split each token's heads over gridDim.y, RopeGridSplit picking
+1 to min(heads, 128) from an occupancy model; powers of two up to 16 span the split an H100
+takes for serving head counts (8 to 64 heads) while keeping the tuner's sweep short."""
+
+
+@dataclass(frozen=True)
+class GridTunable:
+    """A grid dimension's local that the launcher sets at run time, imported as a tunable."""
+
+    name: str
+    local: str
+    values: tuple[int, ...]
+    """The declared value first (the default), then :data:`GRID_TUNABLE_VALUES`."""
+    setter: str
+    """What sets it at run time, as said in the import's note."""
+
+    def note(self) -> str:
+        return (
+            f"grid: {self.local!r} is set at run time by {self.setter}, not evaluated: imported "
+            f"as tunable {self.name} = {', '.join(map(str, self.values))}, its declared value "
+            f"{self.values[0]} the default; a tuned value is kept only where the kernel matches "
+            "the original at the default"
+        )
+
+
+def opaque_grid_tunable(name: str, found: Mapping[str, str]) -> GridTunable | None:
+    """The tunable a grid dimension's local ``name`` becomes where the launcher sets it at run
+    time through something the import does not evaluate (a function taking it by reference, an
+    assignment after its declaration: FlashInfer's ``uint32_t split = 1; RopeHeadSplit(...,
+    split, ...); dim3 nblks(nblks_x, split)``) and it is declared with a positive literal; None
+    otherwise (its value is then read, or refused, as any local's).
+
+    A grid dimension only decides how the work is spread over blocks: a kernel that covers its
+    work whatever the grid (a stride loop over gridDim) gives the same result at every value,
+    and one that does not fails the check at the value where it does not, so the tuner never
+    keeps that value. A block size is no such choice (kernels size shared memory and reductions
+    by it) and is never made a tunable."""
+    value = found.get(name, "")
+    if f"{REASSIGNED}{name}" in found:
+        declared, setter = value, f"an assignment at line {found[f'{REASSIGNED}{name}']}"
+    elif value.startswith(SET_BY_REFERENCE):
+        declared = found.get(f"{DECLARED_VALUE}{name}", "")
+        setter = f"{value[len(SET_BY_REFERENCE) :]} (it takes {name!r} by reference)"
+    else:
+        return None
+    literal = declared.strip().rstrip("uUlL")
+    if not literal.isdigit() or int(literal) < 1 or not name.isidentifier():
+        return None
+    first = int(literal)
+    values = (first, *(v for v in GRID_TUNABLE_VALUES if v != first))
+    return GridTunable(name.upper(), name, values, setter)
+
+
 def _compact(written: str) -> str:
     """A C++ name expression without spaces, a leading ``&`` or a leading ``::``."""
     return re.sub(r"\s+", "", written).lstrip("&").removeprefix("::")
@@ -555,6 +614,11 @@ class _Translator:
         self.holding = False
         """Whether a translated expression's ratios wait for :meth:`keep` or :meth:`drop`
         (otherwise each expression that translates keeps its own)."""
+        self.in_grid = False
+        """Whether the grid is read, where a local the launcher sets at run time becomes a
+        tunable (:func:`opaque_grid_tunable`)."""
+        self.tunables: dict[str, GridTunable] = {}
+        """The grid's locals set at run time, by tunable name (:func:`opaque_grid_tunable`)."""
 
     def fresh(self) -> _Translator:
         """A translator of the same launch whose reads are not recorded (its tensor uses and
@@ -779,6 +843,10 @@ class _Translator:
                 self.device_read = True
                 return str(self.device[f"cc_{field_name}"])
         if name in self.locals:
+            tunable = opaque_grid_tunable(name, self.locals) if self.in_grid else None
+            if tunable is not None:
+                self.tunables[tunable.name] = tunable
+                return tunable.name
             _refuse_reassigned(name, self.locals, self.assumed)
             return f"({self.expression(self.locals[name], depth + 1)})"
         param = self.params.get(name)
@@ -1067,6 +1135,7 @@ def analyse(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
     grid, block, smem = _geometry(launch, translator)
+    notes += [tunable.note() for tunable in translator.tunables.values()]
     if not tensors:
         raise Unmapped("the kernel takes no tensor")
     ranks = _stated_ranks(launch, translator.fresh())
@@ -1134,6 +1203,7 @@ def analyse(
         drafted_dtypes=drafted,
         width_folded=translator.width_folded,
         dead=dead,
+        tunables=tuple(translator.tunables.values()),
     )
 
 
@@ -1291,10 +1361,17 @@ def _geometry(launch: Launch, translator: _Translator) -> tuple[str, str, str]:
     launch leaves out is 0."""
 
     def translated(value: str) -> str:
+        if translator.in_grid and opaque_grid_tunable(value.strip(), launch.locals):
+            return translator.expression(value.strip())  # `<<<split, ...>>>`: the tunable
         _refuse_reassigned(value.strip(), launch.locals, translator.assumed)
         return translator.expression(launch.locals.get(value, value)) if value.strip() else "0"
 
-    return translated(launch.grid), translated(launch.block), translated(launch.smem)
+    translator.in_grid = True
+    try:
+        grid = translated(launch.grid)
+    finally:
+        translator.in_grid = False
+    return grid, translated(launch.block), translated(launch.smem)
 
 
 def _finish_bindings(bindings: list[Binding], finish: Callable[[str], str]) -> None:

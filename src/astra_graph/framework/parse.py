@@ -99,6 +99,12 @@ OCCUPANCY_CALLS = ("cudaOccupancyMaxActiveBlocksPerMultiprocessor", "get_blocks_
 answer through its first, address argument) and SGLang's ``runtime::get_blocks_per_sm(kernel,
 threads[, smem])``, which returns it; a size expression reads them as ``blocks_per_sm``
 (:mod:`astra_graph.kernel.occupancy`)."""
+DECLARED_VALUE = "declared as: "
+"""Prefix of a :attr:`Launch.locals` key holding the initialiser of a local that a later call
+sets through a reference (its own key then holds :data:`SET_BY_REFERENCE`): FlashInfer's
+``uint32_t split = 1; RopeHeadSplit(..., split, ...)``. A launch dimension may take it as a
+tunable's default (:func:`~astra_graph.framework.launchers.opaque_grid_tunable`); nothing else
+reads it."""
 REASSIGNED = "assigned after its declaration: "
 """Prefix of a :attr:`Launch.locals` key marking a local assigned after its declaration (the
 value: the assignment's line): a size or scalar that reads it is refused with the assignment
@@ -759,12 +765,23 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
     for statement, holds_call in _before(call):
         if holds_call:  # only a loop's assignments come round again to the launch
             if statement.type in LOOPS:
-                found.update(_reassigned(statement))
+                _update_locals(found, _reassigned(statement))
         elif statement.type in ("declaration", "expression_statement", "alias_declaration"):
-            found.update(_declared(statement))
+            _update_locals(found, _declared(statement))
         else:  # an `if`, a loop, a block: its assignments reach the launch's locals
-            found.update(_reassigned(statement))
+            _update_locals(found, _reassigned(statement))
     return found, tuple(reversed(conditions))
+
+
+def _update_locals(found: dict[str, str], later: dict[str, str]) -> None:
+    """``found.update(later)``, keeping as :data:`DECLARED_VALUE` the initialiser of a local
+    that ``later`` marks as set through a reference (the mark replaces it)."""
+    for name, value in later.items():
+        earlier = found.get(name)
+        marked = value.startswith(SET_BY_REFERENCE)
+        if marked and earlier is not None and not earlier.startswith(SET_BY_REFERENCE):
+            found.setdefault(f"{DECLARED_VALUE}{name}", earlier)
+    found.update(later)
 
 
 MATCHER_VERIFY = "verify"
