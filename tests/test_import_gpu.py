@@ -208,7 +208,7 @@ def test_a_tensor_sized_by_the_kernels_reach_runs_within_it(tmp_path: Path, op: 
 def test_the_occupancy_query_is_cudas_answer_for_the_loaded_kernel(imported: Path) -> None:
     """``blocks_per_sm`` in a grid is asked of CUDA for the compiled kernel: at least one block
     and never above the thread, block and shared-memory limits (registers only lower it)."""
-    from astra_graph.harness.launch import load_kernel
+    from astra_graph.harness.launch import LoadedKernel, load_kernel
     from astra_graph.kernel import occupancy
     from astra_graph.kernel.header import load_implementation
 
@@ -217,6 +217,7 @@ def test_the_occupancy_query_is_cudas_answer_for_the_loaded_kernel(imported: Pat
     kernel = load_kernel(
         spec, load_implementation(folder / "production.cu", spec.contract), "float16"
     )
+    assert isinstance(kernel, LoadedKernel)  # no specialization: one instantiation
     for threads, smem in ((256, 0), (1024, 0), (128, 64 * 1024)):
         answer = kernel.blocks_per_sm(threads, smem)
         assert 1 <= answer <= occupancy.estimated_blocks(threads, smem), (threads, smem, answer)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from astra_graph.harness.kernel_resources import driver_blocks_per_sm, gpu_limits
-from astra_graph.harness.launch import load_kernel
+from astra_graph.harness.launch import LoadedKernel, load_kernel
 from astra_graph.kernel import occupancy
 from astra_graph.kernel.catalog import operations
 from astra_graph.kernel.contract import OperationSpec
@@ -40,6 +40,7 @@ def test_driver_and_arithmetic_agree_on_production_launches(
     for dtype in spec.contract.dtypes:
         for tunables in impl.header.configurations():
             kernel = load_kernel(spec, impl, dtype, tunables)
+            assert isinstance(kernel, LoadedKernel)  # no specialization: one instantiation
             registers = int(kernel.function.num_regs)
             static_smem = int(kernel.function.shared_size_bytes)
             for dims in shapes:

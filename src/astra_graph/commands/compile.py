@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from dataclasses import asdict
+from itertools import product
 
 from astra_graph.commands import UsageError, check_arch
 from astra_graph.harness.compile import (
@@ -18,7 +19,7 @@ from astra_graph.harness.compile import (
     gpu_arch,
 )
 from astra_graph.harness.nvrtc import NvrtcUnavailable
-from astra_graph.harness.validation import interface_problems
+from astra_graph.harness.validation import interface_problems, suite_shapes
 from astra_graph.kernel.catalog import resolve
 from astra_graph.kernel.dtypes import DTYPES
 
@@ -43,11 +44,13 @@ def run(args: argparse.Namespace) -> int:
             )
         return 1
     results = []
+    # one build per element type, and per value a specialization takes over the suites
+    builds = impl.header.specialized_over(dims for _, dims in suite_shapes(spec))
     for arch in arches:
-        for dtype_name in spec.contract.dtypes:
+        for dtype_name, values in product(spec.contract.dtypes, builds):
             try:
                 kernel = compile_implementation(
-                    impl, DTYPES[dtype_name], arch=arch, include_dirs=spec.include_paths
+                    impl, DTYPES[dtype_name], values, arch=arch, include_dirs=spec.include_paths
                 )
             except NvrtcUnavailable as exc:
                 raise UsageError(str(exc)) from None

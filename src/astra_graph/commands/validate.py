@@ -15,7 +15,12 @@ from pathlib import Path
 from astra_graph.commands import UsageError, check_arch
 from astra_graph.harness.compile import DEFAULT_ARCH, CompileFailed, compile_implementation
 from astra_graph.harness.nvrtc import NvrtcUnavailable
-from astra_graph.harness.validation import interface_problems, reference_problem, smallest_shape
+from astra_graph.harness.validation import (
+    interface_problems,
+    reference_problem,
+    smallest_shape,
+    suite_shapes,
+)
 from astra_graph.kernel.catalog import contract_folder_of, find_operation
 from astra_graph.kernel.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
 from astra_graph.kernel.dtypes import DTYPES
@@ -87,15 +92,22 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.no_compile:
             continue
+        # one build per element type, and per value a specialization takes over the suites
+        builds = impl.header.specialized_over(dims for _, dims in suite_shapes(spec))
         for dtype in spec.contract.dtypes:
-            try:
-                kernel = compile_implementation(
-                    impl, DTYPES[dtype], arch=args.arch, include_dirs=spec.include_paths
-                )
-            except NvrtcUnavailable as exc:
-                raise UsageError(f"{exc} (or pass --no-compile)") from None
-            except CompileFailed as exc:
-                report(False, "compile", f"{exc} ({dtype})")
-                continue
-            report(True, "compile", f"{path}: {kernel.entry} for {args.arch}")
+            for values in builds:
+                try:
+                    kernel = compile_implementation(
+                        impl,
+                        DTYPES[dtype],
+                        values,
+                        arch=args.arch,
+                        include_dirs=spec.include_paths,
+                    )
+                except NvrtcUnavailable as exc:
+                    raise UsageError(f"{exc} (or pass --no-compile)") from None
+                except CompileFailed as exc:
+                    report(False, "compile", f"{exc} ({dtype})")
+                    continue
+                report(True, "compile", f"{path}: {kernel.entry} for {args.arch}")
     return 1 if failed else 0

@@ -51,7 +51,7 @@ from astra_graph.harness.timed_copies import TIMED_CHECKED_COPIES, TimedCopies
 from astra_graph.kernel.contract import ContractError, OperationSpec
 
 if TYPE_CHECKING:  # annotations only: the launch module is imported where the GPU is used
-    from astra_graph.harness.launch import LoadedKernel
+    from astra_graph.harness.launch import Launchable
     from astra_graph.kernel.header import Implementation
 
 
@@ -196,7 +196,7 @@ def _compile_sides(
     candidate: Implementation,
     baseline: Implementation | None,
     dtype: str,
-) -> tuple[LoadedKernel, LoadedKernel | None]:
+) -> tuple[Launchable, Launchable | None]:
     """The candidate's and the baseline's kernels for ``dtype`` (the baseline's None when there
     is none); a baseline that does not compile or does not match the interface is a
     BaselineError, the candidate's failures propagate as they are."""
@@ -218,7 +218,7 @@ def _bench_shape(
     req: BenchRequest,
     spec: OperationSpec,
     report: BenchReport,
-    kernels: list[LoadedKernel],
+    kernels: list[Launchable],
     dims: dict[str, int],
     dtype: str,
     rng: Any,

@@ -87,6 +87,13 @@ def compile_implementation(
     CCCL.
     """
     settings = {**impl.header.default_tunables(), **(tunables or {})}
+    unset = [name for name in impl.header.specializations if name not in settings]
+    if unset:  # a specialization's value is the shape's: a build names the shape's values
+        raise CompileFailed(
+            impl.path,
+            f"header.specialize {unset[0]}: no value given; it follows the shape "
+            f"({impl.header.specializations[unset[0]]}), so compile for a shape's values",
+        )
     fast_math = bool(settings.get("FAST_MATH", 0))
     entry = impl.header.entry_for(dtype, settings)
     folders = include_folders(impl, include_dirs)

@@ -65,7 +65,9 @@ def occupancy_of(
 
 def resources_of(kernel: Any, dims: Mapping[str, int]) -> ResourceReport:
     """Registers, shared and local memory as the driver reports them for the loaded kernel
-    (ptxas's log is the fallback, and the only source of spill sizes), plus the occupancy."""
+    (ptxas's log is the fallback, and the only source of spill sizes), plus the occupancy; of
+    the instantiation that runs at ``dims`` where the kernel is specialized on the shape."""
+    kernel = kernel.at(dims)
     res = kernel.compiled.resources
     registers = function_attribute(kernel.function, "num_regs", res.registers)
     static_smem = function_attribute(kernel.function, "shared_size_bytes", res.static_smem_bytes)

@@ -259,6 +259,11 @@ class LoadedKernel:
             self.function.max_dynamic_shared_size_bytes = smem
             self._smem_attribute = smem
 
+    def at(self, dims: Mapping[str, int]) -> LoadedKernel:
+        """The instantiation that runs at ``dims``: this one (:class:`SpecializedKernel` picks
+        one per shape)."""
+        return self
+
     def launch(self, case: Case, stream: cupy.cuda.Stream | None = None) -> None:
         """Launch once on ``stream`` without waiting; raises LaunchError if the launch is refused.
 
@@ -277,6 +282,51 @@ class LoadedKernel:
             ) from None
 
 
+@dataclass
+class SpecializedKernel:
+    """An implementation whose header specializes compile-time values on the shape
+    (``// astra: specialize KDIM = hidden``): one :class:`LoadedKernel` per distinct value,
+    compiled when a shape first asks for it. It answers for one shape at a time as the
+    instantiation that runs there does (:meth:`at`)."""
+
+    spec: OperationSpec
+    impl: Implementation
+    dtype: DType
+    tunables: dict[str, int]
+    loaded: dict[tuple[tuple[str, int], ...], LoadedKernel] = field(default_factory=dict)
+
+    def at(self, dims: Mapping[str, int]) -> LoadedKernel:
+        values = self.impl.header.specialized(dims)
+        key = tuple(sorted(values.items()))
+        if key not in self.loaded:
+            self.loaded[key] = _load_one(
+                self.spec, self.impl, self.dtype.name, {**self.tunables, **values}
+            )
+        return self.loaded[key]
+
+    def geometry(
+        self, dims: Mapping[str, int]
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+        return self.at(dims).geometry(dims)
+
+    def unsupported(self, dims: Mapping[str, int]) -> str | None:
+        # the requirements are read before any instantiation compiles (a shape outside them
+        # may give a specialization no kernel can be built for)
+        return self.impl.header.unmet_requirement(dims, self.dtype, self.tunables)
+
+    def arguments(self, case: Case) -> list[Any]:
+        return self.at(case.dims).arguments(case)
+
+    def launch(self, case: Case, stream: cupy.cuda.Stream | None = None) -> None:
+        self.at(case.dims).launch(case, stream)
+
+    def carried_state(self) -> str | None:
+        """The first loaded instantiation's carried state (:meth:`LoadedKernel.carried_state`)."""
+        return next((s for k in self.loaded.values() if (s := k.carried_state())), None)
+
+
+Launchable = LoadedKernel | SpecializedKernel
+"""What :func:`load_kernel` gives: one instantiation, or one per shape's specialization."""
 _LOADED: OrderedDict[str, LoadedKernel] = OrderedDict()
 _LOADED_LIMIT = 64
 
@@ -286,19 +336,29 @@ def load_kernel(
     impl: Implementation,
     dtype: str,
     tunables: Mapping[str, int] | None = None,
-) -> LoadedKernel:
-    """Compile (NVRTC, on-disk cache) and load one instantiation for the local GPU.
+) -> Launchable:
+    """Compile (NVRTC, on-disk cache) and load one instantiation for the local GPU, or, for a
+    header with specializations, the :class:`SpecializedKernel` that compiles one per shape.
 
     Raises InterfaceMismatch when the kernel's parameters differ from the contract, and
     CompileFailed (with the compiler log) when NVRTC rejects the source. Loaded kernels are kept
     in a small per-process cache keyed by source, element type and tunables.
     """
-    import cupy
-
     settings = {**impl.header.default_tunables(), **(tunables or {})}
     unknown = set(settings) - set(impl.header.tunables)
     if unknown:
         raise InterfaceMismatch(f"{impl.path}: unknown tunable {sorted(unknown)[0]!r}")
+    if impl.header.specializations:
+        return SpecializedKernel(spec, impl, DTYPES[dtype], settings)
+    return _load_one(spec, impl, dtype, settings)
+
+
+def _load_one(
+    spec: OperationSpec, impl: Implementation, dtype: str, settings: dict[str, int]
+) -> LoadedKernel:
+    """One instantiation at ``settings`` (tunables and specializations), through the cache."""
+    import cupy
+
     key = hashlib.sha256(
         repr((spec.name, impl.source, dtype, sorted(settings.items()))).encode()
     ).hexdigest()

@@ -60,7 +60,7 @@ class TimedCopies:
         self.current = 0
         """The input set now in the batches."""
         self.references: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
-        self._bound: dict[int, tuple[Any, Any, list[Any], int]] = {}
+        self._bound: dict[int, tuple[Any, Any, Any, list[Any], int]] = {}
         self._poisons: dict[str, list[Any]] = {}
         """Output name -> NaN patterns as large as its batch (:data:`TIMING_POISONS`)."""
         self._poisoned = 0
@@ -158,19 +158,20 @@ class TimedCopies:
         bound = self._bound.get(index)
         if bound is None:
             case = self.cases[index]
-            self.kernel.launch(case, stream)
-            grid, block, smem = self.kernel.geometry(case.dims)
-            self._bound[index] = (grid, block, self.kernel.arguments(case), smem)
+            kernel = self.kernel.at(case.dims)  # the instantiation this shape runs
+            kernel.launch(case, stream)
+            grid, block, smem = kernel.geometry(case.dims)
+            self._bound[index] = (kernel, grid, block, kernel.arguments(case), smem)
             return
-        grid, block, args, smem = bound
+        kernel, grid, block, args, smem = bound
         try:
-            self.kernel.function(grid, block, args, shared_mem=smem, stream=stream)
+            kernel.function(grid, block, args, shared_mem=smem, stream=stream)
         except Exception as exc:  # CuPy's CUDARuntimeError / CUDADriverError
             from astra_graph.harness.launch import STICKY_CUDA_ERRORS, LaunchError
 
             code = getattr(exc, "status", None)
             raise LaunchError(
-                f"launch of {self.kernel.compiled.entry}: {exc}",
+                f"launch of {kernel.compiled.entry}: {exc}",
                 sticky=code in STICKY_CUDA_ERRORS,
                 code=code,
             ) from None

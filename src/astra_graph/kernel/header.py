@@ -2,8 +2,9 @@
 
 The leading comment block of an implementation names the entry kernel (``ns::kernel<T, 256>``,
 nested and functor template arguments allowed), the launch geometry (expressions over the
-contract's dims, the tunables and ``elem_bytes``), tunables, shape requirements and, optionally,
-the kernel's own parameter order (``params``). Everything below the header is the kernel as
+contract's dims, the tunables and ``elem_bytes``), tunables, shape requirements, compile-time
+values that follow a dim (``specialize``) and, optionally, the kernel's own parameter order
+(``params``). Everything below the header is the kernel as
 written; nothing in it is parsed here (:mod:`astra_graph.kernel.signature` reads the signature).
 Malformed headers raise :class:`ContractError` with one line naming the file, line and field.
 """
@@ -11,7 +12,7 @@ Malformed headers raise :class:`ContractError` with one line naming the file, li
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ HEADER_KEYS = (
     "block",
     "smem",
     "tunable",
+    "specialize",
     "requires",
     "params",
     "std",
@@ -71,6 +73,7 @@ HEADER_KEYS = (
 )
 _HEADER_LINE = re.compile(r"^\s*//\s*astra:\s*(?P<key>\w+)\s*(?P<rest>.*)$")
 _TUNABLE = re.compile(r"^(?P<name>[A-Z_][A-Z0-9_]*)\s*=\s*(?P<values>.+)$")
+_SPECIALIZE = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<value>.+)$")
 _QUALIFIED_NAME = re.compile(r"^(::)?[A-Za-z_]\w*(::[A-Za-z_]\w*)*$")
 _TEMPLATE_ARGUMENT = re.compile(r"^-?[\w:<>,&*()\s]+$")
 """Characters a template argument may use: types, functors, function addresses, literals."""
@@ -116,6 +119,12 @@ class ImplementationHeader(BaseModel):
     (the element type under test), tunable names or literals. ``grid``, ``block`` and ``smem``
     are expressions over the contract's dims, the tunables and ``elem_bytes``. Each tunable is
     also defined as a macro (``-D NAME=value``) when compiling.
+
+    ``specializations`` (``// astra: specialize KDIM = hidden``) are compile-time values that
+    follow the shape: at each shape NAME is its expression over the dims, in the entry (``k<T,
+    KDIM>``), as a macro and in the geometry and requirements, and the kernel is compiled once
+    per distinct value (SGLang's ``rmsnorm_cta<kDim, ...>``, built for the model's hidden size;
+    FlashInfer's head-dim dispatch). The tuner never sweeps them: they are the shape's.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -125,6 +134,8 @@ class ImplementationHeader(BaseModel):
     block: str
     smem: str = "0"
     tunables: dict[str, list[int]] = {}
+    specializations: dict[str, str] = {}
+    """NAME -> its value at a shape, an expression over the contract's dims."""
     requires: list[str] = []
     params: list[str] | None = None
     """The kernel's parameter order (:func:`astra_graph.kernel.contract.parse_bindings`), if
@@ -167,6 +178,23 @@ class ImplementationHeader(BaseModel):
             raise ValueError(
                 f"{combinations} combinations of tunable values, at most {MAX_TUNABLE_COMBINATIONS}"
             )
+        return value
+
+    @field_validator("specializations")
+    @classmethod
+    def _specializations(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        known = known_names(info)
+        for name, expression in value.items():
+            if name in info.data.get("tunables", {}):
+                raise ValueError(f"specialize {name}: also a tunable")
+            try:
+                # over the dims alone: a tunable or another specialization would make a
+                # compile-time value depend on a compile-time choice
+                check_names(expression, None if known is None else known - set(value), "dim")
+            except expr.ExprError as exc:
+                raise ValueError(f"specialize {name}: {exc}") from None
+            except ValueError as exc:
+                raise ValueError(f"specialize {name}: {exc}") from None
         return value
 
     @field_validator("requires")
@@ -212,6 +240,19 @@ class ImplementationHeader(BaseModel):
     def default_tunables(self) -> dict[str, int]:
         return {name: values[0] for name, values in self.tunables.items()}
 
+    def specialized(self, dims: Mapping[str, int]) -> dict[str, int]:
+        """Each specialization's value at the shape ``dims`` (empty when there is none)."""
+        return {name: expr.evaluate_int(v, dims) for name, v in self.specializations.items()}
+
+    def specialized_over(self, shapes: Iterable[Mapping[str, int]]) -> list[dict[str, int]]:
+        """The distinct specialization values ``shapes`` take, in their order: the
+        instantiations a build for those shapes compiles ([{}] when there is none)."""
+        found: dict[tuple[tuple[str, int], ...], dict[str, int]] = {}
+        for dims in shapes:
+            values = self.specialized(dims)
+            found.setdefault(tuple(sorted(values.items())), values)
+        return list(found.values()) or [{}]
+
     def env(
         self,
         dims: Mapping[str, int],
@@ -223,6 +264,7 @@ class ImplementationHeader(BaseModel):
             **dims,
             **self.default_tunables(),
             **tunables,
+            **self.specialized(dims),
             ELEM_BYTES: dtype.itemsize,
             SM_COUNT: sm_count,
         }
@@ -270,7 +312,7 @@ class Implementation(BaseModel):
 
 def parse_header_lines(source: str, where: str) -> dict[str, Any]:
     """Collect the ``// astra: key ...`` lines of the file's leading comment block."""
-    fields: dict[str, Any] = {"tunables": {}, "requires": []}
+    fields: dict[str, Any] = {"tunables": {}, "specializations": {}, "requires": []}
     for lineno, line in enumerate(source.splitlines(), start=1):
         stripped = line.strip()
         if stripped and not stripped.startswith(("//", "/*", "*", "#pragma once")):
@@ -298,6 +340,14 @@ def parse_header_lines(source: str, where: str) -> dict[str, Any]:
                     f"with whole-number values, got {rest!r}"
                 )
             fields["tunables"][tunable["name"]] = values
+        elif key == "specialize":
+            special = _SPECIALIZE.match(rest)
+            if not special:
+                raise ContractError(
+                    f"{where}:{lineno}: header.specialize: expected 'NAME = expression over the "
+                    f"dims', got {rest!r}"
+                )
+            fields["specializations"][special["name"]] = special["value"].strip()
         elif not rest.startswith("="):
             raise ContractError(f"{where}:{lineno}: header.{key}: expected '{key} = ...'")
         elif key == "requires":
@@ -323,7 +373,7 @@ def load_implementation(
             raise ContractError(f"{where}: not found")
         source = read_text(path, "implementation")
     fields = parse_header_lines(source, where)
-    known = set(contract.dims) | set(fields["tunables"])
+    known = set(contract.dims) | set(fields["tunables"]) | set(fields["specializations"])
     try:
         header = ImplementationHeader.model_validate(fields, context={"dims": known})
     except ValidationError as exc:

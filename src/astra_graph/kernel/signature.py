@@ -214,23 +214,27 @@ _DECLARED = r"(?:\bint|\bunsigned|\blong|\bsize_t|\bauto|\bconstexpr)"
 def tunable_collision(
     impl: Implementation, texts: Sequence[str], template_names: Sequence[str]
 ) -> str | None:
-    """One line naming both when a tunable (a ``-D`` macro) has the name of one of the kernel's
-    template parameters or of something the source declares: the macro would replace it, and
-    NVRTC's complaint (``expected a "," or ">"``) names neither."""
-    for tunable in impl.header.tunables:
+    """One line naming both when a tunable or specialization (a ``-D`` macro) has the name of one
+    of the kernel's template parameters or of something the source declares: the macro would
+    replace it, and NVRTC's complaint (``expected a "," or ">"``) names neither."""
+    keys = {
+        **{name: "tunable" for name in impl.header.tunables},
+        **{name: "specialize" for name in impl.header.specializations},
+    }
+    for tunable, key in keys.items():
         if tunable in template_names:
             return (
-                f"{impl.path}: header.tunable {tunable}: the kernel "
-                f"{impl.header.kernel_name} has a template parameter {tunable}, and a tunable "
-                "is a -D macro that would replace it; rename the tunable (pass it as the "
+                f"{impl.path}: header.{key} {tunable}: the kernel "
+                f"{impl.header.kernel_name} has a template parameter {tunable}, and a {key} "
+                f"value is a -D macro that would replace it; rename the {key} (pass it as the "
                 f"template argument: entry = {impl.header.kernel_name}<..., NEW_NAME>)"
             )
         for text in texts:
             declared = re.search(rf"{_DECLARED}\s+{re.escape(tunable)}\b", _strip_comments(text))
             if declared is not None:
                 return (
-                    f"{impl.path}: header.tunable {tunable}: the source declares "
-                    f"{declared[0]!r}, and a tunable is a -D macro that would replace it; "
+                    f"{impl.path}: header.{key} {tunable}: the source declares "
+                    f"{declared[0]!r}, and a {key} value is a -D macro that would replace it; "
                     "rename one of them"
                 )
     return None
