@@ -354,6 +354,38 @@ SGLANG_ANCHORS: tuple[VllmAnchor, ...] = (
         layout="same layout: input and residual [tokens, hidden] in place, weight [hidden]",
         source="sglang",
     ),
+    VllmAnchor(
+        op="rms_norm",
+        file=f"{SGLANG_ELEMENTWISE}/rmsnorm.cuh",
+        launcher="run",
+        # rmsnorm_warp / rmsnorm_cta<kDim, kUsePDL, DType>, kDim specialized on the hidden size
+        paths=(
+            LaunchPath("hidden <= 256", r"rmsnorm_warp<ASTRA_SIZE_KDIM,\s*false,\s*T>\s*$"),
+            LaunchPath("hidden > 256", r"rmsnorm_cta<ASTRA_SIZE_KDIM,\s*false,\s*T>\s*$"),
+        ),
+        why_path="built per hidden size as SGLang's JIT builds it (kDim = hidden, one build per "
+        "size: specialized on the shape); RMSNormWarpKernel's warp kernel up to 256, "
+        "RMSNormKernel's CTA kernel above; RMSNormHalfKernel (kDim % 512 == 0, 16-bit) picks its "
+        "kernel under #if SGL_ARCH_BLACKWELL_OR_GREATER, which the import does not evaluate, so "
+        "it is not timed; which class SGLang's Python calls at a size is not in the release's "
+        "kernel files; kUsePDL imported as false",
+        args={"input": "input", "out": "output", "weight": "weight"},
+        axes={
+            "input": ("tokens", "hidden"),
+            "output": ("tokens", "hidden"),
+            "weight": ("hidden",),
+        },
+        refused=(
+            (
+                "hidden != 64 and hidden != 128 and hidden != 256 "
+                "and (hidden < 512 or hidden % 256 != 0 or hidden > 8192)",
+                "SGLang builds its rmsnorm for 64, 128, 256 and multiples of 256 up to 8192 "
+                "(is_config_supported's static_asserts): no kernel at this size",
+            ),
+        ),
+        layout="same layout: input and out [tokens, hidden] contiguous, weight [hidden]",
+        source="sglang",
+    ),
 )
 """SGLang 0.5.23's JIT kernels, imported at its build's C++20 and ``SGL_CUDA_ARCH``."""
 

@@ -508,21 +508,64 @@ def _is_constexpr_function(node: Node) -> bool:
     return "constexpr" in before.split() and not any(w in head for w in _DEVICE_SPACES)
 
 
-def _relaxed_constexpr(root: Node) -> list[tuple[int, int, str]]:
+def _relaxed_constexpr(root: Node, device_names: set[str]) -> list[tuple[int, int, str]]:
     """An insertion of :data:`RELAXED_CONSTEXPR` before each ``constexpr`` member function of a
-    class that has no execution space. Only members: a class template's members are compiled
-    for the device only where device code uses them, as relaxed constexpr does, while a
-    namespace-scope ``constexpr`` host helper (vLLM's ``next_pow_2`` with ``__builtin_clz``)
-    made ``__host__ __device__`` would be compiled for the device whether used or not (measured:
+    class that has no execution space, and before each namespace-scope ``constexpr`` function
+    template device code names (:func:`_device_constexpr_template`). Not before a plain
+    namespace-scope ``constexpr`` function: a class template's members and a function template
+    are compiled for the device only where device code instantiates them, as relaxed constexpr
+    does, while a plain host helper (vLLM's ``next_pow_2`` with ``__builtin_clz``) made
+    ``__host__ __device__`` would be compiled for the device whether used or not (measured:
     vLLM 0.33.0's layernorm_kernels.cu then failed, "__builtin_clz is undefined"); such helpers
     stay removed as host code."""
     return [
         (node.start_byte, node.start_byte, RELAXED_CONSTEXPR)
         for node in _walk(root, ("function_definition",))
         if node.parent is not None
-        and node.parent.type == "field_declaration_list"
-        and _is_constexpr_function(node)
+        and (
+            (node.parent.type == "field_declaration_list" and _is_constexpr_function(node))
+            or _device_constexpr_template(node, device_names)
+        )
     ]
+
+
+def _with_constexpr_helpers(root: Node, device_names: set[str]) -> set[str]:
+    """``device_names`` and what the ``constexpr`` function templates among them name, to a
+    fixpoint: SGLang's ``get_cta_threads`` static_asserts ``should_use_cta<T, kDim>()``, which
+    static_asserts ``is_config_supported<T, kDim>()``; each is compiled where the one before
+    is instantiated."""
+    templates = [
+        (name, node)
+        for node in _walk(root, ("function_definition",))
+        if (name := _template_name(node)) and _is_constexpr_function(node)
+    ]
+    found = set(device_names)
+    grown = True
+    while grown:
+        grown = False
+        for name, node in templates:
+            if name in found and not _names(node) <= found:
+                found |= _names(node)
+                grown = True
+    return found
+
+
+def _template_name(node: Node) -> str:
+    """The unqualified name of a namespace-scope function template's definition, or ''."""
+    if node.parent is None or node.parent.type != "template_declaration":
+        return ""
+    if node.parent.parent is None or node.parent.parent.type == "field_declaration_list":
+        return ""  # a member template
+    declarator = node.child_by_field_name("declarator")
+    return text(declarator).split("(", 1)[0].strip().rsplit("::", 1)[-1] if declarator else ""
+
+
+def _device_constexpr_template(node: Node, device_names: set[str]) -> bool:
+    """A namespace-scope ``constexpr`` function template without an execution space whose name
+    device code uses (SGLang's ``host::norm::get_cta_threads<T, kDim>()``, sizing a kernel's
+    block at compile time; nvcc takes it under ``--expt-relaxed-constexpr``)."""
+    name = _template_name(node)
+    return bool(name) and _is_constexpr_function(node) and name in device_names
 
 
 def _device_macros(root: Node) -> list[str]:
@@ -556,7 +599,7 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     tree = _parser().parse(data)
     removed: list[tuple[int, int, str]] = []
     spaces = (*_DEVICE_SPACES, *_device_macros(tree.root_node), *_torch_device_macros())
-    device_names = _device_names(tree.root_node, spaces)
+    device_names = _with_constexpr_helpers(tree.root_node, _device_names(tree.root_node, spaces))
     host_classes: set[str] = set()
     for node in _walk(tree.root_node, ("class_specifier", "struct_specifier")):
         if _at_namespace_scope(node) and _is_host_class(node, spaces, device_names):
@@ -584,6 +627,8 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
             continue
         if node.type == "function_definition" and _is_aligned_struct(node):
             continue
+        if node.type == "function_definition" and _device_constexpr_template(node, device_names):
+            continue
         whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
         if any(start <= whole.start_byte < end for start, end, _ in removed):
             continue  # inside a removed class
@@ -610,7 +655,7 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     edits = [(start, end, _stub(name, data[start:end])) for start, end, name in removed]
     edits += [
         edit
-        for edit in _relaxed_constexpr(tree.root_node)
+        for edit in _relaxed_constexpr(tree.root_node, device_names)
         if not any(start <= edit[0] < end for start, end, _ in removed)
     ]
     for start, end, replacement in sorted(edits, reverse=True):

@@ -282,6 +282,32 @@ def _pinned(analysis: Analysis) -> dict[str, int]:
     return out
 
 
+def _allowed(analysis: Analysis) -> dict[str, tuple[int, ...]]:
+    """Dims a launch requirement confines to listed sizes (``hidden_size == 512 or hidden_size
+    == 1024 or ...``: the sizes a kernel specialized on the dim builds at), by dim."""
+    out: dict[str, tuple[int, ...]] = {}
+    for requirement in analysis.requires:
+        tree = expr.parse(requirement).body
+        terms = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.Or) else []
+        found: list[tuple[str, int]] = []
+        for term in terms:
+            equation = expr.equation(ast.unparse(term))
+            sides = list(equation) if equation is not None else []
+            names = [x.id for x in sides if isinstance(x, ast.Name) and x.id in analysis.dims]
+            numbers = [x.value for x in sides if isinstance(x, ast.Constant)]
+            if len(names) == 1 and len(numbers) == 1 and isinstance(numbers[0], int):
+                found.append((names[0], numbers[0]))
+        if found and len(found) == len(terms) and len({n for n, _ in found}) == 1:
+            out[found[0][0]] = tuple(v for _, v in found)
+    return out
+
+
+def _nearest(values: tuple[int, ...], allowed: tuple[int, ...]) -> tuple[int, ...]:
+    """Each of ``values`` as the allowed size nearest it (by ratio), repeats dropped."""
+    picked = [min(allowed, key=lambda a, v=v: abs(math.log(a / v)) if v > 0 else a) for v in values]
+    return tuple(dict.fromkeys(picked))
+
+
 def _distinct(shapes: list[dict[str, int]]) -> list[dict[str, int]]:
     """``shapes`` without repeats (clamping can make two shapes one), in their order."""
     out: list[dict[str, int]] = []
@@ -299,6 +325,10 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
         d: ((pinned[d],), (pinned[d],)) if d in pinned else _axis_values(analysis, d, *roles)
         for d in analysis.dims
     }
+    for dim, allowed in _allowed(analysis).items():  # the sizes a specialized kernel builds at
+        if dim not in pinned:
+            tuning_sizes, heldout_sizes = values[dim]
+            values[dim] = (_nearest(tuning_sizes, allowed), _nearest(heldout_sizes, allowed))
     tuning, heldout = [], []
     for tokens_index in range(max(len(v[0]) for v in values.values())):
         tuning.append({d: v[0][min(tokens_index, len(v[0]) - 1)] for d, v in values.items()})
@@ -653,6 +683,7 @@ def header_text(analysis: Analysis, std: str | None = None) -> str:
                 f"// astra: tunable {t.name} = {', '.join(map(str, t.values))}"
                 for t in analysis.tunables
             ),
+            *(f"// astra: specialize {n} = {e}" for n, e in analysis.specializations.items()),
             *(f"// astra: requires = {r}" for r in [*analysis.requires, *_non_empty(analysis)]),
             *([f"// astra: std = {std}"] if std else []),
         ]

@@ -12,7 +12,7 @@ came in and, if not, why, in one line each.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Set
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -96,10 +96,84 @@ def op_name(launcher: str, index: int, several: bool) -> str:
 
 
 def _instantiations(analysis: Analysis) -> list[str]:
-    """The name expressions of every element type the launcher dispatches."""
+    """The name expressions of every element type the launcher dispatches (a specialization at
+    the first size it builds at: :func:`_admitted_sizes`)."""
     if "<" not in analysis.entry:
         return [analysis.entry]
-    return [re.sub(r"\bT\b", DTYPES[d].ctype, analysis.entry) for d in analysis.dtypes]
+    return [_instantiation(analysis, DTYPES[d].ctype) for d in analysis.dtypes]
+
+
+def _instantiation(analysis: Analysis, ctype: str, sizes: Mapping[str, int] | None = None) -> str:
+    """The entry for element type ``ctype``, each specialization at ``sizes`` (default: the
+    values the import builds at, :attr:`~.launchers.Analysis.built_at`)."""
+    values = {**analysis.built_at, **(sizes or {})}
+    entry = re.sub(r"\bT\b", ctype, analysis.entry)
+    return re.sub(r"\b\w+\b", lambda m: str(values.get(m[0], m[0])), entry)
+
+
+SPECIALIZED_SIZES = (8, 24, 64, 128, 200, 256, 512, 1000, 1024, 1536, 2048, 2560, 3584, 4096)
+SPECIALIZED_SIZES_LARGE = (5120, 7168, 8192, 12288, 14336, 16384)
+"""The sizes a template value specialized on one dim is built at, to find which the kernel's
+own ``static_assert``s admit (SGLang's rmsnorm: 64, 128, 256, then multiples of 256 up to
+8192): serving hidden and head sizes, and sizes off every power of two."""
+
+
+def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _DeviceCompiler) -> bool:
+    """For a launch whose entry is specialized on one dim (:attr:`~.launchers.Analysis.
+    specializations`), the sizes of :data:`SPECIALIZED_SIZES` its instantiation builds at
+    become a requirement (``hidden == 64 or hidden == 128 or ...``): the framework builds a
+    kernel only for the sizes its ``static_assert``s admit, so the others are outside the
+    operation's domain, said in a note. False, with the reason, when none builds."""
+    if not analysis.specializations:
+        return True
+    if len(analysis.specializations) > 1 or not all(
+        v.isidentifier() for v in analysis.specializations.values()
+    ):
+        result.reason = (
+            "specialized on more than one size, or on an expression: "
+            f"{analysis.specializations}; the sizes it builds at are not searched"
+        )
+        return False
+    ((name, dim),) = analysis.specializations.items()
+    # sizes are searched at one element type, a serving one where the launch has it (a
+    # framework's norm builds for fp16 and bf16 alone); the others are then kept or dropped at
+    # the first admitted size (_compiling_dtypes)
+    probe = next((d for d in analysis.dtypes if d != "float32"), analysis.dtypes[0])
+    sizes = (*SPECIALIZED_SIZES, *SPECIALIZED_SIZES_LARGE)
+    every = [_instantiation(analysis, DTYPES[probe].ctype, {name: v}) for v in sizes]
+    if compiler.first_error(every) is None:
+        admitted = list(sizes)
+    else:
+        admitted = [
+            v for v, entry in zip(sizes, every, strict=True) if not compiler.first_error([entry])
+        ]
+    if not admitted:
+        result.reason = f"its instantiation builds at none of the sizes {list(sizes)} of {dim}"
+        return False
+    # another element type is kept only where it builds at every admitted size
+    dropped = [
+        d
+        for d in analysis.dtypes
+        if d != probe
+        and compiler.first_error(
+            [_instantiation(analysis, DTYPES[d].ctype, {name: v}) for v in admitted]
+        )
+    ]
+    if dropped:
+        analysis.dtypes = tuple(d for d in analysis.dtypes if d not in dropped)
+        result.dtypes = list(analysis.dtypes)
+        analysis.notes.append(
+            f"element types {', '.join(dropped)} do not build at every size "
+            f"{probe} builds at ({admitted}): left out"
+        )
+    analysis.built_at = {name: admitted[0]}
+    analysis.requires.append(" or ".join(f"{dim} == {v}" for v in admitted))
+    refused = [v for v in sizes if v not in admitted]
+    analysis.notes.append(
+        f"{dim}: the kernel is built per size ({name}); it builds at {admitted} of the sizes "
+        f"tried and not at {refused} (its static_asserts): the domain is those it builds at"
+    )
+    return True
 
 
 def for_another_gpu(analysis: Analysis, arch: str) -> str:
@@ -193,7 +267,7 @@ def _compiling_dtypes(
         return True
     kept, error = [], ""
     for dtype in analysis.dtypes:
-        entry = re.sub(r"\bT\b", DTYPES[dtype].ctype, analysis.entry)
+        entry = _instantiation(analysis, DTYPES[dtype].ctype)
         failure = compiler.first_error([entry])
         if failure is None:
             kept.append(dtype)
@@ -337,6 +411,7 @@ def _analysed_sites(
     chosen = [x for x in parsed.launchers if only is None or x.name in only]
     templated = {x.name for x in chosen if x.own_template}
     by_callers = caller_element_types(flat.text, templated, parsed.macros) if templated else {}
+    named: dict[str, int] = {}  # op name -> the line of the launcher it was given for
     for launcher in chosen:
         if launcher.name in by_callers:
             launcher = replace(launcher, instantiated=tuple(by_callers[launcher.name].items()))
@@ -354,6 +429,10 @@ def _analysed_sites(
                 result.reason = str(exc) or type(exc).__name__
                 continue
             result.op = op_name(launcher.name, index, several)
+            if named.setdefault(result.op, launcher.line) != launcher.line:
+                # another launcher of the same name (SGLang's classes each have a `run`): the
+                # line keeps the two operations' folders apart
+                result.op = op_name(f"{launcher.name}_{launcher.line}", index, several)
             result.dtypes = list(analysis.dtypes)
             analyses.append((result, analysis, facing))
     for function, line, call in parsed.other_launches:
@@ -459,7 +538,11 @@ def import_file(
     results, analyses = _analysed_sites(parsed, facts, only, flat, Callers(folders, flat.files))
     device_text = device.text + _entry_names((a for _, a, _ in analyses), device.declared)
     compiler = _DeviceCompiler(device_text, arch, std)
-    analyses = [(r, a, f) for r, a, f in analyses if _compiling_dtypes(r, a, compiler)]
+    analyses = [
+        (r, a, f)
+        for r, a, f in analyses
+        if _admitted_sizes(r, a, compiler) and _compiling_dtypes(r, a, compiler)
+    ]
     entries = sorted({e for _, a, _ in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()
     error = compiler.first_error(entries)

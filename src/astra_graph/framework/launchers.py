@@ -254,6 +254,12 @@ class Analysis:
     """A condition the launch sits under that is false whatever the GPU, the build and the
     shapes (a macro's literal argument: ``LAUNCH(8, true)`` expands to ``if (true) {...} else
     {<<<>>>}``), as written, or '': the launch is dead code, never made."""
+    specializations: dict[str, str] = field(default_factory=dict)
+    """Template values that follow a size (:func:`fixed_size`), by specialization name: their
+    expressions over the dims (``// astra: specialize``)."""
+    built_at: dict[str, int] = field(default_factory=dict)
+    """The value of each specialization the import compiles the entry at (the importer's
+    search of the sizes it builds at sets it)."""
     tunables: tuple[GridTunable, ...] = ()
     """Grid dimensions the launcher sets at run time, imported as tunables
     (:func:`opaque_grid_tunable`)."""
@@ -539,6 +545,28 @@ def opaque_grid_tunable(name: str, found: Mapping[str, str]) -> GridTunable | No
     return GridTunable(name.upper(), name, values, setter)
 
 
+_FIXED_SIZE = re.compile(r"^\s*(?P<size>\w+)\.unwrap\(\)\s*==\s*\(\s*(?P<value>\w+)\s*\)\s*$")
+"""A symbolic size fixed to a value (parse's reading of SGLang's ``D.set_value(kDim)``)."""
+
+
+def fixed_size(checks: tuple[str, ...], value: str) -> str | None:
+    """``D.unwrap()`` where the launcher fixes the symbolic size ``D`` to its own template value
+    ``value`` before a matcher binds ``D`` to a tensor's axis (SGLang's rmsnorm: ``D.set_value(
+    kDim)``, then ``TensorMatcher({N, D}).verify(input)``): the value is that axis's size at
+    every launch the framework makes, so it is read as that size; None where nothing fixes it."""
+    for check in checks:
+        match = _FIXED_SIZE.match(check)
+        if match is not None and match["value"] == value:
+            return f"{match['size']}.unwrap()"
+    return None
+
+
+SPECIALIZATION_PREFIX = "ASTRA_SIZE_"
+"""How the import names a template value that follows a size (``kDim`` is
+``ASTRA_SIZE_KDIM``): a specialization is a -D macro, and the prefix keeps it off every name
+a framework's source declares."""
+
+
 def _compact(written: str) -> str:
     """A C++ name expression without spaces, a leading ``&`` or a leading ``::``."""
     return re.sub(r"\s+", "", written).lstrip("&").removeprefix("::")
@@ -614,9 +642,15 @@ class _Translator:
         self.holding = False
         """Whether a translated expression's ratios wait for :meth:`keep` or :meth:`drop`
         (otherwise each expression that translates keeps its own)."""
+        self.checks = launch.checks
+        """The launcher's host checks before the launch (``D.unwrap() == (kDim)`` among them:
+        :func:`fixed_size`)."""
         self.in_grid = False
         """Whether the grid is read, where a local the launcher sets at run time becomes a
         tunable (:func:`opaque_grid_tunable`)."""
+        self.specializations: dict[str, str] = {}
+        """Template values that follow a size, by specialization name (:func:`fixed_size`):
+        their size expressions, placeholders not yet finished."""
         self.tunables: dict[str, GridTunable] = {}
         """The grid's locals set at run time, by tunable name (:func:`opaque_grid_tunable`)."""
 
@@ -854,10 +888,13 @@ class _Translator:
             self.host_dims[name] = None
             return name
         if any(t.name == name and t.kind == "value" for t in self.launcher.template):
-            raise Unmapped(
-                f"{name!r} is a compile-time value of {self.launcher.name}'s own template, "
-                "chosen by its caller: no value to import"
-            )
+            size = fixed_size(self.checks, name)
+            if size is None:
+                raise Unmapped(
+                    f"{name!r} is a compile-time value of {self.launcher.name}'s own template, "
+                    "chosen by its caller: no value to import"
+                )
+            return f"({self.expression(size, depth + 1)})"
         raise Unmapped(f"{name!r} is neither a size query nor a local of {self.launcher.name}")
 
     def _call(self, node: Node, depth: int) -> str:
@@ -1204,6 +1241,10 @@ def analyse(
         width_folded=translator.width_folded,
         dead=dead,
         tunables=tuple(translator.tunables.values()),
+        specializations={
+            n: ast.unparse(expr.parse(finish(e)).body)
+            for n, e in translator.specializations.items()
+        },
     )
 
 
@@ -1498,13 +1539,22 @@ _LITERAL_ARGUMENT = re.compile(r"^(?:-?\d+[uUlL]*|true|false)$")
 
 
 def _folded_template_args(
-    kernel: Kernel, launch: Launch, dtypes: set[str], translator: _Translator
+    kernel: Kernel,
+    launch: Launch,
+    dtypes: set[str],
+    translator: _Translator,
+    specialized: dict[str, str],
 ) -> tuple[str, ...]:
     """The launch's template arguments with each compile-time value that the launcher computes
     (FlashInfer's ``constexpr uint32_t vec_size = std::max(16U / sizeof(DTypeIn), HEAD_DIM /
     32U)``) folded to its literal, which the entry must spell. An argument that cannot be read
-    is kept as written (NVRTC then names it); one that depends on the sizes, or differs between
-    the dispatched element types, cannot be one entry and raises Unmapped."""
+    is kept as written (NVRTC then names it); one that differs between the dispatched element
+    types cannot be one entry and raises Unmapped. One that is a size, as the launcher reads
+    it (SGLang's ``rmsnorm_cta<kDim, ...>`` with ``D.set_value(kDim)``: :func:`fixed_size`),
+    is written as a specialization on the shape, added to ``specialized`` (name -> the size's
+    expression, its placeholders not yet finished): the framework builds one kernel per size it
+    is called with, and so does the harness. A value that mixes a size with the element's width
+    is refused (a specialization follows the dims alone)."""
     out = []
     for param, arg in zip(kernel.template, launch.template_args, strict=False):
         spelled = " ".join(arg.split())
@@ -1517,10 +1567,15 @@ def _folded_template_args(
             out.append(arg)
             continue
         if expr.names(value) - {ELEM_BYTES}:
-            raise Unmapped(
-                f"template argument {param.name} = {spelled!r} of {kernel.name} depends on the "
-                f"sizes ({value}): a compile-time value cannot"
-            )
+            if param.kind != "value" or ELEM_BYTES in expr.names(value):
+                raise Unmapped(
+                    f"template argument {param.name} = {spelled!r} of {kernel.name} depends on "
+                    f"the sizes ({value}): a compile-time value cannot"
+                )
+            special = f"{SPECIALIZATION_PREFIX}{param.name.upper()}"
+            specialized[special] = value
+            out.append(special)
+            continue
         try:
             values = {expr.evaluate_int(value, {ELEM_BYTES: DTYPES[d].itemsize}) for d in dtypes}
         except expr.ExprError:
@@ -1586,7 +1641,15 @@ def _entry(
     compile-time size the caller picks, such as ``kDim``), whose value nothing in the file
     gives; each type a dispatch binds by name (vLLM's ``fp8_t``) is written as that type."""
     folding = translator.fresh()  # reads not recorded; what the folding read about widths is
-    template_args = _folded_template_args(kernel, launch, dtypes, folding)
+    specialized: dict[str, str] = {}
+    template_args = _folded_template_args(kernel, launch, dtypes, folding, specialized)
+    translator.specializations.update(specialized)
+    notes += [
+        f"{name.removeprefix(SPECIALIZATION_PREFIX)}: a template value the launcher reads as a "
+        f"size ({size}): specialized on the shape as {name}, one build per value, as the "
+        "framework builds one per size it is called with"
+        for name, size in specialized.items()
+    ]
     translator.width_folded = folding.width_folded
     framework_type = (
         own_element
@@ -1604,10 +1667,23 @@ def _entry(
         if not any(re.search(pattern, a) for a in entry_args):
             continue
         if own.kind == "value":
-            raise Unmapped(
-                f"template argument {own.name} of {kernel.name} is a compile-time value of "
-                f"{launcher.name}'s own template, chosen by its caller: no value to import"
+            size = fixed_size(translator.checks, own.name)
+            if size is None:
+                raise Unmapped(
+                    f"template argument {own.name} of {kernel.name} is a compile-time value of "
+                    f"{launcher.name}'s own template, chosen by its caller: no value to import"
+                )
+            # the framework builds one instantiation per size it is called with: so does the
+            # harness, one per the shape's value (a specialization)
+            special = f"{SPECIALIZATION_PREFIX}{own.name.upper()}"
+            translator.specializations[special] = translator.expression(size)
+            entry_args = [re.sub(pattern, special, a) for a in entry_args]
+            notes.append(
+                f"{own.name}: a value of {launcher.name}'s template that it fixes to "
+                f"{size.removesuffix('.unwrap()')}'s size ({own.name} = that size at every "
+                f"launch): specialized on the shape as {special}, one build per value"
             )
+            continue
         replacement = {"type": own_element, "flag": TEMPLATE_FLAG_VALUE}.get(own.kind)
         if replacement is None:
             raise Unmapped(f"template argument {own.name} of {kernel.name}: a function pointer")
