@@ -304,7 +304,11 @@ def _allowed(analysis: Analysis) -> dict[str, tuple[int, ...]]:
 
 def _nearest(values: tuple[int, ...], allowed: tuple[int, ...]) -> tuple[int, ...]:
     """Each of ``values`` as the allowed size nearest it (by ratio), repeats dropped."""
-    picked = [min(allowed, key=lambda a, v=v: abs(math.log(a / v)) if v > 0 else a) for v in values]
+
+    def distance(size: int, value: int) -> float:
+        return abs(math.log(size / value)) if value > 0 and size > 0 else float(size)
+
+    picked = [min(allowed, key=lambda size: distance(size, value)) for value in values]
     return tuple(dict.fromkeys(picked))
 
 
