@@ -98,12 +98,13 @@ def test_every_operation_with_a_vllm_kernel_has_a_complete_table() -> None:
 
 
 def test_every_sglang_anchor_names_every_tensor_of_ours_and_maps_every_shape() -> None:
-    """SGLang's JIT kernels (silu, gelu, gelu_tanh and fused_add_rmsnorm) as anchors: each
-    table names every tensor of ours and its axes evaluate on every suite shape."""
+    """SGLang's JIT kernels (silu, gelu, gelu_tanh, rms_norm and fused_add_rmsnorm) as
+    anchors: each table names every tensor of ours and its axes evaluate on every suite shape."""
     assert {a.op for a in vllm.SGLANG_ANCHORS} == {
         "silu_and_mul",
         "gelu_and_mul",
         "gelu_tanh_and_mul",
+        "rms_norm",
         "fused_add_rmsnorm",
     }
     for anchor in vllm.SGLANG_ANCHORS:
@@ -115,6 +116,19 @@ def test_every_sglang_anchor_names_every_tensor_of_ours_and_maps_every_shape() -
             assert all(expr.evaluate_int(a, dims) > 0 for a in axes), anchor.op
     assert vllm.anchor_by_op("sglang")["silu_and_mul"].file.endswith("activation.cuh")
     assert vllm.anchor_by_op()["silu_and_mul"].file == "csrc/activation_kernels.cu"
+
+
+def test_sglang_rmsnorm_is_timed_only_at_the_sizes_it_builds_for() -> None:
+    """SGLang builds its rmsnorm per hidden size, for 64, 128, 256 and multiples of 256 up to
+    8192 (its static_asserts): every other size of our suites is refused with that reason, and
+    the warp kernel is the path up to 256, the CTA kernel above."""
+    rms = vllm.anchor_by_op("sglang")["rms_norm"]
+    ((when, why),) = rms.refused
+    refused = {h for h in (8, 24, 64, 128, 256, 264, 512, 3584, 8192, 8200, 12288) if
+               expr.evaluate(when, {"tokens": 1, "hidden": h})}  # fmt: skip
+    assert refused == {8, 24, 264, 8200, 12288} and "static_asserts" in why
+    paths = {p.when: p.entry for p in rms.paths}
+    assert "rmsnorm_warp" in paths["hidden <= 256"] and "rmsnorm_cta" in paths["hidden > 256"]
 
 
 def test_the_activation_tables_map_d_to_the_doubled_input_width() -> None:

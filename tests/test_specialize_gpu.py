@@ -50,7 +50,13 @@ def test_a_specialized_kernel_is_timed_at_shapes_of_different_sizes() -> None:
     spec = load_contract(kernels_root() / "rms_norm")
     shapes = [{"tokens": 64, "hidden": 2048}, {"tokens": 16, "hidden": 8192}]
     with Evaluator(deadline_s=DEADLINE_S) as evaluator:
-        report = evaluator.bench(spec, FIXED, against=spec.folder / "production.cu", shapes=shapes)
+        report = evaluator.bench(
+            spec,
+            FIXED,
+            against=spec.folder / "production.cu",
+            shapes=shapes,
+            dtypes=list(spec.contract.dtypes),
+        )
     assert report.rejection is None, report.rejection
     timed = {(s.label, s.dtype) for s in report.shapes if s.speedup}
     assert timed == {(spec.contract.label(d), t) for d in shapes for t in spec.contract.dtypes}
