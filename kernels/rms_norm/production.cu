@@ -13,12 +13,22 @@
 // 16.4 / 16.1 against 16.3 / 16.7 at 3001 x 3584, a tie at 333 x 2048; wider rows lost (256 x
 // 16384: 11.7 against 8.3). Two vectors a thread instead won at prefill too but lost at decode
 // (1 x 4096: 2.94 against 2.48 us, probe-vecs-50c3b39/ beside it).
-// astra: description = one block per token, 16-byte vectors kept in registers, shuffle reduction
+// The weight's kept vectors are loaded with the row's, before the reduction: at decode the row
+// and the weight are each one cold DRAM round trip, and loaded after the barrier the weight's
+// was a second one in series (SGLang 0.5.23's rmsnorm, which loads both up front, was 2.16 us
+// against 2.48 at 1 x 4096 on the H100, benchmarks/results/2026-11-27-h100/rms-anchors-0f32808/).
+// Rows of at most 256 (32 vectors: a per-head q/k norm) take one warp each, WARP_ROWS rows a
+// block, reduced by shuffles alone: a block of one warp a row left idle lanes and a barrier per
+// row, and at most 32 resident blocks an SM (SGLang's warp kernel was 4.52 us against 6.13 at
+// 6000 x 256).
+// astra: description = one block per token (one warp per row up to 256), 16-byte vectors and the weight kept in registers, shuffle reduction
 // astra: entry = rms_norm_vec<T, VECS>
-// astra: grid = tokens
-// astra: block = min(round_up(ceil_div(hidden // 8, VECS), 32), select(tokens >= 256 and hidden <= 8192, min(MAX_BLOCK, 256), MAX_BLOCK))
+// astra: params = out, input, weight, hidden, eps, tokens = tokens
+// astra: grid = select(hidden <= 256, ceil_div(tokens, WARP_ROWS), tokens)
+// astra: block = select(hidden <= 256, 32 * WARP_ROWS, min(round_up(ceil_div(hidden // 8, VECS), 32), select(tokens >= 256 and hidden <= 8192, min(MAX_BLOCK, 256), MAX_BLOCK)))
 // astra: tunable VECS = 1, 2, 4
 // astra: tunable MAX_BLOCK = 1024, 256, 512
+// astra: tunable WARP_ROWS = 8, 4, 16
 // astra: requires = hidden % 8 == 0
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
@@ -78,22 +88,42 @@ __device__ __forceinline__ uint4 normalise(const uint4& x_raw, const uint4& w_ra
 
 template <typename T, int kVecs>
 __global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
-                             const T* __restrict__ weight, int hidden, float eps) {
+                             const T* __restrict__ weight, int hidden, float eps, int tokens) {
     const int n = hidden / (16 / (int)sizeof(T));  // vectors per row
+    const uint4* w_vec = reinterpret_cast<const uint4*>(weight);
+    if (n <= 32) {
+        // one warp a row (the header's geometry gives such rows blocks of whole warps, one row
+        // each): no block barrier, so a warp past the last row simply leaves
+        const int lane = threadIdx.x % 32;
+        const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+        if (row >= (size_t)tokens) {
+            return;
+        }
+        const uint4* in_vec = reinterpret_cast<const uint4*>(input + row * hidden);
+        const bool active = lane < n;
+        const uint4 x = active ? __ldg(in_vec + lane) : make_uint4(0, 0, 0, 0);
+        const uint4 w = active ? __ldg(w_vec + lane) : make_uint4(0, 0, 0, 0);
+        const float scale = rsqrtf(warp_sum(active ? sum_of_squares<T>(x) : 0.0f) / hidden + eps);
+        if (active) {
+            reinterpret_cast<uint4*>(out + row * hidden)[lane] = normalise<T>(x, w, scale);
+        }
+        return;
+    }
     const size_t base = (size_t)blockIdx.x * hidden;
     const uint4* in_vec = reinterpret_cast<const uint4*>(input + base);
-    const uint4* w_vec = reinterpret_cast<const uint4*>(weight);
     uint4* out_vec = reinterpret_cast<uint4*>(out + base);
     const int stride = blockDim.x;
     const int spill = threadIdx.x + kVecs * stride;  // first vector not kept in registers
 
     uint4 kept[kVecs];
+    uint4 kept_w[kVecs];
     float sum_sq = 0.0f;
 #pragma unroll
     for (int k = 0; k < kVecs; ++k) {  // all loads issued before the first use
         const int i = threadIdx.x + k * stride;
         if (i < n) {
             kept[k] = __ldg(in_vec + i);
+            kept_w[k] = __ldg(w_vec + i);
         }
     }
 #pragma unroll
@@ -112,7 +142,7 @@ __global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
     for (int k = 0; k < kVecs; ++k) {
         const int i = threadIdx.x + k * stride;
         if (i < n) {
-            out_vec[i] = normalise<T>(kept[k], __ldg(w_vec + i), scale);
+            out_vec[i] = normalise<T>(kept[k], kept_w[k], scale);
         }
     }
     for (int i = spill; i < n; i += stride) {
