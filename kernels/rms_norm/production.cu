@@ -13,10 +13,11 @@
 // 16.4 / 16.1 against 16.3 / 16.7 at 3001 x 3584, a tie at 333 x 2048; wider rows lost (256 x
 // 16384: 11.7 against 8.3). Two vectors a thread instead won at prefill too but lost at decode
 // (1 x 4096: 2.94 against 2.48 us, probe-vecs-50c3b39/ beside it).
-// The weight's kept vectors are loaded with the row's, before the reduction: at decode the row
-// and the weight are each one cold DRAM round trip, and loaded after the barrier the weight's
-// was a second one in series (SGLang 0.5.23's rmsnorm, which loads both up front, was 2.16 us
-// against 2.48 at 1 x 4096 on the H100, benchmarks/results/2026-11-27-h100/rms-anchors-0f32808/).
+// Where the whole row is kept, the weight's vectors are loaded with the row's, before the
+// reduction: at decode the row and the weight are each one cold DRAM round trip, and loaded
+// after the barrier the weight's was a second one in series (SGLang 0.5.23's rmsnorm, which
+// loads both up front, was 2.16 us against 2.48 at 1 x 4096 on the H100,
+// benchmarks/results/2026-11-27-h100/rms-anchors-0f32808/).
 // Rows of at most 256 (32 vectors: a per-head q/k norm) take one warp each, WARP_ROWS rows a
 // block, reduced by shuffles alone: a block of one warp a row left idle lanes and a barrier per
 // row, and at most 32 resident blocks an SM (SGLang's warp kernel was 4.52 us against 6.13 at
@@ -115,6 +116,10 @@ __global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
     const int stride = blockDim.x;
     const int spill = threadIdx.x + kVecs * stride;  // first vector not kept in registers
 
+    // the weight comes with the row only where the whole row is kept (a decode row): where
+    // part of it is read again after the barrier, the weight read early only took its place
+    // in the memory system (bf16 1000 x 16384 took 1 / 0.82 of the time, rms-production-2e2062e/)
+    const bool whole_row = n <= kVecs * stride;
     uint4 kept[kVecs];
     uint4 kept_w[kVecs];
     float sum_sq = 0.0f;
@@ -123,7 +128,9 @@ __global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
         const int i = threadIdx.x + k * stride;
         if (i < n) {
             kept[k] = __ldg(in_vec + i);
-            kept_w[k] = __ldg(w_vec + i);
+            if (whole_row) {
+                kept_w[k] = __ldg(w_vec + i);
+            }
         }
     }
 #pragma unroll
@@ -142,7 +149,7 @@ __global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
     for (int k = 0; k < kVecs; ++k) {
         const int i = threadIdx.x + k * stride;
         if (i < n) {
-            out_vec[i] = normalise<T>(kept[k], kept_w[k], scale);
+            out_vec[i] = normalise<T>(kept[k], whole_row ? kept_w[k] : __ldg(w_vec + i), scale);
         }
     }
     for (int i = spill; i < n; i += stride) {
