@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -99,3 +101,70 @@ def test_a_specialization_named_as_a_template_parameter_is_refused() -> None:
     impl = load_implementation(FIXED, SPEC.contract, source)
     (problem, *_) = interface_problems(SPEC, impl, "sm_90")
     assert "header.specialize HIDDEN: the kernel rms_norm_fixed has a template parameter" in problem
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("// astra: specialize HIDDEN = hidden * BLOCK\n// astra: tunable BLOCK = 1, 2", "BLOCK"),
+        ("// astra: specialize hidden = tokens", "a dim's name"),
+        ("// astra: specialize HIDDEN = hidden\n// astra: specialize HIDDEN = tokens", "twice"),
+    ],
+)
+def test_a_specialization_follows_the_dims_alone_and_once(line: str, message: str) -> None:
+    source = FIXED.read_text().replace("// astra: specialize HIDDEN = hidden", line)
+    with pytest.raises(ContractError, match=message):
+        load_implementation(FIXED, SPEC.contract, source)
+
+
+def test_a_shape_where_a_specialization_has_no_value_is_unsupported_not_a_crash() -> None:
+    source = FIXED.read_text().replace(
+        "// astra: specialize HIDDEN = hidden", "// astra: specialize HIDDEN = 4096 // (hidden - 8)"
+    )
+    header = load_implementation(FIXED, SPEC.contract, source).header
+    unmet = header.unmet_requirement({"tokens": 1, "hidden": 8}, DTYPES["float16"], {})
+    assert unmet is not None and unmet.startswith("specialize HIDDEN = 4096 // (hidden - 8)")
+
+
+def test_a_specialized_kernel_loads_one_instantiation_per_value(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The harness's SpecializedKernel, its loader replaced: one load per distinct value (the
+    loaded-kernel cache keeps them), the carried state asked of the instantiation launched last."""
+    from astra_graph.harness import launch
+
+    loads: list[dict[str, int]] = []
+
+    class Loaded:
+        def __init__(self, settings: dict[str, int]) -> None:
+            self.settings = settings
+
+        def launch(self, case: object, stream: object = None) -> None:
+            pass
+
+        def carried_state(self) -> str | None:
+            return f"left at {self.settings['HIDDEN']}"
+
+    def load_one(spec: object, impl: object, dtype: str, settings: dict[str, int]) -> Loaded:
+        loads.append(settings)
+        return Loaded(settings)
+
+    monkeypatch.setattr(launch, "_load_one", load_one)
+    impl = load_implementation(FIXED, SPEC.contract)
+    kernel = launch.load_kernel(SPEC, impl, "float16")
+    assert isinstance(kernel, launch.SpecializedKernel) and kernel.carried_state() is None
+    built: Any = kernel.at({"tokens": 3, "hidden": 2048})
+    assert built.settings == {"HIDDEN": 2048}
+    case: Any = SimpleNamespace(dims={"tokens": 1, "hidden": 512})
+    kernel.launch(case)
+    assert loads == [{"HIDDEN": 2048}, {"HIDDEN": 512}]
+    assert kernel.carried_state() == "left at 512"
+    assert kernel.unsupported({"tokens": 1, "hidden": 12}) == "HIDDEN % 8 == 0"
+
+
+def test_export_refuses_a_kernel_built_per_shape_by_name() -> None:
+    from astra_graph.export.dispatch_source import ExportError, _check_evaluable
+
+    header = load_implementation(FIXED, SPEC.contract).header
+    with pytest.raises(ExportError, match=r"header\.specialize HIDDEN = hidden"):
+        _check_evaluable(SPEC, header, [])

@@ -25,8 +25,8 @@
 // astra: description = one block per token (one warp per row up to 256), 16-byte vectors and the weight kept in registers, shuffle reduction
 // astra: entry = rms_norm_vec<T, VECS>
 // astra: params = out, input, weight, hidden, eps, tokens = tokens
-// astra: grid = select(hidden <= 256, ceil_div(tokens, WARP_ROWS), tokens)
-// astra: block = select(hidden <= 256, 32 * WARP_ROWS, min(round_up(ceil_div(hidden // 8, VECS), 32), select(tokens >= 256 and hidden <= 8192, min(MAX_BLOCK, 256), MAX_BLOCK)))
+// astra: grid = select(hidden * elem_bytes <= 512, ceil_div(tokens, WARP_ROWS), tokens)
+// astra: block = select(hidden * elem_bytes <= 512, 32 * WARP_ROWS, min(round_up(ceil_div(hidden // 8, VECS), 32), select(tokens >= 256 and hidden <= 8192, min(MAX_BLOCK, 256), MAX_BLOCK)))
 // astra: tunable VECS = 1, 2, 4
 // astra: tunable MAX_BLOCK = 1024, 256, 512
 // astra: tunable WARP_ROWS = 8, 4, 16
@@ -93,8 +93,9 @@ __global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
     const int n = hidden / (16 / (int)sizeof(T));  // vectors per row
     const uint4* w_vec = reinterpret_cast<const uint4*>(weight);
     if (n <= 32) {
-        // one warp a row (the header's geometry gives such rows blocks of whole warps, one row
-        // each): no block barrier, so a warp past the last row simply leaves
+        // one warp a row (the header's geometry gives rows of at most 512 bytes, 32 vectors,
+        // blocks of whole warps, one row each): no block barrier, so a warp past the last row
+        // simply leaves
         const int lane = threadIdx.x % 32;
         const size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
         if (row >= (size_t)tokens) {
@@ -116,9 +117,10 @@ __global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
     const int stride = blockDim.x;
     const int spill = threadIdx.x + kVecs * stride;  // first vector not kept in registers
 
-    // the weight comes with the row only where the whole row is kept (a decode row): where
-    // part of it is read again after the barrier, the weight read early only took its place
-    // in the memory system (bf16 1000 x 16384 took 1 / 0.82 of the time, rms-production-2e2062e/)
+    // the weight comes with the row only where the block keeps the whole row (hidden at most
+    // VECS vectors a thread: every decode row, and a prefill row with VECS 2 or 4): where part
+    // of it is read again after the barrier, the weight read early only took its place in the
+    // memory system (bf16 1000 x 16384 took 1 / 0.82 of the time, rms-production-2e2062e/)
     const bool whole_row = n <= kVecs * stride;
     uint4 kept[kVecs];
     uint4 kept_w[kVecs];

@@ -282,6 +282,12 @@ def _check_evaluable(
     and requirements, the contract's shapes, bytes moved and computed scalars) calls a function
     the package lacks, or reads a name it does not bind: the GPU's ``sm_count`` or the occupancy
     query ``blocks_per_sm``. Such a launch would fail in the serving process, not here."""
+    if header.specializations:  # one build per shape's value: the package builds per dtype
+        name, expression = next(iter(header.specializations.items()))
+        raise ExportError(
+            f"{spec.folder}: header.specialize {name} = {expression}: a kernel built per shape's "
+            "value is not exported yet (the package builds one kernel per element type)"
+        )
     contract = spec.contract
     known = {*contract.dims, *header.tunables, ELEM_BYTES}
     expressions: list[tuple[str, str | int]] = [

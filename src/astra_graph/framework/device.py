@@ -557,7 +557,8 @@ def _template_name(node: Node) -> str:
     if node.parent.parent is None or node.parent.parent.type == "field_declaration_list":
         return ""  # a member template
     declarator = node.child_by_field_name("declarator")
-    return text(declarator).split("(", 1)[0].strip().rsplit("::", 1)[-1] if declarator else ""
+    name = text(declarator).split("(", 1)[0].split("<", 1)[0] if declarator else ""
+    return name.strip().rsplit("::", 1)[-1]  # an explicit specialisation `f<float>` is `f`
 
 
 def _device_constexpr_template(node: Node, device_names: set[str]) -> bool:

@@ -111,8 +111,12 @@ def _instantiation(analysis: Analysis, ctype: str, sizes: Mapping[str, int] | No
     return re.sub(r"\b\w+\b", lambda m: str(values.get(m[0], m[0])), entry)
 
 
-SPECIALIZED_SIZES = (8, 24, 64, 128, 200, 256, 512, 1000, 1024, 1536, 2048, 2560, 3584, 4096)
-SPECIALIZED_SIZES_LARGE = (5120, 7168, 8192, 12288, 14336, 16384)
+# fmt: off
+SPECIALIZED_SIZES = (
+    8, 24, 64, 128, 200, 256, 512, 1000, 1024, 1536, 2048,
+    2560, 3584, 4096, 5120, 7168, 8192, 12288, 14336, 16384,
+)
+# fmt: on
 """The sizes a template value specialized on one dim is built at, to find which the kernel's
 own ``static_assert``s admit (SGLang's rmsnorm: 64, 128, 256, then multiples of 256 up to
 8192): serving hidden and head sizes, and sizes off every power of two."""
@@ -121,9 +125,10 @@ own ``static_assert``s admit (SGLang's rmsnorm: 64, 128, 256, then multiples of 
 def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _DeviceCompiler) -> bool:
     """For a launch whose entry is specialized on one dim (:attr:`~.launchers.Analysis.
     specializations`), the sizes of :data:`SPECIALIZED_SIZES` its instantiation builds at
-    become a requirement (``hidden == 64 or hidden == 128 or ...``): the framework builds a
-    kernel only for the sizes its ``static_assert``s admit, so the others are outside the
-    operation's domain, said in a note. False, with the reason, when none builds."""
+    become a requirement (``hidden == 64 or hidden == 128 or ...``), unless it builds at all of
+    them: the framework builds a kernel only for the sizes its ``static_assert``s admit, so the
+    others are outside the operation's domain, said in a note. False, with the reason, when
+    none builds."""
     if not analysis.specializations:
         return True
     if len(analysis.specializations) > 1 or not all(
@@ -139,14 +144,15 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
     # framework's norm builds for fp16 and bf16 alone); the others are then kept or dropped at
     # the first admitted size (_compiling_dtypes)
     probe = next((d for d in analysis.dtypes if d != "float32"), analysis.dtypes[0])
-    sizes = (*SPECIALIZED_SIZES, *SPECIALIZED_SIZES_LARGE)
+    sizes = SPECIALIZED_SIZES
     every = [_instantiation(analysis, DTYPES[probe].ctype, {name: v}) for v in sizes]
     if compiler.first_error(every) is None:
-        admitted = list(sizes)
-    else:
-        admitted = [
-            v for v, entry in zip(sizes, every, strict=True) if not compiler.first_error([entry])
-        ]
+        # it builds at every size tried: nothing says a size is outside its domain
+        analysis.built_at = {name: sizes[0]}
+        return True
+    admitted = [
+        v for v, entry in zip(sizes, every, strict=True) if not compiler.first_error([entry])
+    ]
     if not admitted:
         result.reason = f"its instantiation builds at none of the sizes {list(sizes)} of {dim}"
         return False
@@ -170,8 +176,9 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
     analysis.requires.append(" or ".join(f"{dim} == {v}" for v in admitted))
     refused = [v for v in sizes if v not in admitted]
     analysis.notes.append(
-        f"{dim}: the kernel is built per size ({name}); it builds at {admitted} of the sizes "
-        f"tried and not at {refused} (its static_asserts): the domain is those it builds at"
+        f"{dim}: the kernel is built per size ({name}); of the sizes tried it builds at "
+        f"{admitted} and not at {refused} (its static_asserts): the operation's domain is the "
+        "sizes tried that build (others, untried, are left out with them)"
     )
     return True
 

@@ -1573,6 +1573,11 @@ def _folded_template_args(
                     f"the sizes ({value}): a compile-time value cannot"
                 )
             special = f"{SPECIALIZATION_PREFIX}{param.name.upper()}"
+            if specialized.get(special, value) != value:
+                raise Unmapped(
+                    f"template arguments of {kernel.name} specialize {special} on two sizes "
+                    f"({specialized[special]}, {value})"
+                )
             specialized[special] = value
             out.append(special)
             continue
@@ -1637,9 +1642,11 @@ def _entry(
     ``own_element`` (:func:`_caller_type`: ``T`` itself, or the callers' own types where they
     gave the dtypes), either of them as that where it is the element type, a flag of that
     template as
-    :data:`TEMPLATE_FLAG_VALUE`; raises Unmapped for a value parameter of that template (a
-    compile-time size the caller picks, such as ``kDim``), whose value nothing in the file
-    gives; each type a dispatch binds by name (vLLM's ``fp8_t``) is written as that type."""
+    :data:`TEMPLATE_FLAG_VALUE`, a value parameter of that template that the launcher fixes to
+    a size (:func:`fixed_size`: SGLang's ``kDim``) as a specialization on that size; raises
+    Unmapped for any other value parameter of that template (a compile-time value the caller
+    picks, whose value nothing in the file gives); each type a dispatch binds by name (vLLM's
+    ``fp8_t``) is written as that type."""
     folding = translator.fresh()  # reads not recorded; what the folding read about widths is
     specialized: dict[str, str] = {}
     template_args = _folded_template_args(kernel, launch, dtypes, folding, specialized)
@@ -1676,7 +1683,13 @@ def _entry(
             # the framework builds one instantiation per size it is called with: so does the
             # harness, one per the shape's value (a specialization)
             special = f"{SPECIALIZATION_PREFIX}{own.name.upper()}"
-            translator.specializations[special] = translator.expression(size)
+            value = translator.expression(size)
+            if translator.specializations.get(special, value) != value:
+                raise Unmapped(
+                    f"{special} specializes {kernel.name} on two sizes "
+                    f"({translator.specializations[special]}, {value})"
+                )
+            translator.specializations[special] = value
             entry_args = [re.sub(pattern, special, a) for a in entry_args]
             notes.append(
                 f"{own.name}: a value of {launcher.name}'s template that it fixes to "

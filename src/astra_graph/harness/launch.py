@@ -286,23 +286,20 @@ class LoadedKernel:
 class SpecializedKernel:
     """An implementation whose header specializes compile-time values on the shape
     (``// astra: specialize KDIM = hidden``): one :class:`LoadedKernel` per distinct value,
-    compiled when a shape first asks for it. It answers for one shape at a time as the
-    instantiation that runs there does (:meth:`at`)."""
+    compiled when a shape first asks for it and kept in the loaded-kernel cache as any other
+    instantiation (so a domain suite of many sizes holds at most that cache's count). It
+    answers for one shape at a time as the instantiation that runs there does (:meth:`at`)."""
 
     spec: OperationSpec
     impl: Implementation
     dtype: DType
     tunables: dict[str, int]
-    loaded: dict[tuple[tuple[str, int], ...], LoadedKernel] = field(default_factory=dict)
+    last: LoadedKernel | None = None
+    """The instantiation launched last: the one whose module state a launch may have left."""
 
     def at(self, dims: Mapping[str, int]) -> LoadedKernel:
         values = self.impl.header.specialized(dims)
-        key = tuple(sorted(values.items()))
-        if key not in self.loaded:
-            self.loaded[key] = _load_one(
-                self.spec, self.impl, self.dtype.name, {**self.tunables, **values}
-            )
-        return self.loaded[key]
+        return _load_one(self.spec, self.impl, self.dtype.name, {**self.tunables, **values})
 
     def geometry(
         self, dims: Mapping[str, int]
@@ -310,23 +307,25 @@ class SpecializedKernel:
         return self.at(dims).geometry(dims)
 
     def unsupported(self, dims: Mapping[str, int]) -> str | None:
-        # the requirements are read before any instantiation compiles (a shape outside them
-        # may give a specialization no kernel can be built for)
+        # read before anything is built: a shape outside the requirements may take a value
+        # no instantiation can be built for
         return self.impl.header.unmet_requirement(dims, self.dtype, self.tunables)
 
     def arguments(self, case: Case) -> list[Any]:
         return self.at(case.dims).arguments(case)
 
     def launch(self, case: Case, stream: cupy.cuda.Stream | None = None) -> None:
-        self.at(case.dims).launch(case, stream)
+        self.last = self.at(case.dims)
+        self.last.launch(case, stream)
 
     def carried_state(self) -> str | None:
-        """The first loaded instantiation's carried state (:meth:`LoadedKernel.carried_state`)."""
-        return next((s for k in self.loaded.values() if (s := k.carried_state())), None)
+        """The state the last launch left (:meth:`LoadedKernel.carried_state`), None before."""
+        return None if self.last is None else self.last.carried_state()
 
 
 Launchable = LoadedKernel | SpecializedKernel
 """What :func:`load_kernel` gives: one instantiation, or one per shape's specialization."""
+
 _LOADED: OrderedDict[str, LoadedKernel] = OrderedDict()
 _LOADED_LIMIT = 64
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from astra_graph.harness.buckets import DECODE_MAX_ROWS, rows_dim
+from astra_graph.harness.compile import CompileFailed
 from astra_graph.harness.domain import DOMAIN_SUITE, dim_bounds, domain_shapes
 from astra_graph.harness.geometry import geometry_problem
 from astra_graph.harness.results import RejectReason
@@ -275,6 +276,8 @@ def preflight(
             )
         try:
             grid, block, smem = kernel.geometry(case.dims)
+        except CompileFailed as exc:  # a kernel built per shape (specialize): this shape's build
+            return Preflight(case, "compile_error", str(exc))
         except (expr.ExprError, ArithmeticError, ValueError) as exc:
             return Preflight(case, problem=f"the launch geometry cannot be evaluated: {exc}")
         problem = geometry_problem(grid, block, smem, arch, static_smem)

@@ -255,6 +255,7 @@ def _baseline_errors(
 ) -> dict[str, OutputError]:
     from astra_graph.harness import worker
     from astra_graph.harness.cases import Case
+    from astra_graph.harness.compile import CompileFailed
     from astra_graph.harness.launch import LaunchError
 
     xp, spec, case = check.xp, check.spec, check.case
@@ -274,6 +275,8 @@ def _baseline_errors(
         if exc.sticky:
             worker.retire()
         raise BaselineError(f"baseline {baseline.impl.path}: {exc}") from None
+    except CompileFailed as exc:  # a baseline built per shape (specialize): its fault alone
+        raise BaselineError(f"baseline at {dict(case.dims)}: {exc}") from None
     worker.progress(watch=False)
     return {
         a.name: output_error(

@@ -184,13 +184,18 @@ class ImplementationHeader(BaseModel):
     @classmethod
     def _specializations(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         known = known_names(info)
+        tunables = set(info.data.get("tunables", {}))
         for name, expression in value.items():
-            if name in info.data.get("tunables", {}):
+            if name in tunables:
                 raise ValueError(f"specialize {name}: also a tunable")
+            contract_dims = (info.context or {}).get("contract_dims", set())
+            if name in contract_dims:
+                raise ValueError(f"specialize {name}: a dim's name; give it a name of its own")
             try:
                 # over the dims alone: a tunable or another specialization would make a
                 # compile-time value depend on a compile-time choice
-                check_names(expression, None if known is None else known - set(value), "dim")
+                dims = None if known is None else known - set(value) - tunables
+                check_names(expression, dims, "dim")
             except expr.ExprError as exc:
                 raise ValueError(f"specialize {name}: {exc}") from None
             except ValueError as exc:
@@ -272,6 +277,11 @@ class ImplementationHeader(BaseModel):
     def unmet_requirement(
         self, dims: Mapping[str, int], dtype: DType, tunables: Mapping[str, int]
     ) -> str | None:
+        for name, expression in self.specializations.items():
+            try:  # a shape where a specialization has no value is one it cannot be built for
+                expr.evaluate_int(expression, dims)
+            except (expr.ExprError, ArithmeticError) as exc:
+                return f"specialize {name} = {expression} ({exc})"
         env = self.env(dims, dtype, tunables)
         for item in self.requires:
             if not expr.evaluate(item, env):
@@ -347,6 +357,10 @@ def parse_header_lines(source: str, where: str) -> dict[str, Any]:
                     f"{where}:{lineno}: header.specialize: expected 'NAME = expression over the "
                     f"dims', got {rest!r}"
                 )
+            if special["name"] in fields["specializations"]:
+                raise ContractError(
+                    f"{where}:{lineno}: header.specialize {special['name']}: given twice"
+                )
             fields["specializations"][special["name"]] = special["value"].strip()
         elif not rest.startswith("="):
             raise ContractError(f"{where}:{lineno}: header.{key}: expected '{key} = ...'")
@@ -375,7 +389,9 @@ def load_implementation(
     fields = parse_header_lines(source, where)
     known = set(contract.dims) | set(fields["tunables"]) | set(fields["specializations"])
     try:
-        header = ImplementationHeader.model_validate(fields, context={"dims": known})
+        header = ImplementationHeader.model_validate(
+            fields, context={"dims": known, "contract_dims": set(contract.dims)}
+        )
     except ValidationError as exc:
         raise one_line(where, exc, field_prefix="header") from None
     params, field = (

@@ -1,0 +1,100 @@
+"""The import's reading of a template value that follows a size (SGLang's ``D.set_value(kDim)``)
+and of the sizes such a kernel builds at, on the CPU, without a framework release.
+
+The whole path runs against SGLang 0.5.23's rmsnorm.cuh in tests/test_anchors_vllm.py (where the
+release is fetched) and on the H100 in benchmarks/frameworks.py; these tests hold its parts.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from astra_graph.framework import draft, importer
+from astra_graph.framework.launchers import fixed_size
+
+
+def test_a_symbolic_size_fixed_to_a_template_value_names_that_size() -> None:
+    checks = ("N.unwrap() > 0", "D.unwrap() == (kDim)", "S.unwrap() == (kOther)")
+    assert fixed_size(checks, "kDim") == "D.unwrap()"
+    assert fixed_size(checks, "kOther") == "S.unwrap()"
+    assert fixed_size(checks, "kUsePDL") is None
+    assert fixed_size(("D.unwrap() == (kDim + 1)",), "kDim") is None  # not the value itself
+
+
+def _analysis(requires: list[str], dims: list[str]) -> Any:
+    return SimpleNamespace(requires=requires, dims=dims)
+
+
+def test_a_requirement_listing_sizes_confines_that_dim() -> None:
+    listed = "hidden == 512 or hidden == 1024 or hidden == 4096"
+    assert draft._allowed(_analysis([listed], ["tokens", "hidden"])) == {
+        "hidden": (512, 1024, 4096)
+    }
+    # one term, two dims, or a term that is no equality: not a list of sizes
+    for other in ("hidden == 512", "hidden == 512 or tokens == 4", "hidden == 512 or hidden > 9"):
+        assert draft._allowed(_analysis([other], ["tokens", "hidden"])) == {}
+    assert draft._nearest((4096, 14336), (512, 1024, 4096, 8192)) == (4096, 8192)
+    assert draft._nearest((5120,), (64, 128, 256)) == (256,)
+
+
+class _Compiler:
+    """A device compiler whose entries fail where ``refuses`` says (a static_assert)."""
+
+    def __init__(self, refuses: Any) -> None:
+        self.refuses = refuses
+        self.programs: list[list[str]] = []
+
+    def first_error(self, entries: list[str]) -> str | None:
+        self.programs.append(entries)
+        bad = [e for e in entries if self.refuses(e)]
+        return f"static assertion failed ({bad[0]})" if bad else None
+
+
+def _specialized(dtypes: tuple[str, ...] = ("float16", "bfloat16")) -> Any:
+    return SimpleNamespace(
+        entry="ns::norm<ASTRA_SIZE_KDIM, false, T>",
+        dtypes=dtypes,
+        specializations={"ASTRA_SIZE_KDIM": "hidden_size"},
+        built_at={},
+        requires=[],
+        notes=[],
+    )
+
+
+def _size(entry: str) -> int:
+    return int(entry.split("<", 1)[1].split(",", 1)[0])
+
+
+def test_the_sizes_a_specialized_kernel_builds_at_become_its_requirement() -> None:
+    analysis = _specialized()
+    result = SimpleNamespace(reason="", dtypes=[])
+    compiler = _Compiler(lambda e: _size(e) % 256 or _size(e) > 8192)
+    assert importer._admitted_sizes(result, analysis, compiler)  # type: ignore[arg-type]
+    admitted = [v for v in importer.SPECIALIZED_SIZES if v % 256 == 0 and v <= 8192]
+    assert analysis.requires == [" or ".join(f"hidden_size == {v}" for v in admitted)]
+    assert analysis.built_at == {"ASTRA_SIZE_KDIM": admitted[0]}
+    assert "builds at" in analysis.notes[0] and "12288" in analysis.notes[0]
+
+
+def test_a_specialized_kernel_that_builds_everywhere_is_not_narrowed() -> None:
+    analysis = _specialized()
+    result = SimpleNamespace(reason="", dtypes=[])
+    assert importer._admitted_sizes(result, analysis, _Compiler(lambda e: False))  # type: ignore[arg-type]
+    assert analysis.requires == [] and analysis.built_at == {"ASTRA_SIZE_KDIM": 8}
+
+
+def test_an_element_type_that_fails_at_an_admitted_size_is_left_out() -> None:
+    analysis = _specialized(("float32", "float16", "bfloat16"))
+    result = SimpleNamespace(reason="", dtypes=[])
+    compiler = _Compiler(lambda e: _size(e) != 4096 or e.endswith(", float>"))
+    assert importer._admitted_sizes(result, analysis, compiler)  # type: ignore[arg-type]
+    assert analysis.dtypes == ("float16", "bfloat16") and result.dtypes == ["float16", "bfloat16"]
+    assert analysis.requires == ["hidden_size == 4096"]
+
+
+def test_a_specialized_kernel_that_builds_nowhere_is_refused_with_the_sizes() -> None:
+    analysis = _specialized()
+    result = SimpleNamespace(reason="", dtypes=[])
+    assert not importer._admitted_sizes(result, analysis, _Compiler(lambda e: True))  # type: ignore[arg-type]
+    assert result.reason.startswith("its instantiation builds at none of the sizes")
