@@ -271,15 +271,30 @@ def _pinned(analysis: Analysis) -> dict[str, int]:
     per head size), which every suite shape then takes, held-out ones included."""
     out: dict[str, int] = {}
     for requirement in analysis.requires:
-        equation = expr.equation(requirement)
-        if equation is None:
-            continue
-        sides = list(equation)
-        names = [s.id for s in sides if isinstance(s, ast.Name) and s.id in analysis.dims]
-        numbers = [s.value for s in sides if isinstance(s, ast.Constant)]
-        if len(names) == 1 and len(numbers) == 1 and isinstance(numbers[0], int):
-            out[names[0]] = numbers[0]
+        found = _dim_equals(_parsed(requirement), analysis.dims)
+        if found is not None:
+            out[found[0]] = found[1]
     return out
+
+
+def _parsed(requirement: str) -> ast.expr:
+    """A requirement's expression; a constant for one that does not parse (it states nothing
+    about a dim's sizes here: where it is evaluated, its error is reported)."""
+    try:
+        return expr.parse(requirement).body
+    except expr.ExprError:
+        return ast.Constant(True)
+
+
+def _dim_equals(term: ast.expr, dims: list[str]) -> tuple[str, int] | None:
+    """(dim, size) of a term that is ``dim == size`` (either way round), else None."""
+    equation = expr.equation(ast.unparse(term))
+    sides = list(equation) if equation is not None else []
+    names = [x.id for x in sides if isinstance(x, ast.Name) and x.id in dims]
+    numbers = [x.value for x in sides if isinstance(x, ast.Constant)]
+    if len(names) == 1 and len(numbers) == 1 and isinstance(numbers[0], int):
+        return names[0], numbers[0]
+    return None
 
 
 def _allowed(analysis: Analysis) -> dict[str, tuple[int, ...]]:
@@ -287,18 +302,12 @@ def _allowed(analysis: Analysis) -> dict[str, tuple[int, ...]]:
     == 1024 or ...``: the sizes a kernel specialized on the dim builds at), by dim."""
     out: dict[str, tuple[int, ...]] = {}
     for requirement in analysis.requires:
-        tree = expr.parse(requirement).body
+        tree = _parsed(requirement)
         terms = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.Or) else []
-        found: list[tuple[str, int]] = []
-        for term in terms:
-            equation = expr.equation(ast.unparse(term))
-            sides = list(equation) if equation is not None else []
-            names = [x.id for x in sides if isinstance(x, ast.Name) and x.id in analysis.dims]
-            numbers = [x.value for x in sides if isinstance(x, ast.Constant)]
-            if len(names) == 1 and len(numbers) == 1 and isinstance(numbers[0], int):
-                found.append((names[0], numbers[0]))
-        if found and len(found) == len(terms) and len({n for n, _ in found}) == 1:
-            out[found[0][0]] = tuple(v for _, v in found)
+        found = [_dim_equals(term, analysis.dims) for term in terms]
+        listed = [f for f in found if f is not None]
+        if listed and len(listed) == len(terms) and len({n for n, _ in listed}) == 1:
+            out[listed[0][0]] = tuple(v for _, v in listed)
     return out
 
 

@@ -513,7 +513,9 @@ class GridTunable:
             f"grid: {self.local!r} is set at run time by {self.setter}, not evaluated: imported "
             f"as tunable {self.name} = {', '.join(map(str, self.values))}, its declared value "
             f"{self.values[0]} the default; a tuned value is kept only where the kernel matches "
-            "the original at the default"
+            "the original at the default. The framework launches with the value its setter "
+            "picks, which may be faster than the default: tune the original before a speedup "
+            "over it is read as one over the framework"
         )
 
 
