@@ -239,7 +239,7 @@ def preflight(
     kernel: Any,
     cases: Sequence[CaseSpec],
     arch: str,
-    static_smem: int = 0,
+    static_smem: int | Callable[[Mapping[str, int]], int] = 0,
     *,
     spec: OperationSpec | None = None,
     partial: bool = False,
@@ -247,10 +247,12 @@ def preflight(
     """The first case the candidate cannot run on ``arch`` (see :class:`Preflight`).
 
     ``kernel`` has ``unsupported(dims)`` and ``geometry(dims)`` (a LoadedKernel); the limits
-    are ``harness.geometry``'s, the one rule every checker uses. Every planned shape is inside
-    the contract, so a ``requires`` that excludes one is narrower than the contract's domain:
-    reason ``domain`` naming the clause and the domain (with ``spec``), unless ``partial``
-    allows partial kernels: the clause is then recorded and its cases are not run. A launch
+    are ``harness.geometry``'s, the one rule every checker uses; ``static_smem`` is the
+    kernel's static shared memory, or a function of the shape for a kernel built per shape.
+    Every planned shape is inside the contract, so a ``requires`` that excludes one is narrower
+    than the contract's domain: reason ``domain`` naming the clause and the domain (with
+    ``spec``), unless ``partial`` allows partial kernels: the clause is then recorded and its
+    cases are not run. A launch
     geometry over a limit at a domain or random shape is ``domain`` too (a real call would be
     refused); at a suite shape, or a zero or negative size anywhere, ``interface_mismatch``.
     """
@@ -280,7 +282,8 @@ def preflight(
             return Preflight(case, "compile_error", str(exc))
         except (expr.ExprError, ArithmeticError, ValueError) as exc:
             return Preflight(case, problem=f"the launch geometry cannot be evaluated: {exc}")
-        problem = geometry_problem(grid, block, smem, arch, static_smem)
+        static = static_smem(case.dims) if callable(static_smem) else static_smem
+        problem = geometry_problem(grid, block, smem, arch, static)
         if problem:
             # over a limit at a shape only the domain or random draws reach: the kernel does not
             # cover the contract's domain; a zero or negative size is an interface bug anywhere

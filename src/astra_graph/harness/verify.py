@@ -606,11 +606,18 @@ def light_case(spec: OperationSpec, candidate: Any, case: CaseSpec, rng: Any) ->
     return worst
 
 
-def _static_smem(kernel: Any) -> int:
-    try:
-        return int(kernel.function.shared_size_bytes)
-    except Exception:  # an attribute this CuPy lacks: the static size is then unknown (0)
-        return 0
+def _static_smem(kernel: Any) -> Callable[[Mapping[str, int]], int]:
+    """The kernel's static shared memory at a shape: one number for one instantiation, each
+    shape's own for a kernel built per shape (``specialize``), 0 where CuPy cannot say."""
+
+    def at(dims: Mapping[str, int]) -> int:
+        try:
+            built = kernel.at(dims) if hasattr(kernel, "at") else kernel
+            return int(built.function.shared_size_bytes)
+        except Exception:  # an attribute this CuPy lacks, or a build preflight reports itself
+            return 0
+
+    return at
 
 
 def run_check(
