@@ -569,6 +569,21 @@ SPECIALIZATION_PREFIX = "ASTRA_SIZE_"
 a framework's source declares."""
 
 
+def _specialized(found: dict[str, str], value: str, size: str, kernel: str) -> str:
+    """The specialization name of template value ``value`` (``kDim``: ``ASTRA_SIZE_KDIM``; a
+    name already so prefixed stays), recorded in ``found`` as following ``size``; raises
+    Unmapped where that name already follows another size."""
+    prefixed = value.startswith(SPECIALIZATION_PREFIX)
+    special = value if prefixed else f"{SPECIALIZATION_PREFIX}{value.upper()}"
+    if found.get(special, size) != size:
+        raise Unmapped(
+            f"{kernel}'s template value {value} specializes {special} on two sizes "
+            f"({found[special]}, {size})"
+        )
+    found[special] = size
+    return special
+
+
 def _compact(written: str) -> str:
     """A C++ name expression without spaces, a leading ``&`` or a leading ``::``."""
     return re.sub(r"\s+", "", written).lstrip("&").removeprefix("::")
@@ -1574,14 +1589,7 @@ def _folded_template_args(
                     f"template argument {param.name} = {spelled!r} of {kernel.name} depends on "
                     f"the sizes ({value}): a compile-time value cannot"
                 )
-            special = f"{SPECIALIZATION_PREFIX}{param.name.upper()}"
-            if specialized.get(special, value) != value:
-                raise Unmapped(
-                    f"template arguments of {kernel.name} specialize {special} on two sizes "
-                    f"({specialized[special]}, {value})"
-                )
-            specialized[special] = value
-            out.append(special)
+            out.append(_specialized(specialized, param.name, value, kernel.name))
             continue
         try:
             values = {expr.evaluate_int(value, {ELEM_BYTES: DTYPES[d].itemsize}) for d in dtypes}
@@ -1652,7 +1660,8 @@ def _entry(
     folding = translator.fresh()  # reads not recorded; what the folding read about widths is
     specialized: dict[str, str] = {}
     template_args = _folded_template_args(kernel, launch, dtypes, folding, specialized)
-    translator.specializations.update(specialized)
+    for special, followed in specialized.items():  # one name, one size, whichever way it came
+        _specialized(translator.specializations, special, followed, kernel.name)
     notes += [
         f"{name.removeprefix(SPECIALIZATION_PREFIX)}: a template value the launcher reads as a "
         f"size ({size}): specialized on the shape as {name}, one build per value, as the "
@@ -1684,14 +1693,8 @@ def _entry(
                 )
             # the framework builds one instantiation per size it is called with: so does the
             # harness, one per the shape's value (a specialization)
-            special = f"{SPECIALIZATION_PREFIX}{own.name.upper()}"
             value = translator.expression(size)
-            if translator.specializations.get(special, value) != value:
-                raise Unmapped(
-                    f"{special} specializes {kernel.name} on two sizes "
-                    f"({translator.specializations[special]}, {value})"
-                )
-            translator.specializations[special] = value
+            special = _specialized(translator.specializations, own.name, value, kernel.name)
             entry_args = [re.sub(pattern, special, a) for a in entry_args]
             notes.append(
                 f"{own.name}: a value of {launcher.name}'s template that it fixes to "

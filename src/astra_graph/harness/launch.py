@@ -296,10 +296,16 @@ class SpecializedKernel:
     tunables: dict[str, int]
     last: LoadedKernel | None = None
     """The instantiation launched last: the one whose module state a launch may have left."""
+    _built: tuple[dict[str, int], LoadedKernel] | None = None
+    """The values asked last and their instantiation: a case asks for its geometry, arguments
+    and launch in turn, and the cache's key hashes the whole source each time."""
 
     def at(self, dims: Mapping[str, int]) -> LoadedKernel:
         values = self.impl.header.specialized(dims)
-        return _load_one(self.spec, self.impl, self.dtype.name, {**self.tunables, **values})
+        if self._built is None or self._built[0] != values:
+            settings = {**self.tunables, **values}
+            self._built = (values, _load_one(self.spec, self.impl, self.dtype.name, settings))
+        return self._built[1]
 
     def geometry(
         self, dims: Mapping[str, int]

@@ -239,7 +239,7 @@ def preflight(
     kernel: Any,
     cases: Sequence[CaseSpec],
     arch: str,
-    static_smem: int | Callable[[Mapping[str, int]], int] = 0,
+    static_smem: Callable[[Mapping[str, int]], int] | None = None,
     *,
     spec: OperationSpec | None = None,
     partial: bool = False,
@@ -247,8 +247,8 @@ def preflight(
     """The first case the candidate cannot run on ``arch`` (see :class:`Preflight`).
 
     ``kernel`` has ``unsupported(dims)`` and ``geometry(dims)`` (a LoadedKernel); the limits
-    are ``harness.geometry``'s, the one rule every checker uses; ``static_smem`` is the
-    kernel's static shared memory, or a function of the shape for a kernel built per shape.
+    are ``harness.geometry``'s, the one rule every checker uses; ``static_smem`` gives the
+    kernel's static shared memory at a shape (0 where not given).
     Every planned shape is inside the contract, so a ``requires`` that excludes one is narrower
     than the contract's domain: reason ``domain`` naming the clause and the domain (with
     ``spec``), unless ``partial`` allows partial kernels: the clause is then recorded and its
@@ -282,7 +282,7 @@ def preflight(
             return Preflight(case, "compile_error", str(exc))
         except (expr.ExprError, ArithmeticError, ValueError) as exc:
             return Preflight(case, problem=f"the launch geometry cannot be evaluated: {exc}")
-        static = static_smem(case.dims) if callable(static_smem) else static_smem
+        static = static_smem(case.dims) if static_smem is not None else 0
         problem = geometry_problem(grid, block, smem, arch, static)
         if problem:
             # over a limit at a shape only the domain or random draws reach: the kernel does not

@@ -612,8 +612,7 @@ def _static_smem(kernel: Any) -> Callable[[Mapping[str, int]], int]:
 
     def at(dims: Mapping[str, int]) -> int:
         try:
-            built = kernel.at(dims) if hasattr(kernel, "at") else kernel
-            return int(built.function.shared_size_bytes)
+            return int(kernel.at(dims).function.shared_size_bytes)
         except Exception:  # an attribute this CuPy lacks, or a build preflight reports itself
             return 0
 

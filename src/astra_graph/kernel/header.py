@@ -183,22 +183,18 @@ class ImplementationHeader(BaseModel):
     @field_validator("specializations")
     @classmethod
     def _specializations(cls, value: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        known = known_names(info)
         tunables = set(info.data.get("tunables", {}))
+        # over the contract's dims alone: a tunable or another specialization would make a
+        # compile-time value depend on a compile-time choice (None: unchecked)
+        dims: set[str] | None = (info.context or {}).get("contract_dims")
         for name, expression in value.items():
             if name in tunables:
                 raise ValueError(f"specialize {name}: also a tunable")
-            contract_dims = (info.context or {}).get("contract_dims", set())
-            if name in contract_dims:
+            if dims is not None and name in dims:
                 raise ValueError(f"specialize {name}: a dim's name; give it a name of its own")
             try:
-                # over the dims alone: a tunable or another specialization would make a
-                # compile-time value depend on a compile-time choice
-                dims = None if known is None else known - set(value) - tunables
                 check_names(expression, dims, "dim")
-            except expr.ExprError as exc:
-                raise ValueError(f"specialize {name}: {exc}") from None
-            except ValueError as exc:
+            except ValueError as exc:  # ExprError among them
                 raise ValueError(f"specialize {name}: {exc}") from None
         return value
 
