@@ -27,8 +27,8 @@
 // astra: entry = rms_norm_vec<T, VECS>
 // astra: params = out, input, weight, hidden, eps, tokens = tokens
 // astra: grid = select(hidden * elem_bytes <= 512, ceil_div(tokens, WARP_ROWS), tokens)
-// astra: block = select(hidden * elem_bytes <= 512, 32 * WARP_ROWS, min(round_up(ceil_div(hidden // 8, VECS), 32), select(tokens >= 256 and hidden <= 8192, min(MAX_BLOCK, 256), MAX_BLOCK)))
-// astra: tunable VECS = 1, 2, 4
+// astra: block = select(hidden * elem_bytes <= 512, 32 * WARP_ROWS, min(round_up(select(tokens < 256 and hidden // 8 <= MAX_BLOCK, hidden // 8, ceil_div(hidden // 8, VECS)), 32), MAX_BLOCK))
+// astra: tunable VECS = 2, 1, 4
 // astra: tunable MAX_BLOCK = 1024, 256, 512
 // astra: tunable WARP_ROWS = 8, 4, 16
 // astra: requires = hidden % 8 == 0
