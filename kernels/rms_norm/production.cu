@@ -3,16 +3,18 @@
 // reduction then one cross-warp step. Each thread keeps the first VECS vectors it loads in
 // registers, so a row of up to block * VECS vectors is read from memory once; the rest of a
 // longer row is read again in the second pass (from L2, where the first pass just put it).
-// The block is as wide as the row needs (hidden / 8 / VECS threads, rounded up to a warp) up to
-// MAX_BLOCK (rows of at most 256 take the warp-a-row path below).
-// From 256 tokens on, rows up to 8192 wide take blocks of at most 256 threads, as vLLM's rms_norm
-// does above 256 tokens: more blocks an SM at prefill, the row's tail read again from L2. On the
-// H100 (device mode, benchmarks/results/2026-11-27-h100/rms-norm-probe-63567c6/, fp16 / bf16) 256
-// threads against 1024 took 23.8 / 23.7 us against 26.0 / 26.7 at 2048 x 8192 (vLLM 0.33.0: 25.3),
-// 6.3 / 6.3 against 6.5 / 6.6 at 512 x 5120, 45.0 / 44.7 against 45.4 / 45.7 at 8192 x 4096,
-// 16.4 / 16.1 against 16.3 / 16.7 at 3001 x 3584, a tie at 333 x 2048; wider rows lost (256 x
-// 16384: 11.7 against 8.3). Two vectors a thread instead won at prefill too but lost at decode
-// (1 x 4096: 2.94 against 2.48 us, probe-vecs-50c3b39/ beside it).
+// The block is as wide as the row needs (below, rounded up to a warp) up to MAX_BLOCK (rows of
+// at most 256 take the warp-a-row path further below).
+// A row of at most MAX_BLOCK vectors below 256 tokens (decode) takes one thread a vector; every
+// other row takes VECS (2) vectors a thread, so a row of up to 2 x MAX_BLOCK vectors is read once
+// (prefill rows up to 16384, decode rows past 8192). On the H100 against one vector a thread with
+// blocks of at most 256 from 256 tokens on (the rule before, as vLLM's rms_norm; device mode, one
+// round, fp16 / bf16, benchmarks/results/2026-11-27-h100/rms-vecs-c2b6528/): 2048 x 8192 1.094 /
+// 1.089, 512 x 5120 1.159 / 1.141, 3001 x 3584 1.064 / 1.071, 1000 x 16384 1.110 / 1.109, 33 x
+// 12288 1.233 / 1.220, 2 x 8200 1.239 / 1.231; the decode rows 0.98-1.01. Two vectors a thread
+// compile to 40 registers, one 1024-thread block an SM (1000 x 16384 0.91); __launch_bounds__(1024,
+// 2) holds them to 32 with no spills. A second body for one-vector rows (the other slots idle
+// cost about 1%) spilled at bf16 and lost 2-4% there.
 // Where the whole row is kept, the weight's vectors are loaded with the row's, before the
 // reduction: at decode the row and the weight are each one cold DRAM round trip, and loaded
 // after the barrier the weight's was a second one in series (SGLang 0.5.23's rmsnorm, which
@@ -23,7 +25,7 @@
 // row, and at most 32 resident blocks an SM (SGLang's warp kernel was 4.52 us against 6.13 at
 // 6000 x 256). With both (rms-production-2e2062e/, fp16): 1 x 4096 2.12 us (SGLang 2.17), 6000 x
 // 256 4.03 (4.50), 4096 x 128 2.65 (4.00); the narrow-row rule is in bytes (512: 32 vectors).
-// astra: description = one block per token (one warp per row up to 256), 16-byte vectors and the weight kept in registers, shuffle reduction
+// astra: description = one block per token (one warp per row up to 256), 16-byte vectors, up to VECS a thread, and the weight kept in registers, shuffle reduction
 // astra: entry = rms_norm_vec<T, VECS>
 // astra: params = out, input, weight, hidden, eps, tokens = tokens
 // astra: grid = select(hidden * elem_bytes <= 512, ceil_div(tokens, WARP_ROWS), tokens)
@@ -88,9 +90,11 @@ __device__ __forceinline__ uint4 normalise(const uint4& x_raw, const uint4& w_ra
     return o_raw;
 }
 
+// __launch_bounds__(1024, 2): the header above says why
 template <typename T, int kVecs>
-__global__ void rms_norm_vec(T* __restrict__ out, const T* __restrict__ input,
-                             const T* __restrict__ weight, int hidden, float eps, int tokens) {
+__global__ void __launch_bounds__(1024, 2)
+    rms_norm_vec(T* __restrict__ out, const T* __restrict__ input, const T* __restrict__ weight,
+                 int hidden, float eps, int tokens) {
     const int n = hidden / (16 / (int)sizeof(T));  // vectors per row
     const uint4* w_vec = reinterpret_cast<const uint4*>(weight);
     if (n <= 32) {
