@@ -129,6 +129,10 @@ class VllmAnchor:
     by a dim gives that dim its value, whatever the draft names it."""
     larger: Mapping[str, str] = field(default_factory=dict)
     """Imported tensor the draft makes larger than ours -> why the kernel touches only ours."""
+    retyped: Mapping[str, str] = field(default_factory=dict)
+    """Imported tensor whose element type is not ours -> what the framework's call holds there
+    (FlashInfer's float32 cos/sin cache, its int32 positions): its bytes differ, the layout
+    says so."""
     absent: Mapping[str, str] = field(default_factory=dict)
     """Our tensor the imported call has none of -> why (the framework's call leaves it out, so
     its side does less work; the layout says so)."""
@@ -402,6 +406,8 @@ FLASHINFER_NARROW = (
     "FlashInfer's launcher takes a narrower vector (gcd(8, hidden)), an instantiation not imported",
 )
 
+FLASHINFER_POS_ENC = "flashinfer/data/include/flashinfer/pos_enc.cuh"
+
 FLASHINFER_ANCHORS: tuple[VllmAnchor, ...] = (
     VllmAnchor(
         op="rms_norm",
@@ -438,9 +444,64 @@ FLASHINFER_ANCHORS: tuple[VllmAnchor, ...] = (
         layout="same layout: input and residual [tokens, hidden] in place, weight [hidden]",
         source="flashinfer",
     ),
+    VllmAnchor(
+        op="rotary_embedding",
+        file=FLASHINFER_POS_ENC,
+        launcher="BatchQKApplyRotaryPosIdsCosSinCache",
+        # BatchQKApplyRotaryPosIdsCosSinCacheHeadParallelismKernel<INTERLEAVE, HEAD_DIM,
+        # vec_size, bdx, DType, IdType>, HEAD_DIM and the two after it built per head size
+        paths=(
+            LaunchPath(
+                "neox == 0 and ceil_div(tokens, 128 // (head_size // 8)) < 132 * 16",
+                r"HeadParallelismKernel<true,\s*ASTRA_SIZE_HEAD_DIM,",
+            ),
+        ),
+        why_path="apply_rope_pos_ids_cos_sin_cache (csrc/rope.cu) at a head size of 64, 128, "
+        "256 or 512: DISPATCH_HEAD_DIM builds one kernel per head size (imported as a "
+        "specialization on it), 16-byte vectors, one block row a head for every query and key "
+        "head (its head-parallel kernel, taken where the blocks of tokens are fewer than the "
+        "GPU's resident blocks: at every suite shape; 132 SMs x 16 blocks of 128 threads)",
+        dims={"cos_sin_cache_0": "8192"},
+        axes={
+            "pos_ids": ("tokens",),
+            "q": ("tokens", "num_heads", "head_size"),
+            "k": ("tokens", "num_kv_heads", "head_size"),
+            "q_rope": ("tokens", "num_heads", "head_size"),
+            "k_rope": ("tokens", "num_kv_heads", "head_size"),
+            "cos_sin_cache": ("8192", "head_size"),
+        },
+        args={
+            "positions": "pos_ids",
+            "query": "q",
+            "key": "k",
+            "cos_sin_cache": "cos_sin_cache",
+        },
+        retyped={
+            "cos_sin_cache": "FlashInfer's cache is float32 (ours the element type): twice the "
+            "cache bytes a token",
+            "pos_ids": "FlashInfer's positions are int32 (ours int64): half the bytes",
+        },
+        refused=(
+            (
+                "neox == 1",
+                "FlashInfer's NeoX kernel (INTERLEAVE false) is the launcher's other "
+                "instantiation of a flag its caller passes: the import keeps the first "
+                "(interleave true, GPT-J pairs)",
+            ),
+            (
+                "head_size != 64 and head_size != 128 and head_size != 256 and head_size != 512",
+                "FlashInfer routes other head sizes to its RopeQuantize kernel, not imported",
+            ),
+        ),
+        layout="LAYOUT DIFFERS: query/key [tokens, heads, head_size] alike, but FlashInfer "
+        "writes the rotated heads to q_rope/k_rope (out of place: the same bytes), reads a "
+        "float32 cache [8192, head_size] (twice ours a token) and int32 positions (half ours)",
+        same_work=False,
+        source="flashinfer",
+    ),
 )
-"""FlashInfer 0.7.2.post1's norm launchers, imported from the header as the wheel ships it (its
-TensorRT-LLM includes kept out by the import's flattening)."""
+"""FlashInfer 0.7.2.post1's norm and rotary launchers, imported from the headers as the wheel
+ships them (its TensorRT-LLM includes kept out by the import's flattening)."""
 IMPORTED_ANCHORS = VLLM_ANCHORS + SGLANG_ANCHORS + FLASHINFER_ANCHORS
 
 
@@ -584,7 +645,7 @@ def _arg_problem(
             ours.contract.dtype_of(arg, dtype),
             theirs.contract.dtype_of(other, dtype),
         )
-        if ours_t.name != theirs_t.name:
+        if ours_t.name != theirs_t.name and other_name not in anchor.retyped:
             return f"{other_name} is {theirs_t.name} in vLLM's draft, our {arg.name} {ours_t.name}"
         n_ours = math.prod(ours.contract.shape_of(arg, dims))
         n_theirs = math.prod(theirs.contract.shape_of(other, mapped))

@@ -812,6 +812,94 @@ def test_a_switch_over_a_run_time_value_binds_the_constant_its_cases_declare(
     assert main(["validate", str(tmp_path / "halve")]) == 0
 
 
+def test_a_switch_over_a_size_itself_is_followed_one_build_per_case(tmp_path: Path) -> None:
+    """FlashInfer's ``DISPATCH_HEAD_DIM``: a switch over the head size whose cases fix
+    ``HEAD``, from which the launcher derives the vector width (reading the element size) and
+    the threads a head. The framework builds one kernel per case; the import follows the size
+    (each template value a specialization on the shape, the width folded at the one width both
+    dispatched types have) and requires one of the cases, where it used to fix the first case
+    and check the kernel at head size 64 alone."""
+    assert main(["import", str(CSRC / "head_dim_dispatch.cu"), "--out", str(tmp_path)]) == 0
+    spec = load_contract(tmp_path / "scale_heads")
+    header = load_implementation(tmp_path / "scale_heads" / "production.cu", spec.contract).header
+    assert header.entry == (
+        "fw::scale_heads_kernel<astra_framework_t<T>, ASTRA_SIZE_HEAD, ASTRA_SIZE_VEC, "
+        "ASTRA_SIZE_LANES>"
+    )
+    values = {
+        h: header.specialized({**spec.contract.suite("tuning")[0], "head_size": h})
+        for h in (64, 128, 256)
+    }
+    assert values == {
+        64: {"ASTRA_SIZE_HEAD": 64, "ASTRA_SIZE_VEC": 8, "ASTRA_SIZE_LANES": 8},
+        128: {"ASTRA_SIZE_HEAD": 128, "ASTRA_SIZE_VEC": 8, "ASTRA_SIZE_LANES": 16},
+        256: {"ASTRA_SIZE_HEAD": 256, "ASTRA_SIZE_VEC": 8, "ASTRA_SIZE_LANES": 32},
+    }
+    cases = next(r for r in header.requires if "== (128)" in r)
+    assert all(f"== ({h})" in cases for h in (64, 128, 256)) and "== (512)" not in cases
+    head_sizes = {d["head_size"] for s in ("tuning", "heldout") for d in spec.contract.suite(s)}
+    assert head_sizes <= {64, 128, 256} and len(head_sizes) > 1
+    report = (tmp_path / "import.json").read_text()
+    assert "HEAD follows head_size: one build per case (64, 128, 256)" in report
+    assert main(["validate", str(tmp_path / "scale_heads")]) == 0
+
+
+def test_a_size_dispatch_on_a_computed_value_keeps_one_case(tmp_path: Path) -> None:
+    """A dispatch whose run-time value is computed (vLLM's vector width: a gcd of the element
+    size and the row) is not one dim: following it would make every vectorised launch a kernel
+    per width, so the import keeps the case the serving shapes take, and says why it did not
+    follow it."""
+    report = importer.import_file(CSRC / "switch_dispatch.cu", [], tmp_path)
+    (result,) = report.launchers
+    assert result.imported
+    assert any("size dispatch not followed" in n and "not one dim" in n for n in result.notes), (
+        result.notes
+    )
+
+
+def test_size_dispatches_are_followed_and_flags_expanded() -> None:
+    """With ``follow_sizes`` a size dispatch binds its name to the run-time value and adds the
+    requirement of one of its cases; a flag's dispatch (true/false) is still one variant per
+    value; a launch with no size dispatch has no followed variant."""
+    from astra_graph.framework.parse import Launch, Macro
+    from astra_graph.framework.values import value_variants
+
+    sizes = Macro(
+        "HEADS",
+        ("n", "H", "__VA_ARGS__"),
+        "switch (n) { case 64: { constexpr int H = 64; __VA_ARGS__(); break; } "
+        "case 128: { constexpr int H = 128; __VA_ARGS__(); break; } }",
+    )
+    flag = Macro(
+        "FLAG",
+        ("f", "F", "__VA_ARGS__"),
+        "if (f) { constexpr bool F = true; __VA_ARGS__(); } "
+        "else { constexpr bool F = false; __VA_ARGS__(); }",
+    )
+    launch = Launch(
+        "k",
+        ("H", "F"),
+        "1",
+        "1",
+        "0",
+        "0",
+        (),
+        (("HEADS", ("d", "H", "")), ("FLAG", ("g", "F", ""))),
+        1,
+    )
+    macros = {"HEADS": sizes, "FLAG": flag}
+    followed = value_variants(launch, macros, follow_sizes=True)
+    assert [v.locals for v, _ in followed] == [
+        {"H": "(d)", "F": "true"},
+        {"H": "(d)", "F": "false"},
+    ]
+    assert all(v.followed == (("d", (64, 128)),) for v, _ in followed)
+    assert all(("(d) == (64) || (d) == (128)", True) in v.conditions for v, _ in followed)
+    assert len(value_variants(launch, macros)) == 4  # both expanded when not followed
+    flag_only = Launch("k", ("F",), "1", "1", "0", "0", (), (("FLAG", ("g", "F", "")),), 1)
+    assert value_variants(flag_only, macros, follow_sizes=True) == []
+
+
 def test_a_switch_whose_error_case_declares_nothing_has_a_variant_per_declared_case() -> None:
     """vLLM's rank dispatch: cases 2, 3 and 4 declare ``tensor_rank``, the default raises. A
     macro with a second constexpr that is not one literal name is not read as such a switch."""

@@ -58,6 +58,7 @@ IMPORTED = {
         "split_increment",
     ),
     "caller_types.cu": ("scale_bits_launcher", "scale_bits_direct_launcher"),
+    "head_dim_dispatch.cu": ("scale_heads",),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -65,7 +66,8 @@ test_framework_host_branches.py and test_framework_instantiations.py assert the 
 CPU): launch forms, host-chosen kernels, by-value ``Params`` structs, grids sized by the occupancy
 query, tensors asked only strides of (drafted as their twins, or sized by the kernel's bounded
 strided indices), a width a failing branch bounds by the head size, and element types a caller's
-dispatch spells its own way, each launched for real here."""
+dispatch spells its own way, a kernel built per head size as its launcher's size dispatch builds
+it, each launched for real here."""
 
 
 @pytest.fixture(scope="module")

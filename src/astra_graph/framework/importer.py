@@ -11,6 +11,7 @@ came in and, if not, why, in one line each.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
@@ -131,6 +132,8 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
     none builds."""
     if not analysis.specializations:
         return True
+    if analysis.followed:
+        return _followed_builds(result, analysis, compiler)
     if len(analysis.specializations) > 1 or not all(
         v.isidentifier() for v in analysis.specializations.values()
     ):
@@ -180,6 +183,42 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
         f"{admitted} and not at {refused} (its static_asserts): the operation's domain is the "
         "sizes tried that build (others, untried, are left out with them)"
     )
+    return True
+
+
+def _followed_builds(result: LauncherResult, analysis: Analysis, compiler: _DeviceCompiler) -> bool:
+    """For a launch that follows a size dispatch (:attr:`~.launchers.Analysis.followed`): each
+    case the framework builds is compiled (at one serving element type) with every
+    specialization at its value there; the launch requires a case that builds (the dispatch's
+    cases, already a requirement, are narrowed where one does not), and the first is the value
+    the import compiles at. False, with the reason, when none builds."""
+    probe = next((d for d in analysis.dtypes if d != "float32"), analysis.dtypes[0])
+    names = list(analysis.followed)
+    admitted: list[dict[str, int]] = []
+    refused: list[dict[str, int]] = []
+    for values in itertools.product(*analysis.followed.values()):
+        at = dict(zip(names, values, strict=True))
+        sizes = {n: expr.evaluate_int(e, at) for n, e in analysis.specializations.items()}
+        entry = _instantiation(analysis, DTYPES[probe].ctype, sizes)
+        (admitted if compiler.first_error([entry]) is None else refused).append(at)
+    if not admitted:
+        result.reason = (
+            f"its instantiation builds at none of the dispatch's cases {analysis.followed}"
+        )
+        return False
+    first = admitted[0]
+    analysis.built_at = {
+        n: expr.evaluate_int(e, first) for n, e in analysis.specializations.items()
+    }
+    if refused:
+        analysis.requires.append(
+            " or ".join(
+                "(" + " and ".join(f"{n} == {v}" for n, v in at.items()) + ")" for at in admitted
+            )
+        )
+        analysis.notes.append(
+            f"the dispatch's cases {refused} do not build with NVRTC here: left out of the domain"
+        )
     return True
 
 
@@ -306,10 +345,42 @@ def _variant_analysis(
 ) -> Analysis:
     """The launch analysed once per value-dispatch variant (:mod:`~astra_graph.framework.
     values`), the one the serving shapes take kept; raises the first variant's reason when
-    none analyses."""
+    none analyses. A dispatch on a size is followed (one build per case) where that analyses;
+    else one case is fixed, and why the size was not followed is noted."""
+    unfollowed = ""
+    try:
+        followed = _analysed_variants(
+            launcher, value_variants(launch, macros, True), parsed, macros, device_facts, reshape
+        )
+    except ValueError as exc:
+        unfollowed = f"a size dispatch not followed (one case fixed instead): {exc}"
+    else:
+        if followed is not None:
+            return followed
+    analysis = _analysed_variants(
+        launcher, value_variants(launch, macros), parsed, macros, device_facts, reshape
+    )
+    assert analysis is not None  # value_variants gives at least the launch itself
+    if unfollowed:
+        analysis.notes.append(unfollowed)
+    return analysis
+
+
+def _analysed_variants(
+    launcher: Launcher,
+    variants: list[tuple[Launch, str]],
+    parsed: Source,
+    macros: dict[str, Macro],
+    device_facts: dict[str, int],
+    reshape: Reshape | None,
+) -> Analysis | None:
+    """The variant the serving shapes take most, of those that analyse; None for no variant;
+    raises the first variant's reason when none analyses."""
+    if not variants:
+        return None
     analysed: list[tuple[Analysis, str]] = []
     failures: list[ValueError] = []
-    for variant, note in value_variants(launch, macros):
+    for variant, note in variants:
         try:
             analysis = analyse(
                 launcher,

@@ -260,6 +260,9 @@ class Analysis:
     built_at: dict[str, int] = field(default_factory=dict)
     """The value of each specialization the import compiles the entry at (the importer's
     search of the sizes it builds at sets it)."""
+    followed: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    """The dims a value dispatch of the launch follows (:attr:`~astra_graph.framework.parse.
+    Launch.followed`), each with the cases the framework builds: dim -> its values."""
     tunables: tuple[GridTunable, ...] = ()
     """Grid dimensions the launcher sets at run time, imported as tunables
     (:func:`opaque_grid_tunable`)."""
@@ -1212,6 +1215,7 @@ def analyse(
         return _substitute(expression, tensors, shapes, translator.axes)
 
     _finish_bindings(bound.bindings, finish)
+    followed = _followed_dims(launch, translator, finish)
     requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
@@ -1262,7 +1266,26 @@ def analyse(
             n: ast.unparse(expr.parse(finish(e)).body)
             for n, e in translator.specializations.items()
         },
+        followed=followed,
     )
+
+
+def _followed_dims(
+    launch: Launch, translator: _Translator, finish: Callable[[str], str]
+) -> dict[str, tuple[int, ...]]:
+    """Each size dispatch the launch follows (:attr:`~astra_graph.framework.parse.Launch.
+    followed`) as the dim it switches on, with its cases; raises Unmapped where the run-time
+    expression is not one dim of the operation (``vec_size``, a gcd of the width and the hidden
+    size, or a rank): the importer then fixes one case instead."""
+    out: dict[str, tuple[int, ...]] = {}
+    for runtime, cases in launch.followed:
+        dim = finish(translator.fresh().expression(runtime)).strip()
+        while dim.startswith("(") and dim.endswith(")"):
+            dim = dim[1:-1].strip()
+        if not dim.isidentifier():
+            raise Unmapped(f"the dispatch on {runtime} switches on {dim}, not one dim")
+        out[dim] = cases
+    return out
 
 
 def _matched_reshape(
@@ -1584,11 +1607,18 @@ def _folded_template_args(
             out.append(arg)
             continue
         if expr.names(value) - {ELEM_BYTES}:
-            if param.kind != "value" or ELEM_BYTES in expr.names(value):
+            widths = {DTYPES[d].itemsize for d in dtypes}
+            if param.kind != "value" or (ELEM_BYTES in expr.names(value) and len(widths) != 1):
                 raise Unmapped(
                     f"template argument {param.name} = {spelled!r} of {kernel.name} depends on "
                     f"the sizes ({value}): a compile-time value cannot"
                 )
+            if ELEM_BYTES in expr.names(value):
+                # every dispatched type has this width (FlashInfer's vec_size = max(16 /
+                # sizeof(DType), HEAD_DIM / 32) at fp16 and bf16): the value follows the dims
+                # alone, and float32's would differ
+                value = re.sub(rf"\b{ELEM_BYTES}\b", str(widths.pop()), value)
+                translator.width_folded = True
             out.append(_specialized(specialized, param.name, value, kernel.name))
             continue
         try:

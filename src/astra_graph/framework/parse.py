@@ -266,6 +266,10 @@ class Launch:
     """The launch call's kernel argument as written (``kernel``, a local or class member that
     names :attr:`kernel`), '' for ``<<<>>>``: an occupancy query of the same expression in the
     same scope asks about the launched kernel."""
+    followed: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """The value dispatches this launch follows at run time rather than fixing one case
+    (:func:`~astra_graph.framework.values.value_variants`): (the run-time expression switched
+    on, as written; its cases' values)."""
 
 
 @dataclass(frozen=True)

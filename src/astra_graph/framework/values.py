@@ -22,6 +22,15 @@ types that take it, and says which values were left out: those are instantiation
 framework runs for other sizes (a hidden size off the vector width), each an operation of
 its own were it imported. A condition on a flag the caller passes through (``interleave``)
 is not a size and cannot be a ``requires``; its variant is then the macro's first case, noted.
+
+A dispatch on a size itself (FlashInfer's ``DISPATCH_HEAD_DIM(head_dim, HEAD_DIM, {...})``
+over 64, 128, 256 and 512) is first tried as the framework runs it, one build per case
+(``follow_sizes``): the name stands for the run-time size, each template value computed from
+it becomes a specialization on the shape (``// astra: specialize``), and the launch requires
+one of the cases (``head_dim == 64 or ... == 512``). The importer keeps that reading where the
+run-time expression is a dim of the operation (:attr:`~astra_graph.framework.parse.Launch.
+followed`), else it falls back to one case, as above: a case fixed at 64 checks the kernel at
+head size 64 alone, where the framework runs four kernels.
 """
 
 from __future__ import annotations
@@ -91,19 +100,62 @@ def _own_name_cases(macro: Macro, args: tuple[str, ...]) -> ValueDispatch | None
     return None
 
 
-def value_variants(launch: Launch, macros: dict[str, Macro]) -> list[tuple[Launch, str]]:
+def _is_size_dispatch(dispatch: ValueDispatch) -> bool:
+    """Whether a dispatch's cases are sizes (whole numbers, two or more), not a flag's."""
+    return len(dispatch.literals) > 1 and all(re.fullmatch(r"-?\d+", v) for v in dispatch.literals)
+
+
+def value_variants(
+    launch: Launch, macros: dict[str, Macro], follow_sizes: bool = False
+) -> list[tuple[Launch, str]]:
     """``launch`` once per combination of its value dispatches' literals, each with its note
     (the launch alone, with '', when it has none); raises ValueError past
-    :data:`MAX_VARIANTS`."""
+    :data:`MAX_VARIANTS`. With ``follow_sizes``, each dispatch on a size is not expanded but
+    followed (its name bound to the run-time expression, the launch required to take one of its
+    cases, :attr:`~astra_graph.framework.parse.Launch.followed` set), and [] is returned where
+    the launch has no such dispatch."""
     dispatches: list[ValueDispatch] = []
+    followed: list[ValueDispatch] = []
     rest = []
+    unfollowed = []  # with follow_sizes: every macro call but the followed dispatches
     for name, args in launch.dispatch:
         macro = macros.get(name)
         found = _cases(macro, args) if macro is not None else None
+        if found is not None and follow_sizes and _is_size_dispatch(found):
+            followed.append(found)
+            continue
+        unfollowed.append((name, args))
         if found is None:
             rest.append((name, args))
         else:
             dispatches.append(found)
+    if follow_sizes:
+        if not followed:
+            return []
+        launch = replace(
+            launch,
+            dispatch=tuple(unfollowed),
+            locals={**launch.locals, **{d.name: f"({d.runtime})" for d in followed}},
+            conditions=(
+                *launch.conditions,
+                *(
+                    (" || ".join(f"({d.runtime}) == ({v})" for v in d.literals), True)
+                    for d in followed
+                ),
+            ),
+            followed=tuple((d.runtime, tuple(int(v) for v in d.literals)) for d in followed),
+        )
+        note = "; ".join(
+            f"{d.name} follows {d.runtime}: one build per case ({', '.join(d.literals)}), as "
+            "the framework runs one kernel per case"
+            for d in followed
+        )
+        if not dispatches:
+            return [(launch, note)]
+        return [
+            (v, f"{note}; {other}" if other else note)
+            for v, other in value_variants(launch, macros)
+        ]
     if not dispatches:
         return [(launch, "")]
     combinations = list(itertools.product(*(d.literals for d in dispatches)))
