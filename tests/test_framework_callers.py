@@ -33,6 +33,7 @@ from astra_graph.framework.importer import LauncherResult, import_file
 from astra_graph.framework.launchers import analyse, device_constants
 from astra_graph.framework.parse import Launch, Macro, parse_source
 from astra_graph.framework.values import value_variants
+from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import set_search_dirs
 from astra_graph.kernel.contract import load_contract
 from astra_graph.kernel.header import load_implementation
@@ -83,13 +84,17 @@ def test_a_raw_pointer_launcher_takes_shapes_and_dtypes_from_its_binding(tmp_pat
 
 
 @pytest.mark.usefixtures("needs_nvrtc")
-def test_a_value_dispatch_keeps_the_serving_instantiation_and_pins_its_dim(
+def test_a_head_size_dispatch_is_followed_one_build_per_case(
     tmp_path: Path,
 ) -> None:
+    """The launcher's ``FW_DISPATCH_HEAD(head_dim, HEAD, ...)`` (cases 64 and 128) switches on
+    the head size itself: the import follows it as the framework runs it, one build per case
+    (``HEAD`` a specialization on head_dim, the launch requiring one of the cases), where it
+    used to fix the case the serving shapes take and check the kernel at head size 128 alone."""
     head = _results(tmp_path, FOLDERS)["HeadScale"]
     assert head.imported, head.reason
     assert head.dtypes == ["bfloat16"]  # the binding's dtype check, within the dispatch's
-    assert any("HEAD = 128 where head_dim is 128 (other values 64" in n for n in head.notes)
+    assert any("HEAD follows head_dim: one build per case (64, 128)" in n for n in head.notes)
     folder = tmp_path / "head_scale"
     contract = load_contract(folder).contract
     assert {a.name: a.shape for a in contract.args} == {
@@ -97,10 +102,13 @@ def test_a_value_dispatch_keeps_the_serving_instantiation_and_pins_its_dim(
         "scale": ["tokens", "heads"],
     }
     suites = [*contract.suites.tuning, *contract.suites.heldout]
-    assert suites and all(shape["head_dim"] == 128 for shape in suites)
+    assert suites and {shape["head_dim"] for shape in suites} == {64, 128}
     header = load_implementation(folder / "production.cu", contract).header
-    # `dim3 block(threads_x, 4)` is both sizes, not the last one alone
-    assert header.block.replace(" ", "") == "(((128)//4),4)"
+    assert header.entry == "fw::head_scale_kernel<ASTRA_SIZE_HEAD, T>"
+    assert header.specializations == {"ASTRA_SIZE_HEAD": "head_dim"}
+    # `dim3 block(threads_x, 4)` is both sizes, not the last one alone, at each head size
+    for head_dim in (64, 128):
+        assert expr.evaluate_dims3(header.block, {"head_dim": head_dim}) == (head_dim // 4, 4, 1)
     assert main(["validate", str(folder)]) == 0
 
 

@@ -57,6 +57,7 @@ def _specialized(dtypes: tuple[str, ...] = ("float16", "bfloat16")) -> Any:
         dtypes=dtypes,
         specializations={"ASTRA_SIZE_KDIM": "hidden_size"},
         built_at={},
+        followed={},
         requires=[],
         notes=[],
     )
