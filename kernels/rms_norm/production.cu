@@ -13,8 +13,10 @@
 // 1.089, 512 x 5120 1.159 / 1.141, 3001 x 3584 1.064 / 1.071, 1000 x 16384 1.110 / 1.109, 33 x
 // 12288 1.233 / 1.220, 2 x 8200 1.239 / 1.231; the decode rows 0.98-1.01. Two vectors a thread
 // compile to 40 registers, one 1024-thread block an SM (1000 x 16384 0.91); __launch_bounds__(1024,
-// 2) holds them to 32 with no spills. A second body for one-vector rows (the other slots idle
-// cost about 1%) spilled at bf16 and lost 2-4% there.
+// 2) holds them to 32 (with bf16 converted by hand, below: CUDA's conversions spilled 8 bytes
+// there; four vectors a thread spilled 100 bytes under the bound, so VECS 4 is not offered). A
+// second body for one-vector rows (the other slots idle cost about 1%) spilled at bf16 and lost
+// 2-4% there.
 // Where the whole row is kept, the weight's vectors are loaded with the row's, before the
 // reduction: at decode the row and the weight are each one cold DRAM round trip, and loaded
 // after the barrier the weight's was a second one in series (SGLang 0.5.23's rmsnorm, which
@@ -30,18 +32,10 @@
 // astra: params = out, input, weight, hidden, eps, tokens = tokens
 // astra: grid = select(hidden * elem_bytes <= 512, ceil_div(tokens, WARP_ROWS), tokens)
 // astra: block = select(hidden * elem_bytes <= 512, 32 * WARP_ROWS, min(round_up(select(tokens < 256 and hidden // 8 <= MAX_BLOCK, hidden // 8, ceil_div(hidden // 8, VECS)), 32), MAX_BLOCK))
-// astra: tunable VECS = 2, 1, 4
+// astra: tunable VECS = 2, 1
 // astra: tunable MAX_BLOCK = 1024, 256, 512
 // astra: tunable WARP_ROWS = 8, 4, 16
 // astra: requires = hidden % 8 == 0
-
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T> __device__ __forceinline__ T from_f32(float v);
-template <> __device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
-    return __float2bfloat16_rn(v);
-}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -65,29 +59,48 @@ __device__ __forceinline__ float block_sum(float v) {
     return warp_sum(v);
 }
 
+// A 32-bit word of two elements as two floats: bf16 is the high half of a float, so its
+// conversion is a shift and a mask, written out (the intrinsics' conversion took more registers:
+// two vectors a thread at bf16 spilled 8 bytes under the 32-register bound with them)
+__device__ __forceinline__ float2 word_to_f32(unsigned int w, __half) {
+    return __half22float2(*reinterpret_cast<const __half2*>(&w));
+}
+__device__ __forceinline__ float2 word_to_f32(unsigned int w, __nv_bfloat16) {
+    return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+__device__ __forceinline__ unsigned int f32_to_word(float a, float b, __half) {
+    const __half2 h = __floats2half2_rn(a, b);
+    return *reinterpret_cast<const unsigned int*>(&h);
+}
+__device__ __forceinline__ unsigned int f32_to_word(float a, float b, __nv_bfloat16) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+    return *reinterpret_cast<const unsigned int*>(&h);
+}
+
 template <typename T>
 __device__ __forceinline__ float sum_of_squares(const uint4& raw) {
-    const T* x = reinterpret_cast<const T*>(&raw);
+    const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
     float s = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 16 / (int)sizeof(T); ++j) {
-        const float v = to_f32(x[j]);
-        s += v * v;
+    for (int j = 0; j < 4; ++j) {
+        const float2 v = word_to_f32(words[j], T());
+        s += v.x * v.x + v.y * v.y;
     }
     return s;
 }
 
 template <typename T>
 __device__ __forceinline__ uint4 normalise(const uint4& x_raw, const uint4& w_raw, float scale) {
-    const T* x = reinterpret_cast<const T*>(&x_raw);
-    const T* w = reinterpret_cast<const T*>(&w_raw);
-    uint4 o_raw;
-    T* o = reinterpret_cast<T*>(&o_raw);
+    const unsigned int xs[4] = {x_raw.x, x_raw.y, x_raw.z, x_raw.w};
+    const unsigned int ws[4] = {w_raw.x, w_raw.y, w_raw.z, w_raw.w};
+    unsigned int o[4];
 #pragma unroll
-    for (int j = 0; j < 16 / (int)sizeof(T); ++j) {
-        o[j] = from_f32<T>(to_f32(x[j]) * scale * to_f32(w[j]));
+    for (int j = 0; j < 4; ++j) {
+        const float2 xf = word_to_f32(xs[j], T());
+        const float2 wf = word_to_f32(ws[j], T());
+        o[j] = f32_to_word(xf.x * scale * wf.x, xf.y * scale * wf.y, T());
     }
-    return o_raw;
+    return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
 // __launch_bounds__(1024, 2): the header above says why

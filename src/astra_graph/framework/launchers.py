@@ -1239,6 +1239,7 @@ def analyse(
         translator,
         notes,
         own_element,
+        finish,
     )
     return Analysis(
         launcher=launcher.name,
@@ -1674,6 +1675,7 @@ def _entry(
     translator: _Translator,
     notes: list[str],
     own_element: str = "T",
+    finish: Callable[[str], str] = str,
 ) -> str:
     """The kernel's entry expression: the launch's template arguments with their compile-time
     values folded (:func:`_folded_template_args`), a dispatch's element type written as the
@@ -1686,7 +1688,8 @@ def _entry(
     a size (:func:`fixed_size`: SGLang's ``kDim``) as a specialization on that size; raises
     Unmapped for any other value parameter of that template (a compile-time value the caller
     picks, whose value nothing in the file gives); each type a dispatch binds by name (vLLM's
-    ``fp8_t``) is written as that type."""
+    ``fp8_t``) is written as that type. ``finish`` writes a specialized value's size over the
+    operation's dims for its note."""
     folding = translator.fresh()  # reads not recorded; what the folding read about widths is
     specialized: dict[str, str] = {}
     template_args = _folded_template_args(kernel, launch, dtypes, folding, specialized)
@@ -1694,8 +1697,8 @@ def _entry(
         _specialized(translator.specializations, special, followed, kernel.name)
     notes += [
         f"{name.removeprefix(SPECIALIZATION_PREFIX)}: a template value the launcher reads as a "
-        f"size ({size}): specialized on the shape as {name}, one build per value, as the "
-        "framework builds one per size it is called with"
+        f"size ({ast.unparse(expr.parse(finish(size)).body)}): specialized on the shape as "
+        f"{name}, one build per value, as the framework builds one per size it is called with"
         for name, size in specialized.items()
     ]
     translator.width_folded = folding.width_folded
