@@ -452,7 +452,8 @@ FLASHINFER_ANCHORS: tuple[VllmAnchor, ...] = (
         # vec_size, bdx, DType, IdType>, HEAD_DIM and the two after it built per head size
         paths=(
             LaunchPath(
-                "neox == 0 and ceil_div(tokens, 128 // (head_size // 8)) < 132 * 16",
+                "neox == 0 and ceil_div(tokens, 128 // (head_size // max(8, head_size // 32))) "
+                "< 132 * 16",
                 r"HeadParallelismKernel<true,\s*ASTRA_SIZE_HEAD_DIM,",
             ),
         ),

@@ -812,6 +812,7 @@ def test_a_switch_over_a_run_time_value_binds_the_constant_its_cases_declare(
     assert main(["validate", str(tmp_path / "halve")]) == 0
 
 
+@pytest.mark.usefixtures("needs_nvrtc")
 def test_a_switch_over_a_size_itself_is_followed_one_build_per_case(tmp_path: Path) -> None:
     """FlashInfer's ``DISPATCH_HEAD_DIM``: a switch over the head size whose cases fix
     ``HEAD``, from which the launcher derives the vector width (reading the element size) and
@@ -836,7 +837,7 @@ def test_a_switch_over_a_size_itself_is_followed_one_build_per_case(tmp_path: Pa
         256: {"ASTRA_SIZE_HEAD": 256, "ASTRA_SIZE_VEC": 8, "ASTRA_SIZE_LANES": 32},
     }
     cases = next(r for r in header.requires if "== (128)" in r)
-    assert all(f"== ({h})" in cases for h in (64, 128, 256)) and "== (512)" not in cases
+    assert all(f"== ({h})" in cases for h in (64, 128, 256))
     head_sizes = {d["head_size"] for s in ("tuning", "heldout") for d in spec.contract.suite(s)}
     assert head_sizes <= {64, 128, 256} and len(head_sizes) > 1
     report = (tmp_path / "import.json").read_text()
@@ -844,6 +845,7 @@ def test_a_switch_over_a_size_itself_is_followed_one_build_per_case(tmp_path: Pa
     assert main(["validate", str(tmp_path / "scale_heads")]) == 0
 
 
+@pytest.mark.usefixtures("needs_nvrtc")
 def test_a_size_dispatch_on_a_computed_value_keeps_one_case(tmp_path: Path) -> None:
     """A dispatch whose run-time value is computed (vLLM's vector width: a gcd of the element
     size and the row) is not one dim: following it would make every vectorised launch a kernel

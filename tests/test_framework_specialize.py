@@ -99,3 +99,62 @@ def test_a_specialized_kernel_that_builds_nowhere_is_refused_with_the_sizes() ->
     result = SimpleNamespace(reason="", dtypes=[])
     assert not importer._admitted_sizes(result, analysis, _Compiler(lambda e: True))  # type: ignore[arg-type]
     assert result.reason.startswith("its instantiation builds at none of the sizes")
+
+
+def _followed(dtypes: tuple[str, ...] = ("float16", "bfloat16")) -> Any:
+    """A launch following FlashInfer-style ``DISPATCH_HEAD_DIM`` cases, its vector width and
+    lanes derived from the head size."""
+    return SimpleNamespace(
+        entry="ns::rope<ASTRA_SIZE_HEAD, ASTRA_SIZE_VEC, ASTRA_SIZE_LANES, T>",
+        dtypes=dtypes,
+        specializations={
+            "ASTRA_SIZE_HEAD": "head_dim",
+            "ASTRA_SIZE_VEC": "max(8, head_dim // 32)",
+            "ASTRA_SIZE_LANES": "head_dim // max(8, head_dim // 32)",
+        },
+        built_at={},
+        followed={"head_dim": (64, 128, 256, 512)},
+        requires=[],
+        notes=[],
+    )
+
+
+def test_each_case_a_followed_dispatch_builds_at_is_compiled_with_its_derived_values() -> None:
+    """Every case is compiled with each specialization at its value there (head 512: vectors of
+    16, 32 lanes); a case that does not build narrows the domain, said; the first case that
+    builds is the one the import compiles at."""
+    analysis = _followed()
+    result = SimpleNamespace(reason="", dtypes=[])
+    compiler = _Compiler(lambda e: e.startswith("ns::rope<64,"))
+    assert importer._admitted_sizes(result, analysis, compiler)  # type: ignore[arg-type]
+    assert any("ns::rope<512, 16, 32, __half>" in p for p in compiler.programs)
+    assert analysis.built_at == {
+        "ASTRA_SIZE_HEAD": 128,
+        "ASTRA_SIZE_VEC": 8,
+        "ASTRA_SIZE_LANES": 16,
+    }
+    assert analysis.requires == ["head_dim == 128 or head_dim == 256 or head_dim == 512"]
+    assert "[{'head_dim': 64}] do not build" in analysis.notes[0]
+
+
+def test_a_followed_dispatch_that_builds_everywhere_adds_no_requirement() -> None:
+    analysis = _followed()
+    result = SimpleNamespace(reason="", dtypes=[])
+    assert importer._admitted_sizes(result, analysis, _Compiler(lambda e: False))  # type: ignore[arg-type]
+    assert analysis.requires == [] and analysis.built_at["ASTRA_SIZE_HEAD"] == 64
+
+
+def test_an_element_type_failing_at_a_followed_case_is_left_out() -> None:
+    analysis = _followed()
+    result = SimpleNamespace(reason="", dtypes=[])
+    compiler = _Compiler(lambda e: e.startswith("ns::rope<512,") and "bfloat16" in e)
+    assert importer._admitted_sizes(result, analysis, compiler)  # type: ignore[arg-type]
+    assert analysis.dtypes == ("float16",) and result.dtypes == ["float16"]
+    assert "bfloat16 do not build at every case" in analysis.notes[0]
+
+
+def test_a_followed_dispatch_that_builds_at_no_case_is_refused() -> None:
+    analysis = _followed()
+    result = SimpleNamespace(reason="", dtypes=[])
+    assert not importer._admitted_sizes(result, analysis, _Compiler(lambda e: True))  # type: ignore[arg-type]
+    assert result.reason.startswith("its instantiation builds at none of the dispatch's cases")

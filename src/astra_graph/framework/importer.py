@@ -129,7 +129,8 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
     become a requirement (``hidden == 64 or hidden == 128 or ...``), unless it builds at all of
     them: the framework builds a kernel only for the sizes its ``static_assert``s admit, so the
     others are outside the operation's domain, said in a note. False, with the reason, when
-    none builds."""
+    none builds. A launch that follows a size dispatch builds at the dispatch's cases instead
+    (:func:`_followed_builds`)."""
     if not analysis.specializations:
         return True
     if analysis.followed:
@@ -191,30 +192,47 @@ def _followed_builds(result: LauncherResult, analysis: Analysis, compiler: _Devi
     case the framework builds is compiled (at one serving element type) with every
     specialization at its value there; the launch requires a case that builds (the dispatch's
     cases, already a requirement, are narrowed where one does not), and the first is the value
-    the import compiles at. False, with the reason, when none builds."""
+    the import compiles at. Another element type is kept only where it builds at every case the
+    probe's does. False, with the reason, when none builds. (The analysis has checked that the
+    specializations read the followed dims alone.)"""
     probe = next((d for d in analysis.dtypes if d != "float32"), analysis.dtypes[0])
     names = list(analysis.followed)
+
+    def entry_at(dtype: str, at: Mapping[str, int]) -> str:
+        sizes = {n: expr.evaluate_int(e, at) for n, e in analysis.specializations.items()}
+        return _instantiation(analysis, DTYPES[dtype].ctype, sizes)
+
     admitted: list[dict[str, int]] = []
     refused: list[dict[str, int]] = []
     for values in itertools.product(*analysis.followed.values()):
         at = dict(zip(names, values, strict=True))
-        sizes = {n: expr.evaluate_int(e, at) for n, e in analysis.specializations.items()}
-        entry = _instantiation(analysis, DTYPES[probe].ctype, sizes)
-        (admitted if compiler.first_error([entry]) is None else refused).append(at)
+        (admitted if compiler.first_error([entry_at(probe, at)]) is None else refused).append(at)
     if not admitted:
         result.reason = (
             f"its instantiation builds at none of the dispatch's cases {analysis.followed}"
         )
         return False
+    dropped = [
+        d
+        for d in analysis.dtypes
+        if d != probe and compiler.first_error([entry_at(d, at) for at in admitted])
+    ]
+    if dropped:
+        analysis.dtypes = tuple(d for d in analysis.dtypes if d not in dropped)
+        result.dtypes = list(analysis.dtypes)
+        analysis.notes.append(
+            f"element types {', '.join(dropped)} do not build at every case {probe} builds at "
+            f"({admitted}): left out"
+        )
     first = admitted[0]
     analysis.built_at = {
         n: expr.evaluate_int(e, first) for n, e in analysis.specializations.items()
     }
     if refused:
+        # one dim: `head_dim == 128 or ...`, the list of sizes the suites snap to (draft._allowed)
+        terms = [" and ".join(f"{n} == {v}" for n, v in at.items()) for at in admitted]
         analysis.requires.append(
-            " or ".join(
-                "(" + " and ".join(f"{n} == {v}" for n, v in at.items()) + ")" for at in admitted
-            )
+            " or ".join(terms if len(names) == 1 else [f"({t})" for t in terms])
         )
         analysis.notes.append(
             f"the dispatch's cases {refused} do not build with NVRTC here: left out of the domain"

@@ -1241,6 +1241,11 @@ def analyse(
         own_element,
         finish,
     )
+    specializations = {
+        n: ast.unparse(expr.parse(finish(e)).body) for n, e in translator.specializations.items()
+    }
+    if followed:
+        _check_followed(followed, specializations, shapes)
     return Analysis(
         launcher=launcher.name,
         kernel=kernel,
@@ -1263,12 +1268,27 @@ def analyse(
         width_folded=translator.width_folded,
         dead=dead,
         tunables=tuple(translator.tunables.values()),
-        specializations={
-            n: ast.unparse(expr.parse(finish(e)).body)
-            for n, e in translator.specializations.items()
-        },
+        specializations=specializations,
         followed=followed,
     )
+
+
+def _check_followed(
+    followed: dict[str, tuple[int, ...]],
+    specializations: dict[str, str],
+    shapes: dict[str, list[str]],
+) -> None:
+    """Raises Unmapped unless each followed dim is an axis of a tensor the kernel gets (a size,
+    not a flag the caller passes, nor a dim a derivation replaced) and each specialization
+    reads the followed dims alone (a size fixed by another dim is searched by the importer's
+    other path): the importer then fixes one case of the dispatch instead."""
+    axes = {axis for shape in shapes.values() for axis in shape}
+    for dim in followed:
+        if dim not in axes:
+            raise Unmapped(f"the dispatch switches on {dim}, which is no tensor's axis")
+    for name, value in specializations.items():
+        if expr.names(value) - set(followed):
+            raise Unmapped(f"{name} = {value} reads dims the dispatch does not switch on")
 
 
 def _followed_dims(
@@ -1595,7 +1615,8 @@ def _folded_template_args(
     is written as a specialization on the shape, added to ``specialized`` (name -> the size's
     expression, its placeholders not yet finished): the framework builds one kernel per size it
     is called with, and so does the harness. A value that mixes a size with the element's width
-    is refused (a specialization follows the dims alone)."""
+    takes the width where every dispatched type has the same one (FlashInfer's ``vec_size`` at
+    fp16 and bf16), and is refused otherwise (a specialization follows the dims alone)."""
     out = []
     for param, arg in zip(kernel.template, launch.template_args, strict=False):
         spelled = " ".join(arg.split())
@@ -1617,9 +1638,10 @@ def _folded_template_args(
             if ELEM_BYTES in expr.names(value):
                 # every dispatched type has this width (FlashInfer's vec_size = max(16 /
                 # sizeof(DType), HEAD_DIM / 32) at fp16 and bf16): the value follows the dims
-                # alone, and float32's would differ
-                value = re.sub(rf"\b{ELEM_BYTES}\b", str(widths.pop()), value)
-                translator.width_folded = True
+                # alone, and the entry at another width is not the framework's launch
+                width = widths.pop()
+                value = re.sub(rf"\b{ELEM_BYTES}\b", str(width), value)
+                translator.width_folded = width != DTYPES["float32"].itemsize
             out.append(_specialized(specialized, param.name, value, kernel.name))
             continue
         try:

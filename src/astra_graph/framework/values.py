@@ -28,9 +28,11 @@ over 64, 128, 256 and 512) is first tried as the framework runs it, one build pe
 (``follow_sizes``): the name stands for the run-time size, each template value computed from
 it becomes a specialization on the shape (``// astra: specialize``), and the launch requires
 one of the cases (``head_dim == 64 or ... == 512``). The importer keeps that reading where the
-run-time expression is a dim of the operation (:attr:`~astra_graph.framework.parse.Launch.
-followed`), else it falls back to one case, as above: a case fixed at 64 checks the kernel at
-head size 64 alone, where the framework runs four kernels.
+run-time expression is one dim, an axis of a tensor the kernel gets, and every specialization
+reads that dim alone (:attr:`~astra_graph.framework.parse.Launch.followed`); else, or where the
+analysis fails, it falls back to one case, as above, and says why: a case fixed at 64 checks the
+kernel at head size 64 alone, where the framework runs four kernels. A launch with two size
+dispatches follows both or neither.
 """
 
 from __future__ import annotations
