@@ -1262,6 +1262,34 @@ def test_a_cpp20_jit_file_compiles_at_its_builds_standard(tmp_path: Path) -> Non
     assert main(["validate", str(tmp_path / "c++20" / "run")]) == 0
 
 
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_class_member_under_an_arch_condition_is_the_one_the_build_takes(
+    tmp_path: Path,
+) -> None:
+    """fixtures/framework/jit/arch_member.cuh, as SGLang's RMSNormHalfKernel: the class declares
+    its kernel under ``#if FW_ARCH_NEW_OR_GREATER``, defined from the JIT's ``-DFW_CUDA_ARCH``
+    and ``CUDA_VERSION``. The import takes the member the build takes (it was refused: "under a
+    preprocessor condition, which is not evaluated"), and the lines of the file stay where they
+    were (the launch site keeps its line)."""
+    source = JIT / "arch_member.cuh"
+    launch_line = next(  # in the flattened file the import reads
+        n
+        for n, line in enumerate(flatten(source, []).text.splitlines(), 1)
+        if "host::LaunchKernel(rows" in line
+    )
+    for arch, define, kernel in (
+        ("sm_90", "FW_CUDA_ARCH=900", "scale_double_kernel"),
+        ("sm_100", "FW_CUDA_ARCH=1000", "scale_wide_kernel"),
+    ):
+        report = importer.import_file(source, [], tmp_path / arch, arch=arch, defines=(define,))
+        (result,) = report.launchers
+        assert result.imported, result.reason
+        assert result.line == launch_line
+        production = (tmp_path / arch / "run" / "production.cu").read_text()
+        assert f"// astra: entry = fw::{kernel}<T>" in production
+    assert main(["validate", str(tmp_path / "sm_90" / "run")]) == 0
+
+
 def test_an_entrys_names_come_from_a_namespace_one_at_a_time() -> None:
     """A name of an entry's template arguments that only the kernel's namespace declares is
     brought to global scope by a using-declaration of it alone; one the global scope declares

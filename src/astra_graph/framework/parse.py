@@ -20,10 +20,12 @@ with the geometry from the fields of a local ``cudaLaunchConfig_t`` assigned bef
 smem])[.enable_pdl(on)](kernel, a, b)`` (SGLang's JIT kernels). The kernel may be a local
 (``auto kernel = K<VEC_SIZE, T>;``) or a member of the launcher's class, and may be cast
 (``(void*)kernel``). What such a call does not say plainly (a kernel chosen at run time, a
-class member declared under ``#if``, an ``args`` array that is not a local list of addresses,
-a config field never assigned) is kept as the launch's :attr:`Launch.unread` reason rather than
-guessed. A call whose kernel is a parameter of its own function (SGLang's
-``LaunchKernel::operator()`` forwarding to ``cudaLaunchKernelEx``) is the helper itself, not a
+class member declared under an ``#if`` the build does not decide, an ``args`` array that is not
+a local list of addresses, a config field never assigned) is kept as the launch's
+:attr:`Launch.unread` reason rather than guessed; a member under an ``#if``/``#else`` the build
+decides (the arch flag a JIT injects, ``CUDA_VERSION``) is the branch the build takes. A call
+whose kernel is a parameter of its own function (SGLang's ``LaunchKernel::operator()``
+forwarding to ``cudaLaunchKernelEx``) is the helper itself, not a
 launch site: its callers' launches are the sites.
 
 A launch inside a generic lambda whose template parameter is one of its template arguments
@@ -1016,6 +1018,41 @@ def _object_macros(
     return out
 
 
+def _member_conditions_resolved(root: Node, source: str, known: Mapping[str, str]) -> str:
+    """``source`` with each ``#if``/``#else`` inside a class body that the build decides kept
+    as the branch it takes, the directives and the other branch blanked (SGLang's
+    ``RMSNormHalfKernel``: ``#if SGL_ARCH_BLACKWELL_OR_GREATER static constexpr auto kernel =
+    rmsnorm_cta_wide<...>; #else ... rmsnorm_cta_double<...>; #endif``, which the build
+    decides from ``SGL_CUDA_ARCH`` and ``CUDA_VERSION``). Blanking keeps every line and column
+    where it was, so launch sites keep their lines. A condition that is not preprocessor
+    arithmetic, or an ``#elif`` chain, is left as written (the member is then refused)."""
+    data = bytearray(source.encode())
+    for node in _walk(root, ("preproc_if",)):
+        if node.parent is None or node.parent.type != "field_declaration_list":
+            continue
+        condition = node.child_by_field_name("condition")
+        alternative = node.child_by_field_name("alternative")
+        if condition is None or (alternative is not None and alternative.type != "preproc_else"):
+            continue
+        try:
+            taken = _branch_taken(condition, True, known)
+        except ValueError:
+            continue
+        then_end = (
+            alternative.start_byte if alternative is not None else node.children[-1].start_byte
+        )
+        if taken:
+            keep = (condition.end_byte, then_end)
+        elif alternative is not None:
+            keep = (alternative.children[0].end_byte, alternative.end_byte)
+        else:
+            keep = (node.end_byte, node.end_byte)
+        for at in range(node.start_byte, node.end_byte):
+            if not keep[0] <= at < keep[1] and data[at] not in b"\r\n":
+                data[at] = ord(" ")
+    return data.decode()
+
+
 def _branches(node: Node) -> list[tuple[Node, bool]]:
     """The preprocessor conditions around ``node`` and whether each must hold (the condition of
     the branch it is in) or fail (that of a branch before it); ``#ifdef X`` gives its name."""
@@ -1193,6 +1230,12 @@ def parse_source(
     root = _parser().parse(source.encode()).root_node
     macros = _macros(root)
     object_macros = _object_macros(root, defines or {}, defined)
+    known = {
+        **{name: "" for name in defined},
+        **{name: str(value) for name, value in (defines or {}).items()},
+        **object_macros,
+    }
+    source = _member_conditions_resolved(root, source, known)
     expanded = expand_launching_macros(source, macros)
     tree = _parser().parse(expanded.encode())
     out = Source(macros=macros)
@@ -2041,8 +2084,8 @@ def _kernel_named(expression: str, found: dict[str, str]) -> tuple[str, tuple[st
 def _class_member(node: Node, name: str) -> str | None:
     """The value of member ``name`` of the class a member function is defined in (SGLang's
     ``static constexpr auto kernel = rmsnorm_cta<kDim, kUsePDL, DType>;``), or None. Raises
-    ValueError when it is declared under a preprocessor condition (``#if
-    SGL_ARCH_BLACKWELL_OR_GREATER``): which declaration the build takes is not read here."""
+    ValueError when it is declared under a preprocessor condition left in the source (one the
+    build decides is resolved before: :func:`_member_conditions_resolved`)."""
     body = _owner_body(node)
     for member in _walk(body, ("field_declaration",)) if body is not None else []:
         value = member.child_by_field_name("default_value")
