@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -160,22 +160,14 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
     if not admitted:
         result.reason = f"its instantiation builds at none of the sizes {list(sizes)} of {dim}"
         return False
-    # another element type is kept only where it builds at every admitted size
-    dropped = [
-        d
-        for d in analysis.dtypes
-        if d != probe
-        and compiler.first_error(
-            [_instantiation(analysis, DTYPES[d].ctype, {name: v}) for v in admitted]
-        )
-    ]
-    if dropped:
-        analysis.dtypes = tuple(d for d in analysis.dtypes if d not in dropped)
-        result.dtypes = list(analysis.dtypes)
-        analysis.notes.append(
-            f"element types {', '.join(dropped)} do not build at every size "
-            f"{probe} builds at ({admitted}): left out"
-        )
+    _keep_dtypes_building(
+        result,
+        analysis,
+        probe,
+        lambda d: [_instantiation(analysis, DTYPES[d].ctype, {name: v}) for v in admitted],
+        compiler,
+        f"every size {probe} builds at ({admitted})",
+    )
     analysis.built_at = {name: admitted[0]}
     analysis.requires.append(" or ".join(f"{dim} == {v}" for v in admitted))
     refused = [v for v in sizes if v not in admitted]
@@ -185,6 +177,25 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
         "sizes tried that build (others, untried, are left out with them)"
     )
     return True
+
+
+def _keep_dtypes_building(
+    result: LauncherResult,
+    analysis: Analysis,
+    probe: str,
+    entries: Callable[[str], list[str]],
+    compiler: _DeviceCompiler,
+    where: str,
+) -> None:
+    """The element types other than ``probe`` kept only where each of their ``entries`` (the
+    instantiations ``probe`` built at) builds too; the others left out, said (``where``)."""
+    dropped = [d for d in analysis.dtypes if d != probe and compiler.first_error(entries(d))]
+    if dropped:
+        analysis.dtypes = tuple(d for d in analysis.dtypes if d not in dropped)
+        result.dtypes = list(analysis.dtypes)
+        analysis.notes.append(
+            f"element types {', '.join(dropped)} do not build at {where}: left out"
+        )
 
 
 def _followed_builds(result: LauncherResult, analysis: Analysis, compiler: _DeviceCompiler) -> bool:
@@ -212,18 +223,14 @@ def _followed_builds(result: LauncherResult, analysis: Analysis, compiler: _Devi
             f"its instantiation builds at none of the dispatch's cases {analysis.followed}"
         )
         return False
-    dropped = [
-        d
-        for d in analysis.dtypes
-        if d != probe and compiler.first_error([entry_at(d, at) for at in admitted])
-    ]
-    if dropped:
-        analysis.dtypes = tuple(d for d in analysis.dtypes if d not in dropped)
-        result.dtypes = list(analysis.dtypes)
-        analysis.notes.append(
-            f"element types {', '.join(dropped)} do not build at every case {probe} builds at "
-            f"({admitted}): left out"
-        )
+    _keep_dtypes_building(
+        result,
+        analysis,
+        probe,
+        lambda d: [entry_at(d, at) for at in admitted],
+        compiler,
+        f"every case {probe} builds at ({admitted})",
+    )
     first = admitted[0]
     analysis.built_at = {
         n: expr.evaluate_int(e, first) for n, e in analysis.specializations.items()
