@@ -859,6 +859,21 @@ def test_a_size_dispatch_on_a_computed_value_keeps_one_case(tmp_path: Path) -> N
     )
 
 
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_whole_number_switch_on_a_callers_flag_keeps_one_case(tmp_path: Path) -> None:
+    """``FW_DISPATCH_MODE(mode, MODE, ...)`` has whole-number cases (0, 1) as a head size's
+    switch does, but ``mode`` is a flag the caller passes, no tensor's axis: following it would
+    make a flag a dim, so one case is imported and the notes say why it was not followed."""
+    report = importer.import_file(CSRC / "mode_dispatch.cu", [], tmp_path)
+    (result,) = report.launchers
+    assert result.imported, result.reason
+    assert any("MODE = 0 where mode is 0" in n for n in result.notes)
+    assert any("switches on mode, which is no tensor's axis" in n for n in result.notes)
+    header = (tmp_path / "offset_rows" / "production.cu").read_text()
+    assert "fw::offset_rows_kernel<astra_framework_t<T>, 0>" in header
+    assert "// astra: specialize" not in header
+
+
 def test_size_dispatches_are_followed_and_flags_expanded() -> None:
     """With ``follow_sizes`` a size dispatch binds its name to the run-time value and adds the
     requirement of one of its cases; a flag's dispatch (true/false) is still one variant per
