@@ -583,14 +583,31 @@ struct Gated {
     LaunchKernel(in.size(0), 64, in.device())(kernel, out.data_ptr(), in.data_ptr(), 7);
   }
 };
+template <typename T>
+struct Undecided {
+#if NEW_ARCH % 2
+  static constexpr auto kernel = k<T>;
+#else
+  static constexpr auto kernel = k<float>;
+#endif
+  static void run(tvm::ffi::TensorView out, tvm::ffi::TensorView in) {
+    LaunchKernel(in.size(0), 64, in.device())(kernel, out.data_ptr(), in.data_ptr(), 7);
+  }
+};
 """
 
 
-def test_a_kernel_member_of_the_launchers_class_is_followed_unless_preprocessed() -> None:
-    plain, gated = (x.launches[0] for x in parse_source(HELPER_MEMBER).launchers)
+def test_a_kernel_member_of_the_launchers_class_is_followed_where_the_build_decides_it() -> None:
+    """A member under ``#if``/``#else`` is the branch the build takes (an undefined name is 0,
+    as the preprocessor reads it); one under a condition that is not preprocessor arithmetic is
+    the launch's reason, not a guess."""
+    plain, gated, undecided = (x.launches[0] for x in parse_source(HELPER_MEMBER).launchers)
     assert (plain.kernel, plain.template_args, plain.unread) == ("k", ("T",), "")
-    assert gated.unread.startswith("LaunchKernel(): its class declares 'kernel' under")
-    assert "#if NEW_ARCH" in gated.unread
+    assert (gated.kernel, gated.template_args, gated.unread) == ("k", ("float",), "")
+    new_arch = parse_source(HELPER_MEMBER, {"NEW_ARCH": 1}).launchers[1].launches[0]
+    assert (new_arch.kernel, new_arch.template_args) == ("k", ("T",))
+    assert undecided.unread.startswith("LaunchKernel(): its class declares 'kernel' under")
+    assert "#if NEW_ARCH % 2" in undecided.unread
 
 
 def test_argument_lists_split_at_top_level_commas_only() -> None:
