@@ -19,7 +19,7 @@ from astra_graph.harness.compile import (
     gpu_arch,
 )
 from astra_graph.harness.nvrtc import NvrtcUnavailable
-from astra_graph.harness.validation import interface_problems, suite_shapes
+from astra_graph.harness.validation import interface_problems, suite_builds
 from astra_graph.kernel.catalog import resolve
 from astra_graph.kernel.dtypes import DTYPES
 
@@ -44,8 +44,7 @@ def run(args: argparse.Namespace) -> int:
             )
         return 1
     results = []
-    # one build per element type, and per value a specialization takes over the suites
-    builds = impl.header.specialized_over(dims for _, dims in suite_shapes(spec))
+    builds = suite_builds(spec, impl)  # per element type, and per specialization value
     for arch in arches:
         for dtype_name, values in product(spec.contract.dtypes, builds):
             try:

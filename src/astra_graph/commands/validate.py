@@ -10,6 +10,7 @@ all pass, 1 when any fails, 2 when the target does not exist or NVRTC is missing
 from __future__ import annotations
 
 import argparse
+from itertools import product
 from pathlib import Path
 
 from astra_graph.commands import UsageError, check_arch
@@ -19,7 +20,7 @@ from astra_graph.harness.validation import (
     interface_problems,
     reference_problem,
     smallest_shape,
-    suite_shapes,
+    suite_builds,
 )
 from astra_graph.kernel.catalog import contract_folder_of, find_operation
 from astra_graph.kernel.contract import CONTRACT_FILE, ContractError, OperationSpec, load_contract
@@ -92,22 +93,17 @@ def run(args: argparse.Namespace) -> int:
             )
         if args.no_compile:
             continue
-        # one build per element type, and per value a specialization takes over the suites
-        builds = impl.header.specialized_over(dims for _, dims in suite_shapes(spec))
-        for dtype in spec.contract.dtypes:
-            for values in builds:
-                try:
-                    kernel = compile_implementation(
-                        impl,
-                        DTYPES[dtype],
-                        values,
-                        arch=args.arch,
-                        include_dirs=spec.include_paths,
-                    )
-                except NvrtcUnavailable as exc:
-                    raise UsageError(f"{exc} (or pass --no-compile)") from None
-                except CompileFailed as exc:
-                    report(False, "compile", f"{exc} ({dtype})")
-                    continue
-                report(True, "compile", f"{path}: {kernel.entry} for {args.arch}")
+        builds = suite_builds(spec, impl)  # per element type, and per specialization value
+        for dtype, values in product(spec.contract.dtypes, builds):
+            try:
+                kernel = compile_implementation(
+                    impl, DTYPES[dtype], values, arch=args.arch, include_dirs=spec.include_paths
+                )
+            except NvrtcUnavailable as exc:
+                raise UsageError(f"{exc} (or pass --no-compile)") from None
+            except CompileFailed as exc:
+                at = f", {values}" if values else ""  # the specialization that failed
+                report(False, "compile", f"{exc} ({dtype}{at})")
+                continue
+            report(True, "compile", f"{path}: {kernel.entry} for {args.arch}")
     return 1 if failed else 0

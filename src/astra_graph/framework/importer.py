@@ -144,19 +144,16 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
         )
         return False
     ((name, dim),) = analysis.specializations.items()
-    # sizes are searched at one element type, a serving one where the launch has it (a
-    # framework's norm builds for fp16 and bf16 alone); the others are then kept or dropped at
-    # the first admitted size (_compiling_dtypes)
-    probe = next((d for d in analysis.dtypes if d != "float32"), analysis.dtypes[0])
+    probe = _probe_dtype(analysis)
     sizes = SPECIALIZED_SIZES
-    every = [_instantiation(analysis, DTYPES[probe].ctype, {name: v}) for v in sizes]
-    if compiler.first_error(every) is None:
+    builds = _building(
+        compiler, [_instantiation(analysis, DTYPES[probe].ctype, {name: v}) for v in sizes]
+    )
+    if all(builds):
         # it builds at every size tried: nothing says a size is outside its domain
         analysis.built_at = {name: sizes[0]}
         return True
-    admitted = [
-        v for v, entry in zip(sizes, every, strict=True) if not compiler.first_error([entry])
-    ]
+    admitted = [v for v, built in zip(sizes, builds, strict=True) if built]
     if not admitted:
         result.reason = f"its instantiation builds at none of the sizes {list(sizes)} of {dim}"
         return False
@@ -177,6 +174,20 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
         "sizes tried that build (others, untried, are left out with them)"
     )
     return True
+
+
+def _probe_dtype(analysis: Analysis) -> str:
+    """The element type sizes are searched at: a serving one where the launch has it (a
+    framework's norm builds for fp16 and bf16 alone); the others are kept or dropped after."""
+    return next((d for d in analysis.dtypes if d != "float32"), analysis.dtypes[0])
+
+
+def _building(compiler: _DeviceCompiler, entries: list[str]) -> list[bool]:
+    """Which of ``entries`` build: one program for them all, then one each only where that
+    program fails (to tell whose the error is)."""
+    if compiler.first_error(entries) is None:
+        return [True] * len(entries)
+    return [compiler.first_error([e]) is None for e in entries]
 
 
 def _keep_dtypes_building(
@@ -206,18 +217,20 @@ def _followed_builds(result: LauncherResult, analysis: Analysis, compiler: _Devi
     the import compiles at. Another element type is kept only where it builds at every case the
     probe's does. False, with the reason, when none builds. (The analysis has checked that the
     specializations read the followed dims alone.)"""
-    probe = next((d for d in analysis.dtypes if d != "float32"), analysis.dtypes[0])
+    probe = _probe_dtype(analysis)
     names = list(analysis.followed)
 
     def entry_at(dtype: str, at: Mapping[str, int]) -> str:
         sizes = {n: expr.evaluate_int(e, at) for n, e in analysis.specializations.items()}
         return _instantiation(analysis, DTYPES[dtype].ctype, sizes)
 
-    admitted: list[dict[str, int]] = []
-    refused: list[dict[str, int]] = []
-    for values in itertools.product(*analysis.followed.values()):
-        at = dict(zip(names, values, strict=True))
-        (admitted if compiler.first_error([entry_at(probe, at)]) is None else refused).append(at)
+    cases = [
+        dict(zip(names, values, strict=True))
+        for values in itertools.product(*analysis.followed.values())
+    ]
+    builds = _building(compiler, [entry_at(probe, at) for at in cases])
+    admitted = [at for at, built in zip(cases, builds, strict=True) if built]
+    refused = [at for at, built in zip(cases, builds, strict=True) if not built]
     if not admitted:
         result.reason = (
             f"its instantiation builds at none of the dispatch's cases {analysis.followed}"

@@ -1300,9 +1300,7 @@ def _followed_dims(
     size, or a rank): the importer then fixes one case instead."""
     out: dict[str, tuple[int, ...]] = {}
     for runtime, cases in launch.followed:
-        dim = finish(translator.fresh().expression(runtime)).strip()
-        while dim.startswith("(") and dim.endswith(")"):
-            dim = dim[1:-1].strip()
+        dim = ast.unparse(expr.parse(finish(translator.fresh().expression(runtime))).body)
         if not dim.isidentifier():
             raise Unmapped(f"the dispatch on {runtime} switches on {dim}, not one dim")
         out[dim] = cases

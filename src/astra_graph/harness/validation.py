@@ -45,6 +45,12 @@ def suite_shapes(spec: OperationSpec) -> Iterator[tuple[str, dict[str, int]]]:
             yield suite, dims
 
 
+def suite_builds(spec: OperationSpec, impl: Implementation) -> list[dict[str, int]]:
+    """The specialization values a build for the contract's suites compiles, one per distinct
+    value the suites take (``[{}]`` for an implementation without ``specialize``)."""
+    return impl.header.specialized_over(dims for _, dims in suite_shapes(spec))
+
+
 def smallest_shape(spec: OperationSpec) -> dict[str, int]:
     """The suite shape with the fewest elements (by the product of its dims)."""
     return min(

@@ -17,7 +17,7 @@ from langgraph.runtime import Runtime
 from astra_graph.harness.compile import CompileFailed, compile_implementation
 from astra_graph.harness.nvrtc import NvrtcUnavailable
 from astra_graph.harness.results import Verdict
-from astra_graph.harness.validation import suite_shapes
+from astra_graph.harness.validation import suite_builds
 from astra_graph.kernel import loaded
 from astra_graph.kernel.contract import OperationSpec
 from astra_graph.kernel.dtypes import DTYPES
@@ -90,7 +90,7 @@ def compile_problem(spec: OperationSpec, path: Path, arch: str) -> Verdict | Non
     """A compile_error verdict with the log if some dtype's instantiation fails, else None."""
     impl = loaded.implementation(spec, path)  # parsed by the coding step already
     # a kernel specialized on the shape is built here at the first suite shape's values
-    first = impl.header.specialized_over(dims for _, dims in suite_shapes(spec))[0]
+    first = suite_builds(spec, impl)[0]
     for name in spec.contract.dtypes:
         try:
             compile_implementation(
