@@ -317,7 +317,8 @@ def _params(spec: OperationSpec, impl: Implementation) -> list[str]:
     params: list[str] = []
     for b in impl.bindings:
         if b.kind == "tensor":
-            params.append(f"('tensor', {b.name!r}, None, None)")
+            moved = python_lambda(b.value) if b.value is not None else None
+            params.append(f"('tensor', {b.name!r}, None, {moved})")
         elif b.kind == "scalar" and scalars[b.name].value is None:
             params.append(f"('param', {b.name!r}, {b.dtype!r}, None)")
         else:

@@ -410,7 +410,10 @@ def _kernel_args(run: FinishedRun, tensor_of: dict[str, str], dtype: str) -> lis
         if b.kind == "tensor":
             # the kernel's own pointer type, whatever it spells the element (__half, c10::Half)
             param = f"astra_param_t<decltype(kernel), {index}>"
-            args.append(f"reinterpret_cast<{param}>({tensor_of[b.name]}.data_ptr())")
+            address = f"{tensor_of[b.name]}.data_ptr()"
+            if b.value is not None:  # an address moved by whole bytes
+                address = f"static_cast<char*>({address}) + static_cast<int64_t>({cpp(b.value)})"
+            args.append(f"reinterpret_cast<{param}>({address})")
         elif b.kind == "null":
             args.append("nullptr")
         elif b.kind == "scalar" and scalars[b.name].default is not None:

@@ -666,6 +666,8 @@ def _index_rows(analysis: Analysis, name: str) -> str | None:
 
 def _param_item(binding: Binding, taken: set[str]) -> str:
     """One item of the header's ``params`` for a binding that is not a struct."""
+    if binding.kind == "tensor" and binding.moved:
+        return f"{binding.value} + bytes({binding.moved})"
     if binding.kind in ("tensor", "scalar"):
         return binding.value
     name = binding.param if binding.param not in taken else f"{binding.param}_arg"

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 
 from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import (
+    ARRAY_ITEMS,
     DECLARED_VALUE,
     GIVEN_VALUE,
     MAX_MACRO_DEPTH,
@@ -214,6 +215,10 @@ class Binding:
     value: str
     dtype: str
     fields: list[Binding] = field(default_factory=list)
+    moved: str = ""
+    """For a tensor: the bytes the launch moves its address by, over the dims (SGLang's
+    pre-offset ``k``), or ''. The kernel's reach is then relative to the moved address, so no
+    shape is read from it (:func:`_at_their_start`)."""
 
 
 @dataclass
@@ -604,6 +609,18 @@ def _same_function(asked: str, launched: str) -> bool:
     return full == short or full.endswith(f"::{short}")
 
 
+def _chosen_conditions(choice: str) -> dict[str, bool]:
+    """The conditions a launch's kernel choice (:attr:`~astra_graph.framework.parse.Launch.
+    choice`) took, compacted: ``is_int32 true`` -> {``is_int32``: True}. A selector function's
+    choice (``select_kernel(type): type == "silu"``) fixes no host condition by itself."""
+    found: dict[str, bool] = {}
+    for term in filter(None, choice.split("; ")):
+        condition, _, taken = term.rpartition(" ")
+        if condition and ": " not in term and taken in ("true", "false"):
+            found[_compact(condition)] = taken == "true"
+    return found
+
+
 class _Translator:
     """C++ host expressions to contract expressions with placeholders for tensor queries."""
 
@@ -627,6 +644,9 @@ class _Translator:
         arguments as the launch writes them."""
         self.template_args = launch.template_args
         self.kernel_written = launch.written
+        self.chosen = _chosen_conditions(launch.choice)
+        """The host conditions whose value the launch's kernel choice fixes (``is_int32`` is
+        true at the launch of ``is_int32 ? K<int32_t> : K<int64_t>`` that takes K<int32_t>)."""
         self.returns = returns or {}
         """The source's one-return functions (:attr:`~astra_graph.framework.parse.Source.
         returns`), read where a size expression calls one."""
@@ -785,7 +805,8 @@ class _Translator:
             ]
             if any(p is None for p in parts):
                 raise Unmapped(f"cannot read {text(node)!r}")
-            given = self._given(parts[0])  # type: ignore[arg-type]
+            chosen = self.chosen.get(_compact(text(parts[0])))
+            given = chosen if chosen is not None else self._given(parts[0])  # type: ignore[arg-type]
             if given is not None:
                 return self._node(parts[1 if given else 2], depth)  # type: ignore[arg-type]
             inner = ", ".join(self._node(p, depth) for p in parts)  # type: ignore[arg-type]
@@ -794,6 +815,8 @@ class _Translator:
             return f"({self._node(node.child_by_field_name('argument'), depth)}) == 0"  # type: ignore[arg-type]
         if kind in ("true", "false"):
             return "1" if kind == "true" else "0"
+        if kind == "subscript_expression":
+            return self._array_item(node, depth)
         if kind == "cast_expression":  # (size_t)NUM_WARPS: a C cast to a whole number
             spelled = " ".join(text(node.child_by_field_name("type")).split())
             if CPP_TYPES.get(spelled) in ("int32", "int64"):
@@ -877,8 +900,30 @@ class _Translator:
             raise Unmapped(f"sizeof({spelled}) in a size expression: its size is not known")
         return str(dtype.itemsize)
 
+    def _array_item(self, node: Node, depth: int) -> str:
+        """One item of a local array initialised by a list, at an index that is a constant
+        where the launch is (SGLang's ``kOccupancyTable[is_int32 ? 0 : 1]`` under the kernel
+        choice that fixes ``is_int32``); anything else is refused."""
+        array = text(node.child_by_field_name("argument"))
+        count = self.locals.get(f"{ARRAY_ITEMS}{array}")
+        indices = node.child_by_field_name("indices")
+        index_nodes = indices.named_children if indices is not None else []
+        if count is None or len(index_nodes) != 1:
+            raise Unmapped(f"subscript expression {text(node)!r} in a size expression")
+        index = self._node(index_nodes[0], depth)
+        if expr.names(index):
+            raise Unmapped(f"{text(node)!r}: the index is not a constant at the launch")
+        position = expr.evaluate_int(index, {})
+        items = split_top_level(self.locals[array])
+        if not 0 <= position < len(items):
+            raise Unmapped(f"{text(node)!r}: index {position} outside its {len(items)} items")
+        return f"({self.expression(items[position], depth + 1)})"
+
     def _name(self, node: Node, depth: int) -> str:
         name = text(node)
+        chosen = self.chosen.get(_compact(name))
+        if chosen is not None:
+            return "1" if chosen else "0"
         if name.endswith("multiProcessorCount"):
             return SM_COUNT
         if name in self.device:
@@ -986,8 +1031,12 @@ class _Translator:
         if len(args) not in (2, 3):
             raise Unmapped(f"occupancy query {text(node)!r}: (kernel, threads[, smem]) expected")
         written = _compact(text(args[0]))
-        same = written == _compact(self.kernel_written)  # one name in one scope: the same
         asked = self._aliased(written)
+        # one name in one scope is the same kernel; so is the expression the launched one's
+        # local stands for at this launch (`kernel = is_int32 ? K<int32_t> : K<int64_t>`)
+        same = written == _compact(self.kernel_written) or (
+            bool(self.kernel_written) and asked == self._aliased(self.kernel_written)
+        )
         launched = _compact(self.kernel)
         if self.template_args:
             launched += f"<{','.join(_compact(a) for a in self.template_args)}>"
@@ -1051,6 +1100,11 @@ class _Translator:
             if alias is None:
                 break
             name = _compact(alias)
+            ternary = _ternary(name)
+            taken = self.chosen.get(ternary[0]) if ternary is not None else None
+            if ternary is not None and taken is not None:
+                # `kernel = is_int32 ? K<int32_t> : K<int64_t>`, at the launch of one choice
+                name = _compact(ternary[1] if taken else ternary[2])
         return name
 
     def _unwrapped(self, node: Node, symbol: str) -> str:
@@ -1246,6 +1300,7 @@ def analyse(
     }
     if followed:
         _check_followed(followed, specializations, shapes)
+    _refuse_moved_drafts(bound.bindings, notes)
     return Analysis(
         launcher=launcher.name,
         kernel=kernel,
@@ -1481,6 +1536,8 @@ def _finish_bindings(bindings: list[Binding], finish: Callable[[str], str]) -> N
         for one in binding.fields or [binding]:
             if one.kind == "expr":
                 one.value = finish(one.value)
+            if one.moved:
+                one.moved = finish(one.moved)
 
 
 def _note_host_reads(translator: _Translator, notes: list[str]) -> None:
@@ -2025,6 +2082,53 @@ def _float_expression(value: str, launch: Launch, host: dict[str, Param]) -> str
     return derived if derived is not None and expr.names(derived) else None
 
 
+_POINTER_OFFSET = re.compile(r"^(?:::)?(?:\w+::)*pointer::offset(?:<(?P<unit>[^<>]+)>)?$")
+"""SGLang's ``pointer::offset<T = char>(ptr, offsets...)``: ``ptr`` moved by the offsets' sum in
+units of ``T``."""
+_TYPED_POINTER = re.compile(
+    r"<\s*(?:const\s+)?(?P<type>[\w:]+)\s*\*\s*>|^\(\s*(?:const\s+)?(?P<c>[\w:]+)\s*\*\s*\)"
+)
+"""The pointee of a cast to a typed pointer (``static_cast<const T*>``, ``(T*)``)."""
+
+
+def _moved_pointer(inner: str) -> tuple[str, str] | None:
+    """(the pointer moved, the move in bytes as C++) for a pointer argument that moves a
+    pointer by whole elements or bytes: SGLang's ``pointer::offset(k.data_ptr(), -k_offset)``
+    (bytes; ``pointer::offset<T>`` counts ``T`` s) and ``x.data_ptr<T>() + n`` or
+    ``static_cast<T*>(x.data_ptr()) - n`` (``T`` s); None for anything else (an untyped
+    ``void*`` moved by ``+`` is no C++)."""
+    node = expression_node(inner)
+    if node is None:
+        return None
+    node = unparenthesised(node)
+    if node.type == "call_expression":
+        function = _compact(text(node.child_by_field_name("function")))
+        form = _POINTER_OFFSET.match(function)
+        args_node = node.child_by_field_name("arguments")
+        args = [text(a) for a in (args_node.named_children if args_node else [])]
+        if form is None or len(args) < 2:
+            return None
+        moves = " + ".join(f"({a})" for a in args[1:])
+        unit = form["unit"]
+        return args[0], f"({moves}) * sizeof({unit})" if unit else f"({moves})"
+    if node.type != "binary_expression":
+        return None
+    op = text(node.child_by_field_name("operator"))
+    left, right = (node.child_by_field_name(f) for f in ("left", "right"))
+    if op not in ("+", "-") or left is None or right is None:
+        return None
+    base = text(left)
+    typed = _DATA_PTR.match(strip_cast(base))
+    cast = _TYPED_POINTER.search(base)
+    unit = (typed["type"] if typed is not None else None) or (
+        (cast["type"] or cast["c"]) if cast is not None else None
+    )
+    if typed is None or not unit or unit.strip() == "void":
+        return None
+    sign = "-" if op == "-" else ""
+    return base, f"{sign}({text(right)}) * sizeof({unit.strip()})"
+
+
 def _pointer_binding(
     param: Param,
     raw: str,
@@ -2035,9 +2139,19 @@ def _pointer_binding(
     element_names: set[str],
 ) -> Binding:
     """A pointer parameter's binding: null, or the tensor whose ``data_ptr()`` the launch
-    passes, with its element type; raises Unmapped for anything else (a raw pointer)."""
+    passes, with its element type, its address moved where the launch moves it
+    (:func:`_moved_pointer`); raises Unmapped for anything else (a raw pointer)."""
     if inner in NULL_LITERALS:
         return Binding(param.name, "null", "", "pointer")
+    moved = _moved_pointer(inner)
+    if moved is not None:
+        base, offset = moved
+        base = strip_cast(base)
+        binding = _pointer_binding(param, raw, base, host, translator, targs, element_names)
+        if binding.kind != "tensor":
+            raise Unmapped(f"pointer argument {raw!r} for {param.name!r} moves a null pointer")
+        binding.moved = translator.expression(offset)
+        return binding
     match = _DATA_PTR.match(inner)
     if match is None and inner in host and host[inner].pointer:
         # FlashInfer's header launchers (`RMSNorm(T* input, ..., uint32_t d, ...)`):
@@ -2304,6 +2418,26 @@ def strided_twin(
     return twin, note
 
 
+def _refuse_moved_drafts(bindings: list[Binding], notes: list[str]) -> None:
+    """Raises Unmapped for a tensor passed at a moved address whose shape is a draft (no check
+    states it, :data:`UNSIZED_NOTES`): where the kernel reaches from the moved address is not
+    read, so no draft can be known to hold it."""
+    for one in (f for b in bindings for f in b.fields or [b]):
+        if one.kind == "tensor" and one.moved:
+            drafted = tuple(f"{one.value}: {note}" for note in UNSIZED_NOTES)
+            if any(n.startswith(drafted) for n in notes):
+                raise Unmapped(
+                    f"tensor {one.value!r} is passed at a moved address ({one.moved} bytes) and "
+                    "no check states its shape: how far the kernel reaches it is not read"
+                )
+
+
+def _at_their_start(bindings: list[Binding]) -> list[Binding]:
+    """The bindings but the tensors passed at a moved address (:attr:`Binding.moved`): how far
+    the kernel reaches such a pointer says nothing of the tensor's extent."""
+    return [b for b in bindings if not b.moved]
+
+
 def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str, str]]:
     """For each tensor whose extent the kernel's body shows
     (:attr:`~astra_graph.framework.parse.Kernel.extents`), (``tensor``, ``axis``): the one axis
@@ -2312,7 +2446,7 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
     for constant indices (``scale[0]``: one element); (``tensor``, :data:`WHOLE_SHAPE`) for a
     pointer offset exactly as that tensor's. A bound passed anything else (a product, a
     launcher constant) gives nothing."""
-    passed = {b.param: b for b in bindings}
+    passed = {b.param: b for b in _at_their_start(bindings)}
     passes = Counter(b.value for b in bindings if b.kind == "tensor")
     bound_twice = {tensor for tensor, count in passes.items() if count > 1}
 
@@ -2358,7 +2492,7 @@ def strided_axes(kernel: Kernel, bindings: list[Binding]) -> dict[str, list[tupl
     stride's index bound as a size of another tensor: per axis, that tensor and its axis. vLLM's
     merge passes ``prefix_lse.stride(0)`` as the stride of ``head_idx``, below ``num_heads =
     output.size(1)``: ``prefix_lse`` is [output's axis 1, output's axis 0], [heads, tokens]."""
-    passed = {b.param: b for b in bindings}
+    passed = {b.param: b for b in _at_their_start(bindings)}
     out: dict[str, list[tuple[str, int]]] = {}
     for extent in kernel.strided:
         tensor = passed.get(extent.pointer)
@@ -2591,7 +2725,7 @@ def kernel_row_length(
     local), where the same row index offsets ``written``'s pointer by
     ``written_last``, its drafted last axis (``out + row * d``), so that the index counts rows
     of both. One such offset each, or the indexing is not read."""
-    params = {b.value: b.param for b in bindings if b.kind == "tensor"}
+    params = {b.value: b.param for b in _at_their_start(bindings) if b.kind == "tensor"}
     sizes = {
         one.param: one.value for b in bindings for one in b.fields or [b] if one.kind == "expr"
     }

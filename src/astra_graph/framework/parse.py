@@ -123,6 +123,10 @@ pointer passed at a launch that sits under that very condition is that value, no
 initialiser (vLLM's merge with an FP8 output reads its scale)."""
 TYPE_ALIAS = "using "
 """Prefix of a :attr:`Launch.locals` key that holds a type alias (``using query_t = scalar_t``)."""
+ARRAY_ITEMS = "array of: "
+"""Prefix of a :attr:`Launch.locals` key marking a local array initialised by a list (SGLang's
+``static const uint32_t kOccupancyTable[2] = {a, b}``; its own key holds the items joined by
+commas): a size expression may read one item at a constant index."""
 
 
 class ParserUnavailable(RuntimeError):
@@ -573,6 +577,9 @@ def _declared(node: Node) -> dict[str, str]:
                 out[name] = _joined([text(a) for a in value.named_children], kind)
             elif value is not None and value.type == "initializer_list":
                 out[name] = ", ".join(text(a) for a in value.named_children)
+                declarator = child.child_by_field_name("declarator")
+                if declarator is not None and declarator.type == "array_declarator":
+                    out[f"{ARRAY_ITEMS}{name}"] = str(len(value.named_children))
             elif value is not None:
                 out[name] = text(value)
     for alias in _walk(node, ("alias_declaration",)):
@@ -1308,7 +1315,13 @@ def parse_source(
 
 
 def _return_only(definition: Node, declarator: Node) -> ReturnOnly | None:
-    """The function as a :class:`ReturnOnly`, or None when its body does more than return."""
+    """The function as a :class:`ReturnOnly`, or None when its body does more than return.
+
+    Locals declared before the ``return``, one each (SGLang's ``static const auto kNumSM =
+    host::runtime::get_sm_count(device.device_id); return kNumSM;``), are read into the
+    returned expression. A ``static`` one keeps its first call's value, which is every call's
+    only where its initialiser reads none of the parameters or asks the multiprocessor count
+    (:data:`SM_COUNT_CALLS`: the import reads one GPU); any other makes it no ReturnOnly."""
     body = definition.child_by_field_name("body")
     if body is None:
         return None
@@ -1318,19 +1331,48 @@ def _return_only(definition: Node, declarator: Node) -> ReturnOnly | None:
         if c.type not in ("comment", "static_assert_declaration")
         and not text(c).startswith("static_assert")
     ]
-    if len(statements) != 1 or statements[0].type != "return_statement":
+    if not statements or statements[-1].type != "return_statement":
         return None
-    values = statements[0].named_children
+    values = statements[-1].named_children
     if len(values) != 1:
         return None
+    params = tuple(p.name for p in _params(declarator))
+    returned = text(values[0])
+    for statement in reversed(statements[:-1]):
+        local = _one_local(statement, params)
+        if local is None:
+            return None
+        name, value = local
+        returned = re.sub(rf"(?<![\w.:>]){re.escape(name)}(?!\w)", f"({value})", returned)
     template = definition.parent
     names = (
         tuple(t.name for t in _template_params(template))
         if template is not None and template.type == "template_declaration"
         else ()
     )
-    params = tuple(p.name for p in _params(declarator))
-    return ReturnOnly(names, params, text(values[0]), tuple(_scope_names(definition)))
+    return ReturnOnly(names, params, returned, tuple(_scope_names(definition)))
+
+
+def _one_local(statement: Node, params: tuple[str, ...]) -> tuple[str, str] | None:
+    """(name, initialiser) of a declaration of one local by ``=`` (:func:`_return_only`), or
+    None: anything else, or a ``static`` local whose first call's value need not be every
+    call's."""
+    if statement.type != "declaration" or len(statement.named_children) < 2:
+        return None
+    inits = [c for c in statement.named_children if c.type == "init_declarator"]
+    if len(inits) != 1:
+        return None
+    declarator, value = (inits[0].child_by_field_name(f) for f in ("declarator", "value"))
+    if declarator is None or declarator.type != "identifier" or value is None:
+        return None
+    static = any(
+        c.type == "storage_class_specifier" and text(c) == "static"
+        for c in statement.named_children
+    )
+    called = {_callee(c).rsplit("::", 1)[-1] for c in _walk(value, ("call_expression",))}
+    if static and _words(text(value)) & set(params) and not called & set(SM_COUNT_CALLS):
+        return None
+    return text(declarator), text(value)
 
 
 def _row_offsets(body: Node, params: tuple[Param, ...]) -> tuple[RowOffset, ...]:

@@ -171,7 +171,8 @@ def struct_argument(binding: Binding, case: Case, address: Callable[[Any], int])
     record = np.zeros(1, dtype=struct_dtype(binding))
     for member in binding.fields or []:
         if member.kind == "tensor":
-            record[member.name] = address(case.arrays[member.name])
+            moved = member.byte_offset(case.dims, DTYPES[case.dtype].itemsize)
+            record[member.name] = address(case.arrays[member.name]) + moved
         else:
             record[member.name] = _by_value(member, case)
     scalar: np.void = record[0]
@@ -238,6 +239,10 @@ class LoadedKernel:
         for binding in self.impl.bindings:
             if binding.kind == "struct":
                 args.append(struct_argument(binding, case, lambda array: array.data.ptr))
+            elif binding.kind == "tensor" and binding.value is not None:
+                # an address moved off the array (SGLang's pre-offset k): 8 bytes by value
+                moved = binding.byte_offset(case.dims, self.dtype.itemsize)
+                args.append(np.uint64(case.arrays[binding.name].data.ptr + moved))
             elif binding.kind == "tensor":
                 args.append(case.arrays[binding.name])
             else:

@@ -466,13 +466,20 @@ NULL_POINTER = "nullptr"
 _BINDING = re.compile(
     r"^(?P<name>[A-Za-z_]\w*)\s*(?::\s*(?P<dtype>\w+)\s*)?(?:=\s*(?P<value>.+))?$"
 )
+_OFFSET_BINDING = re.compile(
+    r"^(?P<name>[A-Za-z_]\w*)\s*(?P<sign>[+-])\s*bytes\s*\((?P<value>.+)\)$", re.S
+)
+"""``k - bytes(heads * head_stride * elem_bytes)``: a tensor's address moved by whole bytes."""
 _STRUCT_BINDING = re.compile(r"^(?P<type>[A-Za-z_][\w:]*)\s*\{(?P<fields>.*)\}$", re.S)
 
 
 class Binding(Strict):
     """What one kernel parameter receives, in the kernel's order.
 
-    ``tensor``: the device pointer of the contract argument ``name``; ``scalar``: the contract
+    ``tensor``: the device pointer of the contract argument ``name``, moved by ``value`` bytes
+    where given (a signed whole-number expression over the dims: SGLang's rotary kernel takes
+    ``pointer::offset(k.data_ptr(), -k_offset)`` and adds the offset back per head, so the
+    kernel reaches only the tensor; the address itself lies before it); ``scalar``: the contract
     scalar ``name`` by value; ``expr``: a whole number computed from the dims (``value``), of
     width ``dtype`` (a stride, a row count); ``null``: a null pointer (``name = nullptr``, a
     framework's optional tensor left out); ``struct``: one by-value aggregate whose C++ type is
@@ -485,6 +492,12 @@ class Binding(Strict):
     dtype: str | None = None
     value: str | None = None
     fields: list[Binding] | None = None
+
+    def byte_offset(self, dims: Mapping[str, int], elem_bytes: int) -> int:
+        """How many bytes a tensor binding's address is moved at these dims (0 for none)."""
+        if self.kind != "tensor" or self.value is None:
+            return 0
+        return expr.evaluate_int(self.value, {**dims, ELEM_BYTES: elem_bytes})
 
     def field_kind(self) -> str:
         """The :data:`~astra_graph.kernel.param_struct.FIELD_BYTES` kind of a struct field."""
@@ -510,8 +523,10 @@ def flat_bindings(bindings: list[Binding]) -> list[Binding]:
 def parse_bindings(items: list[str], contract: Contract, where: str) -> list[Binding]:
     """Bindings for a ``params`` list; raises ValueError naming the item (``where[i]: ...``).
 
-    Each item is a contract tensor or scalar by name, ``name[: int32|int64] = expression``
-    over the dims (int32 unless said), ``name = nullptr`` (a null pointer), or
+    Each item is a contract tensor or scalar by name, a tensor's address moved by whole
+    bytes (``k - bytes(expression)``, ``k + bytes(expression)``),
+    ``name[: int32|int64] = expression`` over the dims (int32 unless said), ``name = nullptr``
+    (a null pointer), or
     ``Type{item, item, ...}``: one by-value struct of C++ type ``Type`` whose fields, in
     declaration order, are items of the other forms. Every tensor must appear exactly once;
     contract scalars the kernel does not take may be left out.
@@ -547,6 +562,16 @@ def _binding(text: str, contract: Contract, where: str) -> Binding:
     """One item of a ``params`` list that is not a struct (:func:`parse_bindings`)."""
     tensors = {a.name for a in contract.args}
     scalars = {s.name: s for s in contract.scalars}
+    moved = _OFFSET_BINDING.match(text)
+    if moved is not None:
+        if moved["name"] not in tensors:
+            raise ValueError(f"{where}: {moved['name']!r} is no tensor of the contract")
+        try:
+            check_names(moved["value"].strip(), set(contract.dims) | {ELEM_BYTES}, "dim")
+        except (expr.ExprError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        offset = f"{'-' if moved['sign'] == '-' else ''}({moved['value'].strip()})"
+        return Binding(name=moved["name"], kind="tensor", value=offset)
     match = _BINDING.match(text)
     if not match:
         raise ValueError(

@@ -193,8 +193,8 @@ def _arguments(
     parameters and the plan's computed values in their C types."""
     args: list[Any] = []
     for kind, name, ctype, value in launch.params:
-        if kind == "tensor":
-            args.append(np.uint64(tensors[name].data_ptr()))
+        if kind == "tensor":  # the value: bytes the address is moved by, if any
+            args.append(np.uint64(tensors[name].data_ptr() + (value or 0)))
         elif kind == "param":
             args.append(_C_TYPES[ctype](params[name]))
         else:
