@@ -104,3 +104,29 @@ def test_the_imported_operations_validate(tmp_path: Path) -> None:
         assert shapes, op
         assert main(["validate", str(tmp_path / op)]) == 0, op
     assert not (tmp_path / "run_reversed").exists()
+
+
+ASSERTED = SOURCE.parent / "asserted_rows.cu"
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_launcher_classs_static_assert_bounds_the_domain_and_the_element_types(
+    tmp_path: Path,
+) -> None:
+    """fixtures/framework/csrc/asserted_rows.cu, as SGLang's RMSNormHalfKernel: the class
+    asserts a width that is a multiple of 256 and a 2-byte element. The kernel alone compiles
+    for any width and for float32, so before, the import drafted both: random widths and a
+    float32 oracle (SGLang's faulted, misaligned, on the H100). The assert is now a host check
+    of the launch: a requirement on the width, and float32 left out."""
+    from astra_graph.framework.importer import import_file
+
+    (result,) = import_file(ASSERTED, [], tmp_path).launchers
+    assert result.imported, result.reason
+    assert result.dtypes == ["float16", "bfloat16"]
+    assert "element type float32 left out: the launcher requires elem_bytes == 2" in result.notes
+    header = (tmp_path / "run" / "production.cu").read_text()
+    assert "// astra: requires = (hidden_size) % 256 == 0 and elem_bytes == 2" in header
+    spec = load_contract(tmp_path / "run")
+    widths = {case["hidden_size"] for case in spec.contract.suite("tuning")}
+    assert widths and all(w % 256 == 0 for w in widths)
+    assert main(["validate", str(tmp_path / "run")]) == 0

@@ -60,6 +60,7 @@ IMPORTED = {
     "caller_types.cu": ("scale_bits_launcher", "scale_bits_direct_launcher"),
     "head_dim_dispatch.cu": ("scale_heads",),
     "moved_heads.cu": ("run", "run_1", "run_2"),
+    "asserted_rows.cu": ("run",),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -68,7 +69,8 @@ CPU): launch forms, host-chosen kernels, by-value ``Params`` structs, grids size
 query, tensors asked only strides of (drafted as their twins, or sized by the kernel's bounded
 strided indices), a width a failing branch bounds by the head size, and element types a caller's
 dispatch spells its own way, a kernel built per head size as its launcher's size dispatch builds
-it, tensors passed at a moved address (test_framework_moved.py), each launched for real here."""
+it, tensors passed at a moved address (test_framework_moved.py), a domain its launcher class's
+static_assert bounds (test_framework_symbolic.py), each launched for real here."""
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ came in and, if not, why, in one line each.
 
 from __future__ import annotations
 
+import ast
 import itertools
 import re
 from collections.abc import Callable, Iterable, Mapping, Set
@@ -49,6 +50,7 @@ from astra_graph.framework.parse import Launch, Launcher, Macro, Source, parse_s
 from astra_graph.framework.values import best_variant, value_variants
 from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
+from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.header import checked_std, split_entry
 
@@ -339,6 +341,40 @@ class _DeviceCompiler:
                 return None
             self.failed[program] = _first_error(out.log)
         return self.failed[program]
+
+
+def _width_admitted_dtypes(result: LauncherResult, analysis: Analysis) -> bool:
+    """Keep the element types that every requirement of the element's width alone admits (a
+    launcher's ``static_assert(sizeof(DType) == 2)``, read as ``elem_bytes == 2``); the others
+    left out, said. The kernel alone may compile for them (SGLang's half-width RMSNorm does at
+    float32), but the framework never builds the launcher there. False, with the reason, when
+    none is left."""
+    terms = [
+        ast.unparse(term)
+        for requirement in analysis.requires
+        for node in [expr.parse(requirement).body]
+        for term in (
+            node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) else [node]
+        )
+    ]
+    widths = [t for t in terms if expr.names(t) == {ELEM_BYTES}]
+    refused = {
+        dtype: term
+        for dtype in analysis.dtypes
+        for term in widths
+        if not expr.evaluate(term, {ELEM_BYTES: DTYPES[dtype].itemsize})
+    }
+    if not refused:
+        return True
+    kept = tuple(d for d in analysis.dtypes if d not in refused)
+    if not kept:
+        result.reason = f"no element type meets the launcher's {next(iter(refused.values()))}"
+        return False
+    for dtype, term in refused.items():
+        analysis.notes.append(f"element type {dtype} left out: the launcher requires {term}")
+    analysis.dtypes = kept
+    result.dtypes = list(kept)
+    return True
 
 
 def _compiling_dtypes(
@@ -657,7 +693,9 @@ def import_file(
     analyses = [
         (r, a, f)
         for r, a, f in analyses
-        if _admitted_sizes(r, a, compiler) and _compiling_dtypes(r, a, compiler)
+        if _width_admitted_dtypes(r, a)
+        and _admitted_sizes(r, a, compiler)
+        and _compiling_dtypes(r, a, compiler)
     ]
     entries = sorted({e for _, a, _ in analyses for e in _instantiations(a)})
     major, minor = nvrtc.version()

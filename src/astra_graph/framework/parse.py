@@ -448,6 +448,29 @@ def _enclosing_templates(node: Node) -> tuple[TemplateParam, ...]:
     return tuple(found)
 
 
+def _asserted(definition: Node) -> tuple[str, ...]:
+    """The conditions of the ``static_assert`` s that hold wherever the launcher is built: in
+    its body outside any branch, and at the scope of each class around it (SGLang's
+    ``RMSNormHalfKernel`` asserts ``kDim % 512 == 0 && sizeof(DType) == 2``). They are host
+    checks of every launch in it: the framework builds the launcher only where they hold, and
+    the kernel alone compiles where they do not (its float32 build faulted, misaligned, on the
+    H100)."""
+    scopes = [definition.child_by_field_name("body")]
+    parent = definition.parent
+    while parent is not None:
+        if parent.type == "field_declaration_list":
+            scopes.append(parent)
+        parent = parent.parent
+    found: list[str] = []
+    for scope in scopes:
+        for child in scope.named_children if scope is not None else []:
+            if child.type == "static_assert_declaration":
+                condition = child.child_by_field_name("condition")
+                if condition is not None:
+                    found.append(" ".join(text(condition).split()))
+    return tuple(found)
+
+
 def _own_template(definition: Node) -> tuple[TemplateParam, ...]:
     """A function template's own template parameters (none for a plain function)."""
     parent = definition.parent
@@ -1301,11 +1324,19 @@ def parse_source(
             elif _callee(call) in UNREAD_LAUNCH_CALLS:
                 out.other_launches.append((name, call.start_point[0] + 1, _callee(call)))
         if launches:
+            asserted = _asserted(definition)
             out.launchers.append(
                 Launcher(
                     name=name,
                     params=params,
-                    launches=tuple(launches),
+                    launches=tuple(
+                        replace(
+                            launch,
+                            conditions=launch.conditions + tuple((a, True) for a in asserted),
+                            checks=launch.checks + asserted,
+                        )
+                        for launch in launches
+                    ),
                     line=line,
                     template=_enclosing_templates(definition),
                     own_template=len(_own_template(definition)),
