@@ -66,6 +66,10 @@ def test_a_pre_offset_pointer_is_bound_moved_back_by_the_other_tensors_heads(
             "k_heads",
             "head_dim",
         ]
+        # a `const void*` field the kernel casts to `const IdType*`: the choice's index type
+        # (drafted as the element type T, the oracle's float32 ids read as integers differed
+        # from the candidate's on the H100)
+        assert {a.name: a.dtype for a in contract.args}["ids"] == index_type.removesuffix("_t")
         assert main(["validate", str(out / op)]) == 0
 
 
@@ -155,3 +159,17 @@ inline int looped(int d) { int p = 1; while (p < d) p *= 2; return p; }
     # a static that keeps its first call's value of a parameter, and a loop: not one expression
     assert returns.get("extra::first_call") is None
     assert returns.get("extra::looped") is None
+
+
+def test_the_type_a_kernel_casts_a_pointer_to_is_read_once_per_name() -> None:
+    source = parse_source(
+        "template <typename T, typename IdType> __global__ void k(const void* ids, P params,"
+        " const void* mixed) {\n"
+        "  auto a = static_cast<const IdType*>(params.ids)[0];\n"
+        "  auto b = reinterpret_cast<T *>(params.out);\n"
+        "  auto c = (const float*)mixed; auto d = (const int*)mixed;\n"
+        "  auto e = static_cast<char*>(a ? params.q : params.k);\n"
+        "}\n"
+    )
+    (kernel,) = source.kernels
+    assert dict(kernel.casts) == {"ids": "IdType", "out": "T"}

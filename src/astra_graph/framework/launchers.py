@@ -1864,7 +1864,9 @@ def _bind_parameters(
     scalar of the launcher or a constant, a size expression, a struct of those field by field);
     raises Unmapped with the reason."""
     bound = _Bound()
-    binder = _Binder(launch, launcher, translator, targs, element_names, notes, bound)
+    binder = _Binder(
+        launch, launcher, translator, targs, element_names, notes, bound, dict(kernel.casts)
+    )
     for param, arg in zip(kernel.params, launch.args, strict=True):
         type_name = param.type.rsplit("::", 1)[-1]
         struct = structs.get(type_name) if not param.pointer else None
@@ -1891,6 +1893,8 @@ class _Binder:
     element_names: set[str]
     notes: list[str]
     bound: _Bound
+    casts: dict[str, str] = field(default_factory=dict)
+    """The kernel's :attr:`~astra_graph.framework.parse.Kernel.casts`."""
 
     def bind(self, param: Param, arg: str) -> Binding:
         raw = arg.strip()
@@ -1900,7 +1904,14 @@ class _Binder:
             inner = self._compile_time_branch(param, raw, inner)
             inner = _pointer_source(inner, self.launch, param.name, self.notes)
             return _pointer_binding(
-                param, raw, inner, host, self.translator, self.targs, self.element_names
+                param,
+                raw,
+                inner,
+                host,
+                self.translator,
+                self.targs,
+                self.element_names,
+                self.casts.get(param.name, ""),
             )
         kind = CPP_TYPES.get(self.targs.get(param.type, param.type))
         if kind is None and _element_type(param, self.targs, self.element_names) is None:
@@ -2137,17 +2148,19 @@ def _pointer_binding(
     translator: _Translator,
     targs: dict[str, str],
     element_names: set[str],
+    cast: str = "",
 ) -> Binding:
     """A pointer parameter's binding: null, or the tensor whose ``data_ptr()`` the launch
-    passes, with its element type, its address moved where the launch moves it
-    (:func:`_moved_pointer`); raises Unmapped for anything else (a raw pointer)."""
+    passes, with its element type (for a ``void`` pointer, the type the kernel casts it to,
+    ``cast``), its address moved where the launch moves it (:func:`_moved_pointer`); raises
+    Unmapped for anything else (a raw pointer)."""
     if inner in NULL_LITERALS:
         return Binding(param.name, "null", "", "pointer")
     moved = _moved_pointer(inner)
     if moved is not None:
         base, offset = moved
         base = strip_cast(base)
-        binding = _pointer_binding(param, raw, base, host, translator, targs, element_names)
+        binding = _pointer_binding(param, raw, base, host, translator, targs, element_names, cast)
         if binding.kind != "tensor":
             raise Unmapped(f"pointer argument {raw!r} for {param.name!r} moves a null pointer")
         binding.moved = translator.expression(offset)
@@ -2172,6 +2185,10 @@ def _pointer_binding(
         if spelled in element_names
         else CPP_TYPES.get(spelled) or _element_type(param, targs, element_names)
     )
+    if use.element is None and param.type == "void" and not spelled and cast:
+        # a `const void*` field the kernel reads as `static_cast<const IdType*>(params.ids)`:
+        # its element is IdType as this launch instantiates it (int32_t under `is_int32`)
+        use.element = _element_type(replace(param, type=cast), targs, element_names)
     if use.element is None and param.type == "void" and not spelled and element_names:
         # a `const void*` field or parameter (SGLang's params structs) says nothing of the
         # element: the launch's element type is the one the kernel reads it as

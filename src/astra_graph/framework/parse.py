@@ -227,6 +227,10 @@ class Kernel:
     """How far the body reads the pointers it only subscripts (:func:`_extents`)."""
     strided: tuple[StridedExtent, ...] = ()
     """How far the body reaches the pointers it subscripts by strides (:func:`_strided_extents`)."""
+    casts: tuple[tuple[str, str], ...] = ()
+    """The one pointee type the body casts each pointer parameter or params-struct field to
+    (:func:`_pointer_casts`): SGLang's ``static_cast<const IdType*>(params.positions)`` gives
+    its ``const void*`` field the element ``IdType``."""
 
 
 @dataclass(frozen=True)
@@ -1305,8 +1309,9 @@ def parse_source(
             offsets = _row_offsets(body, params) if body is not None else ()
             extents = _extents(body, params) if body is not None else ()
             strided = _strided_extents(body, params) if body is not None else ()
+            casts = _pointer_casts(body) if body is not None else ()
             out.kernels.append(
-                Kernel(name, qualified, tparams, params, line, offsets, extents, strided)
+                Kernel(name, qualified, tparams, params, line, offsets, extents, strided, casts)
             )
             continue
         body = definition.child_by_field_name("body")
@@ -1343,6 +1348,40 @@ def parse_source(
                 )
             )
     return out
+
+
+_POINTER_CAST = re.compile(r"^(?:static_cast|reinterpret_cast)\s*<(?P<type>[^<>]+)>$")
+
+
+def _pointer_casts(body: Node) -> tuple[tuple[str, str], ...]:
+    """(name, pointee type) for each pointer the kernel body casts, named directly (``ids``) or
+    as a field (``params.ids``: ``ids``), to a pointer of one type only (``static_cast<const
+    IdType*>``, ``(const int*)``), qualifiers dropped; a name cast to two types is left out."""
+    found: dict[str, set[str]] = {}
+    for node in _walk(body, ("call_expression", "cast_expression")):
+        if node.type == "call_expression":
+            function = node.child_by_field_name("function")
+            form = _POINTER_CAST.match(text(function)) if function is not None else None
+            args = node.child_by_field_name("arguments")
+            operands = args.named_children if args is not None else []
+            spelled = form["type"] if form is not None and len(operands) == 1 else ""
+            operand = operands[0] if operands else None
+        else:
+            spelled = text(node.child_by_field_name("type"))
+            operand = node.child_by_field_name("value")
+        if not spelled.strip().endswith("*") or operand is None:
+            continue
+        operand = unparenthesised(operand)
+        if operand.type == "field_expression":
+            name = text(operand.child_by_field_name("field"))
+        elif operand.type == "identifier":
+            name = text(operand)
+        else:
+            continue
+        words = [w for w in re.findall(r"[\w:]+", spelled) if w not in ("const", "volatile")]
+        if len(words) == 1 and spelled.count("*") == 1:
+            found.setdefault(name, set()).add(words[0])
+    return tuple((name, next(iter(types))) for name, types in found.items() if len(types) == 1)
 
 
 def _return_only(definition: Node, declarator: Node) -> ReturnOnly | None:
