@@ -369,10 +369,10 @@ SGLANG_ANCHORS: tuple[VllmAnchor, ...] = (
         ),
         why_path="built per hidden size as SGLang's JIT builds it (kDim = hidden, one build per "
         "size: specialized on the shape); RMSNormWarpKernel's warp kernel up to 256, "
-        "RMSNormKernel's CTA kernel above; RMSNormHalfKernel (kDim % 512 == 0, 16-bit) picks its "
-        "kernel under #if SGL_ARCH_BLACKWELL_OR_GREATER, which the import does not evaluate, so "
-        "it is not timed; which class SGLang's Python calls at a size is not in the release's "
-        "kernel files; kUsePDL imported as false",
+        "RMSNormKernel's CTA kernel above; RMSNormHalfKernel (kDim % 512 == 0, 16-bit: its "
+        "#if SGL_ARCH_BLACKWELL_OR_GREATER member now imported and checked against itself) is "
+        "not timed: one path is timed per size, and which class SGLang's Python calls at a size "
+        "is not in the release's kernel files; kUsePDL imported as false",
         args={"input": "input", "out": "output", "weight": "weight"},
         axes={
             "input": ("tokens", "hidden"),
