@@ -21,6 +21,7 @@ from astra_graph.cli import main
 from astra_graph.framework.callers import (
     Callers,
     CallSite,
+    caller_types,
     checked_dtypes,
     checked_shapes,
     compose,
@@ -33,7 +34,15 @@ from astra_graph.framework.device import device_source
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import LauncherResult, import_file
 from astra_graph.framework.launchers import analyse, device_constants
-from astra_graph.framework.parse import Launch, Macro, Param, expand_macros, parse_source
+from astra_graph.framework.parse import (
+    Launch,
+    Launcher,
+    Macro,
+    Param,
+    TemplateParam,
+    expand_macros,
+    parse_source,
+)
 from astra_graph.framework.values import value_variants
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import set_search_dirs
@@ -446,27 +455,22 @@ def test_a_relay_of_raw_pointers_is_followed_to_the_caller_that_passes_tensors(
     """``launch_kernel`` is called only inside ``RELAY_DTYPE``'s body, which
     ``dispatch_by_dtype`` (raw pointers too) invokes: the macro is expanded where it is called,
     the relay followed to ``run``, whose ``RuntimeCheck`` equalities shape ``out`` and the
-    optional ``bias`` (taken as given); the explicit ``launch_kernel<float, kNegate>`` binds
-    the launcher's element type, and the index tensor's int64 is not the operation's type.
+    optional ``bias`` (taken as given); the macro's calls ``launch_kernel<float, kNegate>`` and
+    ``<half, kNegate>`` give the operation's element types, the index tensor's int64 none.
     ``launch_copy``'s relay has no caller with tensors: refused, naming the relay."""
     report = import_file(RELAYED, [], tmp_path)
     assert not report.compile_error, report.compile_error
     results = {r.launcher: r for r in report.launchers}
     gather = results["launch_kernel"]
     assert gather.imported, gather.reason
-    assert gather.dtypes == ["float32"]
-    assert (
-        "shapes and dtypes from launch_kernel's caller dispatch_by_dtype (relayed_rows.cuh:59)"
-        in gather.notes
+    # one call per element type, the same arguments: the types the calls instantiate
+    assert sorted(gather.dtypes) == ["float16", "float32"]
+    where = "relayed_rows.cuh"
+    assert f"shapes and dtypes from launch_kernel's caller dispatch_by_dtype ({where}:60)" in (
+        gather.notes
     )
-    assert (
-        "shapes and dtypes from dispatch_by_dtype's caller run (relayed_rows.cuh:80)"
-        in gather.notes
-    )
-    assert (
-        "other calls not imported: dispatch_by_dtype (relayed_rows.cuh:59, <half, kNegate>)"
-        in gather.notes
-    )
+    assert f"shapes and dtypes from dispatch_by_dtype's caller run ({where}:81)" in gather.notes
+    assert f"other calls not imported: run ({where}:85, <false>)" in gather.notes
     contract = load_contract(tmp_path / "launch_kernel").contract
     args = {a.name: a for a in contract.args}
     assert {name: a.shape for name, a in args.items()} == {
@@ -479,7 +483,8 @@ def test_a_relay_of_raw_pointers_is_followed_to_the_caller_that_passes_tensors(
     # the indices pick rows of the table
     assert args["idx"].init is not None and args["idx"].init.below == "min(rows, table_0)"
     header = load_implementation(tmp_path / "launch_kernel" / "production.cu", contract).header
-    assert header.entry == "relay::gather_rows_kernel<float, true>"  # run's first call: negate
+    # the calls' own types per dtype; run's first call negates
+    assert header.entry == "relay::gather_rows_kernel<astra_caller_t<T, half, T, float>, true>"
     assert main(["validate", str(tmp_path / "launch_kernel")]) == 0
     copy = results["launch_copy"]
     assert not copy.imported
@@ -530,3 +535,26 @@ def test_a_macro_that_calls_a_launcher_is_expanded_on_its_line() -> None:
     expanded = expand_macros(source, macros, one_line=True)
     assert "f<kWide>(x, 2);" in expanded
     assert expanded.splitlines()[2] == "  h(x);"
+
+
+def test_calls_that_differ_only_in_the_element_type_are_one_operations_types() -> None:
+    """Calls of one caller with the same arguments, differing in the launcher's own type
+    parameter alone, each a type that names its dtype: the operation's types; a type that
+    names none (``uint16_t``), or calls that differ in anything else, are no such set."""
+    template = (TemplateParam("scalar_t", "type"), TemplateParam("kFlag", "flag"))
+    launcher = Launcher("launch", (), (), 1, template, own_template=2)
+
+    def call(*targs: str, args: tuple[str, ...] = ("x",), test: str = "t == 1") -> CallSite:
+        return replace(
+            _site(), args=args, template_args=targs, conditions=(("ok", True), (test, True))
+        )
+
+    first = call("float", "kFlag")
+    calls = [first, call("half", "kFlag", test="t == 2"), call("nv_bfloat16", "true")]
+    found = caller_types(launcher, first, calls)
+    assert found is not None
+    assert found.types == (("float16", "half"), ("float32", "float"))
+    assert found.conditions == (("ok", True),)  # each call's own dtype test is dropped
+    assert caller_types(launcher, first, [first, call("uint16_t", "kFlag")]) is None
+    assert caller_types(launcher, first, [first, call("half", "kFlag", args=("y",))]) is None
+    assert caller_types(launcher, first, [first]) is None

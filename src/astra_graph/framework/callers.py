@@ -47,6 +47,7 @@ from astra_graph.framework.launchers import (
     DRAFTED_NOTE,
     EXTENT_NOTE,
     STRIDED_NOTE,
+    TEMPLATE_ELEMENT_DTYPES,
     Reshape,
     Unmapped,
     dispatch_dtypes,
@@ -359,12 +360,73 @@ def _substituter(mapping: dict[str, str]) -> Callable[[str], str]:
     return sub
 
 
+@dataclass(frozen=True)
+class CallerTypes:
+    """The element types a caller instantiates a launcher with by calling it once per type:
+    SGLang's rotary ``DISPATCH_DTYPE`` calls ``launch_kernel<float, IS_NEOX>(...)``,
+    ``launch_kernel<half, IS_NEOX>(...)`` and ``launch_kernel<nv_bfloat16, IS_NEOX>(...)``
+    with the same arguments, each under its own test of the dtype (:func:`caller_types`)."""
+
+    param: str
+    """The launcher's own type parameter the calls differ in (``scalar_t``)."""
+    types: tuple[tuple[str, str], ...]
+    """(dtype, the C++ type that call passes), one per call."""
+    calls: tuple[CallSite, ...]
+    conditions: tuple[tuple[str, bool], ...]
+    """The conditions every one of the calls is under (each call's own test of the dtype is
+    not: the operation takes every one of the types)."""
+
+
+def caller_types(launcher: Launcher, call: CallSite, calls: list[CallSite]) -> CallerTypes | None:
+    """The element types ``call`` and its siblings instantiate ``launcher`` with, where the
+    calls of one caller function that pass the same arguments differ only in one explicit
+    template argument for a type parameter of the launcher's own template, each a type whose
+    dtype an operation can hold (CUDA's own spelling: ``half`` is float16), one call per dtype;
+    None otherwise (one call, another difference, a type such as ``uint16_t`` that says no
+    dtype). The kernel instantiated with a type reads its tensors as that type, so the dtype
+    follows from the type, whatever test of the caller's picks the call."""
+    own = launcher.template[len(launcher.template) - launcher.own_template :]
+    for index, param in enumerate(own):
+        if param.kind != "type" or index >= len(call.template_args):
+            continue
+        siblings = tuple(
+            other
+            for other in calls
+            if (other.file, other.function, other.args) == (call.file, call.function, call.args)
+            and len(other.template_args) == len(call.template_args)
+            and all(
+                a == b
+                for at, (a, b) in enumerate(
+                    zip(other.template_args, call.template_args, strict=True)
+                )
+                if at != index
+            )
+        )
+        spelled = [" ".join(other.template_args[index].split()) for other in siblings]
+        types = {CPP_TYPES.get(cpp, ""): cpp for cpp in spelled}
+        if len(siblings) < 2 or len(types) != len(siblings):
+            continue
+        if not set(types) <= set(TEMPLATE_ELEMENT_DTYPES):
+            return None
+        common = tuple(c for c in call.conditions if all(c in o.conditions for o in siblings))
+        return CallerTypes(param.name, tuple(sorted(types.items())), siblings, common)
+    return None
+
+
 def compose(
-    launcher: Launcher, launch: Launch, call: CallSite, macros: dict[str, Macro]
+    launcher: Launcher,
+    launch: Launch,
+    call: CallSite,
+    macros: dict[str, Macro],
+    element: CallerTypes | None = None,
 ) -> tuple[Launcher, Launch]:
     """``launch`` of ``launcher`` rewritten in the terms of its caller ``call``: a launcher of
     the caller's parameters whose one launch passes the caller's values; raises Unmapped when a
-    parameter has no argument or a template type is not deduced."""
+    parameter has no argument or a template type is not deduced. With ``element``, the
+    launcher's type parameter the caller's calls differ in stays the element type, a type
+    parameter of the composed launcher instantiated with their types
+    (:attr:`~astra_graph.framework.parse.Launcher.instantiated`), under the conditions common
+    to the calls; one the launcher carries so from its own callee is carried on."""
     mapping: dict[str, str] = {}
     for index, param in enumerate(launcher.params):
         value = call.args[index] if index < len(call.args) else _default(param)
@@ -385,8 +447,22 @@ def compose(
         k.removeprefix(TYPE_ALIAS): v for k, v in aliases.items() if v != ELEMENT_ALIAS_VALUE
     }
     # a launcher type the caller instantiates with a fixed dispatched name: the type imported
-    mapping.update({k: fixed_types.get(v, v) for k, v in _template_types(launcher, call).items()})
+    types = _template_types(launcher, call)
+    if element is not None:
+        types.pop(element.param, None)  # each call's own: the element type
+    mapping.update({k: fixed_types.get(v, v) for k, v in types.items()})
     mapping.update(_template_flags(launcher, call))
+    # the element type left open by the calls, here or (carried) in the launcher's own callee
+    open_types = (
+        (TemplateParam(element.param, "type"),)
+        if element is not None
+        else tuple(
+            t
+            for t in launcher.template
+            if launcher.instantiated and t.kind == "type" and t.name not in mapping
+        )
+    )
+    instantiated = element.types if element is not None else launcher.instantiated
     taken = set(call.locals) | {p.name for p in call.params}
     renames = {}
     for key in launch.locals:
@@ -415,7 +491,7 @@ def compose(
         ),
         locals={**call.locals, **aliases, **local_values},
         conditions=(
-            *call.conditions,
+            *(element.conditions if element is not None else call.conditions),
             *((c, True) for c in checked),
             *((sub(c), p) for c, p in launch.conditions),
         ),
@@ -428,7 +504,13 @@ def compose(
         ),
     )
     host = Launcher(
-        launcher.name, call.params, (composed,), launcher.line, call.template, call.own_template
+        launcher.name,
+        call.params,
+        (composed,),
+        launcher.line,
+        (*open_types, *call.template),  # the caller's own template parameters stay last
+        call.own_template,
+        instantiated if open_types else (),
     )
     return host, composed
 

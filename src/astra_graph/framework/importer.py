@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from astra_graph.framework.callers import (
     Callers,
     CallSite,
+    caller_types,
     checked_dtypes,
     compose,
     shape_checker,
@@ -509,10 +510,16 @@ def _followed(
     # a caller through which the launch is dead code (it passes nullptr where the launch
     # sits under `ptr != nullptr`) is the answer only when every caller is one
     dead: tuple[Analysis, TorchFacing] | None = None
+    merged: set[int] = set()  # calls taken in as another's element types
     for site in sites:
+        if id(site) in merged:
+            continue
         site_macros = {**macros, **callers.macros(site.file)}
+        # the calls that instantiate the launcher once per element type are one operation
+        element = caller_types(launcher, site, sites)
+        siblings = element.calls if element is not None else (site,)
         try:
-            host, composed = compose(launcher, launch, site, site_macros)
+            host, composed = compose(launcher, launch, site, site_macros, element)
             try:
                 analysis = _variant_analysis(
                     host, composed, parsed, site_macros, device_facts, shape_checker(site)
@@ -530,20 +537,21 @@ def _followed(
                 )
                 analysis.launcher = launcher.name  # the operation is still this launcher's
         except ValueError as exc:
+            merged.update(id(s) for s in siblings)
             reason = f"through {site.function} ({site.file.name}:{site.line}): {exc}"
             # a caller that passes raw pointers in turn (a header's convenience launcher
             # over this one) says less than a binding's own reason: its reason goes last
             (passed_on if isinstance(exc, RawPointer) else failures).append(reason)
             continue
-        if len(sites) > 1:
+        merged.update(id(s) for s in siblings)
+        if len(sites) > len(siblings):
             # each other call by where it is and what it instantiates: one caller may call it
-            # several times (SGLang's dtype dispatch: `launch_kernel<float, IS_NEOX>`, `<half,
-            # IS_NEOX>`, ... on one line)
+            # several times (SGLang's rotary `run`: `dispatch_by_dtype<true>` and `<false>`)
             others = ", ".join(
                 f"{s.function} ({s.file.name}:{s.line}"
                 + (f", <{', '.join(s.template_args)}>)" if s.template_args else ")")
                 for s in sites
-                if s is not site
+                if s not in siblings
             )
             analysis.notes.append(f"other calls not imported: {others}")
         if not analysis.dead:
