@@ -33,6 +33,16 @@ launcher followed by ``(``. The first caller whose composed launch analyses is t
 through which the launch is dead code (it passes nullptr where the launch sits under ``ptr !=
 nullptr``) only when every caller is; the others are noted. A launcher nobody calls keeps its
 raw-pointer reason; one whose callers pass raw pointers in turn gives a binding's reason first.
+
+A call written in a macro's body (SGLang's rotary ``DISPATCH_DTYPE(code, bits, IS_NEOX, ...)``:
+``launch_kernel<float, IS_NEOX>(__VA_ARGS__)``, one per dtype) is found where the macro is
+invoked, the macro expanded there on one line. A caller that passes raw pointers in turn
+(SGLang's ``dispatch_by_dtype``) is followed to its own callers as the launcher was
+(:func:`~astra_graph.framework.importer._followed`, a few callers deep). Calls of one caller
+that differ only in the launcher's own type parameter are one operation at each of their types
+(:func:`caller_types`). The caller's host checks are read as a launcher's
+(:attr:`CallSite.facts`): conditions where they compare sizes (:func:`size_conditions`), shapes
+where they assert equalities on every path (:func:`fact_equalities`).
 """
 
 from __future__ import annotations
@@ -277,7 +287,8 @@ def _default(param: Param) -> str | None:
 
 def _template_types(launcher: Launcher, call: CallSite) -> dict[str, str]:
     """The launcher's template types as the caller instantiates it: deduced from the casts of
-    its pointer arguments (``static_cast<c_type*>(x.data_ptr())`` for ``T* input``), else the
+    its pointer arguments (``static_cast<c_type*>(x.data_ptr())`` for ``T* input``) or the
+    caller's own pointer parameters they pass on (a relay's ``T const* input``), else the
     call's explicit template arguments: at their positions in the launcher's own template, or
     where that is not read, in the order the types first appear."""
     unknown = [
@@ -287,11 +298,16 @@ def _template_types(launcher: Launcher, call: CallSite) -> dict[str, str]:
     ]
     unknown = list(dict.fromkeys(unknown))
     types: dict[str, str] = {}
+    relayed = {q.name: q for q in call.params if q.pointer}
     for param, arg in zip(launcher.params, call.args, strict=False):
         if param.type in unknown and param.type not in types:
             cast = _POINTER_CAST.search(arg.strip())
             if cast is not None:
                 types[param.type] = cast["a"] or cast["b"] or cast["c"]
+            elif arg.strip() in relayed:
+                # the caller's own pointer parameter passed on (a relay's `T const* input`):
+                # its pointee type, which the caller's callers deduce in turn
+                types[param.type] = relayed[arg.strip()].type
     # an explicit template argument binds the launcher's own template parameter at its
     # position (SGLang's `launch_kernel<float, IS_NEOX>(...)` for `template <typename scalar_t,
     # bool IS_NEOX>`, whose scalar_t no pointer parameter names); where the launcher's own

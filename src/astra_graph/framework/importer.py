@@ -532,9 +532,20 @@ def _followed(
                 # the caller's launch, its raw pointers now the caller's parameters, is
                 # followed to the caller's own callers as the launcher's was
                 named = replace(host, name=site.function)
-                analysis, facing = _followed(
-                    named, composed, parsed, site_macros, device_facts, callers, deeper, depth + 1
-                )
+                try:
+                    analysis, facing = _followed(
+                        named,
+                        composed,
+                        parsed,
+                        site_macros,
+                        device_facts,
+                        callers,
+                        deeper,
+                        depth + 1,
+                    )
+                except ValueError as relayed:
+                    # whatever stopped it there, a relay's reason ranks after a binding's own
+                    raise RawPointer(str(relayed)) from None
                 analysis.launcher = launcher.name  # the operation is still this launcher's
         except ValueError as exc:
             merged.update(id(s) for s in siblings)
