@@ -558,3 +558,22 @@ def test_calls_that_differ_only_in_the_element_type_are_one_operations_types() -
     assert caller_types(launcher, first, [first, call("uint16_t", "kFlag")]) is None
     assert caller_types(launcher, first, [first, call("half", "kFlag", args=("y",))]) is None
     assert caller_types(launcher, first, [first]) is None
+
+
+def test_a_relays_own_pointer_parameter_passes_its_type_on(tmp_path: Path) -> None:
+    """``Relay(T const* x, ...)`` calling ``Launch(x, ...)``: the launcher's ``T`` is the
+    relay's own, left for the relay's callers to deduce (no explicit argument, no cast)."""
+    relay = tmp_path / "relay.cu"
+    relay.write_text(
+        "template <typename T> void Relay(T const* x, int n) { Launch(x, n); }\n"
+        "void f(TensorView x) { Relay(static_cast<float const*>(x.data_ptr()), x.size(0)); }\n"
+    )
+    header = parse_source(
+        "template <typename T> __global__ void k(T const* x, int n) {}\n"
+        "template <typename S> void Launch(S const* x, int n) { k<S><<<n, 1>>>(x, n); }\n"
+    )
+    launcher = header.launchers[0]
+    (site,) = Callers([tmp_path]).calls(launcher)
+    host, composed = compose(launcher, launcher.launches[0], site, {})
+    assert composed.template_args == ("T",)  # the relay's T, not deduced here
+    assert [p.name for p in host.params] == ["x", "n"]
