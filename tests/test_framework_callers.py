@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,9 +21,11 @@ from astra_graph.cli import main
 from astra_graph.framework.callers import (
     Callers,
     CallSite,
+    caller_types,
     checked_dtypes,
     checked_shapes,
     compose,
+    fact_equalities,
     fixed_dispatch_type,
     shape_checker,
     size_conditions,
@@ -31,7 +34,15 @@ from astra_graph.framework.device import device_source
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import LauncherResult, import_file
 from astra_graph.framework.launchers import analyse, device_constants
-from astra_graph.framework.parse import Launch, Macro, parse_source
+from astra_graph.framework.parse import (
+    Launch,
+    Launcher,
+    Macro,
+    Param,
+    TemplateParam,
+    expand_macros,
+    parse_source,
+)
 from astra_graph.framework.values import value_variants
 from astra_graph.kernel import expr
 from astra_graph.kernel.catalog import set_search_dirs
@@ -430,3 +441,139 @@ def test_an_export_sends_shapes_the_original_cannot_launch_to_the_framework(
     assert launches({"tokens": 7, "heads": 32, "head_dim": 128})  # 32 x 32 threads
     assert not launches({"tokens": 3, "heads": 69, "head_dim": 419})  # 104 x 69: 7176
     assert not launches({"tokens": 3, "heads": 1, "head_dim": 2})  # an empty block
+
+
+RELAYED = BASE.parent / "csrc" / "relayed_rows.cuh"
+"""A JIT-style header whose raw-pointer launcher is called, through a dtype macro, by a relay
+of raw pointers, which the struct's ``run`` calls with its tensors."""
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_relay_of_raw_pointers_is_followed_to_the_caller_that_passes_tensors(
+    tmp_path: Path,
+) -> None:
+    """``launch_kernel`` is called only inside ``RELAY_DTYPE``'s body, which
+    ``dispatch_by_dtype`` (raw pointers too) invokes: the macro is expanded where it is called,
+    the relay followed to ``run``, whose ``RuntimeCheck`` equalities shape ``out`` and the
+    optional ``bias`` (taken as given); the macro's calls ``launch_kernel<float, kNegate>`` and
+    ``<half, kNegate>`` give the operation's element types, the index tensor's int64 none.
+    ``launch_copy``'s relay has no caller with tensors: refused, naming the relay."""
+    report = import_file(RELAYED, [], tmp_path)
+    assert not report.compile_error, report.compile_error
+    results = {r.launcher: r for r in report.launchers}
+    gather = results["launch_kernel"]
+    assert gather.imported, gather.reason
+    # one call per element type, the same arguments: the types the calls instantiate
+    assert sorted(gather.dtypes) == ["float16", "float32"]
+    where = "relayed_rows.cuh"
+    assert f"shapes and dtypes from launch_kernel's caller dispatch_by_dtype ({where}:60)" in (
+        gather.notes
+    )
+    assert f"shapes and dtypes from dispatch_by_dtype's caller run ({where}:81)" in gather.notes
+    assert f"other calls not imported: run ({where}:85, <false>)" in gather.notes
+    contract = load_contract(tmp_path / "launch_kernel").contract
+    args = {a.name: a for a in contract.args}
+    assert {name: a.shape for name, a in args.items()} == {
+        "idx": ["rows"],
+        "bias": ["rows", "width"],
+        "table": ["table_0", "width"],
+        "out": ["rows", "width"],
+    }
+    assert args["idx"].dtype == "int64"
+    # the indices pick rows of the table
+    assert args["idx"].init is not None and args["idx"].init.below == "min(rows, table_0)"
+    header = load_implementation(tmp_path / "launch_kernel" / "production.cu", contract).header
+    # the calls' own types per dtype; run's first call negates
+    assert header.entry == "relay::gather_rows_kernel<astra_caller_t<T, half, T, float>, true>"
+    assert main(["validate", str(tmp_path / "launch_kernel")]) == 0
+    copy = results["launch_copy"]
+    assert not copy.imported
+    assert copy.reason.startswith("through relay_unbound (relayed_rows.cuh:")
+    assert copy.reason.endswith(
+        "no caller in the file, its includes or the include folders passes tensors"
+    )
+
+
+def test_only_what_a_check_asserts_on_every_path_shapes_a_tensor() -> None:
+    """An ``&&`` chain's equalities, and those an absent optional tensor's test guards (the
+    tensor is taken as given); nothing of a check under an ``if`` (``!(c) || ...``) or behind
+    another disjunction."""
+    optional = Param(
+        "Optional<TensorView> bias", "bias", "Optional TensorView", False, False, False
+    )
+    site = replace(_site(), params=(optional,))
+    assert fact_equalities("a.size(0) == n && (b.size(1) == d)", site) == [
+        ("a.size(0)", "n"),
+        ("b.size(1)", "d"),
+    ]
+    assert fact_equalities("!bias.has_value() || bias.value().size(0) == n", site) == [
+        ("bias.value().size(0)", "n")
+    ]
+    assert fact_equalities("!(x.ndim() == 1) || (a.size(0) == n)", site) == []
+    assert fact_equalities("!other.has_value() || a.size(0) == n", site) == []
+    assert fact_equalities("a.size(0) == n || a.size(0) == 1", site) == []
+    guarded = replace(
+        site, facts=("x.ndim() == 1", "!bias.has_value() || bias.value().size(0) == x.size(0)")
+    )
+    assert checked_shapes(guarded, {"x": ["n"]}) == {"x": ["n"], "bias": ["n"]}
+
+
+def test_a_callers_other_checks_are_conditions_where_they_compare() -> None:
+    """A check read as a launcher's takes its first argument: a comparison is a condition, the
+    first argument of a two-argument check (``CHECK_EQ(a, b)`` read as ``a``) is not."""
+    site = replace(
+        _site(),
+        facts=("a.size(0)", "d % 8 == 0", "!(n == 1) || (d <= 1024)", "x.dtype() == dl_float16"),
+    )
+    assert size_conditions(site) == ["d % 8 == 0", "!(n == 1) || (d <= 1024)"]
+
+
+def test_a_macro_that_calls_a_launcher_is_expanded_on_its_line() -> None:
+    """The expansion keeps every later line's number: a caller's line is reported."""
+    macros = {"CALL": Macro("CALL", ("T", "__VA_ARGS__"), "if (1) {\n  f<T>(__VA_ARGS__);\n}")}
+    source = "void g(int x) {\n  CALL(kWide, x, 2);\n  h(x);\n}\n"
+    expanded = expand_macros(source, macros, one_line=True)
+    assert "f<kWide>(x, 2);" in expanded
+    assert expanded.splitlines()[2] == "  h(x);"
+
+
+def test_calls_that_differ_only_in_the_element_type_are_one_operations_types() -> None:
+    """Calls of one caller with the same arguments, differing in the launcher's own type
+    parameter alone, each a type that names its dtype: the operation's types; a type that
+    names none (``uint16_t``), or calls that differ in anything else, are no such set."""
+    template = (TemplateParam("scalar_t", "type"), TemplateParam("kFlag", "flag"))
+    launcher = Launcher("launch", (), (), 1, template, own_template=2)
+
+    def call(*targs: str, args: tuple[str, ...] = ("x",), test: str = "t == 1") -> CallSite:
+        return replace(
+            _site(), args=args, template_args=targs, conditions=(("ok", True), (test, True))
+        )
+
+    first = call("float", "kFlag")
+    calls = [first, call("half", "kFlag", test="t == 2"), call("nv_bfloat16", "true")]
+    found = caller_types(launcher, first, calls)
+    assert found is not None
+    assert found.types == (("float16", "half"), ("float32", "float"))
+    assert found.conditions == (("ok", True),)  # each call's own dtype test is dropped
+    assert caller_types(launcher, first, [first, call("uint16_t", "kFlag")]) is None
+    assert caller_types(launcher, first, [first, call("half", "kFlag", args=("y",))]) is None
+    assert caller_types(launcher, first, [first]) is None
+
+
+def test_a_relays_own_pointer_parameter_passes_its_type_on(tmp_path: Path) -> None:
+    """``Relay(T const* x, ...)`` calling ``Launch(x, ...)``: the launcher's ``T`` is the
+    relay's own, left for the relay's callers to deduce (no explicit argument, no cast)."""
+    relay = tmp_path / "relay.cu"
+    relay.write_text(
+        "template <typename T> void Relay(T const* x, int n) { Launch(x, n); }\n"
+        "void f(TensorView x) { Relay(static_cast<float const*>(x.data_ptr()), x.size(0)); }\n"
+    )
+    header = parse_source(
+        "template <typename T> __global__ void k(T const* x, int n) {}\n"
+        "template <typename S> void Launch(S const* x, int n) { k<S><<<n, 1>>>(x, n); }\n"
+    )
+    launcher = header.launchers[0]
+    (site,) = Callers([tmp_path]).calls(launcher)
+    host, composed = compose(launcher, launcher.launches[0], site, {})
+    assert composed.template_args == ("T",)  # the relay's T, not deduced here
+    assert [p.name for p in host.params] == ["x", "n"]

@@ -192,6 +192,19 @@ def test_a_params_struct_reaches_the_kernel_field_by_field(imported: Path) -> No
     np.testing.assert_array_equal(cupy.asnumpy(arrays["out"]), source * np.float32(1.5))
 
 
+def test_a_launch_followed_through_a_relay_runs_within_its_callers_shapes(tmp_path: Path) -> None:
+    """fixtures/framework/csrc/relayed_rows.cuh's ``launch_kernel``, reached through a dtype
+    macro and a relay of raw pointers from ``run``: the shapes ``run``'s checks give (``out`` and
+    the optional ``bias`` as ``[rows, width]``, ``idx`` drawn below the table's rows) hold the
+    original's reads and writes, at each type the macro's calls instantiate (float and half)."""
+    assert main(["import", str(CSRC / "relayed_rows.cuh"), "--out", str(tmp_path)]) == 0
+    spec = load_contract(tmp_path / "launch_kernel")
+    production = tmp_path / "launch_kernel" / "production.cu"
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        verdict = evaluator.check(spec, production, production)
+    assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+
+
 @pytest.mark.parametrize("op", ["gather_rows", "merge_rows"])
 def test_a_tensor_sized_by_the_kernels_reach_runs_within_it(tmp_path: Path, op: str) -> None:
     """fixtures/framework/header_only's GatherRows and MergeRows: tensors no binding check

@@ -33,6 +33,16 @@ launcher followed by ``(``. The first caller whose composed launch analyses is t
 through which the launch is dead code (it passes nullptr where the launch sits under ``ptr !=
 nullptr``) only when every caller is; the others are noted. A launcher nobody calls keeps its
 raw-pointer reason; one whose callers pass raw pointers in turn gives a binding's reason first.
+
+A call written in a macro's body (SGLang's rotary ``DISPATCH_DTYPE(code, bits, IS_NEOX, ...)``:
+``launch_kernel<float, IS_NEOX>(__VA_ARGS__)``, one per dtype) is found where the macro is
+invoked, the macro expanded there on one line. A caller that passes raw pointers in turn
+(SGLang's ``dispatch_by_dtype``) is followed to its own callers as the launcher was
+(:func:`~astra_graph.framework.importer._followed`, a few callers deep). Calls of one caller
+that differ only in the launcher's own type parameter are one operation at each of their types
+(:func:`caller_types`). The caller's host checks are read as a launcher's
+(:attr:`CallSite.facts`): conditions where they compare sizes (:func:`size_conditions`), shapes
+where they assert equalities on every path (:func:`fact_equalities`).
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from astra_graph.framework.launchers import (
     DRAFTED_NOTE,
     EXTENT_NOTE,
     STRIDED_NOTE,
+    TEMPLATE_ELEMENT_DTYPES,
     Reshape,
     Unmapped,
     dispatch_dtypes,
@@ -67,11 +78,16 @@ from astra_graph.framework.parse import (
     _enclosing_templates,
     _function_declarator,
     _macros,
+    _matchers,
+    _own_template,
     _params,
     _parser,
     _scope,
     _walk,
+    expand_macros,
+    expression_node,
     text,
+    unparenthesised,
 )
 
 if TYPE_CHECKING:
@@ -125,6 +141,16 @@ class CallSite:
     """The caller's template parameters (its class templates' and its own), as a launcher's
     (:attr:`~astra_graph.framework.parse.Launcher.template`): a binding inside the launcher's
     own class template (SGLang's ``run_*``) instantiates the element type through them."""
+    facts: tuple[str, ...] = ()
+    """The caller's host checks before the call as a launcher's are read (:func:`~astra_graph.
+    framework.parse._matchers`): SGLang's ``RuntimeCheck(c, ...)``, and one under an ``if``
+    without an ``else`` as ``!(if) || (c)`` (its rotary binding's ``if (positions_ndim == 1)
+    { RuntimeCheck(query.size(0) == positions.size(0) && ...) }``), each a fact of every path
+    to the call."""
+    own_template: int = 0
+    """How many of :attr:`template`'s last parameters are the caller's own (a function
+    template's: SGLang's ``template <bool IS_NEOX> void dispatch_by_dtype(...)``), which its
+    own callers' explicit template arguments bind where it is followed in turn."""
 
 
 @dataclass
@@ -135,7 +161,8 @@ class Callers:
 
     folders: list[Path]
     sources: list[Path] = field(default_factory=list)
-    _trees: dict[Path, Node] = field(default_factory=dict)
+    _trees: dict[tuple[Path, tuple[str, ...]], Node] = field(default_factory=dict)
+    """Each caller file's tree, with the macros that call a launcher expanded (their names)."""
     _macros: dict[Path, dict[str, Macro]] = field(default_factory=dict)
     _texts: dict[Path, str] = field(default_factory=dict)
 
@@ -164,9 +191,15 @@ class Callers:
         for path in self.files():
             if not named.search(self._text(path)):
                 continue
-            if path not in self._trees:
-                self._trees[path] = _parser().parse(self._text(path).encode()).root_node
-            for call in _walk(self._trees[path], ("call_expression",)):
+            # a macro that calls the launcher (SGLang's `DISPATCH_DTYPE(code, bits, IS_NEOX,
+            # ...)`, one `launch_kernel<float, IS_NEOX>(__VA_ARGS__)` per dtype) is expanded
+            # where it is called: the call, its arguments and its branch are the caller's
+            calling = {n: m for n, m in self.macros(path).items() if named.search(m.body)}
+            key = (path, tuple(sorted(calling)))
+            if key not in self._trees:
+                source = expand_macros(self._text(path), calling, one_line=True)
+                self._trees[key] = _parser().parse(source.encode()).root_node
+            for call in _walk(self._trees[key], ("call_expression",)):
                 if _callee(call) != launcher.name:
                     continue
                 site = _call_site(path, call)
@@ -213,6 +246,8 @@ def _call_site(path: Path, call: Node) -> CallSite | None:
         line=call.start_point[0] + 1,
         checks=checks,
         template=_enclosing_templates(definition) if definition is not None else (),
+        facts=tuple(c for c, _ in _matchers(call)[1]),
+        own_template=len(_own_template(definition)) if definition is not None else 0,
     )
 
 
@@ -252,8 +287,10 @@ def _default(param: Param) -> str | None:
 
 def _template_types(launcher: Launcher, call: CallSite) -> dict[str, str]:
     """The launcher's template types as the caller instantiates it: deduced from the casts of
-    its pointer arguments (``static_cast<c_type*>(x.data_ptr())`` for ``T* input``), else the
-    call's explicit template arguments in the order the types first appear."""
+    its pointer arguments (``static_cast<c_type*>(x.data_ptr())`` for ``T* input``) or the
+    caller's own pointer parameters they pass on (a relay's ``T const* input``), else the
+    call's explicit template arguments: at their positions in the launcher's own template, or
+    where that is not read, in the order the types first appear."""
     unknown = [
         p.type
         for p in launcher.params
@@ -261,13 +298,27 @@ def _template_types(launcher: Launcher, call: CallSite) -> dict[str, str]:
     ]
     unknown = list(dict.fromkeys(unknown))
     types: dict[str, str] = {}
+    relayed = {q.name: q for q in call.params if q.pointer}
     for param, arg in zip(launcher.params, call.args, strict=False):
         if param.type in unknown and param.type not in types:
             cast = _POINTER_CAST.search(arg.strip())
             if cast is not None:
                 types[param.type] = cast["a"] or cast["b"] or cast["c"]
+            elif arg.strip() in relayed:
+                # the caller's own pointer parameter passed on (a relay's `T const* input`):
+                # its pointee type, which the caller's callers deduce in turn
+                types[param.type] = relayed[arg.strip()].type
+    # an explicit template argument binds the launcher's own template parameter at its
+    # position (SGLang's `launch_kernel<float, IS_NEOX>(...)` for `template <typename scalar_t,
+    # bool IS_NEOX>`, whose scalar_t no pointer parameter names); where the launcher's own
+    # template is not read, the types in the order they first appear
+    own = launcher.template[len(launcher.template) - launcher.own_template :]
+    for own_param, explicit in zip(own, call.template_args, strict=False):
+        if own_param.kind == "type":
+            types.setdefault(own_param.name, explicit)
     for name, explicit in zip(unknown, call.template_args, strict=False):
-        types.setdefault(name, explicit)
+        if not own:
+            types.setdefault(name, explicit)
     missing = [t for t in unknown if t not in types]
     if missing:
         raise Unmapped(
@@ -325,12 +376,73 @@ def _substituter(mapping: dict[str, str]) -> Callable[[str], str]:
     return sub
 
 
+@dataclass(frozen=True)
+class CallerTypes:
+    """The element types a caller instantiates a launcher with by calling it once per type:
+    SGLang's rotary ``DISPATCH_DTYPE`` calls ``launch_kernel<float, IS_NEOX>(...)``,
+    ``launch_kernel<half, IS_NEOX>(...)`` and ``launch_kernel<nv_bfloat16, IS_NEOX>(...)``
+    with the same arguments, each under its own test of the dtype (:func:`caller_types`)."""
+
+    param: str
+    """The launcher's own type parameter the calls differ in (``scalar_t``)."""
+    types: tuple[tuple[str, str], ...]
+    """(dtype, the C++ type that call passes), one per call."""
+    calls: tuple[CallSite, ...]
+    conditions: tuple[tuple[str, bool], ...]
+    """The conditions every one of the calls is under (each call's own test of the dtype is
+    not: the operation takes every one of the types)."""
+
+
+def caller_types(launcher: Launcher, call: CallSite, calls: list[CallSite]) -> CallerTypes | None:
+    """The element types ``call`` and its siblings instantiate ``launcher`` with, where the
+    calls of one caller function that pass the same arguments differ only in one explicit
+    template argument for a type parameter of the launcher's own template, each a type whose
+    dtype an operation can hold (CUDA's own spelling: ``half`` is float16), one call per dtype;
+    None otherwise (one call, another difference, a type such as ``uint16_t`` that says no
+    dtype). The kernel instantiated with a type reads its tensors as that type, so the dtype
+    follows from the type, whatever test of the caller's picks the call."""
+    own = launcher.template[len(launcher.template) - launcher.own_template :]
+    for index, param in enumerate(own):
+        if param.kind != "type" or index >= len(call.template_args):
+            continue
+        siblings = tuple(
+            other
+            for other in calls
+            if (other.file, other.function, other.args) == (call.file, call.function, call.args)
+            and len(other.template_args) == len(call.template_args)
+            and all(
+                a == b
+                for at, (a, b) in enumerate(
+                    zip(other.template_args, call.template_args, strict=True)
+                )
+                if at != index
+            )
+        )
+        spelled = [" ".join(other.template_args[index].split()) for other in siblings]
+        types = {CPP_TYPES.get(cpp, ""): cpp for cpp in spelled}
+        if len(siblings) < 2 or len(types) != len(siblings):
+            continue
+        if not set(types) <= set(TEMPLATE_ELEMENT_DTYPES):
+            return None
+        common = tuple(c for c in call.conditions if all(c in o.conditions for o in siblings))
+        return CallerTypes(param.name, tuple(sorted(types.items())), siblings, common)
+    return None
+
+
 def compose(
-    launcher: Launcher, launch: Launch, call: CallSite, macros: dict[str, Macro]
+    launcher: Launcher,
+    launch: Launch,
+    call: CallSite,
+    macros: dict[str, Macro],
+    element: CallerTypes | None = None,
 ) -> tuple[Launcher, Launch]:
     """``launch`` of ``launcher`` rewritten in the terms of its caller ``call``: a launcher of
     the caller's parameters whose one launch passes the caller's values; raises Unmapped when a
-    parameter has no argument or a template type is not deduced."""
+    parameter has no argument or a template type is not deduced. With ``element``, the
+    launcher's type parameter the caller's calls differ in stays the element type, a type
+    parameter of the composed launcher instantiated with their types
+    (:attr:`~astra_graph.framework.parse.Launcher.instantiated`), under the conditions common
+    to the calls; one the launcher carries so from its own callee is carried on."""
     mapping: dict[str, str] = {}
     for index, param in enumerate(launcher.params):
         value = call.args[index] if index < len(call.args) else _default(param)
@@ -351,8 +463,22 @@ def compose(
         k.removeprefix(TYPE_ALIAS): v for k, v in aliases.items() if v != ELEMENT_ALIAS_VALUE
     }
     # a launcher type the caller instantiates with a fixed dispatched name: the type imported
-    mapping.update({k: fixed_types.get(v, v) for k, v in _template_types(launcher, call).items()})
+    types = _template_types(launcher, call)
+    if element is not None:
+        types.pop(element.param, None)  # each call's own: the element type
+    mapping.update({k: fixed_types.get(v, v) for k, v in types.items()})
     mapping.update(_template_flags(launcher, call))
+    # the element type left open by the calls, here or (carried) in the launcher's own callee
+    open_types = (
+        (TemplateParam(element.param, "type"),)
+        if element is not None
+        else tuple(
+            t
+            for t in launcher.template
+            if launcher.instantiated and t.kind == "type" and t.name not in mapping
+        )
+    )
+    instantiated = element.types if element is not None else launcher.instantiated
     taken = set(call.locals) | {p.name for p in call.params}
     renames = {}
     for key in launch.locals:
@@ -361,6 +487,7 @@ def compose(
             renames[base] = f"{base}__{launcher.name}"  # the launcher's own, kept apart
     mapping.update(renames)
     sub = _substituter(mapping)
+    checked = size_conditions(call)
     local_values = {}
     for key, value in launch.locals.items():
         prefix = TYPE_ALIAS if key.startswith(TYPE_ALIAS) else ""
@@ -380,17 +507,28 @@ def compose(
         ),
         locals={**call.locals, **aliases, **local_values},
         conditions=(
-            *call.conditions,
-            *((c, True) for c in size_conditions(call)),
+            *(element.conditions if element is not None else call.conditions),
+            *((c, True) for c in checked),
             *((sub(c), p) for c, p in launch.conditions),
         ),
+        # the caller's checks are the launch's host checks as well: facts of every path to it
+        checks=(*checked, *(sub(c) for c in launch.checks)),
         notes=(
             *launch.notes,
             f"shapes and dtypes from {launcher.name}'s caller {call.function} "
             f"({call.file.name}:{call.line})",
         ),
     )
-    return Launcher(launcher.name, call.params, (composed,), launcher.line, call.template), composed
+    host = Launcher(
+        launcher.name,
+        call.params,
+        (composed,),
+        launcher.line,
+        (*open_types, *call.template),  # the caller's own template parameters stay last
+        call.own_template,
+        instantiated if open_types else (),
+    )
+    return host, composed
 
 
 _ORDER_CHECKS = {"CHECK_LE": "<=", "CHECK_LT": "<", "CHECK_GE": ">=", "CHECK_GT": ">"}
@@ -402,9 +540,10 @@ DLPACK_PREFIX = "dl_"
 
 def size_conditions(call: CallSite) -> list[str]:
     """What the caller's checks assert of sizes before the call, as launch conditions (so that
-    they become ``requires``): ``TVM_FFI_ICHECK(hidden_size % 8 == 0)`` and the order checks
-    (``*_CHECK_LE(d, 16384)``). A check the analysis cannot express is noted there, not
-    guessed; shape equalities are :func:`checked_shapes`' and dtype checks
+    they become ``requires``): ``TVM_FFI_ICHECK(hidden_size % 8 == 0)``, the order checks
+    (``*_CHECK_LE(d, 16384)``) and the comparisons among its :attr:`CallSite.facts` (SGLang's
+    ``RuntimeCheck``, a check under an ``if``). A check the analysis cannot express is noted
+    there, not guessed; shape equalities are :func:`checked_shapes`' and dtype checks
     :func:`checked_dtypes`'."""
     out = []
     for name, args in call.checks:
@@ -418,6 +557,22 @@ def size_conditions(call: CallSite) -> list[str]:
             and "dtype" not in args[0]  # a dtype check is checked_dtypes'
         ):
             out.append(args[0])
+    for fact in call.facts:
+        # a check read as a launcher's takes its first argument as its condition, which a
+        # two-argument one (`CHECK_EQ(a, b)`, `CHECK_DIM(2, x)`) does not hold: only a
+        # comparison is a condition here, as above; under an `if`, the guarded check's
+        node = expression_node(fact)
+        guarded = (
+            node.child_by_field_name("right")
+            if node is not None
+            and node.type == "binary_expression"
+            and text(node.child_by_field_name("operator")) == "||"
+            and node.child_by_field_name("left").type == "unary_expression"  # type: ignore[union-attr]
+            else node
+        )
+        said = text(guarded) if guarded is not None else ""
+        if _COMPARISON.search(said) and "dtype" not in said and fact not in out:
+            out.append(fact)
     return out
 
 
@@ -453,8 +608,12 @@ def checked_dtypes(call: CallSite, element_tensors: set[str]) -> set[str] | None
 
 
 _SIZE_QUERY = re.compile(
-    r"^(?P<tensor>\w+)\s*(?:\.|->)\s*(?:size\s*\(\s*(?P<axis>-?\d+)\s*\)|shape\s*\(\s*\)\s*\[\s*(?P<index>-?\d+)\s*\])$"
+    r"^(?P<tensor>\w+)(?:\s*\.\s*value\s*\(\s*\))?\s*(?:\.|->)\s*(?:size\s*\(\s*(?P<axis>-?\d+)\s*\)|shape\s*\(\s*\)\s*\[\s*(?P<index>-?\d+)\s*\])$"
 )
+"""A size query (``x.size(1)``, ``x.shape()[1]``; of an optional's tensor, ``x.value().size(1)``,
+as the analysis takes an optional tensor: given)."""
+_RANK_QUERY = re.compile(r"^\s*(?P<tensor>\w+)\s*(?:\.|->)\s*n?dim\s*\(\s*\)\s*$")
+"""A rank query (``x.dim()``, TVM-FFI's ``x.ndim()``)."""
 _EQUALITY_CHECK = re.compile(r"CHECK_EQ$")
 _RANK_CHECK = re.compile(r"CHECK_DIM$")
 _SHAPE_CHECK = re.compile(r"CHECK_SHAPE$")
@@ -515,25 +674,77 @@ def _sizes_checked(call: CallSite, tensor: str) -> bool:
     return False
 
 
+def fact_equalities(fact: str, call: CallSite) -> list[tuple[str, str]]:
+    """The equalities a host-check fact (:attr:`CallSite.facts`) asserts whenever the call is
+    made: each ``a == b`` term of its top-level ``&&`` chain, and of ``E`` in ``!x.has_value()
+    || E`` where ``x`` is one of the caller's optional tensors (taken as given, as the analysis
+    takes its ``data_ptr()``); no term of any other disjunction (a check under an ``if``,
+    ``!(c) || (...)``, holds only where ``c`` does)."""
+    optional = {p.name for p in call.params if re.search(r"(?i)optional\b.*tensor", p.type)}
+    found: list[tuple[str, str]] = []
+    node = expression_node(fact)
+    stack = [node] if node is not None else []
+    while stack:
+        term = unparenthesised(stack.pop())
+        left, right = term.child_by_field_name("left"), term.child_by_field_name("right")
+        if term.type != "binary_expression" or left is None or right is None:
+            continue
+        operator = text(term.child_by_field_name("operator"))
+        if operator == "&&":
+            stack += [right, left]
+        elif operator == "||" and _absent_test(left) in optional:
+            stack.append(right)
+        elif operator == "==":
+            found.append((text(left), text(right)))
+    return found
+
+
+def _absent_test(node: Node) -> str:
+    """The name ``!x.has_value()`` tests, or ''."""
+    match = re.fullmatch(r"!\s*(\w+)\s*\.\s*has_value\s*\(\s*\)", " ".join(text(node).split()))
+    return match[1] if match else ""
+
+
 def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, list[str]]:
     """Shapes the caller's checks give tensors: the rank from ``CHECK_DIM(r, t)``, each axis
     the dim of an axis in ``shapes`` (or of a local) it is checked equal to, through
-    ``*_CHECK_EQ`` of sizes and ``CHECK_SHAPE(a, b)``. A tensor of unknown rank, or with an
-    axis tied to no known dim, is left out."""
+    ``*_CHECK_EQ`` of sizes, ``CHECK_SHAPE(a, b)`` and the equalities of its other checks
+    (:func:`fact_equalities`: SGLang's ``RuntimeCheck(out.size(0) == idx.size(0))``, and
+    ``idx.ndim() == 1`` a rank). A tensor of unknown rank, or with an axis tied to no known
+    dim, is left out."""
     ranks = _checked_ranks(call)
     least: dict[str, int] = {}
     axes = _Axes()
     same: list[tuple[str, str]] = []
+    equal = [
+        (args[0], args[1])
+        for name, args in call.checks
+        if _EQUALITY_CHECK.search(name) and len(args) == 2
+    ]
+    for fact in call.facts:
+        for pair in fact_equalities(fact, call):
+            counted = next(
+                (
+                    (query["tensor"], other.strip())
+                    for side, other in (pair, pair[::-1])
+                    if (query := _RANK_QUERY.match(side)) is not None
+                ),
+                None,
+            )
+            if counted is not None and counted[1].isdigit():
+                ranks.setdefault(counted[0], int(counted[1]))  # `x.ndim() == 1`
+            else:
+                equal.append(pair)
     for name, args in call.checks:
         if _SHAPE_CHECK.search(name) and len(args) == 2:
             same.append((args[0].strip(), args[1].strip()))
-        elif _EQUALITY_CHECK.search(name) and len(args) == 2:
-            left, right = (_axis_node(a, call) for a in args)
-            if left is not None and right is not None:
-                axes.join(left, right)
-                for side, side_axis in (left, right):
-                    if side and side_axis.isdigit():
-                        least[side] = max(least.get(side, 0), int(side_axis) + 1)
+    for pair in equal:
+        left, right = (_axis_node(a, call) for a in pair)
+        if left is not None and right is not None:
+            axes.join(left, right)
+            for side, side_axis in (left, right):
+                if side and side_axis.isdigit():
+                    least[side] = max(least.get(side, 0), int(side_axis) + 1)
     # a tensor without CHECK_DIM has at least the axes its checks name (gemma_rmsnorm checks
     # output.size(1) and no rank), as the launch's own queries give a rank
     for checked, count in least.items():

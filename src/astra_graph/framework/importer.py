@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from astra_graph.framework.callers import (
     Callers,
     CallSite,
+    caller_types,
     checked_dtypes,
     compose,
     shape_checker,
@@ -513,39 +514,100 @@ def _site_analysis(
         file = defining_file(launcher.name, flat.files) or flat.files[0]
         return analysis, TorchFacing(launcher.name, launcher.params, file)
     except RawPointer as raw:
-        sites = callers.calls(launcher) if callers is not None else []
-        if callers is None or not sites:
-            where = "the file, its includes or the include folders"
-            raise RawPointer(f"{raw}; no caller in {where} passes tensors") from None
-        failures: list[str] = []
-        passed_on: list[str] = []
-        # a caller through which the launch is dead code (it passes nullptr where the launch
-        # sits under `ptr != nullptr`) is the answer only when every caller is one
-        dead: tuple[Analysis, TorchFacing] | None = None
-        for site in sites:
-            macros = {**parsed.macros, **callers.macros(site.file)}
+        return _followed(launcher, launch, parsed, parsed.macros, device_facts, callers, raw)
+
+
+MAX_CALLER_DEPTH = 3
+"""How many callers deep a raw-pointer launch is followed to one that passes tensors: SGLang's
+rotary ``launch_kernel`` is called by ``dispatch_by_dtype``, raw pointers still, which
+``RotaryEmbeddingKernel::run`` calls with its tensors (two). A bound, so that a caller that
+calls itself ends."""
+
+
+def _followed(
+    launcher: Launcher,
+    launch: Launch,
+    parsed: Source,
+    macros: dict[str, Macro],
+    device_facts: dict[str, int],
+    callers: Callers | None,
+    raw: RawPointer,
+    depth: int = 1,
+) -> tuple[Analysis, TorchFacing]:
+    """``launch`` of the raw-pointer ``launcher`` analysed through a caller, and the host
+    function torch calls for it: a caller that passes raw pointers in turn is followed to its
+    own callers (up to :data:`MAX_CALLER_DEPTH`); raises ValueError with the reason."""
+    sites = callers.calls(launcher) if callers is not None else []
+    if callers is None or not sites:
+        where = "the file, its includes or the include folders"
+        raise RawPointer(f"{raw}; no caller in {where} passes tensors") from None
+    failures: list[str] = []
+    passed_on: list[str] = []
+    # a caller through which the launch is dead code (it passes nullptr where the launch
+    # sits under `ptr != nullptr`) is the answer only when every caller is one
+    dead: tuple[Analysis, TorchFacing] | None = None
+    merged: set[int] = set()  # calls taken in as another's element types
+    for site in sites:
+        if id(site) in merged:
+            continue
+        site_macros = {**macros, **callers.macros(site.file)}
+        # the calls that instantiate the launcher once per element type are one operation
+        element = caller_types(launcher, site, sites)
+        siblings = element.calls if element is not None else (site,)
+        try:
+            host, composed = compose(launcher, launch, site, site_macros, element)
             try:
-                host, composed = compose(launcher, launch, site, macros)
                 analysis = _variant_analysis(
-                    host, composed, parsed, macros, device_facts, shape_checker(site)
+                    host, composed, parsed, site_macros, device_facts, shape_checker(site)
                 )
-            except ValueError as exc:
-                reason = f"through {site.function} ({site.file.name}:{site.line}): {exc}"
-                # a caller that passes raw pointers in turn (a header's convenience launcher
-                # over this one) says less than a binding's own reason: its reason goes last
-                (passed_on if isinstance(exc, RawPointer) else failures).append(reason)
-                continue
-            _restrict_dtypes(analysis, site)
-            if len(sites) > 1:
-                others = ", ".join(sorted({s.function for s in sites} - {site.function}))
-                analysis.notes.append(f"other callers not imported: {others or 'none'}")
-            facing = TorchFacing(site.function, site.params, site.file)
-            if not analysis.dead:
-                return analysis, facing
-            dead = dead or (analysis, facing)
-        if dead is not None and not failures and not passed_on:
-            return dead
-        raise Unmapped([*failures, *passed_on][0]) from None
+                _restrict_dtypes(analysis, site)
+                facing = TorchFacing(site.function, site.params, site.file)
+            except RawPointer as deeper:
+                if depth >= MAX_CALLER_DEPTH:
+                    raise
+                # the caller's launch, its raw pointers now the caller's parameters, is
+                # followed to the caller's own callers as the launcher's was
+                named = replace(host, name=site.function)
+                try:
+                    analysis, facing = _followed(
+                        named,
+                        composed,
+                        parsed,
+                        site_macros,
+                        device_facts,
+                        callers,
+                        deeper,
+                        depth + 1,
+                    )
+                except ValueError as relayed:
+                    # whatever stopped it there, a relay's reason ranks after a binding's own
+                    raise RawPointer(str(relayed)) from None
+                analysis.launcher = launcher.name  # the operation is still this launcher's
+        except ValueError as exc:
+            merged.update(id(s) for s in siblings)
+            reason = f"through {site.function} ({site.file.name}:{site.line}): {exc}"
+            # a caller that passes raw pointers in turn (a header's convenience launcher
+            # over this one) says less than a binding's own reason: its reason goes last
+            (passed_on if isinstance(exc, RawPointer) else failures).append(reason)
+            continue
+        merged.update(id(s) for s in siblings)
+        if len(sites) > len(siblings):
+            # each other call by where it is and what it instantiates: one caller may call it
+            # several times (SGLang's rotary `run`: `dispatch_by_dtype<true>` and `<false>`)
+            others = ", ".join(
+                f"{s.function} ({s.file.name}:{s.line}"
+                + (f", <{', '.join(s.template_args)}>)" if s.template_args else ")")
+                for s in sites
+                if s not in siblings
+            )
+            analysis.notes.append(f"other calls not imported: {others}")
+        if not analysis.dead:
+            return analysis, facing
+        dead = dead or (analysis, facing)
+    if dead is not None and not failures and not passed_on:
+        return dead
+    reason = [*failures, *passed_on][0]
+    raise (Unmapped(reason) if failures else RawPointer(reason)) from None
 
 
 def _analysed_sites(

@@ -277,6 +277,8 @@ class Analysis:
     float32 is not the launch the framework makes at float32, so no float32 oracle."""
 
 
+_OPTIONAL_VALUE = re.compile(r"^(\w+)\s*\.\s*value\s*\(\s*\)$")
+"""An optional parameter's value (``key.value()``), the tensor it holds."""
 _OPTIONAL = re.compile(r"^(?P<condition>[^?]+)\?(?P<then>[^:]+):\s*(?:nullptr|NULL)\s*$")
 
 
@@ -879,7 +881,7 @@ class _Translator:
             else None
         )
         param = self.params.get(text(owner)) if owner is not None else None
-        if param is None or "optional" not in param.type:
+        if param is None or "optional" not in param.type.lower():  # TVM-FFI's `Optional<T>`
             return "", False
         if "Tensor" in param.type:
             return param.name, True
@@ -968,7 +970,8 @@ class _Translator:
         args = [a for a in (args_node.named_children if args_node else [])]
         name = text(function)
         if function is not None and function.type == "field_expression":
-            tensor = text(function.child_by_field_name("argument"))
+            # an optional's tensor (`key.value().numel()`), taken as given as its data_ptr() is
+            tensor = _OPTIONAL_VALUE.sub(r"\1", text(function.child_by_field_name("argument")))
             method = text(function.child_by_field_name("field"))
             if method in ("size", "stride") and len(args) == 1:
                 axis = self.expression(text(args[0]), depth + 1)
@@ -1606,12 +1609,16 @@ def _element_dtypes(
 
 
 def _checked_dtypes(dtypes: set[str], tensors: dict[str, TensorUse]) -> set[str]:
-    """The dispatch's element types, or the one fixed type of a launch with no dispatch;
-    raises Unmapped for a type the harness cannot run."""
+    """The dispatch's element types, or the one fixed type of a launch with no dispatch: its
+    tensors' floating type where they have one (an index tensor beside them, SGLang's int64
+    ``positions`` beside a caller's ``launch_kernel<float, ...>``, is not the element), else
+    the first tensor's; raises Unmapped for a type the harness cannot run."""
     if not dtypes:
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
-        dtypes = {next(t.element for t in tensors.values() if t.element is not None)}
+        fixed = [t.element for t in tensors.values() if t.element is not None]
+        floating = {e for e in fixed if e in HARNESS_FLOAT_DTYPES}
+        dtypes = floating if len(floating) == 1 else {fixed[0]}
     unsupported = sorted(dtypes - set(HARNESS_FLOAT_DTYPES))
     if unsupported:
         raise Unmapped(f"dispatch types {unsupported} are not supported")

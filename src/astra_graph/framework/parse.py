@@ -1201,23 +1201,32 @@ def in_function_body(node: Node) -> bool:
 
 
 def expand_launching_macros(source: str, macros: dict[str, Macro]) -> str:
-    """``source`` with every call of a macro whose body launches a kernel replaced by the body.
+    """``source`` with every call of a macro whose body launches a kernel replaced by the body
+    (:func:`expand_macros`)."""
+    return expand_macros(source, {n: m for n, m in macros.items() if "<<<" in m.body})
+
+
+def expand_macros(source: str, macros: dict[str, Macro], one_line: bool = False) -> str:
+    """``source`` with every call of one of ``macros`` replaced by its body.
 
     Parameters are substituted by whole token; ``__VA_ARGS__`` takes the remaining arguments.
-    Only calls inside function bodies are expanded (definitions stay as written).
+    Only calls inside function bodies are expanded (definitions stay as written). ``one_line``
+    joins each expansion's lines, as the preprocessor does, so that every line after it keeps
+    its number (a caller's line is reported).
     """
-    launching = {name: m for name, m in macros.items() if "<<<" in m.body}
-    if not launching:
+    if not macros:
         return source
     data = source.encode()
     tree = _parser().parse(data)
     edits: list[tuple[int, int, str]] = []
     for call in _walk(tree.root_node, ("call_expression",)):
         name = text(call.child_by_field_name("function"))
-        if name not in launching or not in_function_body(call):
+        if name not in macros or not in_function_body(call):
             continue
-        macro = launching[name]
-        edits.append((call.start_byte, call.end_byte, bind_macro(macro, _split_args(call))))
+        body = bind_macro(macros[name], _split_args(call))
+        edits.append(
+            (call.start_byte, call.end_byte, body.replace("\n", " ") if one_line else body)
+        )
     for start, end, replacement in sorted(edits, reverse=True):
         data = data[:start] + replacement.encode() + data[end:]
     return data.decode(errors="replace")
