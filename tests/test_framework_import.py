@@ -1453,6 +1453,49 @@ def test_a_subscript_that_may_write_or_an_index_that_moves_gives_no_extent() -> 
     assert _extents("for (int j = 0; j < m; ++j) { out[0] += scale[j]; }") == {"scale": "m"}
 
 
+def _field_extents(body: str, helper: str = "") -> dict[str, str]:
+    source = (
+        "struct P { const int* ids; float* out; unsigned rows; unsigned step; };"
+        + helper
+        + "__global__ void k(const P params, int n) {"
+        + body
+        + "}"
+    )
+    (kernel,) = parse_source(source).kernels
+    return {e.pointer: e.bound for e in kernel.extents}
+
+
+def test_a_struct_field_read_below_an_early_return_has_that_extent() -> None:
+    """SGLang's filtered activation: ``params.expert_ids[token_id / params.expert_step]`` after
+    ``if (token_id >= params.num_tokens) return;``. A quotient by a parameter or a positive whole
+    number is below what its dividend is below."""
+    exit_then_read = "unsigned r = blockIdx.x; if (r >= params.rows) return; "
+    read = "if (params.ids[r / params.step] == -1) return;"
+    assert _field_extents(exit_then_read + read) == {"params.ids": "params.rows"}
+    assert _field_extents(exit_then_read + "params.out[0] = params.ids[r / 4];") == {
+        "params.ids": "params.rows"
+    }
+    # the by-value parameter of a plain kernel too
+    assert _extents("int i = blockIdx.x; if (i >= n) return; out[0] = ids[i / m];") == {"ids": "n"}
+
+
+def test_a_struct_field_read_out_of_sight_or_unbounded_has_no_extent() -> None:
+    exit_then = "unsigned r = blockIdx.x; if (r >= params.rows) return; "
+    # the struct handed whole to a function: what it reads is not seen
+    helper = "__device__ int first(const P& p) { return p.ids[p.rows]; }"
+    whole = exit_then + "params.out[0] = params.ids[r] + first(params);"
+    assert _field_extents(whole, helper) == {}
+    # an index past the bound, a divisor that may be zero or negative, a return after the read
+    assert _field_extents(exit_then + "params.out[0] = params.ids[r + 1];") == {}
+    assert _field_extents(exit_then + "params.out[0] = params.ids[r / (n - 1)];") == {}
+    assert _field_extents(exit_then + "params.out[0] = params.ids[r / 0];") == {}
+    late = "unsigned r = blockIdx.x; params.out[0] = params.ids[r]; if (r >= params.rows) return;"
+    assert _field_extents(late) == {}
+    # an early return that does work first bounds nothing
+    busy = "unsigned r = blockIdx.x; if (r >= params.rows) { params.out[0] = 1.f; return; } "
+    assert _field_extents(busy + "params.out[1] = params.ids[r];") == {}
+
+
 def test_pointers_reached_under_other_guards_are_not_alike() -> None:
     source = (
         "__global__ void k(float* out, const float* rows, int n, int m) {"

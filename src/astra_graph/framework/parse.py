@@ -1390,18 +1390,23 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
       it (that one is like none, so no two are like each other).
     A comparison (``p != nullptr``) reads nothing and is no use.
     A pointer used any other way (written through a subscript, passed on, one index unguarded)
-    has no extent: its reads are not all seen, so none is claimed. Read on the syntax tree."""
-    pointers = [p.name for p in params if p.pointer]
+    has no extent: its reads are not all seen, so none is claimed. The fields of a by-value
+    struct parameter the body reads only field by field (:func:`_fields_read`) are pointers
+    and scalars as parameters are, named ``params.field`` (SGLang's ``params.expert_ids[token_id
+    / params.expert_step]`` after ``if (token_id >= params.num_tokens) return;``). Read on the
+    syntax tree."""
+    fields = _fields_read(body, params)
+    pointers = [p.name for p in params if p.pointer] + sorted(fields)
     mutated = _mutated_names(body)
-    scalars = {p.name for p in params if not p.pointer and not p.reference} - mutated
+    scalars = ({p.name for p in params if not p.pointer and not p.reference} | fields) - mutated
     initialisers = {
         name: [_compact(value) for value in values] for name, values in _local_values(body).items()
     }
     bounds: dict[str, set[str]] = {}
     accesses: dict[str, set[str]] = {}  # each use's offset and guards, or "" for any other use
     written: set[str] = set()
-    for name in _walk(body, ("identifier",)):
-        pointer = text(name)
+    for name in _walk(body, ("identifier", "field_expression")):
+        pointer = _compact(name)
         if pointer not in pointers or _null_test(name):
             continue
         if _written_through(name):
@@ -1434,6 +1439,33 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
         if first != pointer:
             out.append(Extent(pointer, first, like=True))
     return tuple(out)
+
+
+def _fields_read(body: Node, params: tuple[Param, ...]) -> set[str]:
+    """``params.field`` for each field the body reaches of a by-value parameter that it uses
+    only through ``.`` fields: such a field is read as a parameter of its own would be. One the
+    body uses whole anywhere (handed to a call, its address taken, copied) may be read further
+    out of sight, so none of its fields is given."""
+    by_value = {p.name for p in params if not p.pointer and not p.reference}
+    found: set[str] = set()
+    whole: set[str] = set()
+    for node in _walk(body, ("identifier",)):
+        name = text(node)
+        if name not in by_value:
+            continue
+        parent = node.parent
+        operator = parent.child_by_field_name("operator") if parent is not None else None
+        if (
+            parent is not None
+            and parent.type == "field_expression"
+            and parent.child_by_field_name("argument") == node
+            and operator is not None
+            and text(operator) == "."
+        ):
+            found.add(_compact(parent))
+        else:
+            whole.add(name)
+    return {f for f in found if f.split(".", 1)[0] not in whole}
 
 
 MAX_BOUND_DEPTH = 8
@@ -1648,18 +1680,26 @@ def _guard_product(
         bound = _compared(term, name, "<") if taken else None
         if bound is not None:
             return _product(bound, values, mutated, depth + 1)
+    for term in _exits_before(node):
+        bound = _compared(term, name, ">=")
+        if bound is not None:
+            return _product(bound, values, mutated, depth + 1)
+    return None
+
+
+def _exits_before(node: Node) -> list[Node]:
+    """The terms of the early returns (:func:`_early_exit_terms`) earlier than ``node`` in each
+    block that encloses it, innermost first: each is false where ``node`` is."""
+    found: list[Node] = []
     child, current = node, node.parent
     while current is not None and current.type != "function_definition":
         if current.type == "compound_statement":
             for statement in current.named_children:
                 if statement.start_byte >= child.start_byte:
                     break
-                for term in _early_exit_terms(statement):
-                    bound = _compared(term, name, ">=")
-                    if bound is not None:
-                        return _product(bound, values, mutated, depth + 1)
+                found += _early_exit_terms(statement)
         child, current = current, current.parent
-    return None
+    return found
 
 
 def _early_exit_terms(statement: Node) -> list[Node]:
@@ -1794,7 +1834,10 @@ def _read_bound(
     """For a pointer's use ``p[index]`` that only reads (:func:`_only_read`): the whole number
     one past a constant index, or the by-value parameter that guards the index; None for any
     other use, or where the index, what it was initialised from or the bound is assigned
-    anywhere in the body (``mutated``, :func:`_mutated_names`)."""
+    anywhere in the body (``mutated``, :func:`_mutated_names`). An index ``x / d``, ``d`` a
+    by-value parameter or a whole number, is below what ``x`` is below: a quotient by ``d >= 1``
+    is at most ``x`` (one by zero is no index at all, whatever the extent: the domain, not the
+    extent, must exclude it)."""
     parent = name.parent
     if (
         parent is None
@@ -1809,6 +1852,8 @@ def _read_bound(
     value = unparenthesised(index)
     if value.type == "number_literal" and text(value).isdigit():
         return str(int(text(value)) + 1)
+    while (quotient := _divided(value, scalars)) is not None:
+        value = quotient
     forms = {_compact(value), *initialisers.get(text(value), [])[:1]}
     if value.type == "identifier" and len(initialisers.get(text(value), [])) > 1:
         forms = {_compact(value)}  # declared twice: its value here is not known
@@ -1817,8 +1862,24 @@ def _read_bound(
     return _guard_bound(parent, forms, scalars)
 
 
+def _divided(node: Node, scalars: set[str]) -> Node | None:
+    """``x`` of ``x / d`` where ``d`` is a by-value parameter or a positive whole number, else
+    None."""
+    node = unparenthesised(node)
+    if node.type != "binary_expression" or text(node.child_by_field_name("operator")) != "/":
+        return None
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if left is None or right is None:
+        return None
+    divisor = _compact(right)
+    if divisor in scalars or (divisor.isdigit() and int(divisor) > 0):
+        return unparenthesised(left)
+    return None
+
+
 def _mutated_names(body: Node) -> set[str]:
-    """The names a body assigns after their declaration (``i = ...``, ``i += ...``, ``++i``) and
+    """The names a body assigns after their declaration (``i = ...``, ``i += ...``, ``++i``, a
+    field ``p.n = ...`` as ``p.n``) and
     those it declares more than once (a shadowing ``int idx``); a ``for`` loop's own update
     clause aside (its condition bounds the variable it steps)."""
     out: set[str] = set()
@@ -1832,8 +1893,8 @@ def _mutated_names(body: Node) -> set[str]:
             continue
         field_name = "left" if node.type == "assignment_expression" else "argument"
         target = node.child_by_field_name(field_name)
-        if target is not None and target.type == "identifier":
-            out.add(text(target))
+        if target is not None and target.type in ("identifier", "field_expression"):
+            out.add(_compact(target))  # a struct's field as `params.n` (:func:`_fields_read`)
     declared: dict[str, int] = {}
     for init in _walk(body, ("init_declarator", "declaration")):
         declarator = init.child_by_field_name("declarator")
@@ -1870,9 +1931,15 @@ def _null_test_term(term: Node) -> bool:
 def _guard_bound(node: Node, forms: set[str], scalars: set[str]) -> str | None:
     """The by-value parameter ``n`` of a guard ``index < n`` (or ``n > index``) on the path to
     ``node``: a conjunct of an enclosing ``if``'s condition, taken in its then-branch, or of a
-    ``for`` loop's condition; ``forms`` are the index as written and its one initialiser."""
+    ``for`` loop's condition; else ``index >= n`` (or ``n <= index``) of an earlier ``if`` that
+    only returns (:func:`_exits_before`); ``forms`` are the index as written and its one
+    initialiser."""
     for taken, term in _enclosing_conditions(node):
         bound = _below(term, forms, scalars) if taken else None
+        if bound is not None:
+            return bound
+    for term in _exits_before(node):
+        bound = _below(term, forms, scalars, ">=")
         if bound is not None:
             return bound
     return None
@@ -1905,13 +1972,13 @@ def _condition_value(condition: Node) -> Node:
     return unparenthesised(condition)
 
 
-def _below(term: Node, forms: set[str], scalars: set[str]) -> str | None:
-    """``n`` where ``term`` is ``index < n`` or ``n > index`` with ``index`` one of ``forms``
-    and ``n`` a by-value parameter."""
+def _below(term: Node, forms: set[str], scalars: set[str], operator: str = "<") -> str | None:
+    """``n`` where ``term`` is ``index < n`` or ``n > index`` (``operator`` ``>=``: ``index >=
+    n`` or ``n <= index``) with ``index`` one of ``forms`` and ``n`` a by-value parameter."""
     for form in forms:
-        bound = _compared(term, form, "<")
-        if bound is not None and text(unparenthesised(bound)) in scalars:
-            return text(unparenthesised(bound))
+        bound = _compared(term, form, operator)
+        if bound is not None and _compact(bound) in scalars:
+            return _compact(bound)
     return None
 
 
