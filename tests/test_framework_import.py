@@ -1496,6 +1496,45 @@ def test_a_struct_field_read_out_of_sight_or_unbounded_has_no_extent() -> None:
     assert _field_extents(busy + "params.out[1] = params.ids[r];") == {}
 
 
+SEGMENTS = """
+__global__ void segment_sum(float* out, const float* x, const int* indptr, int batch) {
+  const int b = blockIdx.x;
+  if (b >= batch) return;
+  const int count = indptr[b + 1] - indptr[b];
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) sum += x[indptr[b] + i];
+  out[b] = sum;
+}
+void segments(torch::Tensor& out, torch::Tensor& x, torch::Tensor& indptr) {
+  const int batch = out.size(0);
+  segment_sum<<<batch, 32>>>(out.data_ptr<float>(), x.data_ptr<float>(),
+                             indptr.data_ptr<int>(), batch);
+}
+"""
+
+
+def test_an_offset_array_whose_elements_are_subtracted_is_refused() -> None:
+    """FlashInfer's BatchQKApplyRotary walks ``indptr[b + 1] - indptr[b]`` tokens from
+    ``indptr[b]``: random integer draws, unordered, make that count negative (huge, unsigned)
+    and the original reads far outside ``x``. Whatever the tensor's shape, its values are not
+    stated, so the launch is refused with that reason; a tensor read at one index is not."""
+    source = parse_source(SEGMENTS)
+    (kernel,) = source.kernels
+    assert kernel.differenced == ("indptr",)
+    launcher = source.launchers[0]
+    with pytest.raises(Unmapped, match=r"tensor 'indptr': the kernel subtracts its elements"):
+        analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+    # a difference of two tensors' elements, or of an element and a number, is no offset walk
+    other = parse_source(SEGMENTS.replace("indptr[b + 1] - indptr[b]", "x[b + 1] - indptr[b]"))
+    assert other.kernels[0].differenced == ()
+    (kernel,) = parse_source(
+        "struct P { const int* starts; int n; };"
+        "__global__ void k(const P params, float* out) {"
+        "  out[0] = (params.starts[1]) - params.starts[0] - 1; }"
+    ).kernels
+    assert kernel.differenced == ("params.starts",)
+
+
 def test_pointers_reached_under_other_guards_are_not_alike() -> None:
     source = (
         "__global__ void k(float* out, const float* rows, int n, int m) {"

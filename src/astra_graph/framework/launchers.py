@@ -1191,6 +1191,7 @@ def analyse(
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
+    _refuse_offset_arrays(kernel, bound.bindings)
     grid, block, smem = _geometry(launch, translator)
     notes += [tunable.note() for tunable in translator.tunables.values()]
     if not tensors:
@@ -2339,6 +2340,25 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
             index = query["index"]
             out[tensor.value] = (query["tensor"], f"-{index[1:]}" if index[0] == "m" else index)
     return out
+
+
+def _refuse_offset_arrays(kernel: Kernel, bindings: list[Binding]) -> None:
+    """Raises Unmapped for a tensor bound to a pointer whose elements the kernel subtracts
+    (:attr:`~astra_graph.framework.parse.Kernel.differenced`): its values are offsets, each
+    difference a count the kernel walks, so they must be non-decreasing and end within the
+    tensors they offset into. A contract states an integer input's values only as uniform draws
+    below a bound (``init.below``), which are not ordered: a draw's negative difference, a count
+    near 2^32 as an unsigned, sends the original far outside its tensors."""
+    passed = _flat_bindings(bindings)
+    for pointer in kernel.differenced:
+        binding = passed.get(pointer)
+        if binding is not None and binding.kind == "tensor":
+            raise Unmapped(
+                f"tensor {binding.value!r}: the kernel subtracts its elements ({pointer}[a] - "
+                f"{pointer}[b]), offsets whose differences are counts (a CSR indptr): their "
+                "values must be non-decreasing and end within the tensors they offset into, "
+                "which a contract cannot state (an integer input is drawn uniformly below a bound)"
+            )
 
 
 def _flat_bindings(bindings: list[Binding]) -> dict[str, Binding]:

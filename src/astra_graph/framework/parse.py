@@ -223,6 +223,8 @@ class Kernel:
     """How far the body reads the pointers it only subscripts (:func:`_extents`)."""
     strided: tuple[StridedExtent, ...] = ()
     """How far the body reaches the pointers it subscripts by strides (:func:`_strided_extents`)."""
+    differenced: tuple[str, ...] = ()
+    """The pointers whose elements the body subtracts from each other (:func:`_differenced`)."""
 
 
 @dataclass(frozen=True)
@@ -1275,8 +1277,11 @@ def parse_source(
             offsets = _row_offsets(body, params) if body is not None else ()
             extents = _extents(body, params) if body is not None else ()
             strided = _strided_extents(body, params) if body is not None else ()
+            differenced = _differenced(body, params) if body is not None else ()
             out.kernels.append(
-                Kernel(name, qualified, tparams, params, line, offsets, extents, strided)
+                Kernel(
+                    name, qualified, tparams, params, line, offsets, extents, strided, differenced
+                )
             )
             continue
         body = definition.child_by_field_name("body")
@@ -1466,6 +1471,34 @@ def _fields_read(body: Node, params: tuple[Param, ...]) -> set[str]:
         else:
             whole.add(name)
     return {f for f in found if f.split(".", 1)[0] not in whole}
+
+
+def _differenced(body: Node, params: tuple[Param, ...]) -> tuple[str, ...]:
+    """The pointer parameters (and struct fields, :func:`_fields_read`) two of whose elements
+    the body subtracts, ``p[a] - p[b]``: FlashInfer's ``indptr[batch_idx + 1] -
+    indptr[batch_idx]``, a CSR offset array whose differences are counts. Their values must be
+    non-decreasing and end within the tensors they offset into, or a count wraps and the kernel
+    reads far outside; an integer input drawn at random is neither (read on the syntax tree)."""
+    pointers = {p.name for p in params if p.pointer} | _fields_read(body, params)
+    found: list[str] = []
+    for node in _walk(body, ("binary_expression",)):
+        if text(node.child_by_field_name("operator")) != "-":
+            continue
+        sides = (node.child_by_field_name("left"), node.child_by_field_name("right"))
+        bases = {_subscripted(side) for side in sides}
+        pointer = bases.pop() if len(bases) == 1 else None
+        if pointer in pointers and pointer not in found:
+            found.append(pointer)
+    return tuple(found)
+
+
+def _subscripted(node: Node | None) -> str | None:
+    """``p`` of a subscript ``p[i]`` (through parentheses), as written without blanks."""
+    node = unparenthesised(node) if node is not None else None
+    argument = node.child_by_field_name("argument") if node is not None else None
+    if node is None or node.type != "subscript_expression" or argument is None:
+        return None
+    return _compact(argument)
 
 
 MAX_BOUND_DEPTH = 8
