@@ -1453,6 +1453,33 @@ def test_a_subscript_that_may_write_or_an_index_that_moves_gives_no_extent() -> 
     assert _extents("for (int j = 0; j < m; ++j) { out[0] += scale[j]; }") == {"scale": "m"}
 
 
+def test_a_read_through_a_value_cast_or_a_dereference_has_an_extent() -> None:
+    """SGLang's sorted activation reads ``static_cast<uint32_t>(params.sorted_token_ids[t])``
+    and ``*params.num_tokens_post_padded``: a cast to a type of no reference copies the
+    element, and ``*p`` is ``p[0]``."""
+    guarded = "if (threadIdx.x < n) { out[0] = static_cast<float>(ids[threadIdx.x]); }"
+    assert _extents(guarded) == {"ids": "n"}
+    assert _extents("if (threadIdx.x < n) { out[0] = (float)(ids[threadIdx.x]); }") == {"ids": "n"}
+    read = "out[threadIdx.x] = static_cast<float>(*scale) + *rows;"
+    assert _extents(read) == {"scale": "1", "rows": "1"}
+    # a cast to a reference may write; a dereference written or handed on is no read
+    assert _extents("if (threadIdx.x < n) { static_cast<int&>(ids[threadIdx.x]) = 1; }") == {}
+    assert _extents("*ids = 1;") == {}
+    assert _extents("out[threadIdx.x] = *scale; store(*scale);") == {}
+
+
+def test_uses_on_either_side_of_an_early_return_are_not_alike() -> None:
+    """``out[r]`` written before ``if (r >= n) return;`` reaches every ``r`` the grid gives;
+    ``in[r]`` after it only those below ``n``: ``out`` is not like ``in``."""
+    before = "int r = blockIdx.x; *(out + r) = 0.f; if (r >= n) return; out[0] += *(rows + r);"
+    assert _extents(before) == {}
+    after = "int r = blockIdx.x; if (r >= n) return; *(out + r) = *(rows + r);"
+    (kernel,) = parse_source(
+        "__global__ void k(float* out, const float* rows, int n) {" + after + "}"
+    ).kernels
+    assert [(e.pointer, e.bound, e.like) for e in kernel.extents] == [("out", "rows", True)]
+
+
 def _field_extents(body: str, helper: str = "") -> dict[str, str]:
     source = (
         "struct P { const int* ids; float* out; unsigned rows; unsigned step; };"

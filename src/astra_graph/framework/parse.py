@@ -1811,10 +1811,23 @@ def _null_test(name: Node) -> bool:
     )
 
 
+def _dereferenced(name: Node) -> bool:
+    """Whether a pointer's use is ``*p`` (the element at its offset 0)."""
+    parent = name.parent
+    return (
+        parent is not None
+        and parent.type == "pointer_expression"
+        and text(parent.child_by_field_name("operator")) == "*"
+        and parent.child_by_field_name("argument") == name
+    )
+
+
 def _pointer_offset(name: Node) -> str | None:
     """The offset at which a pointer's use reaches it: ``+a+b`` for ``p + a + b`` (its summands
-    as written, sorted), ``[i]`` for ``p[i]``; None for any other use."""
+    as written, sorted), ``[i]`` for ``p[i]``, ``[0]`` for ``*p``; None for any other use."""
     parent = name.parent
+    if _dereferenced(name):
+        return "[0]"
     if (
         parent is not None
         and parent.type == "subscript_expression"
@@ -1842,10 +1855,38 @@ READ_CONTEXTS = ("binary_expression", "unary_expression", "return_statement")
 value of a declaration of no reference and an assignment's right side (:func:`_only_read`)."""
 
 
+def _value_cast(node: Node) -> bool:
+    """Whether ``node`` is the operand of a cast to a type with no ``&`` in it: a C-style cast
+    or a ``static_cast`` whose one argument it is."""
+    parent = node.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        node, parent = parent, parent.parent
+    if parent is not None and parent.type == "cast_expression":
+        kind = parent.child_by_field_name("type")
+        return parent.child_by_field_name("value") == node and "&" not in text(kind or parent)
+    call = parent.parent if parent is not None and parent.type == "argument_list" else None
+    function = call.child_by_field_name("function") if call is not None else None
+    if function is None or function.type != "template_function" or parent is None:
+        return False
+    arguments = [a for a in parent.named_children if a.type != "comment"]
+    name = function.child_by_field_name("name")
+    target = function.child_by_field_name("arguments")
+    return (
+        name is not None
+        and text(name) == "static_cast"
+        and arguments == [node]
+        and "&" not in text(target or function)
+    )
+
+
 def _only_read(subscript: Node) -> bool:
-    """Whether ``p[i]`` is in a place that only reads it. Any other (an assignment's left side,
-    a member written, ``float& r = p[i]``, a call's or a macro's argument, a cast to a reference)
-    may write through it."""
+    """Whether ``p[i]`` is in a place that only reads it: besides :data:`READ_CONTEXTS`, the
+    operand of a cast to a type of no reference (``static_cast<uint32_t>(p[i])``,
+    ``(int)p[i]``), whose value is a copy. Any other (an assignment's left side, a member
+    written, ``float& r = p[i]``, a call's or a macro's argument, a cast to a reference) may
+    write through it."""
+    if _value_cast(subscript):
+        return True
     user = subscript.parent
     while user is not None and user.type == "parenthesized_expression":
         subscript, user = user, user.parent
@@ -1872,6 +1913,8 @@ def _read_bound(
     is at most ``x`` (one by zero is no index at all, whatever the extent: the domain, not the
     extent, must exclude it)."""
     parent = name.parent
+    if parent is not None and _dereferenced(name):
+        return "1" if _only_read(parent) else None  # `*p` is `p[0]`
     if (
         parent is None
         or parent.type != "subscript_expression"
@@ -1944,12 +1987,37 @@ def _words(expression: str) -> set[str]:
 def _guards(node: Node) -> str:
     """The conditions on the path to ``node`` (:func:`_enclosing_conditions`), each as written
     without blanks with the branch taken, innermost first; a test of a pointer against null
-    (``s_merged != nullptr``) is no guard of where it is reached."""
-    return ";".join(
+    (``s_merged != nullptr``) is no guard of where it is reached. Then each earlier statement
+    of an enclosing block that may leave it (a ``return``, ``break``, ``continue`` or ``goto``
+    in it), by where it is: a use after an early return is reached under its condition's
+    negation, one before it is not, so the two are not alike."""
+    conditions = [
         f"{'then' if taken else 'else'}:{_compact(term)}"
         for taken, term in _enclosing_conditions(node)
         if not _null_test_term(term)
-    )
+    ]
+    exits = [f"after:{statement.start_byte}" for statement in _leaving_before(node)]
+    return ";".join(conditions + exits)
+
+
+LEAVING = ("return_statement", "break_statement", "continue_statement", "goto_statement")
+"""The statements after which the rest of a block may not run."""
+
+
+def _leaving_before(node: Node) -> list[Node]:
+    """The statements earlier than ``node`` in each block that encloses it that hold one of
+    :data:`LEAVING`, innermost block first."""
+    found: list[Node] = []
+    child, current = node, node.parent
+    while current is not None and current.type != "function_definition":
+        if current.type == "compound_statement":
+            for statement in current.named_children:
+                if statement.start_byte >= child.start_byte:
+                    break
+                if statement.type in LEAVING or _walk(statement, LEAVING):
+                    found.append(statement)
+        child, current = current, current.parent
+    return found
 
 
 def _null_test_term(term: Node) -> bool:
