@@ -56,6 +56,8 @@ HEADER = BASE / "include" / "fw" / "rows.cuh"
 FOLDERS = [BASE / "include", BASE / "csrc"]
 BESIDE = BASE.parent / "csrc" / "filtered_rows.cuh"
 """A JIT-style header whose bindings call its raw-pointer launcher in the header itself."""
+ROUTED = BASE.parent / "csrc" / "routed_rows.cuh"
+"""Its twin with group ids, one per ``step`` rows, that no binding checks."""
 
 
 @pytest.fixture(autouse=True)
@@ -264,7 +266,8 @@ def test_a_launcher_is_followed_to_its_callers_in_its_own_header(tmp_path: Path)
     """No include folder holds a binding: the header's own ``run`` calls ``launch`` with
     nullptr for its raw ``keep`` pointer, so the launch under ``keep == nullptr`` comes in
     through it; the one under ``keep != nullptr`` is dead through ``run`` and reached through
-    ``run_filtered``, whose ``keep`` no check shapes: that caller's reason, not dead code."""
+    ``run_filtered``, whose ``keep`` no check shapes and the kernel reads past the bound of its
+    rows (``keep[2 * row]``): that caller's reason, not dead code."""
     report = import_file(BESIDE, [], tmp_path)
     assert not report.compile_error, report.compile_error
     filtered, plain = report.launchers
@@ -309,6 +312,33 @@ def test_a_callers_template_arguments_and_defaults_set_the_launchers_flags() -> 
     assert dead("run") == "nullptr != nullptr"
     with pytest.raises(ValueError, match="tensor 'keep'"):
         dead("run_filtered")  # live (data_ptr() is not null), and keep is shaped nowhere
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_an_unchecked_struct_field_takes_the_extent_of_its_reads(tmp_path: Path) -> None:
+    """routed_rows.cuh, as SGLang's filtered activation: no binding checks ``ids``, and the
+    kernel reads ``params.ids[row / params.step]`` only after ``if (row >= params.rows)
+    return;``, ``rows`` the matcher's ``num_tokens``: ``ids`` has ``num_tokens`` elements,
+    enough at any ``step`` of at least 1 (the dim's least). The kernel that hands the whole
+    struct to a device function, which reads the ids out of sight, keeps its caller's reason."""
+    report = import_file(ROUTED, [], tmp_path)
+    assert not report.compile_error, report.compile_error
+    plain, helper = report.launchers
+    assert plain.imported, plain.reason
+    contract = load_contract(tmp_path / "launch").contract
+    assert {a.name: a.shape for a in contract.args} == {
+        "input": ["num_tokens", "(output_width * 2)"],
+        "out": ["num_tokens", "output_width"],
+        "ids": ["num_tokens"],
+    }
+    ids = next(a for a in contract.args if a.name == "ids")
+    assert (ids.dtype, ids.role) == ("int32", "input")
+    assert contract.dims["step"].min == 1
+    assert "ids: extent read from the kernel: out's axis 0" in " ".join(plain.notes)
+    assert main(["validate", str(tmp_path / "launch")]) == 0
+    assert not helper.imported and helper.applicable
+    assert helper.reason.startswith("through run_helper (routed_rows.cuh:")
+    assert "tensor 'ids': neither the launcher asks its sizes" in helper.reason
 
 
 @pytest.mark.usefixtures("needs_nvrtc")

@@ -1453,6 +1453,115 @@ def test_a_subscript_that_may_write_or_an_index_that_moves_gives_no_extent() -> 
     assert _extents("for (int j = 0; j < m; ++j) { out[0] += scale[j]; }") == {"scale": "m"}
 
 
+def test_a_read_through_a_value_cast_or_a_dereference_has_an_extent() -> None:
+    """SGLang's sorted activation reads ``static_cast<uint32_t>(params.sorted_token_ids[t])``
+    and ``*params.num_tokens_post_padded``: a cast to a type of no reference copies the
+    element, and ``*p`` is ``p[0]``."""
+    guarded = "if (threadIdx.x < n) { out[0] = static_cast<float>(ids[threadIdx.x]); }"
+    assert _extents(guarded) == {"ids": "n"}
+    assert _extents("if (threadIdx.x < n) { out[0] = (float)(ids[threadIdx.x]); }") == {"ids": "n"}
+    read = "out[threadIdx.x] = static_cast<float>(*scale) + *rows;"
+    assert _extents(read) == {"scale": "1", "rows": "1"}
+    # a cast to a reference may write; a dereference written or handed on is no read
+    assert _extents("if (threadIdx.x < n) { static_cast<int&>(ids[threadIdx.x]) = 1; }") == {}
+    assert _extents("*ids = 1;") == {}
+    assert _extents("out[threadIdx.x] = *scale; store(*scale);") == {}
+
+
+def test_uses_on_either_side_of_an_early_return_are_not_alike() -> None:
+    """``out[r]`` written before ``if (r >= n) return;`` reaches every ``r`` the grid gives;
+    ``in[r]`` after it only those below ``n``: ``out`` is not like ``in``."""
+    before = "int r = blockIdx.x; *(out + r) = 0.f; if (r >= n) return; out[0] += *(rows + r);"
+    assert _extents(before) == {}
+    after = "int r = blockIdx.x; if (r >= n) return; *(out + r) = *(rows + r);"
+    (kernel,) = parse_source(
+        "__global__ void k(float* out, const float* rows, int n) {" + after + "}"
+    ).kernels
+    assert [(e.pointer, e.bound, e.like) for e in kernel.extents] == [("out", "rows", True)]
+
+
+def _field_extents(body: str, helper: str = "") -> dict[str, str]:
+    source = (
+        "struct P { const int* ids; float* out; unsigned rows; unsigned step; };"
+        + helper
+        + "__global__ void k(const P params, int n) {"
+        + body
+        + "}"
+    )
+    (kernel,) = parse_source(source).kernels
+    return {e.pointer: e.bound for e in kernel.extents}
+
+
+def test_a_struct_field_read_below_an_early_return_has_that_extent() -> None:
+    """SGLang's filtered activation: ``params.expert_ids[token_id / params.expert_step]`` after
+    ``if (token_id >= params.num_tokens) return;``. A quotient by a parameter or a positive whole
+    number is below what its dividend is below."""
+    exit_then_read = "unsigned r = blockIdx.x; if (r >= params.rows) return; "
+    read = "if (params.ids[r / params.step] == -1) return;"
+    assert _field_extents(exit_then_read + read) == {"params.ids": "params.rows"}
+    assert _field_extents(exit_then_read + "params.out[0] = params.ids[r / 4];") == {
+        "params.ids": "params.rows"
+    }
+    # the by-value parameter of a plain kernel too
+    assert _extents("int i = blockIdx.x; if (i >= n) return; out[0] = ids[i / m];") == {"ids": "n"}
+
+
+def test_a_struct_field_read_out_of_sight_or_unbounded_has_no_extent() -> None:
+    exit_then = "unsigned r = blockIdx.x; if (r >= params.rows) return; "
+    # the struct handed whole to a function: what it reads is not seen
+    helper = "__device__ int first(const P& p) { return p.ids[p.rows]; }"
+    whole = exit_then + "params.out[0] = params.ids[r] + first(params);"
+    assert _field_extents(whole, helper) == {}
+    # an index past the bound, a divisor that may be zero or negative, a return after the read
+    assert _field_extents(exit_then + "params.out[0] = params.ids[r + 1];") == {}
+    assert _field_extents(exit_then + "params.out[0] = params.ids[r / (n - 1)];") == {}
+    assert _field_extents(exit_then + "params.out[0] = params.ids[r / 0];") == {}
+    late = "unsigned r = blockIdx.x; params.out[0] = params.ids[r]; if (r >= params.rows) return;"
+    assert _field_extents(late) == {}
+    # an early return that does work first bounds nothing
+    busy = "unsigned r = blockIdx.x; if (r >= params.rows) { params.out[0] = 1.f; return; } "
+    assert _field_extents(busy + "params.out[1] = params.ids[r];") == {}
+
+
+SEGMENTS = """
+__global__ void segment_sum(float* out, const float* x, const int* indptr, int batch) {
+  const int b = blockIdx.x;
+  if (b >= batch) return;
+  const int count = indptr[b + 1] - indptr[b];
+  float sum = 0.f;
+  for (int i = threadIdx.x; i < count; i += blockDim.x) sum += x[indptr[b] + i];
+  out[b] = sum;
+}
+void segments(torch::Tensor& out, torch::Tensor& x, torch::Tensor& indptr) {
+  const int batch = out.size(0);
+  segment_sum<<<batch, 32>>>(out.data_ptr<float>(), x.data_ptr<float>(),
+                             indptr.data_ptr<int>(), batch);
+}
+"""
+
+
+def test_an_offset_array_whose_elements_are_subtracted_is_refused() -> None:
+    """FlashInfer's BatchQKApplyRotary walks ``indptr[b + 1] - indptr[b]`` tokens from
+    ``indptr[b]``: random integer draws, unordered, make that count negative (huge, unsigned)
+    and the original reads far outside ``x``. Whatever the tensor's shape, its values are not
+    stated, so the launch is refused with that reason; a tensor read at one index is not."""
+    source = parse_source(SEGMENTS)
+    (kernel,) = source.kernels
+    assert kernel.differenced == ("indptr",)
+    launcher = source.launchers[0]
+    with pytest.raises(Unmapped, match=r"tensor 'indptr': the kernel subtracts its elements"):
+        analyse(launcher, launcher.launches[0], source.kernels, source.macros, H100)
+    # a difference of two tensors' elements, or of an element and a number, is no offset walk
+    other = parse_source(SEGMENTS.replace("indptr[b + 1] - indptr[b]", "x[b + 1] - indptr[b]"))
+    assert other.kernels[0].differenced == ()
+    (kernel,) = parse_source(
+        "struct P { const int* starts; int n; };"
+        "__global__ void k(const P params, float* out) {"
+        "  out[0] = (params.starts[1]) - params.starts[0] - 1; }"
+    ).kernels
+    assert kernel.differenced == ("params.starts",)
+
+
 def test_pointers_reached_under_other_guards_are_not_alike() -> None:
     source = (
         "__global__ void k(float* out, const float* rows, int n, int m) {"

@@ -223,6 +223,18 @@ def test_a_tensor_sized_by_the_kernels_reach_runs_within_it(tmp_path: Path, op: 
     assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
 
 
+def test_an_unchecked_struct_field_runs_within_its_read_extent(tmp_path: Path) -> None:
+    """fixtures/framework/csrc/routed_rows.cuh: ``ids``, a struct field no binding checks, takes
+    the extent of the kernel's ``params.ids[row / params.step]`` below ``rows``, one id a row at
+    any step; the original, run against itself at the suites' steps, stays inside it."""
+    main(["import", str(CSRC / "routed_rows.cuh"), "--out", str(tmp_path)])
+    spec = load_contract(tmp_path / "launch")
+    production = tmp_path / "launch" / "production.cu"
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        verdict = evaluator.check(spec, production, production)
+    assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+
+
 def test_the_occupancy_query_is_cudas_answer_for_the_loaded_kernel(imported: Path) -> None:
     """``blocks_per_sm`` in a grid is asked of CUDA for the compiled kernel: at least one block
     and never above the thread, block and shared-memory limits (registers only lower it)."""

@@ -1248,6 +1248,7 @@ def analyse(
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
+    _refuse_offset_arrays(kernel, bound.bindings)
     grid, block, smem = _geometry(launch, translator)
     notes += [tunable.note() for tunable in translator.tunables.values()]
     if not tensors:
@@ -2469,9 +2470,12 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
     nnz``, ``nnz`` passed ``q.size(0)``: ``pos_ids`` has ``q``'s axis 0); ("", a whole number)
     for constant indices (``scale[0]``: one element); (``tensor``, :data:`WHOLE_SHAPE`) for a
     pointer offset exactly as that tensor's. A bound passed anything else (a product, a
-    launcher constant) gives nothing."""
-    passed = {b.param: b for b in _at_their_start(bindings)}
-    passes = Counter(b.value for b in bindings if b.kind == "tensor")
+    launcher constant) gives nothing. A struct's field is bound as ``params.field``, as the
+    kernel's body names it; a tensor passed at a moved address gives nothing
+    (:func:`_at_their_start`)."""
+    flat = _flat_bindings(bindings)
+    passes = Counter(b.value for b in flat.values() if b.kind == "tensor")
+    passed = {name: b for name, b in flat.items() if not b.moved}
     bound_twice = {tensor for tensor, count in passes.items() if count > 1}
 
     out: dict[str, tuple[str, str]] = {}
@@ -2495,6 +2499,36 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
         if query is not None and query["tensor"] != tensor.value:
             index = query["index"]
             out[tensor.value] = (query["tensor"], f"-{index[1:]}" if index[0] == "m" else index)
+    return out
+
+
+def _refuse_offset_arrays(kernel: Kernel, bindings: list[Binding]) -> None:
+    """Raises Unmapped for a tensor bound to a pointer whose elements the kernel subtracts
+    (:attr:`~astra_graph.framework.parse.Kernel.differenced`): its values are offsets, each
+    difference a count the kernel walks, so they must be non-decreasing and end within the
+    tensors they offset into. A contract states an integer input's values only as uniform draws
+    below a bound (``init.below``), which are not ordered: a draw's negative difference, a count
+    near 2^32 as an unsigned, sends the original far outside its tensors."""
+    passed = _flat_bindings(bindings)
+    for pointer in kernel.differenced:
+        binding = passed.get(pointer)
+        if binding is not None and binding.kind == "tensor":
+            raise Unmapped(
+                f"tensor {binding.value!r}: the kernel subtracts its elements ({pointer}[a] - "
+                f"{pointer}[b]), offsets whose differences are counts (a CSR indptr): their "
+                "values must be non-decreasing and end within the tensors they offset into, "
+                "which a contract cannot state (an integer input is drawn uniformly below a bound)"
+            )
+
+
+def _flat_bindings(bindings: list[Binding]) -> dict[str, Binding]:
+    """Each binding by the name the kernel's body reaches it by: a parameter by its name, a
+    struct parameter's field by ``params.field``."""
+    out: dict[str, Binding] = {}
+    for binding in bindings:
+        out[binding.param] = binding
+        for member in binding.fields:
+            out[f"{binding.param}.{member.param}"] = member
     return out
 
 
@@ -2649,14 +2683,15 @@ def _shapes(
             return list(axes) or None
         return [axes[int(at)]] if -len(axes) <= int(at) < len(axes) else None
 
-    # an axis of a sized tensor now; another tensor's whole shape once every tensor has one
-    # (the caller's checks may shape a tensor the launcher never sizes: FlashInfer's `s_a`)
+    # an axis of a sized tensor now; an axis or the whole shape of another once every tensor
+    # has one (the caller's checks may shape a tensor the launcher never sizes: FlashInfer's
+    # `s_a`; a tensor matcher one it does not index: SGLang's `out`)
     read = [n for n in found if n in tensors and n not in shapes and read_axis(n)]
     unsized = {n for n in found if n in tensors and n not in shapes}
-    # like a tensor that gets its shape otherwise: sized, read, drafted below and then shaped
-    # by the caller's checks, or refused (parse._extents: the tensor it is like is like none)
-    alike = sorted(n for n in unsized - set(read) if found[n][1] == WHOLE_SHAPE)
-    read += [n for n in alike if found[n][0] in tensors]
+    # of a tensor that gets its shape otherwise: sized, read, drafted below and then shaped by
+    # a matcher or the caller's checks, or refused (parse._extents: the tensor a tensor is like
+    # is like none)
+    read += sorted(n for n in unsized - set(read) if found[n][0] in tensors)
     for name in tensors:
         if name in shapes or name in read:
             continue
@@ -2690,6 +2725,12 @@ def _shapes(
             if shapes[name] == drafted[name]:
                 shapes[name] = read_axis(name) or shapes[name]
         dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape if not d.isdigit()))
+    for name in read:
+        if not shapes[name]:  # its source was drafted, and nothing shaped it after
+            raise Unmapped(
+                f"tensor {name!r}: the kernel reads it no further than {found[name][0]}'s "
+                "extent, and neither the launcher nor its caller says that tensor's shape"
+            )
     for name, _, _ in strided:  # neither a twin, nor a caller's checks or a matcher shaped it
         if any(n.startswith(f"{name}: {STRIDED_NOTE}; drafted with") for n in notes):
             # vLLM's merge_attn_states: prefix_lse, [heads, tokens], drafted with dims of its

@@ -227,6 +227,8 @@ class Kernel:
     """How far the body reads the pointers it only subscripts (:func:`_extents`)."""
     strided: tuple[StridedExtent, ...] = ()
     """How far the body reaches the pointers it subscripts by strides (:func:`_strided_extents`)."""
+    differenced: tuple[str, ...] = ()
+    """The pointers whose elements the body subtracts from each other (:func:`_differenced`)."""
     casts: tuple[tuple[str, str], ...] = ()
     """The one pointee type the body casts each pointer parameter or params-struct field to
     (:func:`_pointer_casts`): SGLang's ``static_cast<const IdType*>(params.positions)`` gives
@@ -1318,9 +1320,21 @@ def parse_source(
             offsets = _row_offsets(body, params) if body is not None else ()
             extents = _extents(body, params) if body is not None else ()
             strided = _strided_extents(body, params) if body is not None else ()
+            differenced = _differenced(body, params) if body is not None else ()
             casts = _pointer_casts(body) if body is not None else ()
             out.kernels.append(
-                Kernel(name, qualified, tparams, params, line, offsets, extents, strided, casts)
+                Kernel(
+                    name,
+                    qualified,
+                    tparams,
+                    params,
+                    line,
+                    offsets,
+                    extents,
+                    strided,
+                    differenced,
+                    casts,
+                )
             )
             continue
         body = definition.child_by_field_name("body")
@@ -1511,18 +1525,23 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
       it (that one is like none, so no two are like each other).
     A comparison (``p != nullptr``) reads nothing and is no use.
     A pointer used any other way (written through a subscript, passed on, one index unguarded)
-    has no extent: its reads are not all seen, so none is claimed. Read on the syntax tree."""
-    pointers = [p.name for p in params if p.pointer]
+    has no extent: its reads are not all seen, so none is claimed. The fields of a by-value
+    struct parameter the body reads only field by field (:func:`_fields_read`) are pointers
+    and scalars as parameters are, named ``params.field`` (SGLang's ``params.expert_ids[token_id
+    / params.expert_step]`` after ``if (token_id >= params.num_tokens) return;``). Read on the
+    syntax tree."""
+    fields = _fields_read(body, params)
+    pointers = [p.name for p in params if p.pointer] + sorted(fields)
     mutated = _mutated_names(body)
-    scalars = {p.name for p in params if not p.pointer and not p.reference} - mutated
+    scalars = ({p.name for p in params if not p.pointer and not p.reference} | fields) - mutated
     initialisers = {
         name: [_compact(value) for value in values] for name, values in _local_values(body).items()
     }
     bounds: dict[str, set[str]] = {}
     accesses: dict[str, set[str]] = {}  # each use's offset and guards, or "" for any other use
     written: set[str] = set()
-    for name in _walk(body, ("identifier",)):
-        pointer = text(name)
+    for name in _walk(body, ("identifier", "field_expression")):
+        pointer = _compact(name)
         if pointer not in pointers or _null_test(name):
             continue
         if _written_through(name):
@@ -1555,6 +1574,61 @@ def _extents(body: Node, params: tuple[Param, ...]) -> tuple[Extent, ...]:
         if first != pointer:
             out.append(Extent(pointer, first, like=True))
     return tuple(out)
+
+
+def _fields_read(body: Node, params: tuple[Param, ...]) -> set[str]:
+    """``params.field`` for each field the body reaches of a by-value parameter that it uses
+    only through ``.`` fields: such a field is read as a parameter of its own would be. One the
+    body uses whole anywhere (handed to a call, its address taken, copied) may be read further
+    out of sight, so none of its fields is given."""
+    by_value = {p.name for p in params if not p.pointer and not p.reference}
+    found: set[str] = set()
+    whole: set[str] = set()
+    for node in _walk(body, ("identifier",)):
+        name = text(node)
+        if name not in by_value:
+            continue
+        parent = node.parent
+        operator = parent.child_by_field_name("operator") if parent is not None else None
+        if (
+            parent is not None
+            and parent.type == "field_expression"
+            and parent.child_by_field_name("argument") == node
+            and operator is not None
+            and text(operator) == "."
+        ):
+            found.add(_compact(parent))
+        else:
+            whole.add(name)
+    return {f for f in found if f.split(".", 1)[0] not in whole}
+
+
+def _differenced(body: Node, params: tuple[Param, ...]) -> tuple[str, ...]:
+    """The pointer parameters (and struct fields, :func:`_fields_read`) two of whose elements
+    the body subtracts, ``p[a] - p[b]``: FlashInfer's ``indptr[batch_idx + 1] -
+    indptr[batch_idx]``, a CSR offset array whose differences are counts. Their values must be
+    non-decreasing and end within the tensors they offset into, or a count wraps and the kernel
+    reads far outside; an integer input drawn at random is neither (read on the syntax tree)."""
+    pointers = {p.name for p in params if p.pointer} | _fields_read(body, params)
+    found: list[str] = []
+    for node in _walk(body, ("binary_expression",)):
+        if text(node.child_by_field_name("operator")) != "-":
+            continue
+        sides = (node.child_by_field_name("left"), node.child_by_field_name("right"))
+        bases = {_subscripted(side) for side in sides}
+        pointer = bases.pop() if len(bases) == 1 else None
+        if pointer in pointers and pointer not in found:
+            found.append(pointer)
+    return tuple(found)
+
+
+def _subscripted(node: Node | None) -> str | None:
+    """``p`` of a subscript ``p[i]`` (through parentheses), as written without blanks."""
+    node = unparenthesised(node) if node is not None else None
+    argument = node.child_by_field_name("argument") if node is not None else None
+    if node is None or node.type != "subscript_expression" or argument is None:
+        return None
+    return _compact(argument)
 
 
 MAX_BOUND_DEPTH = 8
@@ -1769,18 +1843,26 @@ def _guard_product(
         bound = _compared(term, name, "<") if taken else None
         if bound is not None:
             return _product(bound, values, mutated, depth + 1)
+    for term in _exits_before(node):
+        bound = _compared(term, name, ">=")
+        if bound is not None:
+            return _product(bound, values, mutated, depth + 1)
+    return None
+
+
+def _exits_before(node: Node) -> list[Node]:
+    """The terms of the early returns (:func:`_early_exit_terms`) earlier than ``node`` in each
+    block that encloses it, innermost first: each is false where ``node`` is."""
+    found: list[Node] = []
     child, current = node, node.parent
     while current is not None and current.type != "function_definition":
         if current.type == "compound_statement":
             for statement in current.named_children:
                 if statement.start_byte >= child.start_byte:
                     break
-                for term in _early_exit_terms(statement):
-                    bound = _compared(term, name, ">=")
-                    if bound is not None:
-                        return _product(bound, values, mutated, depth + 1)
+                found += _early_exit_terms(statement)
         child, current = current, current.parent
-    return None
+    return found
 
 
 def _early_exit_terms(statement: Node) -> list[Node]:
@@ -1859,10 +1941,23 @@ def _null_test(name: Node) -> bool:
     )
 
 
+def _dereferenced(name: Node) -> bool:
+    """Whether a pointer's use is ``*p`` (the element at its offset 0)."""
+    parent = name.parent
+    return (
+        parent is not None
+        and parent.type == "pointer_expression"
+        and text(parent.child_by_field_name("operator")) == "*"
+        and parent.child_by_field_name("argument") == name
+    )
+
+
 def _pointer_offset(name: Node) -> str | None:
     """The offset at which a pointer's use reaches it: ``+a+b`` for ``p + a + b`` (its summands
-    as written, sorted), ``[i]`` for ``p[i]``; None for any other use."""
+    as written, sorted), ``[i]`` for ``p[i]``, ``[0]`` for ``*p``; None for any other use."""
     parent = name.parent
+    if _dereferenced(name):
+        return "[0]"
     if (
         parent is not None
         and parent.type == "subscript_expression"
@@ -1890,10 +1985,38 @@ READ_CONTEXTS = ("binary_expression", "unary_expression", "return_statement")
 value of a declaration of no reference and an assignment's right side (:func:`_only_read`)."""
 
 
+def _value_cast(node: Node) -> bool:
+    """Whether ``node`` is the operand of a cast to a type with no ``&`` in it: a C-style cast
+    or a ``static_cast`` whose one argument it is."""
+    parent = node.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        node, parent = parent, parent.parent
+    if parent is not None and parent.type == "cast_expression":
+        kind = parent.child_by_field_name("type")
+        return parent.child_by_field_name("value") == node and "&" not in text(kind or parent)
+    call = parent.parent if parent is not None and parent.type == "argument_list" else None
+    function = call.child_by_field_name("function") if call is not None else None
+    if function is None or function.type != "template_function" or parent is None:
+        return False
+    arguments = [a for a in parent.named_children if a.type != "comment"]
+    name = function.child_by_field_name("name")
+    target = function.child_by_field_name("arguments")
+    return (
+        name is not None
+        and text(name) == "static_cast"
+        and arguments == [node]
+        and "&" not in text(target or function)
+    )
+
+
 def _only_read(subscript: Node) -> bool:
-    """Whether ``p[i]`` is in a place that only reads it. Any other (an assignment's left side,
-    a member written, ``float& r = p[i]``, a call's or a macro's argument, a cast to a reference)
-    may write through it."""
+    """Whether ``p[i]`` is in a place that only reads it: besides :data:`READ_CONTEXTS`, the
+    operand of a cast to a type of no reference (``static_cast<uint32_t>(p[i])``,
+    ``(int)p[i]``), whose value is a copy. Any other (an assignment's left side, a member
+    written, ``float& r = p[i]``, a call's or a macro's argument, a cast to a reference) may
+    write through it."""
+    if _value_cast(subscript):
+        return True
     user = subscript.parent
     while user is not None and user.type == "parenthesized_expression":
         subscript, user = user, user.parent
@@ -1915,8 +2038,13 @@ def _read_bound(
     """For a pointer's use ``p[index]`` that only reads (:func:`_only_read`): the whole number
     one past a constant index, or the by-value parameter that guards the index; None for any
     other use, or where the index, what it was initialised from or the bound is assigned
-    anywhere in the body (``mutated``, :func:`_mutated_names`)."""
+    anywhere in the body (``mutated``, :func:`_mutated_names`). An index ``x / d``, ``d`` a
+    by-value parameter or a whole number, is below what ``x`` is below: a quotient by ``d >= 1``
+    is at most ``x`` (one by zero is no index at all, whatever the extent: the domain, not the
+    extent, must exclude it)."""
     parent = name.parent
+    if parent is not None and _dereferenced(name):
+        return "1" if _only_read(parent) else None  # `*p` is `p[0]`
     if (
         parent is None
         or parent.type != "subscript_expression"
@@ -1930,6 +2058,8 @@ def _read_bound(
     value = unparenthesised(index)
     if value.type == "number_literal" and text(value).isdigit():
         return str(int(text(value)) + 1)
+    while (quotient := _divided(value, scalars)) is not None:
+        value = quotient
     forms = {_compact(value), *initialisers.get(text(value), [])[:1]}
     if value.type == "identifier" and len(initialisers.get(text(value), [])) > 1:
         forms = {_compact(value)}  # declared twice: its value here is not known
@@ -1938,8 +2068,24 @@ def _read_bound(
     return _guard_bound(parent, forms, scalars)
 
 
+def _divided(node: Node, scalars: set[str]) -> Node | None:
+    """``x`` of ``x / d`` where ``d`` is a by-value parameter or a positive whole number, else
+    None."""
+    node = unparenthesised(node)
+    if node.type != "binary_expression" or text(node.child_by_field_name("operator")) != "/":
+        return None
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if left is None or right is None:
+        return None
+    divisor = _compact(right)
+    if divisor in scalars or (divisor.isdigit() and int(divisor) > 0):
+        return unparenthesised(left)
+    return None
+
+
 def _mutated_names(body: Node) -> set[str]:
-    """The names a body assigns after their declaration (``i = ...``, ``i += ...``, ``++i``) and
+    """The names a body assigns after their declaration (``i = ...``, ``i += ...``, ``++i``, a
+    field ``p.n = ...`` as ``p.n``) and
     those it declares more than once (a shadowing ``int idx``); a ``for`` loop's own update
     clause aside (its condition bounds the variable it steps)."""
     out: set[str] = set()
@@ -1953,8 +2099,8 @@ def _mutated_names(body: Node) -> set[str]:
             continue
         field_name = "left" if node.type == "assignment_expression" else "argument"
         target = node.child_by_field_name(field_name)
-        if target is not None and target.type == "identifier":
-            out.add(text(target))
+        if target is not None and target.type in ("identifier", "field_expression"):
+            out.add(_compact(target))  # a struct's field as `params.n` (:func:`_fields_read`)
     declared: dict[str, int] = {}
     for init in _walk(body, ("init_declarator", "declaration")):
         declarator = init.child_by_field_name("declarator")
@@ -1971,12 +2117,37 @@ def _words(expression: str) -> set[str]:
 def _guards(node: Node) -> str:
     """The conditions on the path to ``node`` (:func:`_enclosing_conditions`), each as written
     without blanks with the branch taken, innermost first; a test of a pointer against null
-    (``s_merged != nullptr``) is no guard of where it is reached."""
-    return ";".join(
+    (``s_merged != nullptr``) is no guard of where it is reached. Then each earlier statement
+    of an enclosing block that may leave it (a ``return``, ``break``, ``continue`` or ``goto``
+    in it), by where it is: a use after an early return is reached under its condition's
+    negation, one before it is not, so the two are not alike."""
+    conditions = [
         f"{'then' if taken else 'else'}:{_compact(term)}"
         for taken, term in _enclosing_conditions(node)
         if not _null_test_term(term)
-    )
+    ]
+    exits = [f"after:{statement.start_byte}" for statement in _leaving_before(node)]
+    return ";".join(conditions + exits)
+
+
+LEAVING = ("return_statement", "break_statement", "continue_statement", "goto_statement")
+"""The statements after which the rest of a block may not run."""
+
+
+def _leaving_before(node: Node) -> list[Node]:
+    """The statements earlier than ``node`` in each block that encloses it that hold one of
+    :data:`LEAVING`, innermost block first."""
+    found: list[Node] = []
+    child, current = node, node.parent
+    while current is not None and current.type != "function_definition":
+        if current.type == "compound_statement":
+            for statement in current.named_children:
+                if statement.start_byte >= child.start_byte:
+                    break
+                if statement.type in LEAVING or _walk(statement, LEAVING):
+                    found.append(statement)
+        child, current = current, current.parent
+    return found
 
 
 def _null_test_term(term: Node) -> bool:
@@ -1991,9 +2162,15 @@ def _null_test_term(term: Node) -> bool:
 def _guard_bound(node: Node, forms: set[str], scalars: set[str]) -> str | None:
     """The by-value parameter ``n`` of a guard ``index < n`` (or ``n > index``) on the path to
     ``node``: a conjunct of an enclosing ``if``'s condition, taken in its then-branch, or of a
-    ``for`` loop's condition; ``forms`` are the index as written and its one initialiser."""
+    ``for`` loop's condition; else ``index >= n`` (or ``n <= index``) of an earlier ``if`` that
+    only returns (:func:`_exits_before`); ``forms`` are the index as written and its one
+    initialiser."""
     for taken, term in _enclosing_conditions(node):
         bound = _below(term, forms, scalars) if taken else None
+        if bound is not None:
+            return bound
+    for term in _exits_before(node):
+        bound = _below(term, forms, scalars, ">=")
         if bound is not None:
             return bound
     return None
@@ -2026,13 +2203,13 @@ def _condition_value(condition: Node) -> Node:
     return unparenthesised(condition)
 
 
-def _below(term: Node, forms: set[str], scalars: set[str]) -> str | None:
-    """``n`` where ``term`` is ``index < n`` or ``n > index`` with ``index`` one of ``forms``
-    and ``n`` a by-value parameter."""
+def _below(term: Node, forms: set[str], scalars: set[str], operator: str = "<") -> str | None:
+    """``n`` where ``term`` is ``index < n`` or ``n > index`` (``operator`` ``>=``: ``index >=
+    n`` or ``n <= index``) with ``index`` one of ``forms`` and ``n`` a by-value parameter."""
     for form in forms:
-        bound = _compared(term, form, "<")
-        if bound is not None and text(unparenthesised(bound)) in scalars:
-            return text(unparenthesised(bound))
+        bound = _compared(term, form, operator)
+        if bound is not None and _compact(bound) in scalars:
+            return _compact(bound)
     return None
 
 
