@@ -260,6 +260,13 @@ def test_upper_bounds_are_read_in_every_direction_and_negated() -> None:
     assert _bounds_of(["((rot >= head)) == 0"], dims) == [("rot", "head", True)]
     assert _bounds_of(["rot < head"], dims) == [("rot", "head", True)]
     assert _bounds_of(["rot + 2 <= head"], dims) == [("rot + 2", "head", False)]
+    # each term of an `and` bounds as one requirement (SGLang's `RuntimeCheck(rot > 0 && rot %
+    # 2 == 0 && rot <= head)`); a term of an `or` holds on one path only, and bounds nothing
+    assert _bounds_of(["rot > 0 and rot % 2 == 0 and (rot <= head)"], dims) == [
+        ("0", "rot", True),
+        ("rot", "head", False),
+    ]
+    assert _bounds_of(["rot > 0 or rot <= head"], dims) == []
     # a chain, an equation, a constant bound, a non-zero comparison: no bound between dims
     assert (
         _bounds_of(["n <= rot <= head", "rot == head", "rot <= 64", "(rot < head) == 1"], dims)

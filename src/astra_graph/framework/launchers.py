@@ -1307,6 +1307,11 @@ def _followed_dims(
     return out
 
 
+ANY_SIZE = ("-1", "kAnySize", "host::kAnySize")
+"""How a tensor-shape matcher spells an axis it lets be any size (SGLang's ``SizeRef(-1)``:
+``TensorMatcher({-1, rotary_dim})`` binds no symbol for that axis)."""
+
+
 def _matched_reshape(
     launch: Launch,
     reshape: Reshape | None,
@@ -1334,13 +1339,22 @@ def _matched_reshape(
         for tensor, sizes, _ in launch.matched:
             if tensor not in out:
                 continue
-            odd = [s for s in sizes if s not in launch.locals or not re.fullmatch(r"\w+", s)]
+            odd = [
+                s
+                for s in sizes
+                if s.strip() not in ANY_SIZE
+                and (s not in launch.locals or not re.fullmatch(r"\w+", s))
+            ]
             if odd:
                 raise Unmapped(
                     f"{tensor}: its matcher names the size {odd[0]!r}, not a symbolic size "
                     "of the launcher"
                 )
-            out[tensor] = [names[s] for s in sizes]
+            # an axis the matcher lets be any size is a dim of its own, tied to no other
+            out[tensor] = [
+                f"{tensor}_{axis}" if s.strip() in ANY_SIZE else names[s]
+                for axis, s in enumerate(sizes)
+            ]
             # the matcher's shape, not a draft: a twin's (or none) for a tensor of strides alone
             drafts = (f"{tensor}: {DRAFTED_NOTE}", f"{tensor}: {STRIDED_NOTE}")
             notes[:] = [n for n in notes if not n.startswith(drafts)]

@@ -1290,7 +1290,7 @@ def parse_source(
                 continue
             api = _api_launch(call, {p.name for p in params})
             if api:
-                launches.extend(api)
+                launches.extend(v for one in api for v in lambda_instances(call, one))
             elif _callee(call) in UNREAD_LAUNCH_CALLS:
                 out.other_launches.append((name, call.start_point[0] + 1, _callee(call)))
         if launches:
@@ -2010,13 +2010,20 @@ def lambda_instances(call: Node, launch: Launch) -> list[Launch]:
         targs = _walk(callee, ("template_argument_list",))
         values = [text(a) for a in (targs[0].named_children if targs else [])]
         binding = dict(zip(names, values, strict=False))
-        bound = tuple(_substitute(a, binding) for a in launch.template_args)
         _, outer = _scope(use)
         said = ", ".join(f"{k} = {v}" for k, v in binding.items())
         variants.append(
             replace(
                 launch,
-                template_args=bound,
+                # the parameter names a type or value wherever the launch spells it: the
+                # kernel's template arguments, a cast of a pointer argument (SGLang's
+                # `static_cast<const Index*>(locations.data_ptr())`), a size, a local
+                template_args=tuple(_substitute(a, binding) for a in launch.template_args),
+                args=tuple(_substitute(a, binding) for a in launch.args),
+                grid=_substitute(launch.grid, binding),
+                block=_substitute(launch.block, binding),
+                smem=_substitute(launch.smem, binding),
+                locals={k: _substitute(v, binding) for k, v in launch.locals.items()},
                 conditions=outer + launch.conditions,
                 notes=(
                     *launch.notes,
