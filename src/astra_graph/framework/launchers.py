@@ -469,7 +469,9 @@ CPP_WORDS = frozenset(
 def _refuse_reassigned(name: str, found: Mapping[str, str], assumed: list[str]) -> None:
     """Raise Unmapped when local ``name`` is assigned after its declaration (parse's
     :data:`~astra_graph.framework.parse.REASSIGNED` mark): its initialiser is not its value at
-    the launch (``int t = 256; if (small) t = 64;``), and the branch taken is not read. One
+    the launch (``int t = 256; if (small) t = 64;``), and the branch taken is not read (a chain
+    that sets it on every path is its value: :func:`~astra_graph.framework.parse._branch_values`,
+    so a mark left is a path that does not, or one not read). One
     assigned only where an optional tensor is given keeps its initialiser, said in ``assumed``."""
     line = found.get(f"{REASSIGNED}{name}")
     if line is not None:
@@ -915,6 +917,7 @@ class _Translator:
                     "chosen by its caller: no value to import"
                 )
             return f"({self.expression(size, depth + 1)})"
+        _refuse_reassigned(name, self.locals, self.assumed)  # declared bare, set in branches
         raise Unmapped(f"{name!r} is neither a size query nor a local of {self.launcher.name}")
 
     def _call(self, node: Node, depth: int) -> str:
