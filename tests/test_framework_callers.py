@@ -430,3 +430,50 @@ def test_an_export_sends_shapes_the_original_cannot_launch_to_the_framework(
     assert launches({"tokens": 7, "heads": 32, "head_dim": 128})  # 32 x 32 threads
     assert not launches({"tokens": 3, "heads": 69, "head_dim": 419})  # 104 x 69: 7176
     assert not launches({"tokens": 3, "heads": 1, "head_dim": 2})  # an empty block
+
+
+_TWO_LEVELS = """
+template <typename T, typename W>
+__global__ void weighted_kernel(const T* in, const W* w, T* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * static_cast<T>(w[i]);
+}
+
+template <bool kFast, typename T, typename W>
+void launch_weighted(T const* in, W const* w, T* out, int n) {
+  weighted_kernel<T, W><<<(n + 127) / 128, 128>>>(in, w, out, n);
+}
+
+template <typename T, typename W>
+void dispatch_weighted(T const* in, W const* w, T* out, int n, bool fast) {
+  if (fast) {
+    launch_weighted<true>(in, w, out, n);
+  } else {
+    launch_weighted<false>(in, w, out, n);
+  }
+}
+"""
+
+
+def test_a_template_type_is_deduced_from_the_callers_own_pointer_parameter(
+    tmp_path: Path,
+) -> None:
+    """FlashInfer's ``dispatch_layernorm_type`` passes its own ``Tw const* gemma`` on to
+    ``dispatch_layernorm_type_square_method<true>(..., gemma, ...)``: ``Tw`` is the caller's
+    ``Tw`` (the explicit ``<true>`` binds the leading flag, not ``T``), and the composed launch
+    then stops where the caller passes raw pointers in turn, saying so."""
+    header = tmp_path / "weighted.cuh"
+    header.write_text(_TWO_LEVELS)
+    flat = flatten(header, [])
+    source = parse_source(flat.text)
+    launcher = next(x for x in source.launchers if x.name == "launch_weighted")
+    sites = Callers([], flat.files).calls(launcher)
+    assert [s.function for s in sites] == ["dispatch_weighted", "dispatch_weighted"]
+    _, composed = compose(launcher, launcher.launches[0], sites[0], source.macros)
+    assert composed.template_args == ("T", "W")
+    report = import_file(header, [], tmp_path / "out")
+    (result,) = (r for r in report.launchers if r.launcher == "launch_weighted")
+    assert not result.imported
+    assert "through dispatch_weighted" in result.reason
+    assert "raw pointer parameter (T const* in)" in result.reason
+    assert "callers are followed one level" in result.reason

@@ -252,22 +252,35 @@ def _default(param: Param) -> str | None:
 
 def _template_types(launcher: Launcher, call: CallSite) -> dict[str, str]:
     """The launcher's template types as the caller instantiates it: deduced from the casts of
-    its pointer arguments (``static_cast<c_type*>(x.data_ptr())`` for ``T* input``), else the
-    call's explicit template arguments in the order the types first appear."""
+    its pointer arguments (``static_cast<c_type*>(x.data_ptr())`` for ``T* input``) or from
+    the type of a pointer parameter of the caller passed as it is (FlashInfer's
+    ``dispatch_layernorm_type(..., Tw const* gemma, ...)`` passing ``gemma`` on for ``Tw const*
+    gemma``: the caller's own ``Tw``), else the call's explicit template arguments in the order
+    the types first appear."""
     unknown = [
         p.type
         for p in launcher.params
         if p.pointer and p.type not in NAMED_TYPES and "::" not in p.type
     ]
     unknown = list(dict.fromkeys(unknown))
+    passed = {p.name: p for p in call.params if p.pointer}
     types: dict[str, str] = {}
     for param, arg in zip(launcher.params, call.args, strict=False):
         if param.type in unknown and param.type not in types:
             cast = _POINTER_CAST.search(arg.strip())
             if cast is not None:
                 types[param.type] = cast["a"] or cast["b"] or cast["c"]
-    for name, explicit in zip(unknown, call.template_args, strict=False):
-        types.setdefault(name, explicit)
+            elif arg.strip() in passed:
+                types[param.type] = passed[arg.strip()].type
+    own = launcher.template[len(launcher.template) - launcher.own_template :]
+    if own:  # bound by name: `<true>` binds a leading flag, not the first type
+        explicit = {p.name: a for p, a in zip(own, call.template_args, strict=False)}
+        for name in unknown:
+            if name in explicit and any(p.name == name and p.kind == "type" for p in own):
+                types.setdefault(name, explicit[name])
+    else:
+        for name, given in zip(unknown, call.template_args, strict=False):
+            types.setdefault(name, given)
     missing = [t for t in unknown if t not in types]
     if missing:
         raise Unmapped(

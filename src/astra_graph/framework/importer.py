@@ -497,7 +497,10 @@ def _site_analysis(
                 reason = f"through {site.function} ({site.file.name}:{site.line}): {exc}"
                 # a caller that passes raw pointers in turn (a header's convenience launcher
                 # over this one) says less than a binding's own reason: its reason goes last
-                (passed_on if isinstance(exc, RawPointer) else failures).append(reason)
+                if isinstance(exc, RawPointer):
+                    passed_on.append(f"{reason} (callers are followed one level, not its own)")
+                else:
+                    failures.append(reason)
                 continue
             _restrict_dtypes(analysis, site)
             if len(sites) > 1:
