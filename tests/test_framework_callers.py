@@ -607,3 +607,52 @@ def test_a_relays_own_pointer_parameter_passes_its_type_on(tmp_path: Path) -> No
     host, composed = compose(launcher, launcher.launches[0], site, {})
     assert composed.template_args == ("T",)  # the relay's T, not deduced here
     assert [p.name for p in host.params] == ["x", "n"]
+
+
+_TWO_LEVELS = """
+template <typename T, typename W>
+__global__ void weighted_kernel(const T* in, const W* w, T* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i] * static_cast<T>(w[i]);
+}
+
+template <bool kFast, typename T, typename W>
+void launch_weighted(T const* in, W const* w, T* out, int n) {
+  weighted_kernel<T, W><<<(n + 127) / 128, 128>>>(in, w, out, n);
+}
+
+template <typename T, typename W>
+void dispatch_weighted(T const* in, W const* w, T* out, int n, bool fast) {
+  if (fast) {
+    launch_weighted<true>(in, w, out, n);
+  } else {
+    launch_weighted<false>(in, w, out, n);
+  }
+}
+"""
+
+
+def test_a_template_type_is_deduced_from_the_callers_own_pointer_parameter(
+    tmp_path: Path,
+) -> None:
+    """FlashInfer's ``dispatch_layernorm_type`` passes its own ``Tw const* gemma`` on to
+    ``dispatch_layernorm_type_square_method<true>(..., gemma, ...)``: ``Tw`` is the caller's
+    ``Tw`` (the explicit ``<true>`` binds the leading flag, not ``T``); the caller passes raw
+    pointers in turn and is followed to its own callers, of which there are none here."""
+    header = tmp_path / "weighted.cuh"
+    header.write_text(_TWO_LEVELS)
+    flat = flatten(header, [])
+    source = parse_source(flat.text)
+    launcher = next(x for x in source.launchers if x.name == "launch_weighted")
+    sites = Callers([], flat.files).calls(launcher)
+    assert [s.function for s in sites] == ["dispatch_weighted", "dispatch_weighted"]
+    _, composed = compose(launcher, launcher.launches[0], sites[0], source.macros)
+    assert composed.template_args == ("T", "W")
+    report = import_file(header, [], tmp_path / "out")
+    (result,) = (r for r in report.launchers if r.launcher == "launch_weighted")
+    assert not result.imported
+    assert "through dispatch_weighted" in result.reason
+    assert "raw pointer parameter (T const* in)" in result.reason
+    assert result.reason.endswith(
+        "no caller in the file, its includes or the include folders passes tensors"
+    )

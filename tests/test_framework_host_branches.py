@@ -21,6 +21,7 @@ from astra_graph.framework import draft
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.launchers import (
     Analysis,
+    Unmapped,
     analyse,
     device_constants,
     opaque_grid_tunable,
@@ -260,6 +261,13 @@ def test_upper_bounds_are_read_in_every_direction_and_negated() -> None:
     assert _bounds_of(["((rot >= head)) == 0"], dims) == [("rot", "head", True)]
     assert _bounds_of(["rot < head"], dims) == [("rot", "head", True)]
     assert _bounds_of(["rot + 2 <= head"], dims) == [("rot + 2", "head", False)]
+    # each term of an `and` bounds as one requirement (SGLang's `RuntimeCheck(rot > 0 && rot %
+    # 2 == 0 && rot <= head)`); a term of an `or` holds on one path only, and bounds nothing
+    assert _bounds_of(["rot > 0 and rot % 2 == 0 and (rot <= head)"], dims) == [
+        ("0", "rot", True),
+        ("rot", "head", False),
+    ]
+    assert _bounds_of(["rot > 0 or rot <= head"], dims) == []
     # a chain, an equation, a constant bound, a non-zero comparison: no bound between dims
     assert (
         _bounds_of(["n <= rot <= head", "rot == head", "rot <= 64", "(rot < head) == 1"], dims)
@@ -281,3 +289,69 @@ def test_clamping_follows_chains_keeps_strict_bounds_and_pinned_dims() -> None:
     # a dim the launch pins keeps its value (the shape is then left out, not bent)
     assert clamped(["a <= b", "a == 128"], {"a": 128, "b": 64}) == {"a": 128, "b": 64}
     assert clamped(["a <= b"], {"a": 32, "b": 64}) == {"a": 32, "b": 64}
+
+
+CHAINS = BRANCHES.parent / "branch_values.cu"
+
+
+def _chain_analysis(launcher_name: str) -> Analysis:
+    source = parse_source(flatten(CHAINS, [CHAINS.parent]).text)
+    launcher = next(x for x in source.launchers if x.name == launcher_name)
+    return analyse(
+        launcher, launcher.launches[0], source.kernels, source.macros, H100, None, source.structs
+    )
+
+
+@pytest.mark.parametrize(
+    ("launcher", "extents", "heads", "head_stride"),
+    [
+        # 2-D as its size queries draft it: the chain's then-branch, one head a token, the
+        # token's stride its head's
+        ("ranked_copy", (4, 64), 1, 64),
+        # under `if (in.dim() == 3)`: drafted 3-D, the else-branch's size(1) heads
+        ("headed_copy", (4, 8, 64), 8, 64),
+    ],
+)
+def test_a_local_an_if_else_chain_sets_on_every_path_is_the_branch_the_shape_takes(
+    launcher: str, extents: tuple[int, ...], heads: int, head_stride: int
+) -> None:
+    """FlashInfer's rope_quantize declares ``num_kv_heads`` bare and sets it in both branches of
+    ``if (k.ndim() == 2)``: its value is that conditional, read at the drafted rank."""
+    found = _chain_analysis(launcher)
+    assert len(found.shapes["in"]) == len(extents)
+    sizes = dict(zip(found.shapes["in"], extents, strict=True))
+    bound = {b.param: b.value for b in found.bindings}
+    assert expr.evaluate(bound["heads"], sizes) == heads
+    assert expr.evaluate(bound["head_stride"], sizes) == head_stride
+    assert expr.evaluate(found.grid, sizes) == (4, heads)
+
+
+def test_a_plain_assignment_after_the_declaration_is_read_in_order() -> None:
+    # `int threads = in.size(-1); threads = std::min(threads, 1024);`
+    found = _chain_analysis("ranked_copy")
+    assert expr.evaluate(found.block, {found.shapes["in"][-1]: 4096}) == 1024
+    assert expr.evaluate(found.block, {found.shapes["in"][-1]: 64}) == 64
+
+
+@pytest.mark.parametrize(
+    ("launcher", "local"),
+    [
+        ("partly_ranked_copy", "heads"),  # no else: its initialiser on one path
+        ("reordered_copy", "head_stride"),  # reads heads before the branch sets it
+    ],
+)
+def test_a_chain_that_does_not_say_the_value_on_every_path_stays_refused(
+    launcher: str, local: str
+) -> None:
+    with pytest.raises(Unmapped, match=f"'{local}' is assigned after its declaration"):
+        _chain_analysis(launcher)
+
+
+def test_the_chain_read_operations_validate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import", str(CHAINS), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "2 of 4 launch sites imported" in out, out
+    for op in ("ranked_copy", "headed_copy"):
+        assert main(["validate", str(tmp_path / op)]) == 0, op

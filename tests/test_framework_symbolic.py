@@ -82,6 +82,39 @@ def test_a_compile_time_condition_picks_the_pointer_per_site() -> None:
     assert any("'kInPlace' is false at compile time" in n for n in found.notes)
 
 
+def _gathers(source_text: str) -> list[Analysis]:
+    source = parse_source(source_text)
+    launcher = next(x for x in source.launchers if x.name == "run_gather")
+    return [
+        analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
+        for launch in launcher.launches
+    ]
+
+
+def test_a_template_lambda_binds_its_type_in_the_arguments_and_any_size_is_its_own_dim() -> None:
+    # `launch.template operator()<int64_t>()` and `<int32_t>()`: one launch each, the index
+    # pointer's cast `static_cast<const Index*>` read at that type
+    wide, narrow = _gathers(flatten(SOURCE, []).text)
+    assert (wide.entry, narrow.entry) == (
+        "sym::gather_kernel<int64_t>",
+        "sym::gather_kernel<int32_t>",
+    )
+    assert (wide.tensors["index"].element, narrow.tensors["index"].element) == ("int64", "int32")
+    # the table's rows are `-1` in its matcher: a dim of its own, tied to no other size
+    assert wide.shapes == {
+        "out": ["num_tokens", "width"],
+        "table": ["table_0", "width"],
+        "index": ["num_tokens"],
+    }
+    assert wide.dims == ["num_tokens", "width", "table_0"]
+
+
+def test_a_literal_matcher_size_other_than_any_stays_refused() -> None:
+    text = flatten(SOURCE, []).text.replace("TensorMatcher({-1, D})", "TensorMatcher({8, D})")
+    with pytest.raises(Unmapped, match="table: its matcher names the size '8'"):
+        _gathers(text)
+
+
 @pytest.mark.parametrize(
     ("launcher", "reason"),
     [
@@ -98,7 +131,7 @@ def test_what_cannot_be_read_soundly_is_refused(launcher: str, reason: str) -> N
 @pytest.mark.usefixtures("needs_nvrtc")
 def test_the_imported_operations_validate(tmp_path: Path) -> None:
     assert main(["import", str(SOURCE), "--out", str(tmp_path)]) == 0
-    for op in ("run_gate", "run_scaled", "run_square"):
+    for op in ("run_gate", "run_scaled", "run_square", "run_gather_1", "run_gather_2"):
         spec = load_contract(tmp_path / op)
         shapes = {a.name: a.shape for a in spec.contract.args if hasattr(a, "shape")}
         assert shapes, op

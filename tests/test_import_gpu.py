@@ -61,6 +61,7 @@ IMPORTED = {
     "head_dim_dispatch.cu": ("scale_heads",),
     "moved_heads.cu": ("run", "run_1", "run_2"),
     "asserted_rows.cu": ("run",),
+    "branch_values.cu": ("ranked_copy", "headed_copy"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -70,7 +71,8 @@ query, tensors asked only strides of (drafted as their twins, or sized by the ke
 strided indices), a width a failing branch bounds by the head size, and element types a caller's
 dispatch spells its own way, a kernel built per head size as its launcher's size dispatch builds
 it, tensors passed at a moved address (test_framework_moved.py), a domain its launcher class's
-static_assert bounds (test_framework_symbolic.py), each launched for real here."""
+static_assert bounds (test_framework_symbolic.py), a head count an if/else chain on the
+input's rank sets, each launched for real here."""
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +148,21 @@ def test_a_cpp20_jit_operation_is_accepted_against_itself(tmp_path: Path) -> Non
     assert main(["import", str(jit), "--std", "c++20", "--out", str(tmp_path)]) == 0
     spec = load_contract(tmp_path / "run")
     production = tmp_path / "run" / "production.cu"
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        verdict = evaluator.check(spec, production, production)
+    assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+
+
+@pytest.mark.parametrize("op", ["run_gather_1", "run_gather_2"])
+def test_an_index_type_a_template_lambda_binds_is_accepted_against_itself(
+    tmp_path: Path, op: str
+) -> None:
+    """fixtures/framework/csrc/symbolic_sizes.cu's gather, one operation per index type its
+    lambda is instantiated with (int64, int32), its table's `-1` rows a dim of their own: the
+    row ids drawn below every tensor's rows are read within the table."""
+    assert main(["import", str(CSRC / "symbolic_sizes.cu"), "--out", str(tmp_path)]) == 0
+    spec = load_contract(tmp_path / op)
+    production = tmp_path / op / "production.cu"
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         verdict = evaluator.check(spec, production, production)
     assert verdict.accepted, f"{verdict.message} {verdict.evidence}"

@@ -148,10 +148,10 @@ def _upper_bounds(analysis: Analysis) -> list[UpperBound]:
     """The requirements that bound an expression above by one dim, as written in either
     direction (``head_size >= rot_dim``) or negated (FlashInfer's ``if (head_dim < rotary_dim)
     FLASHINFER_ERROR(...)``, read as ``(head_dim < rotary_dim) == 0``). A chained comparison, an
-    equation or a comparison with a constant on the larger side bounds nothing here."""
+    equation or a comparison with a constant on the larger side bounds nothing here; each term
+    of an ``and`` is read as a requirement of its own."""
     found: list[UpperBound] = []
-    for requirement in analysis.requires:
-        body = expr.parse(requirement).body
+    for body in (t for r in analysis.requires for t in _conjuncts(expr.parse(r).body)):
         negated = False
         if (
             isinstance(body, ast.Compare)
@@ -176,6 +176,14 @@ def _upper_bounds(analysis: Analysis) -> list[UpperBound]:
             strict = operator in (ast.Lt, ast.Gt)
             found.append(UpperBound(ast.unparse(smaller), larger.id, strict))
     return found
+
+
+def _conjuncts(node: ast.expr) -> list[ast.expr]:
+    """The terms of an ``and`` (each holds where the whole does: SGLang's ``RuntimeCheck(
+    rotary_dim > 0 && rotary_dim <= head_dim)`` bounds ``rotary_dim``), else ``node`` itself."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return [t for value in node.values for t in _conjuncts(value)]
+    return [node]
 
 
 def _drafted_as_head(analysis: Analysis, dim: str) -> bool:

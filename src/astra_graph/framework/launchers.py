@@ -476,7 +476,9 @@ CPP_WORDS = frozenset(
 def _refuse_reassigned(name: str, found: Mapping[str, str], assumed: list[str]) -> None:
     """Raise Unmapped when local ``name`` is assigned after its declaration (parse's
     :data:`~astra_graph.framework.parse.REASSIGNED` mark): its initialiser is not its value at
-    the launch (``int t = 256; if (small) t = 64;``), and the branch taken is not read. One
+    the launch (``int t = 256; if (small) t = 64;``), and the branch taken is not read (a chain
+    that sets it on every path is its value: :func:`~astra_graph.framework.parse._branch_values`,
+    so a mark left is a path that does not, or one not read). One
     assigned only where an optional tensor is given keeps its initialiser, said in ``assumed``."""
     line = found.get(f"{REASSIGNED}{name}")
     if line is not None:
@@ -962,6 +964,7 @@ class _Translator:
                     "chosen by its caller: no value to import"
                 )
             return f"({self.expression(size, depth + 1)})"
+        _refuse_reassigned(name, self.locals, self.assumed)  # declared bare, set in branches
         raise Unmapped(f"{name!r} is neither a size query nor a local of {self.launcher.name}")
 
     def _call(self, node: Node, depth: int) -> str:
@@ -1366,6 +1369,11 @@ def _followed_dims(
     return out
 
 
+ANY_SIZE = ("-1", "kAnySize", "host::kAnySize")
+"""How a tensor-shape matcher spells an axis it lets be any size (SGLang's ``SizeRef(-1)``:
+``TensorMatcher({-1, rotary_dim})`` binds no symbol for that axis)."""
+
+
 def _matched_reshape(
     launch: Launch,
     reshape: Reshape | None,
@@ -1393,13 +1401,22 @@ def _matched_reshape(
         for tensor, sizes, _ in launch.matched:
             if tensor not in out:
                 continue
-            odd = [s for s in sizes if s not in launch.locals or not re.fullmatch(r"\w+", s)]
+            odd = [
+                s
+                for s in sizes
+                if s.strip() not in ANY_SIZE
+                and (s not in launch.locals or not re.fullmatch(r"\w+", s))
+            ]
             if odd:
                 raise Unmapped(
                     f"{tensor}: its matcher names the size {odd[0]!r}, not a symbolic size "
                     "of the launcher"
                 )
-            out[tensor] = [names[s] for s in sizes]
+            # an axis the matcher lets be any size is a dim of its own, tied to no other
+            out[tensor] = [
+                f"{tensor}_{axis}" if s.strip() in ANY_SIZE else names[s]
+                for axis, s in enumerate(sizes)
+            ]
             # the matcher's shape, not a draft: a twin's (or none) for a tensor of strides alone
             drafts = (f"{tensor}: {DRAFTED_NOTE}", f"{tensor}: {STRIDED_NOTE}")
             notes[:] = [n for n in notes if not n.startswith(drafts)]

@@ -110,7 +110,9 @@ reads it."""
 REASSIGNED = "assigned after its declaration: "
 """Prefix of a :attr:`Launch.locals` key marking a local assigned after its declaration (the
 value: the assignment's line): a size or scalar that reads it is refused with the assignment
-named; a pointer keeps its initialiser, said in a note (an optional tensor taken as absent)."""
+named; a pointer keeps its initialiser, said in a note (an optional tensor taken as absent).
+Assignments whose value at the launch is read carry no mark: a plain one in the launch's own
+blocks (:func:`_assigned_value`) and a chain's on every path (:func:`_branch_values`)."""
 REASSIGNED_IF_GIVEN = "assigned if an optional is given: "
 """Prefix of a :attr:`Launch.locals` key marking a local assigned only under an optional
 tensor's ``has_value()`` (the value: where): it keeps its initialiser, the optional taken as
@@ -809,10 +811,128 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
             if statement.type in LOOPS:
                 _update_locals(found, _reassigned(statement))
         elif statement.type in ("declaration", "expression_statement", "alias_declaration"):
-            _update_locals(found, _declared(statement))
+            declared, value = _declared(statement), _assigned_value(statement, found)
+            for name in value:  # its value after the statement, not a mark
+                declared.pop(f"{REASSIGNED}{name}", None)
+            _update_locals(found, {**declared, **value})
         else:  # an `if`, a loop, a block: its assignments reach the launch's locals
-            _update_locals(found, _reassigned(statement))
+            values = _branch_values(statement) if statement.type == "if_statement" else {}
+            marks = _reassigned(statement)
+            for name in values:  # set on every path: its value, not a mark
+                marks.pop(f"{REASSIGNED}{name}", None)
+            _update_locals(found, {**marks, **values})
     return found, tuple(reversed(conditions))
+
+
+def _assigned_value(statement: Node, found: dict[str, str]) -> dict[str, str]:
+    """The value a plain ``name = value;`` statement of the launch's own blocks gives a local
+    whose value before it is known (FlashInfer's ``uint32_t bdx = (rope_dim + vec_size - 1) /
+    vec_size; bdx = std::max(1u, bdx);``): the statement runs on every path to the launch, so
+    the local holds ``value`` with its earlier value for its own name, and carries no
+    :data:`REASSIGNED` mark. {} for anything else (a compound or nested assignment, a local
+    already marked or set through a reference or an address), which keeps the mark."""
+    inner = statement.named_children[0] if len(statement.named_children) == 1 else None
+    if inner is None or inner.type != "assignment_expression":
+        return {}
+    left, right = inner.child_by_field_name("left"), inner.child_by_field_name("right")
+    name = text(left)
+    earlier = found.get(name)
+    if (
+        left is None
+        or left.type != "identifier"
+        or right is None
+        or text(inner.child_by_field_name("operator")) != "="
+        or _walk(right, ("assignment_expression", "update_expression"))
+        or earlier is None
+        or earlier.startswith((SET_BY_REFERENCE, SET_BY_CALL))
+        or f"{REASSIGNED}{name}" in found
+    ):
+        return {}
+    # the local itself, not a member of that name (`block.x` in `x = block.x + x`)
+    own = rf"(?<![\w.])(?<!->)(?<!::){re.escape(name)}\b"
+    value = re.sub(own, lambda _: f"({earlier})", " ".join(text(right).split()))
+    return {name: value}
+
+
+def _branch_values(statement: Node) -> dict[str, str]:
+    """The locals an ``if``/``else`` chain assigns on every path through it, each as the C++
+    conditional of the chain's conditions (FlashInfer's ``uint32_t num_kv_heads; if
+    (k.ndim() == 2) { num_kv_heads = 1; } else { num_kv_heads = k.size(1); }`` is
+    ``(k.ndim() == 2) ? (1) : (k.size(1))``): after the chain the local holds exactly that, so
+    a size reads it there at the drafted shapes. A branch gives a local's value only through one
+    plain ``=`` among its own statements, or a chain of its own that gives one; a local assigned
+    anywhere else in the branch, a branch without an ``else``, one that exits, a condition that
+    reads a local the chain assigns, or one that tests an optional (read by
+    :func:`_under_optional`) gives none, and the local keeps its :data:`REASSIGNED` mark."""
+    condition = statement.child_by_field_name("condition")
+    consequence = statement.child_by_field_name("consequence")
+    alternative = statement.child_by_field_name("alternative")
+    if condition is None or consequence is None or alternative is None:
+        return {}
+    clause = " ".join(text(condition).split())
+    if clause.startswith("(") and clause.endswith(")"):
+        clause = clause[1:-1].strip()
+    if "has_value" in clause:
+        return {}
+    other = next((c for c in alternative.named_children if c.type != "comment"), None)
+    then_values = _block_values(consequence)
+    else_values = _block_values(other) if other is not None else {}
+    if set(re.findall(r"\b\w+\b", clause)) & _assigned(statement):
+        return {}
+    return {
+        name: f"({clause}) ? ({value}) : ({else_values[name]})"
+        for name, value in then_values.items()
+        if name in else_values
+    }
+
+
+def _block_values(branch: Node) -> dict[str, str]:
+    """What one branch of a chain (:func:`_branch_values`) leaves each local it surely sets:
+    where exactly one of its statements assigns the local, that statement's value if it is a
+    plain ``name = value;`` or the value it gives if it is a complete chain; {} for a branch
+    that exits."""
+    statements = branch.named_children if branch.type == "compound_statement" else [branch]
+    statements = [s for s in statements if s.type != "comment"]
+    if _exits(statements):
+        return {}
+    setters: dict[str, list[int]] = {}
+    for index, statement in enumerate(statements):
+        for name in _assigned(statement):
+            setters.setdefault(name, []).append(index)
+    out: dict[str, str] = {}
+    for name, (index, *others) in setters.items():
+        statement = statements[index]
+        value = None
+        inner = statement.named_children[0] if statement.named_children else None
+        if others:
+            continue
+        if statement.type == "if_statement":
+            value = _branch_values(statement).get(name)
+        elif (
+            statement.type == "expression_statement"
+            and inner is not None
+            and inner.type == "assignment_expression"
+            and text(inner.child_by_field_name("operator")) == "="
+            and text(inner.child_by_field_name("left")) == name
+            and len(_walk(statement, ("assignment_expression", "update_expression"))) == 1
+        ):
+            value = " ".join(text(inner.child_by_field_name("right")).split())
+        # a local the branch sets is read at its value only once set (`b = a;` after `a = 1;`):
+        # one set later in the branch was read at its earlier value, which the chain's is not
+        earlier = {n for n, at in setters.items() if min(at) < index}
+        if statement.type == "if_statement":
+            earlier |= _assigned(statement)  # its own chain's order, checked there
+        if value is not None and not (set(re.findall(r"\b\w+\b", value)) & set(setters)) - earlier:
+            out[name] = value
+    return out
+
+
+def _assigned(node: Node) -> set[str]:
+    """The names ``node`` assigns to or updates anywhere in it."""
+    return {
+        text(a.child_by_field_name("left" if a.type == "assignment_expression" else "argument"))
+        for a in _walk(node, ("assignment_expression", "update_expression"))
+    }
 
 
 def _update_locals(found: dict[str, str], later: dict[str, str]) -> None:
@@ -1348,7 +1468,7 @@ def parse_source(
                 continue
             api = _api_launch(call, {p.name for p in params})
             if api:
-                launches.extend(api)
+                launches.extend(v for one in api for v in lambda_instances(call, one))
             elif _callee(call) in UNREAD_LAUNCH_CALLS:
                 out.other_launches.append((name, call.start_point[0] + 1, _callee(call)))
         if launches:
@@ -2308,13 +2428,20 @@ def lambda_instances(call: Node, launch: Launch) -> list[Launch]:
         targs = _walk(callee, ("template_argument_list",))
         values = [text(a) for a in (targs[0].named_children if targs else [])]
         binding = dict(zip(names, values, strict=False))
-        bound = tuple(_substitute(a, binding) for a in launch.template_args)
         _, outer = _scope(use)
         said = ", ".join(f"{k} = {v}" for k, v in binding.items())
         variants.append(
             replace(
                 launch,
-                template_args=bound,
+                # the parameter names a type or value wherever the launch spells it: the
+                # kernel's template arguments, a cast of a pointer argument (SGLang's
+                # `static_cast<const Index*>(locations.data_ptr())`), a size, a local
+                template_args=tuple(_substitute(a, binding) for a in launch.template_args),
+                args=tuple(_substitute(a, binding) for a in launch.args),
+                grid=_substitute(launch.grid, binding),
+                block=_substitute(launch.block, binding),
+                smem=_substitute(launch.smem, binding),
+                locals={k: _substitute(v, binding) for k, v in launch.locals.items()},
                 conditions=outer + launch.conditions,
                 notes=(
                     *launch.notes,
