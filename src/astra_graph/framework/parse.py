@@ -1973,6 +1973,12 @@ def _guard_product(
 def _exits_before(node: Node) -> list[Node]:
     """The terms of the early returns (:func:`_early_exit_terms`) earlier than ``node`` in each
     block that encloses it, innermost first: each is false where ``node`` is."""
+    return [term for statement in _statements_before(node) for term in _early_exit_terms(statement)]
+
+
+def _statements_before(node: Node) -> list[Node]:
+    """The statements earlier than ``node`` in each block of its function that encloses it,
+    innermost block first, each block's in order."""
     found: list[Node] = []
     child, current = node, node.parent
     while current is not None and current.type != "function_definition":
@@ -1980,7 +1986,7 @@ def _exits_before(node: Node) -> list[Node]:
             for statement in current.named_children:
                 if statement.start_byte >= child.start_byte:
                     break
-                found += _early_exit_terms(statement)
+                found.append(statement)
         child, current = current, current.parent
     return found
 
@@ -2257,17 +2263,11 @@ LEAVING = ("return_statement", "break_statement", "continue_statement", "goto_st
 def _leaving_before(node: Node) -> list[Node]:
     """The statements earlier than ``node`` in each block that encloses it that hold one of
     :data:`LEAVING`, innermost block first."""
-    found: list[Node] = []
-    child, current = node, node.parent
-    while current is not None and current.type != "function_definition":
-        if current.type == "compound_statement":
-            for statement in current.named_children:
-                if statement.start_byte >= child.start_byte:
-                    break
-                if statement.type in LEAVING or _walk(statement, LEAVING):
-                    found.append(statement)
-        child, current = current, current.parent
-    return found
+    return [
+        statement
+        for statement in _statements_before(node)
+        if statement.type in LEAVING or _walk(statement, LEAVING)
+    ]
 
 
 def _null_test_term(term: Node) -> bool:
