@@ -355,3 +355,20 @@ def test_the_chain_read_operations_validate(
     assert "2 of 4 launch sites imported" in out, out
     for op in ("ranked_copy", "headed_copy"):
         assert main(["validate", str(tmp_path / op)]) == 0, op
+
+
+def test_an_assignment_to_a_local_another_initialiser_reads_stays_refused() -> None:
+    """Locals are kept as written and read at the launch: ``b = a; a = 5;`` would read ``b``
+    as 5 if ``a``'s new value were taken (a grid of 5 blocks, not ``x.size(0)``)."""
+    source = parse_source(
+        "template <typename T> __global__ void k(T* out, int n) {}\n"
+        "void run(torch::Tensor& out) {\n"
+        "  int a = out.size(0);\n  int b = a;\n  a = 5;\n"
+        "  k<float><<<b, 256>>>(out.data_ptr<float>(), a);\n}\n"
+    )
+    (launcher,) = source.launchers
+    (launch,) = launcher.launches
+    assert launch.locals["b"] == "a"
+    assert launch.locals["a"] == "out.size(0)"  # its declared value, with the mark beside it
+    with pytest.raises(Unmapped, match="'a' is assigned after its declaration"):
+        analyse(launcher, launch, source.kernels, source.macros, H100, None, source.structs)

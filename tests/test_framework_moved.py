@@ -18,7 +18,7 @@ import pytest
 from astra_graph.cli import main
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import LauncherResult, import_file
-from astra_graph.framework.launchers import _chosen_conditions
+from astra_graph.framework.launchers import _chosen_conditions, _moved_pointer
 from astra_graph.framework.parse import parse_source
 from astra_graph.harness.launch import struct_argument
 from astra_graph.kernel.contract import Binding, load_contract, parse_bindings
@@ -173,3 +173,29 @@ def test_the_type_a_kernel_casts_a_pointer_to_is_read_once_per_name() -> None:
     )
     (kernel,) = source.kernels
     assert dict(kernel.casts) == {"ids": "IdType", "out": "T"}
+
+
+def test_a_moved_pointer_counts_the_outermost_casts_units() -> None:
+    assert _moved_pointer("x.data_ptr<float>() + n") == (
+        "x.data_ptr<float>()",
+        "(n) * sizeof(float)",
+    )
+    recast = "reinterpret_cast<char*>(x.data_ptr<float>())"
+    assert _moved_pointer(f"{recast} - n") == (recast, "-(n) * sizeof(char)")
+    assert _moved_pointer("pointer::offset<T>(x.data_ptr(), a, b)") == (
+        "x.data_ptr()",
+        "((a) + (b)) * sizeof(T)",
+    )
+    assert _moved_pointer("x.data_ptr() + n") is None  # void*: no C++
+
+
+def test_a_static_local_reading_a_parameter_beside_the_sm_count_is_no_return_only() -> None:
+    source = parse_source(
+        "inline int waves(int device, int n) {\n"
+        "  static const int kept = get_sm_count(device) * n;\n  return kept;\n}\n"
+        "inline int slots(int device) {\n"
+        "  static const int kept = get_sm_count(device) * 4;\n  return kept;\n}\n"
+    )
+    assert source.returns.get("waves") is None
+    slots = source.returns["slots"]
+    assert slots is not None and slots.returned == "(get_sm_count(device) * 4)"

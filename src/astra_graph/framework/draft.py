@@ -151,7 +151,7 @@ def _upper_bounds(analysis: Analysis) -> list[UpperBound]:
     equation or a comparison with a constant on the larger side bounds nothing here; each term
     of an ``and`` is read as a requirement of its own."""
     found: list[UpperBound] = []
-    for body in (t for r in analysis.requires for t in _conjuncts(expr.parse(r).body)):
+    for body in (t for r in analysis.requires for t in expr.conjuncts(expr.parse(r).body)):
         negated = False
         if (
             isinstance(body, ast.Compare)
@@ -176,14 +176,6 @@ def _upper_bounds(analysis: Analysis) -> list[UpperBound]:
             strict = operator in (ast.Lt, ast.Gt)
             found.append(UpperBound(ast.unparse(smaller), larger.id, strict))
     return found
-
-
-def _conjuncts(node: ast.expr) -> list[ast.expr]:
-    """The terms of an ``and`` (each holds where the whole does: SGLang's ``RuntimeCheck(
-    rotary_dim > 0 && rotary_dim <= head_dim)`` bounds ``rotary_dim``), else ``node`` itself."""
-    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
-        return [t for value in node.values for t in _conjuncts(value)]
-    return [node]
 
 
 def _drafted_as_head(analysis: Analysis, dim: str) -> bool:

@@ -353,10 +353,7 @@ def _width_admitted_dtypes(result: LauncherResult, analysis: Analysis) -> bool:
     terms = [
         ast.unparse(term)
         for requirement in analysis.requires
-        for node in [expr.parse(requirement).body]
-        for term in (
-            node.values if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And) else [node]
-        )
+        for term in expr.conjuncts(expr.parse(requirement).body)
     ]
     widths = [t for t in terms if expr.names(t) == {ELEM_BYTES}]
     refused = {

@@ -909,10 +909,9 @@ class _Translator:
         where the launch is (SGLang's ``kOccupancyTable[is_int32 ? 0 : 1]`` under the kernel
         choice that fixes ``is_int32``); anything else is refused."""
         array = text(node.child_by_field_name("argument"))
-        count = self.locals.get(f"{ARRAY_ITEMS}{array}")
         indices = node.child_by_field_name("indices")
         index_nodes = indices.named_children if indices is not None else []
-        if count is None or len(index_nodes) != 1:
+        if f"{ARRAY_ITEMS}{array}" not in self.locals or len(index_nodes) != 1:
             raise Unmapped(f"subscript expression {text(node)!r} in a size expression")
         index = self._node(index_nodes[0], depth)
         if expr.names(index):
@@ -2156,8 +2155,10 @@ def _moved_pointer(inner: str) -> tuple[str, str] | None:
     base = text(left)
     typed = _DATA_PTR.match(strip_cast(base))
     cast = _TYPED_POINTER.search(base)
-    unit = (typed["type"] if typed is not None else None) or (
-        (cast["type"] or cast["c"]) if cast is not None else None
+    # the outermost cast's pointee counts (`reinterpret_cast<char*>(x.data_ptr<float>()) + n`
+    # moves n bytes), else the typed data_ptr's
+    unit = ((cast["type"] or cast["c"]) if cast is not None else None) or (
+        typed["type"] if typed is not None else None
     )
     if typed is None or not unit or unit.strip() == "void":
         return None
@@ -2475,8 +2476,9 @@ def _refuse_moved_drafts(bindings: list[Binding], notes: list[str]) -> None:
 
 
 def _at_their_start(bindings: list[Binding]) -> list[Binding]:
-    """The bindings but the tensors passed at a moved address (:attr:`Binding.moved`): how far
-    the kernel reaches such a pointer says nothing of the tensor's extent."""
+    """The top-level bindings but the tensors passed at a moved address (:attr:`Binding.moved`):
+    how far the kernel reaches such a pointer says nothing of the tensor's extent (a struct's
+    fields are filtered where they are read, :func:`read_extents`)."""
     return [b for b in bindings if not b.moved]
 
 

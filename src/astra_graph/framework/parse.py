@@ -128,7 +128,7 @@ TYPE_ALIAS = "using "
 ARRAY_ITEMS = "array of: "
 """Prefix of a :attr:`Launch.locals` key marking a local array initialised by a list (SGLang's
 ``static const uint32_t kOccupancyTable[2] = {a, b}``; its own key holds the items joined by
-commas): a size expression may read one item at a constant index."""
+commas; the marker's value is empty): a size expression may read one item at a constant index."""
 
 
 class ParserUnavailable(RuntimeError):
@@ -610,7 +610,7 @@ def _declared(node: Node) -> dict[str, str]:
                 out[name] = ", ".join(text(a) for a in value.named_children)
                 declarator = child.child_by_field_name("declarator")
                 if declarator is not None and declarator.type == "array_declarator":
-                    out[f"{ARRAY_ITEMS}{name}"] = str(len(value.named_children))
+                    out[f"{ARRAY_ITEMS}{name}"] = ""
             elif value is not None:
                 out[name] = text(value)
     for alias in _walk(node, ("alias_declaration",)):
@@ -812,16 +812,25 @@ def _scope(call: Node) -> tuple[dict[str, str], tuple[tuple[str, bool], ...]]:
                 _update_locals(found, _reassigned(statement))
         elif statement.type in ("declaration", "expression_statement", "alias_declaration"):
             declared, value = _declared(statement), _assigned_value(statement, found)
+            value = {n: v for n, v in value.items() if not _read_by_others(n, found)}
             for name in value:  # its value after the statement, not a mark
                 declared.pop(f"{REASSIGNED}{name}", None)
             _update_locals(found, {**declared, **value})
         else:  # an `if`, a loop, a block: its assignments reach the launch's locals
             values = _branch_values(statement) if statement.type == "if_statement" else {}
+            values = {n: v for n, v in values.items() if not _read_by_others(n, found)}
             marks = _reassigned(statement)
             for name in values:  # set on every path: its value, not a mark
                 marks.pop(f"{REASSIGNED}{name}", None)
             _update_locals(found, {**marks, **values})
     return found, tuple(reversed(conditions))
+
+
+def _read_by_others(name: str, found: dict[str, str]) -> bool:
+    """Whether another local's initialiser reads ``name``: locals are kept as written and read
+    at the launch, so a later value of ``name`` would change theirs (``b = a; a = 5;`` read
+    ``b`` as 5); such an assignment keeps its :data:`REASSIGNED` mark instead."""
+    return any(other != name and name in _words(value) for other, value in found.items())
 
 
 def _assigned_value(statement: Node, found: dict[str, str]) -> dict[str, str]:
@@ -1533,8 +1542,8 @@ def _return_only(definition: Node, declarator: Node) -> ReturnOnly | None:
     Locals declared before the ``return``, one each (SGLang's ``static const auto kNumSM =
     host::runtime::get_sm_count(device.device_id); return kNumSM;``), are read into the
     returned expression. A ``static`` one keeps its first call's value, which is every call's
-    only where its initialiser reads none of the parameters or asks the multiprocessor count
-    (:data:`SM_COUNT_CALLS`: the import reads one GPU); any other makes it no ReturnOnly."""
+    only where its initialiser reads none of the parameters outside a multiprocessor count
+    call (:data:`SM_COUNT_CALLS`: the import reads one GPU); any other makes it no ReturnOnly."""
     body = definition.child_by_field_name("body")
     if body is None:
         return None
@@ -1582,8 +1591,12 @@ def _one_local(statement: Node, params: tuple[str, ...]) -> tuple[str, str] | No
         c.type == "storage_class_specifier" and text(c) == "static"
         for c in statement.named_children
     )
-    called = {_callee(c).rsplit("::", 1)[-1] for c in _walk(value, ("call_expression",))}
-    if static and _words(text(value)) & set(params) and not called & set(SM_COUNT_CALLS):
+    # what the initialiser reads outside its SM count calls (the one GPU's count either way)
+    outside = text(value)
+    for call in _walk(value, ("call_expression",)):
+        if _callee(call).rsplit("::", 1)[-1] in SM_COUNT_CALLS:
+            outside = outside.replace(text(call), " ")
+    if static and _words(outside) & set(params):
         return None
     return text(declarator), text(value)
 

@@ -241,7 +241,7 @@ class LoadedKernel:
                 args.append(struct_argument(binding, case, lambda array: array.data.ptr))
             elif binding.kind == "tensor" and binding.value is not None:
                 # an address moved off the array (SGLang's pre-offset k): 8 bytes by value
-                moved = binding.byte_offset(case.dims, self.dtype.itemsize)
+                moved = binding.byte_offset(case.dims, DTYPES[case.dtype].itemsize)
                 args.append(np.uint64(case.arrays[binding.name].data.ptr + moved))
             elif binding.kind == "tensor":
                 args.append(case.arrays[binding.name])

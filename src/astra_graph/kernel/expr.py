@@ -129,6 +129,15 @@ def equation(text: str) -> tuple[ast.expr, ast.expr] | None:
     return body.left, body.comparators[0]
 
 
+def conjuncts(node: ast.expr) -> list[ast.expr]:
+    """The terms of an ``and``, nested ones too (each holds where the whole does: SGLang's
+    ``RuntimeCheck(rotary_dim > 0 && rotary_dim <= head_dim)`` bounds ``rotary_dim``), else
+    ``node`` itself."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
+        return [t for value in node.values for t in conjuncts(value)]
+    return [node]
+
+
 def names(text: str) -> set[str]:
     """The free names an expression uses (function names excluded)."""
     tree = parse(text)
