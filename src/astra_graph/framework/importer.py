@@ -179,6 +179,19 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
     return True
 
 
+def _leave_out(
+    result: LauncherResult, analysis: Analysis, dropped: Iterable[str], why: str
+) -> None:
+    """The element types ``dropped`` taken out of the operation and its result, ``why`` noted
+    (nothing where none is dropped)."""
+    gone = set(dropped)
+    if not gone:
+        return
+    analysis.dtypes = tuple(d for d in analysis.dtypes if d not in gone)
+    result.dtypes = list(analysis.dtypes)
+    analysis.notes.append(why)
+
+
 def _probe_dtype(analysis: Analysis) -> str:
     """The element type sizes are searched at: a serving one where the launch has it (a
     framework's norm builds for fp16 and bf16 alone); the others are kept or dropped after."""
@@ -204,12 +217,12 @@ def _keep_dtypes_building(
     """The element types other than ``probe`` kept only where each of their ``entries`` (the
     instantiations ``probe`` built at) builds too; the others left out, said (``where``)."""
     dropped = [d for d in analysis.dtypes if d != probe and compiler.first_error(entries(d))]
-    if dropped:
-        analysis.dtypes = tuple(d for d in analysis.dtypes if d not in dropped)
-        result.dtypes = list(analysis.dtypes)
-        analysis.notes.append(
-            f"element types {', '.join(dropped)} do not build at {where}: left out"
-        )
+    _leave_out(
+        result,
+        analysis,
+        dropped,
+        f"element types {', '.join(dropped)} do not build at {where}: left out",
+    )
 
 
 def _followed_builds(result: LauncherResult, analysis: Analysis, compiler: _DeviceCompiler) -> bool:
@@ -362,16 +375,16 @@ def _width_admitted_dtypes(result: LauncherResult, analysis: Analysis) -> bool:
         for term in widths
         if not expr.evaluate(term, {ELEM_BYTES: DTYPES[dtype].itemsize})
     }
-    if not refused:
-        return True
-    kept = tuple(d for d in analysis.dtypes if d not in refused)
-    if not kept:
+    if refused and set(refused) == set(analysis.dtypes):
         result.reason = f"no element type meets the launcher's {next(iter(refused.values()))}"
         return False
     for dtype, term in refused.items():
-        analysis.notes.append(f"element type {dtype} left out: the launcher requires {term}")
-    analysis.dtypes = kept
-    result.dtypes = list(kept)
+        _leave_out(
+            result,
+            analysis,
+            [dtype],
+            f"element type {dtype} left out: the launcher requires {term}",
+        )
     return True
 
 
@@ -395,10 +408,9 @@ def _compiling_dtypes(
     if not kept:
         result.reason = f"device code does not compile with NVRTC: {error}"
         return False
-    if dropped:
-        analysis.notes.append(f"element types {', '.join(dropped)} do not compile: {error}")
-    analysis.dtypes = tuple(kept)
-    result.dtypes = list(kept)
+    _leave_out(
+        result, analysis, dropped, f"element types {', '.join(dropped)} do not compile: {error}"
+    )
     return True
 
 
