@@ -5,8 +5,11 @@
 normalization, rotary, attention-state-merge and quantization files, then ``astra validate`` on
 every operation that came in. ``--gpu`` also checks each validated operation against itself on
 the GPU (the original kernel as candidate and as baseline, its reference the original as oracle);
-``--only TEXT`` keeps the files whose path contains TEXT, ``--limit N`` validates and checks
-only the first N imported operations (a GPU run in minutes).
+``--optimize`` then runs ``astra optimize`` with no model endpoint on each operation that was
+accepted, and says whether it completed. ``--only TEXT`` keeps the files whose path contains
+TEXT, ``--limit N`` validates and checks only the first N imported operations, ``--jobs N``
+imports N files, and validates, checks and optimizes N operations, at once (processes of their
+own; the GPU columns are verdicts and completion, not times, so sharing the GPU changes none).
 The tuner-only speedup column is ``n/a`` for every imported operation: an import declares no
 tunables (the launcher's sizes are fixed by the framework), so there is nothing to tune yet.
 
@@ -21,7 +24,10 @@ import argparse
 import contextlib
 import io
 import json
+import os
+import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,7 @@ from astra_graph.cli import main as astra
 from astra_graph.framework.flatten import include_folders
 from astra_graph.framework.importer import import_file
 from astra_graph.framework.launchers import device_constants
+from astra_graph.llm.settings import API_KEY_VARIABLES
 from astra_graph.store.provenance import git_commit
 
 FILES: dict[str, tuple[str, ...]] = {
@@ -82,6 +89,12 @@ STANDARDS: dict[str, str] = {
 load_jit() passes ``-std=c++20`` (its headers use concepts and ``std::ranges``)."""
 CHECK_DEADLINE_S = 240
 """Seconds the evaluator allows one check (an imported kernel compiles several instantiations)."""
+OPTIMIZE_DEADLINE_S = 600
+"""Seconds one ``astra optimize`` (no model endpoint) may take: the contract's suites, the
+baseline's profile and the report, 9-18 s an operation on the H100 at 001e49a, run several at
+once here."""
+MODEL_ENDPOINT_VARIABLES = (*API_KEY_VARIABLES, "OPENAI_BASE_URL")
+"""Removed from ``astra optimize``'s environment: the column is the run with no model endpoint."""
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -101,6 +114,76 @@ def _validated(folder: Path) -> tuple[bool, str]:
     return code == 0, (failed[0] if failed else "")
 
 
+def _optimized(folder: Path, runs: Path) -> tuple[str, str]:
+    """``astra optimize FOLDER`` with no model endpoint, in a process of its own (a hang or a
+    crash costs one row, not the table): its outcome (``offline`` when it completed) and, where
+    it did not complete, the last line it wrote to stderr."""
+    command = [sys.executable, "-m", "astra_graph", "optimize", str(folder), "--json"]
+    command += ["--runs-dir", str(runs)]
+    env = {k: v for k, v in os.environ.items() if k not in MODEL_ENDPOINT_VARIABLES}
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=OPTIMIZE_DEADLINE_S, env=env
+        )
+    except subprocess.TimeoutExpired:
+        return "failed", f"did not end within {OPTIMIZE_DEADLINE_S} s"
+    try:
+        result = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        lines = done.stderr.strip().splitlines()
+        return "failed", f"exit {done.returncode}: {lines[-1] if lines else 'no output'}"
+    if result.get("status") != "finished":
+        return "failed", f"{result.get('status')}: {result.get('error') or result.get('message')}"
+    return str(result.get("agents")), ""
+
+
+def _check_chunk(folders: list[str]) -> list[tuple[bool, str]]:
+    """Each operation checked against itself (the original as candidate and as baseline), in
+    one evaluator: accepted, or the verdict's message."""
+    from astra_graph.harness.evaluator import Evaluator
+    from astra_graph.kernel.contract import load_contract
+
+    verdicts: list[tuple[bool, str]] = []
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        for name in folders:
+            folder = Path(name)
+            production = folder / "production.cu"
+            verdict = evaluator.check(load_contract(folder), production, production)
+            verdicts.append((bool(verdict.accepted), "" if verdict.accepted else verdict.message))
+            print(f"  checked {folder.name}: {'accepted' if verdict.accepted else verdict.message}")
+    return verdicts
+
+
+def _chunks(items: list[str], jobs: int) -> list[list[str]]:
+    """``items`` dealt round-robin into at most ``jobs`` non-empty lists."""
+    return [items[i::jobs] for i in range(min(jobs, len(items)))]
+
+
+def _check_on_gpu(rows: list[dict[str, Any]], jobs: int) -> None:
+    """The validated rows checked, ``jobs`` evaluators at once (each a process of its own with
+    its own CUDA context: correctness checks only, so sharing the GPU changes no verdict)."""
+    todo = [row for row in rows if row.get("validated")]
+    parts = _chunks([str(row["folder"]) for row in todo], jobs)
+    with ProcessPoolExecutor(max_workers=max(1, len(parts))) as pool:
+        results = list(pool.map(_check_chunk, parts))
+    for i, part in enumerate(results):
+        for j, (accepted, message) in enumerate(part):
+            row = todo[i + j * len(parts)]
+            row["checked"], row["check_message"] = accepted, message
+
+
+def _optimize_all(rows: list[dict[str, Any]], runs: Path, jobs: int) -> None:
+    """``astra optimize`` (no model endpoint) on each checked operation, ``jobs`` at once. The
+    column says whether it completed, not how fast: an import declares no tunables, and runs
+    sharing one GPU would time each other."""
+    todo = [row for row in rows if row.get("checked")]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        outcomes = pool.map(_optimized, [Path(row["folder"]) for row in todo], [runs] * len(todo))
+        for row, (outcome, why) in zip(todo, outcomes, strict=True):
+            row["optimize"], row["optimize_failure"] = outcome, why
+            print(f"  optimized {Path(row['folder']).name}: {outcome} {why}".rstrip())
+
+
 def _commit() -> str:
     """This tree's commit, short; ``ASTRA_GIT_COMMIT`` where it is set (a copy of the tree whose
     ``.git`` is stale, as on the GPU machines: a run there was stamped with an older commit)."""
@@ -116,50 +199,82 @@ def _device() -> str:
         return "cpu"
 
 
-def _check_on_gpu(rows: list[dict[str, Any]], limit: int | None) -> None:
-    from astra_graph.harness.evaluator import Evaluator
-    from astra_graph.kernel.contract import load_contract
-
-    done = 0
-    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
-        for row in rows:
-            if not row.get("validated"):
-                continue
-            if limit is not None and done >= limit:
-                break
-            done += 1
-            folder = Path(row["folder"])
-            spec = load_contract(folder)
-            production = folder / "production.cu"
-            verdict = evaluator.check(spec, production, production)
-            row["checked"] = bool(verdict.accepted)
-            row["check_message"] = "" if verdict.accepted else str(verdict.message)
-            print(f"  checked {folder.name}: {'accepted' if verdict.accepted else verdict.message}")
-
-
 def _not_fetched(name: str, relative: str, reason: str) -> dict[str, Any]:
     """A row for a file whose release could not be fetched (counted as not imported)."""
+    return _site_row(name, relative, "-", False, f"release not fetched: {reason}")
+
+
+def _import_rows(
+    name: str, root: Path, folders: list[Path], relative: str, out: Path, arch: str
+) -> list[dict[str, Any]]:
+    """One file's launch sites imported (not yet validated): a row each."""
+    path = root / relative
+    if not path.is_file():
+        return [_site_row(name, relative, "-", False, "file not in this release")]
+    report = import_file(
+        path,
+        folders,
+        out / name / Path(relative).stem,
+        arch=arch,
+        defines=build_defines(name, arch),
+        std=STANDARDS.get(name),
+    )
+    print(f"{name} {relative}: {report.compiler}, {report.compile_seconds:.1f} s", flush=True)
+    if not report.launchers:
+        reason = "no host function in the file launches a kernel (the framework's "
+        reason += "generated code does)"
+        return [_site_row(name, relative, "-", False, reason)]
+    rows = []
+    for result in report.launchers:
+        row = _site_row(name, relative, f"{result.launcher}:{result.line}", result.imported)
+        row |= {
+            "applicable": result.applicable,
+            "reason": result.reason,
+            "folder": result.folder,
+            "notes": result.notes,
+            "validated": None,
+            "checked": None,
+            "tuner_speedup": None,
+        }
+        rows.append(row)
+    return rows
+
+
+def _site_row(
+    name: str, relative: str, launcher: str, imported: bool, reason: str | None = None
+) -> dict[str, Any]:
     return {
         "framework": name,
         "file": relative,
-        "launcher": "-",
-        "imported": False,
-        "reason": f"release not fetched: {reason}",
+        "launcher": launcher,
+        "imported": imported,
+        "reason": reason,
     }
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", action="store_true", help="also check each op against itself")
+    parser.add_argument(
+        "--optimize",
+        action="store_true",
+        help="also run astra optimize (no model endpoint) on each checked op",
+    )
     parser.add_argument("--out", default="/tmp/astra-frameworks", help="where ops are written")
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--only", help="only the files whose path contains this text")
     parser.add_argument(
         "--limit", type=int, help="validate (and check) only the first N imported operations"
     )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="files imported, ops validated, checked at once"
+    )
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: expected a positive number of processes")
     out = Path(args.out)
-    rows: list[dict[str, Any]] = []
+    work: list[tuple[str, Path, list[Path], str]] = []
+    by_file: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for name, all_files in FILES.items():
         files = [f for f in all_files if not args.only or args.only in f"{name}/{f}"]
         if not files:
@@ -167,69 +282,38 @@ def main(argv: list[str]) -> int:
         try:
             root = fetch(name)
         except RuntimeError as exc:  # offline, or the pinned release is gone: say so per file
-            rows += [_not_fetched(name, relative, str(exc)) for relative in files]
+            for relative in files:
+                by_file[(name, relative)] = [_not_fetched(name, relative, str(exc))]
             print(f"{name}: not fetched: {exc}")
             continue
         folders = include_folders(root, [root / f for f in INCLUDE_ROOTS[name]], None)
-        for relative in files:
-            path = root / relative
-            if not path.is_file():
-                rows.append(
-                    {
-                        "framework": name,
-                        "file": relative,
-                        "launcher": "-",
-                        "imported": False,
-                        "reason": "file not in this release",
-                    }
-                )
-                continue
-            target = out / name / Path(relative).stem
-            report = import_file(
-                path,
-                folders,
-                target,
-                arch=args.arch,
-                defines=build_defines(name, args.arch),
-                std=STANDARDS.get(name),
+        work += [(name, root, folders, relative) for relative in files]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {
+            (name, relative): pool.submit(
+                _import_rows, name, root, folders, relative, out, args.arch
             )
-            print(f"{name} {relative}: {report.compiler}, {report.compile_seconds:.1f} s")
-            if not report.launchers:
-                reason = "no host function in the file launches a kernel (the framework's "
-                reason += "generated code does)"
-                rows.append(
-                    {
-                        "framework": name,
-                        "file": relative,
-                        "launcher": "-",
-                        "imported": False,
-                        "reason": reason,
-                    }
-                )
-            for result in report.launchers:
-                row: dict[str, Any] = {
-                    "framework": name,
-                    "file": relative,
-                    "launcher": f"{result.launcher}:{result.line}",
-                    "imported": result.imported,
-                    "applicable": result.applicable,
-                    "reason": result.reason,
-                    "folder": result.folder,
-                    "notes": result.notes,
-                    "validated": None,
-                    "checked": None,
-                    "tuner_speedup": None,
-                }
-                validated_so_far = sum(r.get("validated") is not None for r in rows)
-                if result.imported and result.folder:
-                    if args.limit is None or validated_so_far < args.limit:
-                        row["validated"], row["validate_failure"] = _validated(Path(result.folder))
-                    else:
-                        row["validate_failure"] = "not run (--limit)"
-                rows.append(row)
+            for name, root, folders, relative in work
+        }
+        by_file |= {key: future.result() for key, future in futures.items()}
+    # the table in FILES' order, whichever file's import ended first
+    rows = [
+        row for name, files in FILES.items() for f in files for row in by_file.get((name, f), [])
+    ]
+    came_in = [row for row in rows if row["imported"] and row.get("folder")]
+    chosen = came_in if args.limit is None else came_in[: args.limit]
+    for row in came_in[len(chosen) :]:
+        row["validate_failure"] = "not run (--limit)"
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for row, (valid, why) in zip(
+            chosen, pool.map(_validated, [Path(r["folder"]) for r in chosen]), strict=True
+        ):
+            row["validated"], row["validate_failure"] = valid, why
     if args.gpu:
-        _check_on_gpu(rows, args.limit)
-    print(f"{'launcher':<48} {'imported':<60} {'valid':<6} {'checked':<8} tuner")
+        _check_on_gpu(rows, args.jobs)
+    if args.optimize:
+        _optimize_all(rows, out / "runs", args.jobs)
+    print(f"{'launcher':<48} {'imported':<60} {'valid':<6} {'checked':<8} {'optimize':<9} tuner")
     for row in rows:
         came_in = "yes" if row["imported"] else f"no: {row['reason']}"[:60]
         if row.get("applicable") is False:
@@ -237,7 +321,8 @@ def main(argv: list[str]) -> int:
         state = "-" if row.get("checked") is None else ("yes" if row["checked"] else "NO")
         label = f"{row['framework']}/{Path(row['file']).name}:{row['launcher']}"[:48]
         valid = {True: "yes", False: "NO", None: "-"}[row.get("validated")]
-        print(f"{label:<48} {came_in:<60} {valid:<6} {state:<8} n/a")
+        optimized = row.get("optimize") or "-"
+        print(f"{label:<48} {came_in:<60} {valid:<6} {state:<8} {optimized:<9} n/a")
     device = _device()
     RESULTS.mkdir(exist_ok=True)
     result_file = RESULTS / f"frameworks-{device.replace(' ', '_')}.json"
@@ -259,12 +344,14 @@ def main(argv: list[str]) -> int:
     imported = sum(bool(r["imported"]) for r in rows)
     validated = sum(bool(r.get("validated")) for r in rows)
     checked = sum(bool(r.get("checked")) for r in rows)
+    completed = sum(r.get("optimize") == "offline" for r in rows)
     share = f"{100 * validated / applicable:.0f}%" if applicable else "-"
     print(
         f"{total} launch sites, {elsewhere} not applicable on {args.arch} (other GPUs or "
         f"builds, or dead code): {imported} imported, {validated} validated "
         f"({share} of {applicable}), "
-        f"{checked if args.gpu else 'not'} checked on the GPU; {result_file}"
+        f"{checked if args.gpu else 'not'} checked on the GPU, "
+        f"{completed if args.optimize else 'no'} astra optimize runs completed; {result_file}"
     )
     return 0
 
