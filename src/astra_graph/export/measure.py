@@ -25,10 +25,12 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from astra_graph.export.framework import FrameworkOp
 from astra_graph.export.original import original_build
+from astra_graph.harness.cases import distinct_values
 from astra_graph.harness.clock import MAX_REPEATS, ClockGuard, nvml_source
 from astra_graph.harness.timing import L2Flush, alternating
 from astra_graph.kernel.contract import OperationSpec
@@ -105,7 +107,11 @@ def make_inputs(
             out[arg.name] = torch.full(shape, float("nan"), dtype=element, device="cuda")
             continue
         init = arg.init
-        if init.dist == "normal":
+        if init.distinct:  # row slots no two alike: drawn on the host, as the harness draws them
+            host = np.random.default_rng(generator.initial_seed() + len(out))
+            drawn = distinct_values(arg, tuple(shape), host, dims)
+            values = torch.from_numpy(drawn).to(device="cuda")
+        elif init.dist == "normal":
             values = torch.randn(shape, generator=generator, device="cuda", dtype=torch.float32)
             values = values * init.scale + init.mean
         else:

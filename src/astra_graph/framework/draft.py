@@ -549,14 +549,20 @@ def _arg_lines(analysis: Analysis, notes: list[str]) -> list[str]:
         ]
         rows = _index_rows(analysis, name)
         if rows is not None:
+            slots = name in analysis.slots
             lines.append(
                 f'init = {{ dist = "uniform", low = 0.0, high = {INDEX_HIGH!r}, '
-                f"below = {_toml(rows)} }}"
+                f"below = {_toml(rows)}{', distinct = true' if slots else ''} }}"
             )
             notes.append(
                 f"args.{name}: integer input drawn in [0, {rows}) at each shape (the fewest rows "
                 "another tensor has), in case it indexes rows: widen it where the kernel allows"
             )
+            if slots:
+                notes.append(
+                    f"args.{name}: its elements place the kernel's writes (slots), so no two are "
+                    "drawn alike, and the domain keeps its element count within that range"
+                )
         lines.append("")
     return lines
 
@@ -699,7 +705,7 @@ def header_text(analysis: Analysis, std: str | None = None) -> str:
                 for t in analysis.tunables
             ),
             *(f"// astra: specialize {n} = {e}" for n, e in analysis.specializations.items()),
-            *(f"// astra: requires = {r}" for r in [*analysis.requires, *_non_empty(analysis)]),
+            *(f"// astra: requires = {r}" for r in [*analysis.requires, *_own_domain(analysis)]),
             *([f"// astra: std = {std}"] if std else []),
         ]
     )
@@ -718,7 +724,7 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
     original (H100)."""
     offset_dims = offsets(analysis)
     least = {dim: 0 if dim in offset_dims else 1 for dim in analysis.dims}
-    requirements = [*analysis.requires, *_non_empty(analysis)]
+    requirements = [*analysis.requires, *_own_domain(analysis)]
 
     def holds(requirement: str, sizes: dict[str, int]) -> bool:
         for dtype in analysis.dtypes:
@@ -819,6 +825,25 @@ def _at_least(shapes: list[dict[str, int]], least: dict[str, int]) -> list[dict[
         raised = {dim: max(size, least.get(dim, 1)) for dim, size in shape.items()}
         if raised not in out:
             out.append(raised)
+    return out
+
+
+def _own_domain(analysis: Analysis) -> list[str]:
+    """The requirements of the operation's own domain beside the launch's conditions: a
+    non-empty launch (:func:`_non_empty`) and room for each slot tensor's distinct draw
+    (:func:`_slot_room`)."""
+    return [*_non_empty(analysis), *_slot_room(analysis)]
+
+
+def _slot_room(analysis: Analysis) -> list[str]:
+    """``elements <= rows`` for each slot tensor (:attr:`Analysis.slots`): its elements are
+    drawn distinct below ``rows`` (:func:`_index_rows`), and a framework never has more tokens
+    to place than slots to place them in."""
+    out = []
+    for name in analysis.slots:
+        rows = _index_rows(analysis, name)
+        if rows is not None:
+            out.append(f"{' * '.join(map(str, analysis.shapes[name])) or '1'} <= {rows}")
     return out
 
 

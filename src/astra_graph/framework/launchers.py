@@ -271,6 +271,9 @@ class Analysis:
     tunables: tuple[GridTunable, ...] = ()
     """Grid dimensions the launcher sets at run time, imported as tunables
     (:func:`opaque_grid_tunable`)."""
+    slots: tuple[str, ...] = ()
+    """Integer tensors whose elements place the kernel's writes (:func:`_slot_tensors`): drawn
+    with no two elements alike (``init.distinct``)."""
     width_folded: bool = False
     """Whether a template argument of the entry is folded from the element's width to a value
     float32's width would not give (``16 / sizeof(T)``: 8 at 16 bits, 4 at 32): the entry at
@@ -1331,6 +1334,7 @@ def analyse(
         tunables=tuple(translator.tunables.values()),
         specializations=specializations,
         followed=followed,
+        slots=_slot_tensors(kernel, bound.bindings),
     )
 
 
@@ -2538,6 +2542,15 @@ def _refuse_offset_arrays(kernel: Kernel, bindings: list[Binding]) -> None:
                 "values must be non-decreasing and end within the tensors they offset into, "
                 "which a contract cannot state (an integer input is drawn uniformly below a bound)"
             )
+
+
+def _slot_tensors(kernel: Kernel, bindings: list[Binding]) -> tuple[str, ...]:
+    """The tensors bound to the pointers whose elements place the kernel's writes
+    (:attr:`~astra_graph.framework.parse.Kernel.scattered`): slots, such as a KV cache's slot
+    mapping, that a framework never passes with two alike."""
+    passed = _flat_bindings(bindings)
+    found = [passed.get(pointer) for pointer in kernel.scattered]
+    return tuple(b.value for b in found if b is not None and b.kind == "tensor")
 
 
 def _flat_bindings(bindings: list[Binding]) -> dict[str, Binding]:

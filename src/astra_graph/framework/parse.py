@@ -235,6 +235,8 @@ class Kernel:
     """The one pointee type the body casts each pointer parameter or params-struct field to
     (:func:`_pointer_casts`): SGLang's ``static_cast<const IdType*>(params.positions)`` gives
     its ``const void*`` field the element ``IdType``."""
+    scattered: tuple[str, ...] = ()
+    """The pointers whose elements place the body's writes (:func:`_scattered`)."""
 
 
 @dataclass(frozen=True)
@@ -1451,6 +1453,7 @@ def parse_source(
             strided = _strided_extents(body, params) if body is not None else ()
             differenced = _differenced(body, params) if body is not None else ()
             casts = _pointer_casts(body) if body is not None else ()
+            scattered = _scattered(body, params) if body is not None else ()
             out.kernels.append(
                 Kernel(
                     name,
@@ -1463,6 +1466,7 @@ def parse_source(
                     strided,
                     differenced,
                     casts,
+                    scattered=scattered,
                 )
             )
             continue
@@ -1753,6 +1757,88 @@ def _differenced(body: Node, params: tuple[Param, ...]) -> tuple[str, ...]:
         if pointer in pointers and pointer not in found:
             found.append(pointer)
     return tuple(found)
+
+
+def _scattered(body: Node, params: tuple[Param, ...]) -> tuple[str, ...]:
+    """The pointer parameters whose elements place the body's writes: an element ``p[i]``, or
+    a local holding one (``const int64_t slot = locations[token];``, followed through further
+    locals up to :data:`MAX_BOUND_DEPTH`), in the offset of a pointer parameter that is not
+    ``const`` (``key_cache + slot * key_stride``, ``out[slot * d + i]``). These are slots: two
+    elements alike make two threads write one row in no set order (SGLang's KV-cache store
+    at 0.5.23 differed from itself at random slot mappings on the H100, 9119727), so a framework
+    never passes such values and a check must not draw them (``init.distinct``)."""
+    pointers = {p.name for p in params if p.pointer}
+    values = _local_values(body)
+    writable = _assigned_pointers(body, {p.name for p in params if p.pointer and not p.const})
+    holders: dict[str, str] = {}  # a local name -> the pointer whose element it holds
+    for _ in range(MAX_BOUND_DEPTH):
+        before = len(holders)
+        for name, inits in values.items():
+            source = next((_element_source(v, pointers, holders) for v in inits), None)
+            if source is not None and name not in holders and name not in pointers:
+                holders[name] = source
+        if len(holders) == before:
+            break
+    found: list[str] = []
+
+    def placed(base: Node | None, offset: Node | None) -> None:
+        if base is None or offset is None or _compact(base) not in writable:
+            return
+        source = _element_source(offset, pointers, holders)
+        if source is not None and source not in found:
+            found.append(source)
+
+    for node in _walk(body, ("binary_expression", "subscript_expression")):
+        if node.type == "subscript_expression":
+            placed(node.child_by_field_name("argument"), _single_index(node))
+        elif text(node.child_by_field_name("operator")) == "+":
+            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+            placed(left, right)
+            placed(right, left)
+    return tuple(found)
+
+
+def _assigned_pointers(body: Node, writable: set[str]) -> set[str]:
+    """The pointers of ``writable`` the body assigns through: ``p[i] = ...``, ``*(p + i) =
+    ...``, or either through a local pointer whose initialiser names ``p`` (``auto* k = slot >
+    0 ? key_cache + slot * key_stride : nullptr;`` then ``k[i] = ...``). A pointer that is not
+    ``const`` but only read (FlashInfer's ``float* cos_sin_cache``) is not one."""
+    values = _local_values(body)
+    for init in _walk(body, ("init_declarator",)):  # `T* k = ...` too: a pointer declarator
+        declarator, value = (
+            init.child_by_field_name("declarator"),
+            init.child_by_field_name("value"),
+        )
+        while declarator is not None and declarator.type == "pointer_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        if declarator is not None and declarator.type == "identifier" and value is not None:
+            values.setdefault(text(declarator), []).append(value)
+    found: set[str] = set()
+    for assignment in _walk(body, ("assignment_expression",)):
+        target = assignment.child_by_field_name("left")
+        target = unparenthesised(target) if target is not None else None
+        if target is None or target.type not in ("subscript_expression", "pointer_expression"):
+            continue
+        base = target.child_by_field_name("argument")
+        for name in (text(i) for i in _walk(base, ("identifier",))) if base else ():
+            if name in writable:
+                found.add(name)
+            for value in values.get(name, []):
+                found |= {text(i) for i in _walk(value, ("identifier",))} & writable
+    return found
+
+
+def _element_source(node: Node, pointers: set[str], holders: dict[str, str]) -> str | None:
+    """The pointer one of whose elements ``node`` reads (``p[i]``, or a local holding one), the
+    first found; None where it reads none."""
+    for part in _walk(node, ("subscript_expression", "identifier")):
+        if part.type == "subscript_expression":
+            base = _subscripted(part)
+            if base in pointers:
+                return base
+        elif text(part) in holders:
+            return holders[text(part)]
+    return None
 
 
 def _subscripted(node: Node | None) -> str | None:

@@ -8,6 +8,7 @@ logic and ``astra validate``'s reference run are tested without a GPU.
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -65,6 +66,8 @@ def random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any, dims: Mappin
     """Float32 draws from the argument's ``init`` distribution at the case's ``dims`` (float32
     keeps memory low)."""
     init = arg.init
+    if init.distinct:
+        return distinct_values(arg, shape, rng, dims)
     if init.dist == "normal":
         values = rng.standard_normal(shape, dtype=np.float32)
         if init.scale != 1.0:
@@ -76,6 +79,39 @@ def random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any, dims: Mappin
     values *= np.float32(init.high_at(dims) - init.low)
     values += np.float32(init.low)
     return values
+
+
+PERMUTED_SPAN_LIMIT = 1 << 24
+"""Largest range of whole numbers :func:`distinct_values` permutes whole (64 MiB of float32
+keys on the GPU); above it, and above 4x the count asked, it draws with replacement and drops
+repeats, which needs few redraws when the range is that much wider than the count."""
+
+
+def distinct_values(
+    arg: TensorArg, shape: tuple[int, ...], rng: Any, dims: Mapping[str, int]
+) -> Any:
+    """Whole numbers in [low, high] at ``dims`` (``init.distinct``), no two alike, in random
+    order, as float64 (exact past float32's 2^24). Raises ValueError, naming the argument, where
+    the range holds fewer whole numbers than the tensor has elements."""
+    xp = _array_module(rng)
+    count = int(np.prod(shape, dtype=np.int64))
+    low = math.ceil(arg.init.low)
+    span = math.floor(arg.init.high_at(dims)) - low + 1
+    if count > span:
+        raise ValueError(
+            f"args.{arg.name}.init.distinct: {count} elements cannot be distinct whole numbers "
+            f"in [{low}, {low + span - 1}] at {dict(dims)}: the contract's requires must keep "
+            "the count within the range"
+        )
+    if span <= max(PERMUTED_SPAN_LIMIT, 4 * count):
+        picked = xp.argsort(rng.random(span, dtype=np.float32))[:count].astype(np.float64)
+    else:
+        picked = xp.empty(0, dtype=np.float64)
+        while picked.size < count:  # sorted by unique: shuffled below
+            more = xp.floor(rng.random(2 * count, dtype=np.float64) * span)
+            picked = xp.unique(xp.concatenate([picked, more]))
+        picked = picked[xp.argsort(rng.random(picked.size, dtype=np.float32))[:count]]
+    return (picked + low).reshape(shape)
 
 
 def _apply_special(values: dict[str, Any], special: Special, rng: Any) -> None:

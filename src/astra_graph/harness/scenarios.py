@@ -180,7 +180,8 @@ def apply(
     for index, special in enumerate(specials, start=1):
         _apply_special(spec, arrays, dtype, special, index, labels, rng)
     rows_name = next(iter(contract.dims))
-    by_rows = [a.name for a in inputs if a.shape[0] == rows_name]
+    # distinct slots stay distinct: a repeated or zeroed row would give two tokens one slot
+    by_rows = [a.name for a in inputs if a.shape[0] == rows_name and not a.init.distinct]
     for offset, kind in enumerate(STRUCTURED, start=len(specials) + 1):
         _apply_structured(arrays, by_rows, kind, offset, labels, rng)
     return labels

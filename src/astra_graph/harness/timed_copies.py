@@ -98,7 +98,11 @@ class TimedCopies:
             if arg.role != "output":
                 for inputs in sets:
                     drawn = cupy.empty((total, row), dtype=element.storage)
-                    values = random_values(arg, (total, size), rng, dims)
+                    if arg.init.distinct:  # no two alike within a copy, as a case draws
+                        copies = [random_values(arg, (size,), rng, dims) for _ in range(total)]
+                        values = cupy.stack(copies)
+                    else:
+                        values = random_values(arg, (total, size), rng, dims)
                     drawn[:, :size] = element.from_float64(cupy, values)
                     inputs[arg.name] = drawn
                 batch[...] = sets[0][arg.name]

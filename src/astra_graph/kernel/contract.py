@@ -104,6 +104,13 @@ class InitSpec(Strict):
         "case's dims (row ids into a tensor of that many rows: a gather's index, positions into "
         "a cache), so they span every valid row at every shape",
     )
+    distinct: bool = Field(
+        False,
+        description="uniform draws are whole numbers, no two of an argument's elements alike "
+        "(the slots a kernel writes rows to, as a KV cache's slot mapping: two tokens with one "
+        "slot race, so the framework never passes such a mapping); the domain must give the "
+        "draw room (elements <= high - low at every shape, say so in requires)",
+    )
 
     def high_at(self, dims: Mapping[str, int]) -> float:
         """The uniform draw's upper end at ``dims``: ``high``, lowered to ``below - 1``."""
@@ -323,6 +330,11 @@ class Contract(Strict):
                             f"tolerance: no entry for {dtype!r}, which output {arg.name!r} uses"
                         )
         for arg in self.args:
+            if arg.init.distinct and arg.init.dist != "uniform":
+                raise ValueError(
+                    f'args.{arg.name}.init.distinct: expected dist = "uniform" (distinct '
+                    f"whole numbers in [low, high)), got {arg.init.dist!r}"
+                )
             if arg.init.below is not None:
                 try:
                     check_names(arg.init.below, set(self.dims), "dim")
