@@ -168,6 +168,33 @@ def test_an_index_type_a_template_lambda_binds_is_accepted_against_itself(
     assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
 
 
+def test_slots_drawn_distinct_give_one_writer_a_row_and_a_wrong_store_is_caught(
+    tmp_path: Path,
+) -> None:
+    """fixtures/framework/csrc/slot_store.cu: a store whose slot mapping places each token's row
+    (drawn with no two alike, so no two blocks write one row) is accepted against itself per
+    index type, the read-only gather beside it too; a store that puts the last token's row one
+    slot off is rejected."""
+    assert main(["import", str(CSRC / "slot_store.cu"), "--out", str(tmp_path)]) == 0
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        for op in ("run_store_1", "run_store_2", "run_gather"):
+            production = tmp_path / op / "production.cu"
+            verdict = evaluator.check(load_contract(tmp_path / op), production, production)
+            assert verdict.accepted, f"{op}: {verdict.message} {verdict.evidence}"
+        production = tmp_path / "run_store_1" / "production.cu"
+        source = production.read_text()
+        shifted = source.replace(
+            "float* row = key_cache + slot * width;",
+            "float* row = key_cache + (token + 1 == gridDim.x && slot > 0 ? slot - 1 : slot) "
+            "* width;",
+        )
+        assert shifted != source
+        wrong = tmp_path / "wrong.cu"
+        wrong.write_text(shifted)
+        spec = load_contract(tmp_path / "run_store_1")
+        assert not evaluator.check(spec, production, wrong).accepted
+
+
 def test_the_oracle_rejects_a_wrong_candidate(imported: Path, tmp_path: Path) -> None:
     spec = load_contract(imported / "layernorm.cu" / "fused_add_rms_norm")
     production = imported / "layernorm.cu" / "fused_add_rms_norm" / "production.cu"
