@@ -422,15 +422,17 @@ def _toml(value: object) -> str:
 INDEX_HIGH = float(2**31 - 1)
 """An integer input's draw's upper end before ``init.below`` lowers it: the int32 range."""
 _PARTIAL = [
-    "# one branch of the launcher's dispatch: the framework sends the shapes its launch",
-    "# condition excludes to another kernel, so the original's requires is its domain",
+    "# the original's requires is its domain: a launch condition (the framework sends the",
+    "# shapes it excludes to another kernel) or a slot tensor's room (no more tokens than slots)",
     "partial_kernels = true",
 ]
 """A launch under a condition (vLLM's vector path, ``d % 8 == 0``) covers only part of the
 dims' domain, and the domain check refused the original against itself on the H100 (427de8e:
 "requires ... is narrower than the contract's domain"); the condition is the kernel's domain,
 recorded as such, and a replacement's narrower one is recorded too, the original serving the
-rest (the contract's ``partial_kernels``)."""
+rest (the contract's ``partial_kernels``). A slot tensor's room (:func:`_slot_room`) narrows
+the domain alike: the slot store fixture was refused against itself on the H100 at 65536
+tokens and one slot (ec20d5d)."""
 
 
 def contract_text(analysis: Analysis, op: str, source: str) -> tuple[str, list[str]]:
@@ -530,7 +532,7 @@ def _operation_lines(analysis: Analysis, op: str, source: str, tested: list[str]
         f'reference = "reference.py:{op}"',
         'oracle = "production.cu"',
         f"bytes_moved = {_toml(_bytes_moved(analysis))}",
-        *(_PARTIAL if analysis.requires else []),
+        *(_PARTIAL if analysis.requires or _slot_room(analysis) else []),
         "",
     ]
 
