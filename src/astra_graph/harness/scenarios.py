@@ -40,7 +40,7 @@ import numpy as np
 
 from astra_graph.harness.cases import host_generator
 from astra_graph.harness.compare import array_module
-from astra_graph.kernel.contract import NON_FINITE, OperationSpec, Special
+from astra_graph.kernel.contract import NON_FINITE, OperationSpec, Special, TensorArg
 from astra_graph.kernel.dtypes import FP8_E4M3_MAX, DType
 
 WHOLE_TYPE_FRACTION = 1 / 16
@@ -307,20 +307,29 @@ def scenario_of(labels: Mapping[int, np.ndarray], spec: OperationSpec, index: li
     return ""
 
 
-def perturbed(arrays: Mapping[str, Any], names: list[str], rng: Any) -> dict[str, Any]:
-    """Copies of the named arrays with :data:`PERTURB_FRACTION` of their elements replaced by
-    values from elsewhere in the same array (a random cyclic shift).
+def perturbed(arrays: Mapping[str, Any], args: list[TensorArg], rng: Any) -> dict[str, Any]:
+    """Copies of the named arguments' arrays with :data:`PERTURB_FRACTION` of their elements
+    replaced by values from elsewhere in the same array (a random cyclic shift).
 
     NaN and infinities are not moved: in their own rows they meet the values the reference
     states; moved next to another scenario's values (an LSE whose fp32 weight underflows) they
-    would meet ``0 * inf``, whose result fp32 and float64 disagree on for correct kernels."""
+    would meet ``0 * inf``, whose result fp32 and float64 disagree on for correct kernels. A
+    slot tensor's (``init.distinct``) chosen elements trade values among themselves instead, so
+    no two stay alike: a value copied from elsewhere gave two tokens one slot, and SGLang's
+    KV-cache store differed from itself (H100, ec20d5d)."""
     out = {}
-    for name in names:
-        array = arrays[name]
+    for arg in args:
+        array = arrays[arg.name]
         xp = array_module(array)
         flat = array.reshape(-1)
         shift = 1 + int(host_generator(rng).integers(0, max(flat.size - 1, 1)))
+        mask = rng.random(flat.size, dtype=np.float32) < PERTURB_FRACTION
+        if arg.init.distinct:
+            chosen = xp.nonzero(mask)[0]
+            traded = flat.copy()
+            traded[chosen] = flat[xp.roll(chosen, 1)]
+            out[arg.name] = traded.reshape(array.shape)
+            continue
         moved = xp.roll(flat, shift)
-        mask = (rng.random(flat.size, dtype=np.float32) < PERTURB_FRACTION) & _finite(moved)
-        out[name] = xp.where(mask, moved, flat).reshape(array.shape)
+        out[arg.name] = xp.where(mask & _finite(moved), moved, flat).reshape(array.shape)
     return out
