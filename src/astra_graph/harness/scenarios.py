@@ -27,13 +27,16 @@
   taken as all zero, results keyed on a row's content) meet inputs where they go wrong.
 * :func:`perturbed` gives inputs that differ from a case's in a random :data:`PERTURB_FRACTION`
   of the elements of every input (values moved there from elsewhere in the same input): the
-  inputs of the checked run whose buffers hold a stale result.
+  inputs of the checked run whose buffers hold a stale result (offsets arrays reordered into
+  other valid offsets).
+* Inputs drawn as CSR offsets (``init.offsets_into``) take no scenario and no structured row:
+  the contract refuses a special naming one, and their values must stay ordered.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -180,7 +183,8 @@ def apply(
     for index, special in enumerate(specials, start=1):
         _apply_special(spec, arrays, dtype, special, index, labels, rng)
     rows_name = next(iter(contract.dims))
-    by_rows = [a.name for a in inputs if a.shape[0] == rows_name]
+    # offsets (init.offsets_into) keep their order: a structured row would break it
+    by_rows = [a.name for a in inputs if a.shape[0] == rows_name and a.init.offsets_into is None]
     for offset, kind in enumerate(STRUCTURED, start=len(specials) + 1):
         _apply_structured(arrays, by_rows, kind, offset, labels, rng)
     return labels
@@ -306,9 +310,13 @@ def scenario_of(labels: Mapping[int, np.ndarray], spec: OperationSpec, index: li
     return ""
 
 
-def perturbed(arrays: Mapping[str, Any], names: list[str], rng: Any) -> dict[str, Any]:
+def perturbed(
+    arrays: Mapping[str, Any], names: list[str], rng: Any, offsets: Collection[str] = ()
+) -> dict[str, Any]:
     """Copies of the named arrays with :data:`PERTURB_FRACTION` of their elements replaced by
-    values from elsewhere in the same array (a random cyclic shift).
+    values from elsewhere in the same array (a random cyclic shift). In ``offsets`` (inputs
+    drawn by ``init.offsets_into``) only the inner offsets move, and each array is sorted
+    again: still 0 first, its end last, non-decreasing, with other segment lengths.
 
     NaN and infinities are not moved: in their own rows they meet the values the reference
     states; moved next to another scenario's values (an LSE whose fp32 weight underflows) they
@@ -321,5 +329,11 @@ def perturbed(arrays: Mapping[str, Any], names: list[str], rng: Any) -> dict[str
         shift = 1 + int(host_generator(rng).integers(0, max(flat.size - 1, 1)))
         moved = xp.roll(flat, shift)
         mask = (rng.random(flat.size, dtype=np.float32) < PERTURB_FRACTION) & _finite(moved)
+        if name in offsets:
+            inner = xp.ones(array.shape, dtype=bool)
+            inner[..., 0] = inner[..., -1] = False
+            mask &= inner.reshape(-1)
+            out[name] = xp.sort(xp.where(mask, moved, flat).reshape(array.shape), axis=-1)
+            continue
         out[name] = xp.where(mask, moved, flat).reshape(array.shape)
     return out

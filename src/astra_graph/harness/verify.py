@@ -337,7 +337,8 @@ def check_case(
     with _step("run 1: poisoned outputs, comparison, precision", xp):
         worst, pending = _poisoned_run(check, arena, launch, pristine, reference, base_errors, rng)
     with _step("run 2: stale outputs, changed inputs", xp):
-        changed = scenarios.perturbed(pristine, [a.name for a in check.inputs], rng)
+        offsets = [a.name for a in check.inputs if a.init.offsets_into is not None]
+        changed = scenarios.perturbed(pristine, [a.name for a in check.inputs], rng, offsets)
         reference_changed = check.reference(changed, data.scalars)
         stale = {
             a.name: check.elements[a.name].from_float64(xp, reference[a.name])
