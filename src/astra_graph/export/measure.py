@@ -30,14 +30,18 @@ import torch
 
 from astra_graph.export.framework import FrameworkOp
 from astra_graph.export.original import original_build
-from astra_graph.harness.cases import distinct_values
+from astra_graph.harness.cases import distinct_values, offsets_values
 from astra_graph.harness.clock import MAX_REPEATS, ClockGuard, nvml_source
 from astra_graph.harness.timing import L2Flush, alternating
+from astra_graph.kernel import expr
 from astra_graph.kernel.contract import OperationSpec
 
 L2_FLUSH_FACTOR = 3
 """Input copies per graph cover this many L2 caches, so a copy is evicted before it is reused
 (FlashInfer's bench rotates over more than the L2 for the same reason)."""
+OFFSETS_SEED_RANGE = 2**62
+"""Seeds of the host generator an offsets input is drawn with, taken from the torch generator
+(``init.offsets_into``: the draw is :func:`~astra_graph.harness.cases.offsets_values`')."""
 MAX_COPIES = 64
 """At most this many input copies per graph: decode shapes of a few KB would otherwise need
 thousands, and 64 launches already make the graph's own overhead negligible."""
@@ -107,6 +111,14 @@ def make_inputs(
             out[arg.name] = torch.full(shape, float("nan"), dtype=element, device="cuda")
             continue
         init = arg.init
+        if init.offsets_into is not None:  # drawn on the host, seeded from the generator
+            seed = int(
+                torch.randint(0, OFFSETS_SEED_RANGE, (1,), generator=generator, device="cuda")
+            )
+            end = expr.evaluate_int(init.offsets_into, dims)
+            drawn = offsets_values(np, np.random.default_rng(seed), shape, end)
+            out[arg.name] = torch.from_numpy(drawn).to(device="cuda", dtype=element)
+            continue
         if init.distinct:  # row slots no two alike: drawn on the host, as the harness draws them
             host = np.random.default_rng(generator.initial_seed() + len(out))
             drawn = distinct_values(arg, tuple(shape), host, dims)

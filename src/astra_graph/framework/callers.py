@@ -648,6 +648,15 @@ def _axis_node(expression: str, call: CallSite) -> tuple[str, str] | None:
     return ("", expression) if re.fullmatch(r"\w+", expression) else None
 
 
+def _shifted_node(expression: str, call: CallSite) -> tuple[tuple[str, str], int] | None:
+    """An equality check's side that is an axis or local plus a whole number (``batch_size +
+    1``: a CSR offset array has one more element than segments) as that node and the number;
+    None for anything else."""
+    match = re.fullmatch(r"\s*(\w+)\s*\+\s*(\d+)\s*", expression)
+    node = _axis_node(match[1], call) if match is not None else None
+    return (node, int(match[2])) if node is not None and match is not None else None
+
+
 def _checked_ranks(call: CallSite) -> dict[str, int]:
     """The rank ``CHECK_DIM(r, t)`` states for each tensor it checks."""
     return {
@@ -710,8 +719,9 @@ def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, li
     the dim of an axis in ``shapes`` (or of a local) it is checked equal to, through
     ``*_CHECK_EQ`` of sizes, ``CHECK_SHAPE(a, b)`` and the equalities of its other checks
     (:func:`fact_equalities`: SGLang's ``RuntimeCheck(out.size(0) == idx.size(0))``, and
-    ``idx.ndim() == 1`` a rank). A tensor of unknown rank, or with an axis tied to no known
-    dim, is left out."""
+    ``idx.ndim() == 1`` a rank); an axis checked equal to a dim plus a whole number, and to
+    no dim, is that sum (``indptr.size(0) == batch_size + 1``: ``batch_size + 1``). A tensor of
+    unknown rank, or with an axis tied to no known dim, is left out."""
     ranks = _checked_ranks(call)
     least: dict[str, int] = {}
     axes = _Axes()
@@ -738,8 +748,13 @@ def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, li
     for name, args in call.checks:
         if _SHAPE_CHECK.search(name) and len(args) == 2:
             same.append((args[0].strip(), args[1].strip()))
+    shifted: dict[tuple[str, str], tuple[tuple[str, str], int]] = {}
     for pair in equal:
         left, right = (_axis_node(a, call) for a in pair)
+        for axis_side, other in ((left, pair[1]), (right, pair[0])):
+            plus = _shifted_node(other, call)
+            if axis_side is not None and axis_side[0] and plus is not None:
+                shifted[axis_side] = plus  # `indptr.size(0) == batch_size + 1`
         if left is not None and right is not None:
             axes.join(left, right)
             for side, side_axis in (left, right):
@@ -793,6 +808,10 @@ def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, li
             found_dim = dim_of(forward)
             if found_dim is None and axes.find(forward) not in clashes:
                 found_dim = dim_of((shaped, str(index - rank)))
+            if found_dim is None and forward in shifted:
+                base, added = shifted[forward]
+                base_dim = dim_of(base)
+                found_dim = f"{base_dim} + {added}" if base_dim is not None else None
             if found_dim is None:
                 break
             found.append(found_dim)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,7 +86,9 @@ class Written:
 
 
 def _role(analysis: Analysis, tensor: str) -> str:
-    return "input" if analysis.tensors[tensor].const else "inout"
+    # CSR offsets are read, never written: the kernel only differences and adds them
+    offsets = tensor in analysis.offsets
+    return "input" if analysis.tensors[tensor].const or offsets else "inout"
 
 
 def _axis_dims(analysis: Analysis) -> set[str]:
@@ -516,7 +519,8 @@ def _bytes_moved(analysis: Analysis) -> str:
         element = analysis.tensors[name].element
         size = "elem_bytes" if element == "T" else str(DTYPES[element or "float32"].itemsize)
         count = 2 if _role(analysis, name) == "inout" else 1
-        terms.append(" * ".join([*shape, size, *(["2"] if count == 2 else [])]))
+        axes = [a if re.fullmatch(r"\w+", a) else f"({a})" for a in shape]  # `(batch + 1)`
+        terms.append(" * ".join([*axes, size, *(["2"] if count == 2 else [])]))
     return " + ".join(terms)
 
 
@@ -550,7 +554,13 @@ def _arg_lines(analysis: Analysis, notes: list[str]) -> list[str]:
             f"role = {_toml(_role(analysis, name))}",
         ]
         rows = _index_rows(analysis, name)
-        if rows is not None:
+        if name in analysis.offsets:
+            lines.append(f"init = {{ offsets_into = {_toml(analysis.offsets[name])} }}")
+            notes.append(
+                f"args.{name}: CSR offsets (the kernel differences its elements) drawn from 0 "
+                f"to {analysis.offsets[name]}, the rows they index, some segments empty"
+            )
+        elif rows is not None:
             slots = name in analysis.slots
             lines.append(
                 f'init = {{ dist = "uniform", low = 0.0, high = {INDEX_HIGH!r}, '

@@ -76,6 +76,7 @@ from astra_graph.framework.parse import (
     Macro,
     Param,
     ReturnOnly,
+    _operands,
     _ternary,
     bind_macro,
     expression_node,
@@ -274,6 +275,9 @@ class Analysis:
     slots: tuple[str, ...] = ()
     """Integer tensors whose elements place the kernel's writes (:func:`_slot_tensors`): drawn
     with no two elements alike (``init.distinct``)."""
+    offsets: dict[str, str] = field(default_factory=dict)
+    """Each CSR offsets tensor (its elements differenced by the kernel) and the dim of the
+    rows its offsets index (:func:`offset_targets`): drawn by ``init.offsets_into``."""
     width_folded: bool = False
     """Whether a template argument of the entry is folded from the element's width to a value
     float32's width would not give (``16 / sizeof(T)``: 8 at 16 bits, 4 at 32): the entry at
@@ -1153,6 +1157,7 @@ class _Translator:
 
 
 _QUERY = re.compile(r"\b(\w+?)__(size|stride|numel|dim)\b")
+_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def _tied_ratios(
@@ -1253,7 +1258,7 @@ def analyse(
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
-    _refuse_offset_arrays(kernel, bound.bindings)
+    offset_rows = offset_targets(kernel, bound.bindings, returns or {})
     grid, block, smem = _geometry(launch, translator)
     notes += [tunable.note() for tunable in translator.tunables.values()]
     if not tensors:
@@ -1310,6 +1315,7 @@ def analyse(
     if followed:
         _check_followed(followed, specializations, shapes)
     _refuse_moved_drafts(bound.bindings, notes)
+    offsets = _offset_dims(offset_rows, shapes)
     return Analysis(
         launcher=launcher.name,
         kernel=kernel,
@@ -1335,6 +1341,7 @@ def analyse(
         specializations=specializations,
         followed=followed,
         slots=_slot_tensors(kernel, bound.bindings),
+        offsets=offsets,
     )
 
 
@@ -2525,23 +2532,126 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
     return out
 
 
-def _refuse_offset_arrays(kernel: Kernel, bindings: list[Binding]) -> None:
-    """Raises Unmapped for a tensor bound to a pointer whose elements the kernel subtracts
-    (:attr:`~astra_graph.framework.parse.Kernel.differenced`): its values are offsets, each
-    difference a count the kernel walks, so they must be non-decreasing and end within the
-    tensors they offset into. A contract states an integer input's values only as uniform draws
-    below a bound (``init.below``), which are not ordered: a draw's negative difference, a count
-    near 2^32 as an unsigned, sends the original far outside its tensors."""
+def offset_targets(
+    kernel: Kernel, bindings: list[Binding], returns: dict[str, ReturnOnly | None]
+) -> dict[str, set[tuple[str, int]]]:
+    """For each tensor bound to a pointer whose elements the kernel subtracts
+    (:attr:`~astra_graph.framework.parse.Kernel.differenced`: offsets whose differences are
+    counts, a CSR indptr), the (tensor, axis) its offsets index: at every place the kernel
+    offsets another pointer by an expression reading its elements
+    (:attr:`~astra_graph.framework.parse.Kernel.offset_uses`), one-return helpers expanded
+    (``get_elem_offset_impl(indptr[b] + i, h, 0, q_stride_n, q_stride_h)``), each term that
+    reads them is one product with one stride parameter the launch passes as that pointer's
+    tensor's own ``stride(a)``: axis ``a``. Raises Unmapped where a use is of another form or
+    there is none: drawn at random, a negative difference (a count near 2^32 as an unsigned)
+    sends the original far outside its tensors, and drawn as offsets, they must end within
+    the rows they index."""
     passed = _flat_bindings(bindings)
+    out: dict[str, set[tuple[str, int]]] = {}
     for pointer in kernel.differenced:
         binding = passed.get(pointer)
-        if binding is not None and binding.kind == "tensor":
+        if binding is None or binding.kind != "tensor":
+            continue
+        where = (
+            f"tensor {binding.value!r}: the kernel subtracts its elements ({pointer}[a] - "
+            f"{pointer}[b]), offsets whose differences are counts (a CSR indptr)"
+        )
+        found: set[tuple[str, int]] = set()
+        for differenced, base, offset in kernel.offset_uses:
+            if differenced != pointer:
+                continue
+            target = passed.get(base)
+            axis = _offset_axis(_expanded(offset, returns), pointer, passed)
+            if target is None or target.kind != "tensor" or target.moved or axis is None:
+                raise Unmapped(
+                    f"{where}, and its offsets reach {base} through {offset}, no row index "
+                    "times one of that tensor's strides"
+                )
+            if axis[0] != target.value:
+                raise Unmapped(
+                    f"{where}, and its offsets reach {base} ({target.value}) by a stride of "
+                    f"{axis[0]}"
+                )
+            found.add(axis)
+        if not found:
             raise Unmapped(
-                f"tensor {binding.value!r}: the kernel subtracts its elements ({pointer}[a] - "
-                f"{pointer}[b]), offsets whose differences are counts (a CSR indptr): their "
-                "values must be non-decreasing and end within the tensors they offset into, "
-                "which a contract cannot state (an integer input is drawn uniformly below a bound)"
+                f"{where}: the rows they index are not seen (no pointer is offset by them)"
             )
+        out[binding.value] = found
+    return out
+
+
+def _expanded(offset: str, returns: dict[str, ReturnOnly | None]) -> str:
+    """``offset`` with each call of a one-return function (:class:`~astra_graph.framework.
+    parse.ReturnOnly`, by its unqualified name, one definition) replaced by the returned
+    expression over the call's arguments."""
+    node = expression_node(offset)
+    if node is None:
+        return offset
+    for call in _walk_calls(node):
+        name = text(call.child_by_field_name("function")).split("<", 1)[0].rsplit("::", 1)[-1]
+        found = [r for key, r in returns.items() if key.rsplit("::", 1)[-1] == name]
+        arguments = call.child_by_field_name("arguments")
+        values = [text(a) for a in arguments.named_children] if arguments is not None else []
+        if len(found) != 1 or found[0] is None or len(values) != len(found[0].params):
+            continue
+        returned = found[0].returned
+        for param, value in zip(found[0].params, values, strict=True):
+            # a name stays bare: `(a) + (b)` parses as a cast of `+(b)` to the type `a`
+            bare = value if re.fullmatch(r"\w+", value) else f"({value})"
+            returned = re.sub(rf"(?<![\w.]){re.escape(param)}(?!\w)", bare, returned)
+        offset = offset.replace(text(call), f"({returned})", 1)
+    return offset
+
+
+def _walk_calls(node: Node) -> list[Node]:
+    """The outermost call expressions under ``node``, in source order."""
+    if node.type == "call_expression":
+        return [node]
+    return [call for child in node.named_children for call in _walk_calls(child)]
+
+
+def _offset_axis(offset: str, pointer: str, passed: dict[str, Binding]) -> tuple[str, int] | None:
+    """(tensor, axis) of the one stride that multiplies the terms of ``offset`` reading
+    ``pointer``'s elements, or None: a term reading them without exactly one stride parameter
+    bound to a tensor's ``stride(a)`` as a factor, or strides of two axes."""
+    node = expression_node(offset)
+    if node is None:
+        return None
+    axes: set[tuple[str, int]] = set()
+    for term in _operands(node, "+"):
+        if f"{pointer}[" not in re.sub(r"\s+", "", text(term)):
+            continue
+        strides = [
+            _placeholder(_STRIDE_PLACEHOLDER, passed.get(text(factor)))
+            for factor in _operands(term, "*")
+        ]
+        known = [s for s in strides if s is not None]
+        if len(known) != 1:
+            return None
+        axes.add(known[0])
+    return axes.pop() if len(axes) == 1 else None
+
+
+def _offset_dims(
+    rows: dict[str, set[tuple[str, int]]], shapes: dict[str, list[str]]
+) -> dict[str, str]:
+    """Each offsets tensor's dim (:func:`offset_targets`), the one axis all its targets have;
+    raises Unmapped where the tensor is not 1-D or its targets' axes are different dims (the
+    launch does not tie them, and offsets ending at one could pass the other's end)."""
+    out: dict[str, str] = {}
+    for tensor, targets in rows.items():
+        dims = {shapes[t][axis] for t, axis in targets}
+        if len(shapes[tensor]) != 1 or len(dims) != 1:
+            reached = ", ".join(
+                f"{t}'s axis {axis} ({shapes[t][axis]})" for t, axis in sorted(targets)
+            )
+            raise Unmapped(
+                f"tensor {tensor!r}: CSR offsets (its elements differenced) into {reached}: "
+                + ("not one dim the launch ties" if len(dims) != 1 else "the tensor is not 1-D")
+            )
+        out[tensor] = dims.pop()
+    return out
 
 
 def _slot_tensors(kernel: Kernel, bindings: list[Binding]) -> tuple[str, ...]:
@@ -2756,7 +2866,9 @@ def _shapes(
         for name in read:  # the source's axis as the caller's checks name it, unless they shape it
             if shapes[name] == drafted[name]:
                 shapes[name] = read_axis(name) or shapes[name]
-        dims = list(dict.fromkeys(d for shape in shapes.values() for d in shape if not d.isdigit()))
+        # an axis the checks give as a sum (`batch_size + 1`) is no dim: its names are
+        named = (n for shape in shapes.values() for d in shape for n in _NAME.findall(d))
+        dims = list(dict.fromkeys(named))
     for name in read:
         if not shapes[name]:  # its source was drafted, and nothing shaped it after
             raise Unmapped(

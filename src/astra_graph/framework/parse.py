@@ -235,6 +235,10 @@ class Kernel:
     """The one pointee type the body casts each pointer parameter or params-struct field to
     (:func:`_pointer_casts`): SGLang's ``static_cast<const IdType*>(params.positions)`` gives
     its ``const void*`` field the element ``IdType``."""
+    offset_uses: tuple[tuple[str, str, str], ...] = ()
+    """Where the body offsets another pointer parameter by an expression reading a
+    :attr:`differenced` pointer's elements (:func:`_offset_uses`): (differenced pointer, offset
+    pointer, the offset as written without blanks)."""
     scattered: tuple[str, ...] = ()
     """The pointers whose elements place the body's writes (:func:`_scattered`)."""
 
@@ -1454,6 +1458,7 @@ def parse_source(
             differenced = _differenced(body, params) if body is not None else ()
             casts = _pointer_casts(body) if body is not None else ()
             scattered = _scattered(body, params) if body is not None else ()
+            uses = _offset_uses(body, params, differenced) if body is not None else ()
             out.kernels.append(
                 Kernel(
                     name,
@@ -1466,6 +1471,7 @@ def parse_source(
                     strided,
                     differenced,
                     casts,
+                    offset_uses=uses,
                     scattered=scattered,
                 )
             )
@@ -1839,6 +1845,33 @@ def _element_source(node: Node, pointers: set[str], holders: dict[str, str]) -> 
         elif text(part) in holders:
             return holders[text(part)]
     return None
+
+
+def _offset_uses(
+    body: Node, params: tuple[Param, ...], differenced: tuple[str, ...]
+) -> tuple[tuple[str, str, str], ...]:
+    """Each ``t + e`` and ``t[e]`` of a pointer parameter ``t`` whose offset ``e`` reads an
+    element of a :func:`_differenced` pointer ``p`` (FlashInfer's ``q + get_elem_offset_impl(
+    indptr[batch_idx] + i * bdy + ty, ...)``): (``p``, ``t``, ``e`` without blanks). Where
+    ``p``'s offsets point is read from these (:func:`~astra_graph.framework.launchers.
+    offset_targets`)."""
+    pointers = {p.name for p in params if p.pointer} - set(differenced)
+    found: list[tuple[str, str, str]] = []
+    for node in _walk(body, ("binary_expression", "subscript_expression")):
+        if node.type == "subscript_expression":
+            base, offset = node.child_by_field_name("argument"), _single_index(node)
+        elif text(node.child_by_field_name("operator")) == "+":
+            base, offset = node.child_by_field_name("left"), node.child_by_field_name("right")
+        else:
+            continue
+        if base is None or offset is None or text(base) not in pointers:
+            continue
+        reads = {_subscripted(s) for s in _walk(offset, ("subscript_expression",))}
+        for pointer in differenced:
+            use = (pointer, text(base), _compact(offset))
+            if pointer in reads and use not in found:
+                found.append(use)
+    return tuple(found)
 
 
 def _subscripted(node: Node | None) -> str | None:

@@ -1,7 +1,9 @@
 """Test cases from the contract: random inputs (never all zero), outputs, scalars per shape.
 
 A case is one shape and element type. Inputs are drawn in float32 from each argument's ``init``
-distribution (plus an optional ``[[specials]]`` scenario) and stored in the storage dtype. A
+distribution (plus an optional ``[[specials]]`` scenario) and stored in the storage dtype; an
+input whose ``init`` has ``offsets_into`` is drawn as CSR offsets instead (:func:`offsets_values`).
+A
 CuPy generator gives device arrays; a NumPy generator gives host arrays, so the verification
 logic and ``astra validate``'s reference run are tested without a GPU.
 """
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from astra_graph.kernel import expr
 from astra_graph.kernel.contract import OperationSpec, Special, TensorArg
 
 if TYPE_CHECKING:
@@ -62,10 +65,43 @@ def host_generator(rng: Any) -> np.random.Generator:
     return _HOST_RNG
 
 
+EMPTY_SEGMENT_FRACTION = 1 / 8
+"""Share of the segments of an offsets draw made empty (equal consecutive offsets): a serving
+batch holds requests with no token in this step, and a kernel that assumes none meets them."""
+SEGMENT_SKEW = 64.0
+"""Segment lengths of an offsets draw vary by up to this factor (weights log-uniform in [1,
+this]): a batch mixes long prefills with single-token decodes."""
+
+
+def offsets_values(xp: Any, rng: Any, shape: tuple[int, ...], end: int) -> Any:
+    """Float64 CSR offsets along the last axis of ``shape`` (each row one array of segments + 1
+    offsets): 0 first, ``end`` last, non-decreasing, whole numbers (float64 holds every count
+    exactly, float32 only to 2^24). Each segment's length is in proportion to a weight drawn
+    log-uniformly in [1, :data:`SEGMENT_SKEW`], :data:`EMPTY_SEGMENT_FRACTION` of the weights
+    zero (never a row's largest, so the offsets reach ``end``), and the cut points are floors
+    of the cumulative share of ``end``: monotone, and exact at both ends."""
+    *lead, length = shape
+    segments = (*lead, max(length - 1, 0))
+    u = rng.random(segments)
+    weights = xp.exp(u * np.log(SEGMENT_SKEW))
+    empty = rng.random(segments) < EMPTY_SEGMENT_FRACTION
+    if segments[-1]:
+        empty &= u != u.max(axis=-1, keepdims=True)
+    weights = xp.where(empty, 0.0, weights)
+    cumulative = xp.cumsum(weights, axis=-1)
+    total = cumulative[..., -1:] if segments[-1] else xp.ones((*lead, 1))
+    cuts = xp.floor(cumulative * (float(end) / total))
+    cuts[..., -1:] = float(end)  # the last cut is end itself, whatever the rounding
+    return xp.concatenate([xp.zeros((*lead, 1)), cuts], axis=-1)
+
+
 def random_values(arg: TensorArg, shape: tuple[int, ...], rng: Any, dims: Mapping[str, int]) -> Any:
     """Float32 draws from the argument's ``init`` distribution at the case's ``dims`` (float32
-    keeps memory low)."""
+    keeps memory low); float64 offsets for ``init.offsets_into`` (:func:`offsets_values`)."""
     init = arg.init
+    if init.offsets_into is not None:
+        end = expr.evaluate_int(init.offsets_into, dict(dims))
+        return offsets_values(_array_module(rng), rng, shape, end)
     if init.distinct:
         return distinct_values(arg, shape, rng, dims)
     if init.dist == "normal":

@@ -27,7 +27,10 @@
   taken as all zero, results keyed on a row's content) meet inputs where they go wrong.
 * :func:`perturbed` gives inputs that differ from a case's in a random :data:`PERTURB_FRACTION`
   of the elements of every input (values moved there from elsewhere in the same input): the
-  inputs of the checked run whose buffers hold a stale result.
+  inputs of the checked run whose buffers hold a stale result (offsets arrays reordered into
+  other valid offsets).
+* Inputs drawn as CSR offsets (``init.offsets_into``) take no scenario and no structured row:
+  the contract refuses a special naming one, and their values must stay ordered.
 """
 
 from __future__ import annotations
@@ -180,8 +183,9 @@ def apply(
     for index, special in enumerate(specials, start=1):
         _apply_special(spec, arrays, dtype, special, index, labels, rng)
     rows_name = next(iter(contract.dims))
-    # distinct slots stay distinct: a repeated or zeroed row would give two tokens one slot
-    by_rows = [a.name for a in inputs if a.shape[0] == rows_name and not a.init.distinct]
+    # slots stay distinct and offsets ordered: a repeated or zeroed row would give two tokens
+    # one slot, or break the offsets' order
+    by_rows = [a.name for a in inputs if a.shape[0] == rows_name and not a.init.arranged]
     for offset, kind in enumerate(STRUCTURED, start=len(specials) + 1):
         _apply_structured(arrays, by_rows, kind, offset, labels, rng)
     return labels
@@ -308,8 +312,10 @@ def scenario_of(labels: Mapping[int, np.ndarray], spec: OperationSpec, index: li
 
 
 def perturbed(arrays: Mapping[str, Any], args: list[TensorArg], rng: Any) -> dict[str, Any]:
-    """Copies of the named arguments' arrays with :data:`PERTURB_FRACTION` of their elements
-    replaced by values from elsewhere in the same array (a random cyclic shift).
+    """Copies of the arguments' arrays with :data:`PERTURB_FRACTION` of their elements replaced
+    by values from elsewhere in the same array (a random cyclic shift). In an offsets input
+    (``init.offsets_into``) only the inner offsets move, and each array is sorted again: still 0
+    first, its end last, non-decreasing, with other segment lengths.
 
     NaN and infinities are not moved: in their own rows they meet the values the reference
     states; moved next to another scenario's values (an LSE whose fp32 weight underflows) they
@@ -331,5 +337,11 @@ def perturbed(arrays: Mapping[str, Any], args: list[TensorArg], rng: Any) -> dic
             out[arg.name] = traded.reshape(array.shape)
             continue
         moved = xp.roll(flat, shift)
+        if arg.init.offsets_into is not None:
+            inner = xp.ones(array.shape, dtype=bool)
+            inner[..., 0] = inner[..., -1] = False
+            mask &= inner.reshape(-1) & _finite(moved)
+            out[arg.name] = xp.sort(xp.where(mask, moved, flat).reshape(array.shape), axis=-1)
+            continue
         out[arg.name] = xp.where(mask & _finite(moved), moved, flat).reshape(array.shape)
     return out

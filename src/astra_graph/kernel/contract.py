@@ -26,6 +26,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -111,6 +112,19 @@ class InitSpec(Strict):
         "slot race, so the framework never passes such a mapping); the domain must give the "
         "draw room (elements <= high - low at every shape, say so in requires)",
     )
+    offsets_into: str | None = Field(
+        None,
+        description="an expression over the dims: the input (1-D, integer, [segments + 1]) "
+        "holds CSR offsets into that many rows (an indptr): each draw is a non-decreasing "
+        "sequence from 0 to exactly its value at the case's dims, some segments empty "
+        "(harness.cases.offsets_values); no other init field applies",
+    )
+
+    @property
+    def arranged(self) -> bool:
+        """Whether the values' arrangement is what the kernel relies on (distinct slots, ordered
+        offsets): no scenario copies, zeroes or shifts them as it does other inputs."""
+        return self.distinct or self.offsets_into is not None
 
     def high_at(self, dims: Mapping[str, int]) -> float:
         """The uniform draw's upper end at ``dims``: ``high``, lowered to ``below - 1``."""
@@ -340,6 +354,8 @@ class Contract(Strict):
                     check_names(arg.init.below, set(self.dims), "dim")
                 except (expr.ExprError, ValueError) as exc:
                     raise ValueError(f"args.{arg.name}.init.below: {exc}") from None
+            if arg.init.offsets_into is not None:
+                self._check_offsets(arg, arg.init.offsets_into)
         inputs = {a.name: a for a in self.args if a.role != "output"}
         for i, special in enumerate(self.specials):
             named = [("values", n) for n in special.values]
@@ -348,6 +364,12 @@ class Contract(Strict):
                 if arg_name not in inputs:
                     raise ValueError(
                         f"specials[{i}].{field}: {arg_name!r} is not an input argument"
+                    )
+            for field, arg_name in named:
+                if inputs[arg_name].init.offsets_into is not None:
+                    raise ValueError(
+                        f"specials[{i}].{field}: {arg_name!r} holds offsets "
+                        "(init.offsets_into), which a scenario's values would disorder"
                     )
             for arg_name, values in special.values.items():
                 allowed = inputs[arg_name].non_finite
@@ -373,6 +395,29 @@ class Contract(Strict):
                     raise ValueError(f"suites.{suite}[{i}]: {problem}")
         return self
 
+    def _check_offsets(self, arg: TensorArg, into: str) -> None:
+        """Refuse an ``init.offsets_into`` the draw cannot honour: on an output, a float or
+        type-parameter element, more than one axis, beside another init field, or in a
+        contract whose reference may run in row chunks (offsets into rows span chunks)."""
+        where = f"args.{arg.name}.init.offsets_into"
+        try:
+            check_names(into, set(self.dims), "dim")
+        except (expr.ExprError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
+        if arg.role != "input":
+            raise ValueError(f"{where}: needs role 'input', got {arg.role!r}")
+        if arg.dtype not in DTYPES or DTYPES[arg.dtype].floating:
+            raise ValueError(f"{where}: needs an integer dtype, got {arg.dtype!r}")
+        if len(arg.shape) != 1:
+            raise ValueError(f"{where}: needs a 1-D input ([segments + 1]), got {arg.shape}")
+        others = sorted(arg.init.model_fields_set - {"offsets_into"})
+        if others:
+            raise ValueError(f"{where}: draws its own values; drop init.{others[0]}")
+        if self.rows_independent:
+            raise ValueError(
+                f"{where}: offsets reach rows across a row chunk; rows_independent must be false"
+            )
+
     # --- queries -------------------------------------------------------------------------------
 
     def shape_problem(self, dims: Mapping[str, int]) -> str | None:
@@ -390,6 +435,11 @@ class Contract(Strict):
             problem = spec.check(name, value)
             if problem:
                 return problem
+        for arg in self.args:
+            if arg.init.offsets_into is not None:
+                problem = _offsets_problem(arg, arg.init.offsets_into, dims)
+                if problem:
+                    return problem
         return None
 
     def dtype_of(self, arg: TensorArg, dtype: str) -> DType:
@@ -425,6 +475,21 @@ class Contract(Strict):
     def label(self, dims: Mapping[str, int]) -> str:
         """A compact shape label such as ``16x4096`` in the order of the contract's dims."""
         return "x".join(str(dims[d]) for d in self.dims)
+
+
+def _offsets_problem(arg: TensorArg, into: str, dims: Mapping[str, int]) -> str | None:
+    """Why no offsets array can be drawn for ``arg`` at ``dims`` (``init.offsets_into``), or
+    None: its end must be a count its integer type holds, and one element (no segment) can
+    only hold 0, where it both starts and ends."""
+    end = expr.evaluate_int(into, dict(dims))
+    if end < 0:
+        return f"{arg.name}: offsets_into {into} = {end} is negative"
+    if end > np.iinfo(DTYPES[arg.dtype].storage).max:
+        return f"{arg.name}: offsets_into {into} = {end} does not fit {arg.dtype}"
+    (length,) = (expr.evaluate_int(axis, dict(dims)) for axis in arg.shape)
+    if length < 1 or (length == 1 and end != 0):
+        return f"{arg.name}: {length} offsets cannot run from 0 to {into} = {end}"
+    return None
 
 
 class OperationSpec(BaseModel):
