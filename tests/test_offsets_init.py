@@ -1,17 +1,20 @@
 """CSR offsets inputs (``init.offsets_into``) on the CPU: the contract's one-line refusals, the
-draw (0 first, the end exactly last, non-decreasing, empty segments), and the stale-output
-perturbation keeping them valid."""
+draw (0 first, the end exactly last, non-decreasing, empty segments), the stale-output
+perturbation keeping them valid, and the import of a launcher walking segments."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from astra_graph.cli import main
+from astra_graph.framework.importer import import_file
 from astra_graph.harness.cases import offsets_values, random_values
 from astra_graph.harness.scenarios import perturbed
-from astra_graph.kernel.contract import Contract
+from astra_graph.kernel.contract import Contract, load_contract
 
 
 def _contract(indptr: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -111,3 +114,32 @@ def test_the_case_draw_and_the_stale_run_keep_the_offsets_valid() -> None:
         perturbed({"indptr": stored}, [arg], np.random.default_rng(s))["indptr"] for s in range(20)
     ]
     assert any(not np.array_equal(m, stored) for m in moved)
+
+
+HEADER_ONLY = Path(__file__).resolve().parent / "fixtures" / "framework" / "header_only"
+"""Its include/fw/segments.cuh: a raw-pointer launcher walking CSR segments of rows, and
+csrc/segments_binding.cu: one binding that ties x's rows to out's, one that does not."""
+
+
+@pytest.mark.usefixtures("needs_nvrtc", "default_search_path")
+def test_offsets_into_rows_the_binding_ties_are_imported_and_untied_ones_refused(
+    tmp_path: Path,
+) -> None:
+    folders = [HEADER_ONLY / "include", HEADER_ONLY / "csrc"]
+    report = import_file(HEADER_ONLY / "include" / "fw" / "segments.cuh", folders, tmp_path)
+    results = {r.launcher: r for r in report.launchers}
+    tied = results["SegmentScale"]
+    assert tied.imported, tied.reason
+    contract = load_contract(tmp_path / "segment_scale").contract
+    args = {a.name: a for a in contract.args}
+    # x's rows are q.size(0) passed as it is (no local names them): the check x.size(0) ==
+    # out.size(0) makes them one dim, the launch's own name for them
+    assert args["x"].shape == args["out"].shape == ["tokens", "heads", "head_dim"]
+    assert args["indptr"].shape == ["batch_size + 1"] and args["indptr"].role == "input"
+    assert args["indptr"].init.offsets_into == "tokens" and not args["indptr"].init.distinct
+    header = (tmp_path / "segment_scale" / "production.cu").read_text()
+    assert "<= min(" not in header  # offsets are no slots: no room requirement
+    assert main(["validate", str(tmp_path / "segment_scale")]) == 0
+    untied = results["SegmentScaleUntied"]
+    assert not untied.imported
+    assert "out's axis 0 (out_rows), x's axis 0 (tokens): not one dim" in untied.reason

@@ -633,6 +633,11 @@ class _Axes:
     def join(self, a: tuple[str, str], b: tuple[str, str]) -> None:
         self.parent[self.find(a)] = self.find(b)
 
+    def joined(self, node: tuple[str, str]) -> bool:
+        """Whether ``node``'s class holds another node: something was checked equal to it."""
+        root = self.find(node)
+        return any(other != root and self.find(other) == root for other in self.parent)
+
 
 def _axis_node(expression: str, call: CallSite) -> tuple[str, str] | None:
     """The axis or local an equality check's side names, a local holding a size query
@@ -714,14 +719,22 @@ def _absent_test(node: Node) -> str:
     return match[1] if match else ""
 
 
-def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, list[str]]:
+def checked_shapes(
+    call: CallSite,
+    shapes: dict[str, list[str]],
+    fallback: dict[str, list[str]] | None = None,
+) -> dict[str, list[str]]:
     """Shapes the caller's checks give tensors: the rank from ``CHECK_DIM(r, t)``, each axis
     the dim of an axis in ``shapes`` (or of a local) it is checked equal to, through
     ``*_CHECK_EQ`` of sizes, ``CHECK_SHAPE(a, b)`` and the equalities of its other checks
     (:func:`fact_equalities`: SGLang's ``RuntimeCheck(out.size(0) == idx.size(0))``, and
     ``idx.ndim() == 1`` a rank); an axis checked equal to a dim plus a whole number, and to
-    no dim, is that sum (``indptr.size(0) == batch_size + 1``: ``batch_size + 1``). A tensor of
-    unknown rank, or with an axis tied to no known dim, is left out."""
+    no dim, is that sum (``indptr.size(0) == batch_size + 1``: ``batch_size + 1``). Axes the
+    checks tie to each other and to no known dim take the launch's own fallback name for one
+    of them (``fallback``, the shapes before the known ones were picked: FlashInfer's
+    ``apply_rope`` passes ``q.size(0)`` itself and checks ``q.size(0) == k.size(0)``, so q's
+    and k's rows are one dim, ``tokens``, where the launch alone named k's ``k_0``). A tensor
+    of unknown rank, or with an axis tied to no dim at all, is left out."""
     ranks = _checked_ranks(call)
     least: dict[str, int] = {}
     axes = _Axes()
@@ -794,6 +807,14 @@ def checked_shapes(call: CallSite, shapes: dict[str, list[str]]) -> dict[str, li
         if query is not None and re.fullmatch(r"\w+", local):
             learn((query["tensor"], query["axis"] or query["index"]), local)
 
+    # a tie of axes no known dim names takes the first fallback name among them, in the
+    # launch's order of tensors (a class the checks did not join stays one axis: no evidence)
+    for tensor, dims in (fallback or {}).items():
+        for axis, dim in enumerate(dims):
+            root = axes.find((tensor, str(axis)))
+            taken = dim in known.values()  # another class's name: two dims would become one
+            if root not in known and root not in clashes and not taken and axes.joined(root):
+                known[root] = dim
     def dim_of(node: tuple[str, str]) -> str | None:
         root = axes.find(node)
         return None if root in clashes else known.get(root)
@@ -849,7 +870,7 @@ def shape_checker(
             for t, s in shapes.items()
             if t not in drafted | strided | extended and all(d in call.locals for d in s)
         }
-        checked = checked_shapes(call, named)
+        checked = checked_shapes(call, named, shapes)
         out = dict(shapes)
         unchecked: list[str] = []
         for name, shape in shapes.items():

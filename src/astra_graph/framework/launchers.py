@@ -1340,7 +1340,7 @@ def analyse(
         tunables=tuple(translator.tunables.values()),
         specializations=specializations,
         followed=followed,
-        slots=_slot_tensors(kernel, bound.bindings),
+        slots=tuple(t for t in _slot_tensors(kernel, bound.bindings) if t not in offsets),
         offsets=offsets,
     )
 
@@ -2657,7 +2657,8 @@ def _offset_dims(
 def _slot_tensors(kernel: Kernel, bindings: list[Binding]) -> tuple[str, ...]:
     """The tensors bound to the pointers whose elements place the kernel's writes
     (:attr:`~astra_graph.framework.parse.Kernel.scattered`): slots, such as a KV cache's slot
-    mapping, that a framework never passes with two alike."""
+    mapping, that a framework never passes with two alike. (CSR offsets place writes too, each
+    a segment's first row, and are drawn as offsets instead: the caller leaves them out.)"""
     passed = _flat_bindings(bindings)
     found = [passed.get(pointer) for pointer in kernel.scattered]
     return tuple(b.value for b in found if b is not None and b.kind == "tensor")
