@@ -195,6 +195,33 @@ def test_slots_drawn_distinct_give_one_writer_a_row_and_a_wrong_store_is_caught(
         assert not evaluator.check(spec, production, wrong).accepted
 
 
+def test_csr_segments_are_walked_within_their_rows_and_a_wrong_walk_is_caught(
+    tmp_path: Path,
+) -> None:
+    """fixtures/framework/header_only's SegmentScale: offsets drawn from 0 to the rows, empty
+    segments among them, walked by the original within x and out (accepted against itself); a
+    walk that stops one row short of each segment is rejected."""
+    base = CSRC.parent / "header_only"
+    header = base / "include" / "fw" / "segments.cuh"
+    folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
+    assert main(["import", str(header), *folders, "--out", str(tmp_path)]) == 0
+    folder = tmp_path / "segment_scale"
+    spec = load_contract(folder)
+    production = folder / "production.cu"
+    source = production.read_text()
+    short = source.replace(
+        "const uint32_t rows = indptr[b + 1] - indptr[b];",
+        "const uint32_t rows = indptr[b + 1] - indptr[b] - (indptr[b + 1] > indptr[b] ? 1 : 0);",
+    )
+    assert short != source
+    wrong = tmp_path / "short.cu"
+    wrong.write_text(short)
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        verdict = evaluator.check(spec, production, production)
+        assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+        assert not evaluator.check(spec, production, wrong).accepted
+
+
 def test_the_oracle_rejects_a_wrong_candidate(imported: Path, tmp_path: Path) -> None:
     spec = load_contract(imported / "layernorm.cu" / "fused_add_rms_norm")
     production = imported / "layernorm.cu" / "fused_add_rms_norm" / "production.cu"
