@@ -75,9 +75,28 @@ INCLUDE_ROOTS: dict[str, tuple[str, ...]] = {
 """The framework's own include folders, relative to the unpacked release."""
 DEFINES: dict[str, tuple[str, ...]] = {
     "vllm": ("ENABLE_FP8",),
+    "flashinfer-python": (
+        "FLASHINFER_ENABLE_F16",
+        "FLASHINFER_ENABLE_BF16",
+        "FLASHINFER_ENABLE_FP8_E4M3",
+        "FLASHINFER_ENABLE_FP8_E5M2",
+    ),
 }
 """The macros each framework's build defines for its CUDA files: vLLM's cmake/utils.cmake
-(get_torch_gpu_compiler_flags) appends ``-DENABLE_FP8`` for CUDA 11.8 and later."""
+(get_torch_gpu_compiler_flags) appends ``-DENABLE_FP8`` for CUDA 11.8 and later; FlashInfer's
+flashinfer/jit/core.py (gen_jit_spec) passes ``-DFLASHINFER_ENABLE_F16``, ``_BF16``,
+``_FP8_E4M3`` and ``_FP8_E5M2`` to nvcc for every JIT module (its ``common_nvcc_flags``,
+``_FP8_E8M0`` and ``_FP4_E2M1``, only with the sm90a-and-later flags of the modules that ask)."""
+FILE_DEFINES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("flashinfer-python", "flashinfer/data/include/flashinfer/norm.cuh"): (
+        "ENABLE_BF16",
+        "ENABLE_FP8",
+    ),
+}
+"""The macros a framework's build adds for the module one file is compiled in, beside
+:data:`DEFINES`: FlashInfer's flashinfer/jit/norm.py (gen_norm_module) passes ``-DENABLE_BF16``
+and ``-DENABLE_FP8`` as the norm module's extra_cuda_cflags (csrc/norm.cu, which includes
+norm.cuh); its other modules pass neither."""
 ARCH_DEFINES: dict[str, str] = {
     "sglang": "SGL_CUDA_ARCH",
 }
@@ -100,12 +119,13 @@ MODEL_ENDPOINT_VARIABLES = (*API_KEY_VARIABLES, "OPENAI_BASE_URL")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def build_defines(name: str, arch: str) -> tuple[str, ...]:
-    """The release's build defines for ``arch``: :data:`DEFINES` and its :data:`ARCH_DEFINES`."""
+def build_defines(name: str, arch: str, relative: str = "") -> tuple[str, ...]:
+    """The release's build defines for ``arch``: :data:`DEFINES`, those of the module the file
+    ``relative`` is compiled in (:data:`FILE_DEFINES`) and its :data:`ARCH_DEFINES`."""
     facts = device_constants(arch, (0, 0))
     cuda_arch = facts["cc_major"] * 100 + facts["cc_minor"] * 10
     by_arch = (f"{ARCH_DEFINES[name]}={cuda_arch}",) if name in ARCH_DEFINES else ()
-    return (*DEFINES.get(name, ()), *by_arch)
+    return (*DEFINES.get(name, ()), *FILE_DEFINES.get((name, relative), ()), *by_arch)
 
 
 def _validated(folder: Path) -> tuple[bool, str]:
@@ -218,7 +238,7 @@ def _import_rows(
         folders,
         out / name / Path(relative).stem,
         arch=arch,
-        defines=build_defines(name, arch),
+        defines=build_defines(name, arch, relative),
         std=STANDARDS.get(name),
     )
     print(f"{name} {relative}: {report.compiler}, {report.compile_seconds:.1f} s", flush=True)

@@ -413,8 +413,10 @@ def test_an_optional_tensors_sizes_are_its_own_and_a_c_cast_is_its_value() -> No
 @pytest.mark.usefixtures("needs_nvrtc")
 def test_the_frameworks_build_defines_come_first_in_the_device_code(tmp_path: Path) -> None:
     source = tmp_path / "defined.cu"
+    # `#if`, not `#ifdef`: the compiler's -DFW_ENABLE_FAST is 1, and an empty definition leaves
+    # `#if` no expression (FlashInfer's trtllm headers test `#if ENABLE_BF16`)
     source.write_text(
-        "#ifdef FW_ENABLE_FAST\n"
+        "#if FW_ENABLE_FAST\n"
         "template <typename scalar_t> __global__ void k(scalar_t* x, int n) {\n"
         "  if (blockIdx.x < n) x[blockIdx.x] = x[blockIdx.x] * FW_SCALE;\n}\n#endif\n"
         "void f(torch::Tensor& x) {\n  const int n = x.size(0);\n"
@@ -422,7 +424,7 @@ def test_the_frameworks_build_defines_come_first_in_the_device_code(tmp_path: Pa
         "    k<scalar_t><<<n, 1>>>(x.data_ptr<scalar_t>(), n);\n  });\n}\n"
     )
     device = device_source(source.read_text(), ("FW_ENABLE_FAST", "FW_SCALE=2"))
-    assert device.text.splitlines()[1:3] == ["#define FW_ENABLE_FAST", "#define FW_SCALE 2"]
+    assert device.text.splitlines()[1:3] == ["#define FW_ENABLE_FAST 1", "#define FW_SCALE 2"]
     out = tmp_path / "out"
     assert main(["import", str(source), "--out", str(out)]) == 1  # k is not compiled without
     assert (

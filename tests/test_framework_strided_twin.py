@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from astra_graph.cli import main
-from astra_graph.framework.callers import Callers, compose, shape_checker
+from astra_graph.framework.callers import Callers, compose, shape_checker, size_expression
+from astra_graph.framework.draft import HIDDEN_HELDOUT, HIDDEN_TUNING
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import import_file
 from astra_graph.framework.launchers import (
@@ -258,7 +259,18 @@ def test_a_strided_tensor_with_no_twin_or_sizes_the_checks_say_otherwise_is_refu
     with pytest.raises(Unmapped, match=r"tensor 'lse': .* and no tensor it sizes is its twin"):
         _through_binding("MaskHeads")  # [heads, tokens] beside a 3-D output: no twin
     with pytest.raises(Unmapped, match=r"tensor 'block_scale': .* checks sizes of it that give no"):
-        _through_binding("BlockMax")  # block_scale.size(0) == d / 128: no dim, and no twin's
+        _through_binding("BlockMaxShifted")  # block_scale.size(0) == d >> 7: no expression
+
+
+def test_a_strided_tensor_checked_equal_to_sizes_computed_from_dims_has_them_as_its_shape() -> None:
+    """block_max checks block_scale.size(0) == d / 128 and size(1) == (rows + 3) & ~3u, through
+    a local: its shape is those expressions over the dims, the mask a rounding up to 4, and
+    the stride the launcher passes is the padded row count (the kernel's column stride)."""
+    found = _through_binding("BlockMax")
+    assert found.shapes["block_scale"] == ["(d // 128)", "((rows + 3) // 4 * 4)"]
+    assert found.dims == ["rows", "d"]
+    assert _value(found, "block_scale_stride", {"rows": 5, "d": 256}) == 8
+    assert any(n.startswith("block_scale: shape ['(d // 128)'") for n in found.notes)
 
 
 @pytest.mark.usefixtures("needs_nvrtc")
@@ -278,10 +290,38 @@ def test_operations_with_twins_are_written_and_validate(tmp_path: Path) -> None:
             "k_rope": ["nnz", "num_kv_heads", "head_dim"],
         },
         ("bound", "double_rows"): {"out": ["rows", "d"]},
+        ("bound", "block_max"): {"block_scale": ["(d // 128)", "((rows + 3) // 4 * 4)"]},
     }
     for (where, op), shapes in expected.items():
         folder = tmp_path / where / op
         contract = load_contract(folder).contract
         assert {a.name: a.shape for a in contract.args if a.name in shapes} == shapes
         assert main(["validate", str(folder)]) == 0
-    assert not results["MaskHeads"].imported and not results["BlockMax"].imported
+    assert not results["MaskHeads"].imported and not results["BlockMaxShifted"].imported
+    # d sizes a computed leading axis, [d // 128, ...], but is a row's length, not a row count:
+    # its suites draw hidden sizes (a token count of 1 gave block_scale no rows)
+    suites = load_contract(tmp_path / "bound" / "block_max").contract.suites
+    assert {s["d"] for s in [*suites.tuning, *suites.heldout]} <= {*HIDDEN_TUNING, *HIDDEN_HELDOUT}
+
+
+@pytest.mark.parametrize(
+    ("written", "expected"),
+    [
+        ("d / 128", "(d // 128)"),
+        ("padded", "((rows + 3) // 4 * 4)"),  # a local, followed to its initialiser
+        ("rows & ~0xFu", "(rows // 16 * 16)"),
+        ("(d)", "d"),
+        ("d * 2 + 16u", "(d * 2 + 16)"),
+        ("rows & ~5u", None),  # 5 + 1 is no power of two: no rounding
+        ("rows & 3", None),
+        ("d >> 7", None),
+        ("d / 2.0", None),
+        ("heads * d", None),  # not a dim, not a local
+        ("loop", None),  # a local whose initialiser reads itself
+    ],
+)
+def test_a_size_expression_reads_dims_locals_arithmetic_and_rounding_masks(
+    written: str, expected: str | None
+) -> None:
+    locals_ = {"padded": "(rows + 3) & ~3u", "loop": "loop + 1", "rows": "in.size(0)"}
+    assert size_expression(written, locals_, {"rows", "d"}) == expected

@@ -135,7 +135,7 @@ def test_offsets_into_rows_the_binding_ties_are_imported_and_untied_ones_refused
     # x's rows are q.size(0) passed as it is (no local names them): the check x.size(0) ==
     # out.size(0) makes them one dim, the launch's own name for them
     assert args["x"].shape == args["out"].shape == ["tokens", "heads", "head_dim"]
-    assert args["indptr"].shape == ["batch_size + 1"] and args["indptr"].role == "input"
+    assert args["indptr"].shape == ["(batch_size + 1)"] and args["indptr"].role == "input"
     assert args["indptr"].init.offsets_into == "tokens" and not args["indptr"].init.distinct
     header = (tmp_path / "segment_scale" / "production.cu").read_text()
     assert "<= min(" not in header  # offsets are no slots: no room requirement

@@ -42,11 +42,13 @@ invoked, the macro expanded there on one line. A caller that passes raw pointers
 that differ only in the launcher's own type parameter are one operation at each of their types
 (:func:`caller_types`). The caller's host checks are read as a launcher's
 (:attr:`CallSite.facts`): conditions where they compare sizes (:func:`size_conditions`), shapes
-where they assert equalities on every path (:func:`fact_equalities`).
+where they assert equalities on every path (:func:`fact_equalities`), an axis equal to a size
+computed from dims taking that expression (:func:`size_expression`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
@@ -89,6 +91,7 @@ from astra_graph.framework.parse import (
     text,
     unparenthesised,
 )
+from astra_graph.kernel import expr
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -653,13 +656,73 @@ def _axis_node(expression: str, call: CallSite) -> tuple[str, str] | None:
     return ("", expression) if re.fullmatch(r"\w+", expression) else None
 
 
-def _shifted_node(expression: str, call: CallSite) -> tuple[tuple[str, str], int] | None:
-    """An equality check's side that is an axis or local plus a whole number (``batch_size +
-    1``: a CSR offset array has one more element than segments) as that node and the number;
-    None for anything else."""
-    match = re.fullmatch(r"\s*(\w+)\s*\+\s*(\d+)\s*", expression)
-    node = _axis_node(match[1], call) if match is not None else None
-    return (node, int(match[2])) if node is not None and match is not None else None
+MAX_LOCAL_DEPTH = 8
+"""How many caller locals deep :func:`size_expression` follows one local's initialiser."""
+_SIZE_OPERATORS = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%"}
+"""C++'s integer operators of a size expression, as the contract writes them (sizes are whole
+numbers, so ``/`` is the floor division it is on unsigned values)."""
+
+
+def size_expression(written: str, locals_: dict[str, str], dims: set[str]) -> str | None:
+    """A caller's C++ size expression over ``dims`` as a contract expression, or None where it
+    reads anything else: whole-number literals, ``dims`` by name, other locals through their
+    initialisers (``m_pad = (batch_size + 3) & ~3u``), parentheses, ``+ - * / %``, and the
+    rounding down by a mask ``a & ~M`` with ``M + 1`` a power of two, ``a // (M + 1) * (M +
+    1)`` for the whole numbers sizes are (the contract's grammar has no bitwise operators).
+    An expression of more than one term comes parenthesised."""
+
+    def read(node: Node | None, depth: int) -> str | None:
+        if node is None or depth > MAX_LOCAL_DEPTH:
+            return None
+        node = unparenthesised(node)
+        if node.type == "number_literal":
+            value = _whole_literal(node)
+            return None if value is None else str(value)
+        if node.type == "identifier":
+            name = text(node)
+            if name in dims:
+                return name
+            return read(expression_node(locals_[name]), depth + 1) if name in locals_ else None
+        if node.type != "binary_expression":
+            return None
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        operator = text(node.child_by_field_name("operator"))
+        if operator == "&":
+            mask = _inverted_literal(right) if right is not None else None
+            rounded = read(left, depth)
+            if mask is None or rounded is None or mask & (mask + 1):
+                return None  # a mask that is no power of two less one is no rounding
+            return f"({rounded}) // {mask + 1} * {mask + 1}"
+        a, b = read(left, depth), read(right, depth)
+        if operator not in _SIZE_OPERATORS or a is None or b is None:
+            return None
+        return f"({a}) {_SIZE_OPERATORS[operator]} ({b})"
+
+    found = read(expression_node(written), 0)
+    if found is None:
+        return None
+    body = expr.parse(found).body
+    # parenthesised as a derived dim is: a shape's axes are multiplied as written
+    return (
+        ast.unparse(body) if isinstance(body, ast.Name | ast.Constant) else f"({ast.unparse(body)})"
+    )
+
+
+def _inverted_literal(node: Node) -> int | None:
+    """``M`` of ``~M`` (a whole-number literal), or None."""
+    node = unparenthesised(node)
+    operand = node.child_by_field_name("argument")
+    if node.type != "unary_expression" or text(node.child_by_field_name("operator")) != "~":
+        return None
+    return _whole_literal(operand) if operand is not None else None
+
+
+def _whole_literal(node: Node) -> int | None:
+    """The value of a decimal or hexadecimal whole-number literal (any suffix), or None."""
+    literal = text(node).rstrip("uUlL")
+    if node.type != "number_literal" or not re.fullmatch(r"0[xX][0-9a-fA-F]+|\d+", literal):
+        return None
+    return int(literal, 0)
 
 
 def _checked_ranks(call: CallSite) -> dict[str, int]:
@@ -673,7 +736,7 @@ def _checked_ranks(call: CallSite) -> dict[str, int]:
 
 def _sizes_checked(call: CallSite, tensor: str) -> bool:
     """Whether a check of the caller other than its rank's names ``tensor``'s sizes
-    (``block_scale.size(0) == hidden_size / 128``, through a local or not, or
+    (``block_scale.size(0) == hidden_size >> 7``, through a local or not, or
     ``CHECK_SHAPE(tensor, other)``)."""
     query = re.compile(rf"(?<![\w.]){re.escape(tensor)}\s*(?:\.|->)\s*(?:size|sizes|shape|numel)\b")
     for name, args in call.checks:
@@ -728,13 +791,15 @@ def checked_shapes(
     the dim of an axis in ``shapes`` (or of a local) it is checked equal to, through
     ``*_CHECK_EQ`` of sizes, ``CHECK_SHAPE(a, b)`` and the equalities of its other checks
     (:func:`fact_equalities`: SGLang's ``RuntimeCheck(out.size(0) == idx.size(0))``, and
-    ``idx.ndim() == 1`` a rank); an axis checked equal to a dim plus a whole number, and to
-    no dim, is that sum (``indptr.size(0) == batch_size + 1``: ``batch_size + 1``). Axes the
-    checks tie to each other and to no known dim take the launch's own fallback name for one
-    of them (``fallback``, the shapes before the known ones were picked: FlashInfer's
-    ``apply_rope`` passes ``q.size(0)`` itself and checks ``q.size(0) == k.size(0)``, so q's
-    and k's rows are one dim, ``tokens``, where the launch alone named k's ``k_0``). A tensor
-    of unknown rank, or with an axis tied to no dim at all, is left out."""
+    ``idx.ndim() == 1`` a rank); an axis tied to no dim, the one size expression over the dims
+    of ``shapes`` it is checked equal to (:func:`size_expression`: FlashInfer's
+    ``block_scale.size(0) == hidden_size / 128`` is ``hidden_size // 128``, ``indptr.size(0) ==
+    batch_size + 1`` is ``batch_size + 1``). Axes the checks tie to each other and to no known
+    dim take the launch's own fallback name for one of them (``fallback``, the shapes before the
+    known ones were picked: FlashInfer's ``apply_rope`` passes ``q.size(0)`` itself and checks
+    ``q.size(0) == k.size(0)``, so q's and k's rows are one dim, ``tokens``, where the launch
+    alone named k's ``k_0``). A tensor of unknown rank, or with an axis tied to none of these,
+    is left out."""
     ranks = _checked_ranks(call)
     least: dict[str, int] = {}
     axes = _Axes()
@@ -761,18 +826,18 @@ def checked_shapes(
     for name, args in call.checks:
         if _SHAPE_CHECK.search(name) and len(args) == 2:
             same.append((args[0].strip(), args[1].strip()))
-    shifted: dict[tuple[str, str], tuple[tuple[str, str], int]] = {}
+    computed: dict[tuple[str, str], list[str]] = {}
     for pair in equal:
         left, right = (_axis_node(a, call) for a in pair)
-        for axis_side, other in ((left, pair[1]), (right, pair[0])):
-            plus = _shifted_node(other, call)
-            if axis_side is not None and axis_side[0] and plus is not None:
-                shifted[axis_side] = plus  # `indptr.size(0) == batch_size + 1`
         if left is not None and right is not None:
             axes.join(left, right)
             for side, side_axis in (left, right):
                 if side and side_axis.isdigit():
                     least[side] = max(least.get(side, 0), int(side_axis) + 1)
+        for node, other in ((left, pair[1]), (right, pair[0])):
+            if node is not None and node[0] and (left is None or right is None):
+                # `block_scale.size(0) == hidden_size / 128`: an axis of a computed size
+                computed.setdefault(node, []).append(other)
     # a tensor without CHECK_DIM has at least the axes its checks name (gemma_rmsnorm checks
     # output.size(1) and no rank), as the launch's own queries give a rank
     for checked, count in least.items():
@@ -815,9 +880,20 @@ def checked_shapes(
             taken = dim in known.values()  # another class's name: two dims would become one
             if root not in known and root not in clashes and not taken and axes.joined(root):
                 known[root] = dim
+
     def dim_of(node: tuple[str, str]) -> str | None:
         root = axes.find(node)
         return None if root in clashes else known.get(root)
+
+    named = {dim for dims in shapes.values() for dim in dims}
+
+    def computed_of(shaped: str, index: int, rank: int) -> str | None:
+        """The one size expression over ``named`` dims the checks equate the axis with."""
+        written = computed.get((shaped, str(index)), []) + computed.get(
+            (shaped, str(index - rank)), []
+        )
+        values = {size_expression(w, call.locals, named) for w in written}
+        return values.pop() if len(values) == 1 else None
 
     out: dict[str, list[str]] = {}
     for shaped, rank in ranks.items():
@@ -829,10 +905,8 @@ def checked_shapes(
             found_dim = dim_of(forward)
             if found_dim is None and axes.find(forward) not in clashes:
                 found_dim = dim_of((shaped, str(index - rank)))
-            if found_dim is None and forward in shifted:
-                base, added = shifted[forward]
-                base_dim = dim_of(base)
-                found_dim = f"{base_dim} + {added}" if base_dim is not None else None
+            if found_dim is None:
+                found_dim = computed_of(shaped, index, rank)
             if found_dim is None:
                 break
             found.append(found_dim)
@@ -853,8 +927,9 @@ def shape_checker(
     C++, so an unchecked one is not guessed. One the launch asks only strides of and the
     checks do not shape takes its twin's shape, as checked (:func:`~astra_graph.framework.
     launchers.strided_twin`, of the rank a ``CHECK_DIM`` states exactly), where the checks name
-    none of its sizes (``block_scale.size(0) == hidden_size / 128`` says a shape that no dim
-    gives, which a twin's may contradict); it is refused where there is no twin."""
+    none of its sizes (``block_scale.size(0) == hidden_size >> 7`` says a shape that no dim or
+    size expression gives, which a twin's may contradict); it is refused where there is no
+    twin."""
 
     def reshape(
         shapes: dict[str, list[str]], notes: list[str], read_only: frozenset[str]

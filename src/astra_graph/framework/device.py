@@ -595,7 +595,9 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     ``defines`` (``NAME`` or ``NAME=VALUE``) are the framework build's own ``-D`` flags,
     written as ``#define`` lines first, so the file keeps them wherever it is compiled (vLLM's
     CMake passes ``-DENABLE_FP8`` to every CUDA file, and its fp8 conversions exist only under
-    it)."""
+    it). ``NAME`` alone is written ``#define NAME 1``, as the compiler's ``-DNAME`` defines it:
+    FlashInfer's ``-DENABLE_BF16`` is tested both ways, ``#ifdef ENABLE_BF16`` and ``#if
+    ENABLE_BF16``, and an empty definition leaves ``#if`` no expression."""
     data = flattened.encode()
     tree = _parser().parse(data)
     removed: list[tuple[int, int, str]] = []
@@ -668,7 +670,10 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
         out = torch_types() + out
     out = HOST_TYPEDEFS + _plain_lambdas(_host_on_constants(out))
     if defines:
-        lines = [f"#define {' '.join(d.split('=', 1))}" for d in defines]
+        lines = [
+            f"#define {name} {value if equals else 1}"
+            for name, equals, value in (d.partition("=") for d in defines)
+        ]
         out = "// astra-import: the framework build's defines\n" + "\n".join(lines) + "\n" + out
     return DeviceSource(
         text=out,

@@ -251,13 +251,16 @@ def _axis_values(
         return (0,), (0,)
     if dim in head_dims:
         return HEAD_SIZE[:1], HEAD_SIZE[1:]
-    # (axis, rank) of every axis the dim alone sizes (``(positions_0)`` included)
-    places = [
-        (axis, len(shape))
+    # (axis, rank) of every axis the dim alone sizes (``(positions_0)`` included); those that
+    # are the dim itself first: an axis computed from it says less of its role (FlashInfer's
+    # block_scale, [hidden_size // 128, ...], leads a tensor but is no count of rows)
+    alone = [
+        (axis, len(shape), isinstance(body := expr.parse(text).body, ast.Name) and body.id == dim)
         for shape in analysis.shapes.values()
         for axis, text in enumerate(shape)
         if expr.names(text) == {dim}
     ]
+    places = [(a, r) for a, r, itself in alone if itself] or [(a, r) for a, r, _ in alone]
     if any(axis == 0 and rank > 1 for axis, rank in places):
         # the leading axis of a tensor of rows: tokens, also where a 1-D tensor (vLLM's
         # positions) names it first

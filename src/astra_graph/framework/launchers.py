@@ -1157,7 +1157,6 @@ class _Translator:
 
 
 _QUERY = re.compile(r"\b(\w+?)__(size|stride|numel|dim)\b")
-_NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def _tied_ratios(
@@ -2867,9 +2866,10 @@ def _shapes(
         for name in read:  # the source's axis as the caller's checks name it, unless they shape it
             if shapes[name] == drafted[name]:
                 shapes[name] = read_axis(name) or shapes[name]
-        # an axis the checks give as a sum (`batch_size + 1`) is no dim: its names are
-        named = (n for shape in shapes.values() for d in shape for n in _NAME.findall(d))
-        dims = list(dict.fromkeys(named))
+        # an axis the checks give as an expression (`batch_size + 1`) is no dim: its names are
+        dims = list(
+            dict.fromkeys(d for shape in shapes.values() for a in shape for d in _dims_of(a))
+        )
     for name in read:
         if not shapes[name]:  # its source was drafted, and nothing shaped it after
             raise Unmapped(
@@ -2885,6 +2885,13 @@ def _shapes(
                 "is its twin (strided_twin), so its shape is not stated"
             )
     return shapes, dims, unstated
+
+
+def _dims_of(axis: str) -> list[str]:
+    """The dims an axis of a shape names, in order: itself, or those of an expression a
+    caller's checks equate it with (:func:`~astra_graph.framework.callers.size_expression`:
+    ``hidden_size // 128``); none for a number."""
+    return [n for n in re.findall(r"[A-Za-z_]\w*", axis) if n not in expr.FUNCTIONS]
 
 
 def _row_lengths(
