@@ -84,12 +84,13 @@ from astra_graph.framework.parse import (
     text,
     unparenthesised,
 )
-from astra_graph.framework.structs import StructUnread, field_values
+from astra_graph.framework.structs import StructUnread, field_values, flattened
 from astra_graph.kernel import expr, occupancy
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.expr import split_top_level
 from astra_graph.kernel.header import SM_COUNT
+from astra_graph.kernel.param_struct import FIELD_BYTES, POINTER
 from astra_graph.kernel.signature import TYPE_ALIASES
 
 if TYPE_CHECKING:
@@ -1985,9 +1986,12 @@ def _bind_parameters(
             continue
         try:
             values = field_values(arg, type_name, struct, launch.locals, notes)
+            members, values = flattened(
+                type_name, struct, values, structs, launch.locals, notes, binder.field_kind
+            )
         except StructUnread as exc:
             raise Unmapped(f"kernel parameter {param.name!r}: {exc}") from None
-        fields = [binder.bind(member, value) for member, value in zip(struct, values, strict=True)]
+        fields = [binder.bind(member, value) for member, value in zip(members, values, strict=True)]
         bound.bindings.append(Binding(param.name, "struct", param.type, "struct", fields))
     return bound
 
@@ -2005,6 +2009,14 @@ class _Binder:
     bound: _Bound
     casts: dict[str, str] = field(default_factory=dict)
     """The kernel's :attr:`~astra_graph.framework.parse.Kernel.casts`."""
+
+    def field_kind(self, param: Param) -> str | None:
+        """A struct field's :data:`~astra_graph.kernel.param_struct.FIELD_BYTES` kind as its
+        declared type says (a template type as the launch instantiates it), or None."""
+        if param.pointer:
+            return POINTER
+        kind = CPP_TYPES.get(self.targs.get(param.type, param.type))
+        return kind if kind in FIELD_BYTES else None
 
     def bind(self, param: Param, arg: str) -> Binding:
         raw = arg.strip()
