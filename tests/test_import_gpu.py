@@ -61,6 +61,7 @@ IMPORTED = {
     "head_dim_dispatch.cu": ("scale_heads",),
     "moved_heads.cu": ("run", "run_1", "run_2"),
     "asserted_rows.cu": ("run",),
+    "looped_sizes.cu": ("run", "run_104", "scale_rows_256"),
     "branch_values.cu": ("ranked_copy", "headed_copy"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
@@ -72,7 +73,8 @@ strided indices), a width a failing branch bounds by the head size, and element 
 dispatch spells its own way, a kernel built per head size as its launcher's size dispatch builds
 it, tensors passed at a moved address (test_framework_moved.py), a domain its launcher class's
 static_assert bounds (test_framework_symbolic.py), a head count an if/else chain on the
-input's rank sets, each launched for real here."""
+input's rank sets, sizes a looping constexpr helper computes and a params struct nesting another
+(test_framework_looped.py), each launched for real here."""
 
 
 @pytest.fixture(scope="module")

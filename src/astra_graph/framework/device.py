@@ -508,16 +508,19 @@ def _is_constexpr_function(node: Node) -> bool:
     return "constexpr" in before.split() and not any(w in head for w in _DEVICE_SPACES)
 
 
-def _relaxed_constexpr(root: Node, device_names: set[str]) -> list[tuple[int, int, str]]:
+def _relaxed_constexpr(
+    root: Node, device_names: set[str], spaces: tuple[str, ...]
+) -> list[tuple[int, int, str]]:
     """An insertion of :data:`RELAXED_CONSTEXPR` before each ``constexpr`` member function of a
     class that has no execution space, and before each namespace-scope ``constexpr`` function
     template device code names (:func:`_device_constexpr_template`). Not before a plain
-    namespace-scope ``constexpr`` function: a class template's members and a function template
-    are compiled for the device only where device code instantiates them, as relaxed constexpr
-    does, while a plain host helper (vLLM's ``next_pow_2`` with ``__builtin_clz``) made
-    ``__host__ __device__`` would be compiled for the device whether used or not (measured:
-    vLLM 0.33.0's layernorm_kernels.cu then failed, "__builtin_clz is undefined"); such helpers
-    stay removed as host code."""
+    namespace-scope ``constexpr`` function that device code does not name: a class template's
+    members and a function template are compiled for the device only where device code
+    instantiates them, as relaxed constexpr does, while a plain host helper (vLLM's
+    ``next_pow_2`` with ``__builtin_clz``) made ``__host__ __device__`` would be compiled for the
+    device whether used or not (measured: vLLM 0.33.0's layernorm_kernels.cu then failed,
+    "__builtin_clz is undefined"); such helpers stay removed as host code. One device code names
+    (:func:`_device_constexpr_plain`) is compiled for it by nvcc too, and gets it."""
     return [
         (node.start_byte, node.start_byte, RELAXED_CONSTEXPR)
         for node in _walk(root, ("function_definition",))
@@ -525,6 +528,7 @@ def _relaxed_constexpr(root: Node, device_names: set[str]) -> list[tuple[int, in
         and (
             (node.parent.type == "field_declaration_list" and _is_constexpr_function(node))
             or _device_constexpr_template(node, device_names)
+            or _device_constexpr_plain(node, device_names, spaces)
         )
     ]
 
@@ -537,7 +541,7 @@ def _with_constexpr_helpers(root: Node, device_names: set[str]) -> set[str]:
     templates = [
         (name, node)
         for node in _walk(root, ("function_definition",))
-        if (name := _template_name(node)) and _is_constexpr_function(node)
+        if (name := _template_name(node) or _plain_name(node)) and _is_constexpr_function(node)
     ]
     found = set(device_names)
     grown = True
@@ -559,6 +563,31 @@ def _template_name(node: Node) -> str:
     declarator = node.child_by_field_name("declarator")
     name = text(declarator).split("(", 1)[0].split("<", 1)[0] if declarator else ""
     return name.strip().rsplit("::", 1)[-1]  # an explicit specialisation `f<float>` is `f`
+
+
+def _plain_name(node: Node) -> str:
+    """The unqualified name of a namespace-scope function's definition that is no template, or
+    ''."""
+    if node.parent is None or node.parent.type not in ("translation_unit", "declaration_list"):
+        return ""
+    declarator = node.child_by_field_name("declarator")
+    name = text(declarator).split("(", 1)[0] if declarator else ""
+    return name.strip().rsplit("::", 1)[-1]
+
+
+def _device_constexpr_plain(node: Node, device_names: set[str], spaces: tuple[str, ...]) -> bool:
+    """A namespace-scope ``constexpr`` function, no template, without an execution space, whose
+    name device code uses (SGLang's rope kernel sizes its vectors with ``constexpr int64_t
+    kVecSize = next_pow2(kRopeDim, ...)``): nvcc compiles it for the device where it is used
+    under ``--expt-relaxed-constexpr``, so it stays, as :data:`RELAXED_CONSTEXPR`. One headed by
+    a macro of a device space (SGLang's ``SGL_DEVICE_HOST constexpr``) has its space already."""
+    name = _plain_name(node)
+    return (
+        bool(name)
+        and _is_constexpr_function(node)
+        and name in device_names
+        and not _in_device_space(node, spaces)
+    )
 
 
 def _device_constexpr_template(node: Node, device_names: set[str]) -> bool:
@@ -630,7 +659,10 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
             continue
         if node.type == "function_definition" and _is_aligned_struct(node):
             continue
-        if node.type == "function_definition" and _device_constexpr_template(node, device_names):
+        if node.type == "function_definition" and (
+            _device_constexpr_template(node, device_names)
+            or _device_constexpr_plain(node, device_names, spaces)
+        ):
             continue
         whole = node.parent if node.parent and node.parent.type == "template_declaration" else node
         if any(start <= whole.start_byte < end for start, end, _ in removed):
@@ -658,7 +690,7 @@ def device_source(flattened: str, defines: tuple[str, ...] = ()) -> DeviceSource
     edits = [(start, end, _stub(name, data[start:end])) for start, end, name in removed]
     edits += [
         edit
-        for edit in _relaxed_constexpr(tree.root_node, device_names)
+        for edit in _relaxed_constexpr(tree.root_node, device_names, spaces)
         if not any(start <= edit[0] < end for start, end, _ in removed)
     ]
     for start, end, replacement in sorted(edits, reverse=True):

@@ -126,37 +126,54 @@ own ``static_assert``s admit (SGLang's rmsnorm: 64, 128, 256, then multiples of 
 8192): serving hidden and head sizes, and sizes off every power of two."""
 
 
+def _specialized_at(analysis: Analysis, dim: str, size: int) -> dict[str, int]:
+    """Each specialization's value where ``dim``, the one dim they read, is ``size`` (SGLang's
+    rope: ``kRopeDim`` is the rope dim, ``kWorkThreads`` a function of it)."""
+    return {
+        name: expr.evaluate_int(value, {dim: size})
+        for name, value in analysis.specializations.items()
+    }
+
+
 def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _DeviceCompiler) -> bool:
     """For a launch whose entry is specialized on one dim (:attr:`~.launchers.Analysis.
-    specializations`), the sizes of :data:`SPECIALIZED_SIZES` its instantiation builds at
-    become a requirement (``hidden == 64 or hidden == 128 or ...``), unless it builds at all of
-    them: the framework builds a kernel only for the sizes its ``static_assert``s admit, so the
-    others are outside the operation's domain, said in a note. False, with the reason, when
-    none builds. A launch that follows a size dispatch builds at the dispatch's cases instead
+    specializations`, each that dim or a function of it: :func:`_specialized_at`), the sizes
+    of :data:`SPECIALIZED_SIZES` its instantiation builds at become a requirement (``hidden ==
+    64 or hidden == 128 or ...``), unless it builds at all of them: the framework builds a
+    kernel only for the sizes its ``static_assert``s admit, so the others are outside the
+    operation's domain, said in a note. False, with the reason, when none builds. A launch
+    that follows a size dispatch builds at the dispatch's cases instead
     (:func:`_followed_builds`)."""
     if not analysis.specializations:
         return True
     if analysis.followed:
         return _followed_builds(result, analysis, compiler)
-    if len(analysis.specializations) > 1 or not all(
-        v.isidentifier() for v in analysis.specializations.values()
-    ):
+    read = {d for e in analysis.specializations.values() for d in expr.names(e)}
+    if len(read) != 1:
         result.reason = (
-            "specialized on more than one size, or on an expression: "
+            "specialized on more than one size: "
             f"{analysis.specializations}; the sizes it builds at are not searched"
         )
         return False
-    ((name, dim),) = analysis.specializations.items()
+    (dim,) = read
     probe = _probe_dtype(analysis)
     sizes = SPECIALIZED_SIZES
+    at: dict[int, dict[str, int]] = {}
+    for size in sizes:
+        try:
+            at[size] = _specialized_at(analysis, dim, size)
+        except expr.ExprError:
+            continue  # a value with no number there (a division by zero): not built at it
+    tried = list(at)
     builds = _building(
-        compiler, [_instantiation(analysis, DTYPES[probe].ctype, {name: v}) for v in sizes]
+        compiler, [_instantiation(analysis, DTYPES[probe].ctype, at[v]) for v in tried]
     )
-    if all(builds):
+    name = ", ".join(analysis.specializations)
+    if tried == list(sizes) and all(builds):
         # it builds at every size tried: nothing says a size is outside its domain
-        analysis.built_at = {name: sizes[0]}
+        analysis.built_at = at[sizes[0]]
         return True
-    admitted = [v for v, built in zip(sizes, builds, strict=True) if built]
+    admitted = [v for v, built in zip(tried, builds, strict=True) if built]
     if not admitted:
         result.reason = f"its instantiation builds at none of the sizes {list(sizes)} of {dim}"
         return False
@@ -164,11 +181,11 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
         result,
         analysis,
         probe,
-        lambda d: [_instantiation(analysis, DTYPES[d].ctype, {name: v}) for v in admitted],
+        lambda d: [_instantiation(analysis, DTYPES[d].ctype, at[v]) for v in admitted],
         compiler,
         f"every size {probe} builds at ({admitted})",
     )
-    analysis.built_at = {name: admitted[0]}
+    analysis.built_at = at[admitted[0]]
     analysis.requires.append(" or ".join(f"{dim} == {v}" for v in admitted))
     refused = [v for v in sizes if v not in admitted]
     analysis.notes.append(
@@ -476,6 +493,7 @@ def _analysed_variants(
                 parsed.structs,
                 reshape,
                 parsed.returns,
+                parsed.procedures,
             )
         except ValueError as exc:
             failures.append(exc)

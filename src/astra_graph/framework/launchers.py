@@ -58,6 +58,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from astra_graph.framework import interpret
 from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import (
     ARRAY_ITEMS,
@@ -75,6 +76,7 @@ from astra_graph.framework.parse import (
     Launcher,
     Macro,
     Param,
+    Procedure,
     ReturnOnly,
     _operands,
     _ternary,
@@ -83,12 +85,13 @@ from astra_graph.framework.parse import (
     text,
     unparenthesised,
 )
-from astra_graph.framework.structs import StructUnread, field_values
+from astra_graph.framework.structs import StructUnread, field_values, flattened
 from astra_graph.kernel import expr, occupancy
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.expr import split_top_level
 from astra_graph.kernel.header import SM_COUNT
+from astra_graph.kernel.param_struct import FIELD_BYTES, POINTER
 from astra_graph.kernel.signature import TYPE_ALIASES
 
 if TYPE_CHECKING:
@@ -644,6 +647,7 @@ class _Translator:
         constants: dict[str, str],
         element_names: set[str],
         returns: dict[str, ReturnOnly | None] | None = None,
+        procedures: dict[str, Procedure | None] | None = None,
     ) -> None:
         self.launcher = launcher
         self.element_names = element_names
@@ -661,6 +665,13 @@ class _Translator:
         self.returns = returns or {}
         """The source's one-return functions (:attr:`~astra_graph.framework.parse.Source.
         returns`), read where a size expression calls one."""
+        self.procedures = procedures or {}
+        """The source's other host functions (:attr:`~astra_graph.framework.parse.Source.
+        procedures`), run where a size expression calls one (:meth:`_interpreted`)."""
+        self.loop_bounds: list[str] = []
+        """C++ conditions that keep an interpreted call's loops within their unrolling
+        (:attr:`~astra_graph.framework.interpret.Outcome.requires`), shared by fresh copies:
+        the launch requires them (:func:`_loop_requirements`)."""
         self.device = device
         self.constants = constants
         self.tensors = tensors
@@ -1033,6 +1044,9 @@ class _Translator:
             and len(args) == 2
         ):
             return f"ceil_div({self._node(args[0], depth)}, {self._node(args[1], depth)})"
+        interpreted = self._interpreted(function, args)
+        if interpreted is not None:
+            return self.expression(interpreted, depth + 1)
         raise Unmapped(f"call {text(node)!r} in a size expression")
 
     def _occupancy(self, node: Node, args: list[Node], depth: int) -> str:
@@ -1085,15 +1099,7 @@ class _Translator:
         bound = dict(zip(function_def.template, targs, strict=True))
         bound.update(zip(function_def.params, (text(a) for a in args), strict=True))
         for free in set(_UNQUALIFIED.findall(function_def.returned)) - set(bound) - CPP_WORDS:
-            scope = function_def.scope
-            qualified = next(
-                (
-                    "::".join([*scope[:depth], free])
-                    for depth in range(len(scope), -1, -1)
-                    if "::".join([*scope[:depth], free]) in self.constants
-                ),
-                None,
-            )
+            qualified = self._scoped_constant(free, function_def.scope)
             if qualified is None:
                 return None  # a name of its scope that is no constant here
             bound[free] = qualified
@@ -1101,6 +1107,64 @@ class _Translator:
             return function_def.returned
         pattern = re.compile(r"(?<![\w:])(" + "|".join(map(re.escape, bound)) + r")(?![\w])")
         return pattern.sub(lambda m: f"({bound[m[1]]})", function_def.returned)
+
+    def _interpreted(self, function: Node | None, args: list[Node]) -> str | None:
+        """The value of a call of a host function that does more than return, as C++ text, by
+        running its body (:func:`~astra_graph.framework.interpret.call`) over the arguments
+        (each a number where it folds to one here), or None where ``function`` names no single
+        such function; raises Unmapped where its body cannot be run. The requirements the run
+        makes (a loop on a size, unrolled so far) are kept in :attr:`loop_bounds`."""
+        if function is None:
+            return None
+        bare, _, rest = _compact(text(function)).partition("<")
+        found = [f for k, f in self.procedures.items() if k == bare or k.endswith(f"::{bare}")]
+        if len(found) != 1 or found[0] is None:
+            return None
+        procedure = found[0]
+        targs = split_top_level(rest[:-1]) if rest.endswith(">") else []
+        if len(targs) != len(procedure.template):
+            return None
+        values: list[interpret.Value] = [self._folded_argument(text(a)) for a in args]
+        bound = dict(zip(procedure.template, targs, strict=True))
+        if bound:  # the template's values and types, spelled into the body as the call gives them
+            pattern = re.compile(r"(?<![\w:.])(" + "|".join(map(re.escape, bound)) + r")(?!\w)")
+            body = pattern.sub(lambda m: f"({bound[m[1]]})", procedure.body)
+            procedure = replace(procedure, body=body)
+        try:
+            outcome = interpret.call(
+                procedure, values, lambda name: self._scoped_constant(name, procedure.scope)
+            )
+        except interpret.NotInterpreted as exc:
+            raise Unmapped(f"call {text(function)}(...) in a size expression: {exc}") from None
+        self.loop_bounds.extend(r for r in outcome.requires if r not in self.loop_bounds)
+        return outcome.value
+
+    def _folded_argument(self, written: str) -> interpret.Value:
+        """A call's argument as a number where it translates to one here (a literal, a
+        constant), else its C++ text, parenthesised."""
+        try:
+            value = self.fresh().expression(written)
+        except Unmapped:
+            return f"({written})"
+        if expr.names(value) or "__" in value:
+            return f"({written})"
+        try:
+            number = expr.evaluate_int(value, {})
+        except expr.ExprError:
+            return f"({written})"
+        return interpret.Num(number, *interpret.INTEGER_TYPES["int64_t"])
+
+    def _scoped_constant(self, name: str, scope: tuple[str, ...]) -> str | None:
+        """The source constant an unqualified ``name`` of a function in ``scope`` names, looked
+        up innermost scope first as C++ does, or None."""
+        return next(
+            (
+                "::".join([*scope[:depth], name])
+                for depth in range(len(scope), -1, -1)
+                if "::".join([*scope[:depth], name]) in self.constants
+            ),
+            None,
+        )
 
     def _aliased(self, written: str) -> str:
         """A kernel expression through the launcher's locals that alias it (``auto kernel =
@@ -1225,12 +1289,14 @@ def analyse(
     structs: dict[str, list[Param]] | None = None,
     reshape: Reshape | None = None,
     returns: dict[str, ReturnOnly | None] | None = None,
+    procedures: dict[str, Procedure | None] | None = None,
 ) -> Analysis:
     """The contract-level description of one launch; raises Unmapped with the reason.
 
     ``device`` (:func:`device_constants`) binds what the launcher asks of the build and GPU;
     ``source_constants`` (:attr:`~astra_graph.framework.parse.Source.constants`) the source's,
-    ``returns`` (:attr:`~astra_graph.framework.parse.Source.returns`) its one-return functions;
+    ``returns`` (:attr:`~astra_graph.framework.parse.Source.returns`) its one-return functions,
+    ``procedures`` (:attr:`~astra_graph.framework.parse.Source.procedures`) its other ones;
     ``structs`` (:attr:`~astra_graph.framework.parse.Source.structs`) the fields of by-value
     struct parameters.
     ``reshape(shapes, notes, read_only)`` (:data:`Reshape`), where given, corrects the tensors'
@@ -1253,6 +1319,7 @@ def analyse(
         source_constants or {},
         element_names | own_types | {"T"},
         returns,
+        procedures,
     )
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
@@ -1284,6 +1351,7 @@ def analyse(
     _finish_bindings(bound.bindings, finish)
     followed = _followed_dims(launch, translator, finish)
     requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
+    requires += _loop_requirements(launch, translator, finish, requires)
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
     _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
@@ -1694,6 +1762,7 @@ def _folded_template_args(
     dtypes: set[str],
     translator: _Translator,
     specialized: dict[str, str],
+    notes: list[str],
 ) -> tuple[str, ...]:
     """The launch's template arguments with each compile-time value that the launcher computes
     (FlashInfer's ``constexpr uint32_t vec_size = std::max(16U / sizeof(DTypeIn), HEAD_DIM /
@@ -1705,7 +1774,10 @@ def _folded_template_args(
     expression, its placeholders not yet finished): the framework builds one kernel per size it
     is called with, and so does the harness. A value that mixes a size with the element's width
     takes the width where every dispatched type has the same one (FlashInfer's ``vec_size`` at
-    fp16 and bf16), and is refused otherwise (a specialization follows the dims alone)."""
+    fp16 and bf16); where they differ, it is one value per width, and a specialization follows
+    the dims alone: the types of the width most of them share (:func:`_shared_width`) are kept
+    and the others taken out of ``dtypes`` (in place), noted, each the framework's instantiation
+    of its own."""
     out = []
     for param, arg in zip(kernel.template, launch.template_args, strict=False):
         spelled = " ".join(arg.split())
@@ -1718,8 +1790,7 @@ def _folded_template_args(
             out.append(arg)
             continue
         if expr.names(value) - {ELEM_BYTES}:
-            widths = {DTYPES[d].itemsize for d in dtypes}
-            if param.kind != "value" or (ELEM_BYTES in expr.names(value) and len(widths) != 1):
+            if param.kind != "value":
                 raise Unmapped(
                     f"template argument {param.name} = {spelled!r} of {kernel.name} depends on "
                     f"the sizes ({value}): a compile-time value cannot"
@@ -1728,7 +1799,7 @@ def _folded_template_args(
                 # every dispatched type has this width (FlashInfer's vec_size = max(16 /
                 # sizeof(DType), HEAD_DIM / 32) at fp16 and bf16): the value follows the dims
                 # alone, and the entry at another width is not the framework's launch
-                width = widths.pop()
+                width = _shared_width(dtypes, f"{param.name} = {spelled!r}", notes)
                 value = re.sub(rf"\b{ELEM_BYTES}\b", str(width), value)
                 translator.width_folded = width != DTYPES["float32"].itemsize
             out.append(_specialized(specialized, param.name, value, kernel.name))
@@ -1748,6 +1819,22 @@ def _folded_template_args(
             translator.width_folded = True
         out.append(str(bool(number)).lower() if param.kind == "flag" else str(number))
     return (*out, *launch.template_args[len(out) :])
+
+
+def _shared_width(dtypes: set[str], value: str, notes: list[str]) -> int:
+    """The element width of most of ``dtypes`` (the narrower of two as common: the 16-bit
+    serving types), the types of other widths taken out of ``dtypes`` (in place) and noted:
+    ``value`` reads the width beside the sizes, so each width is an instantiation of its own."""
+    counts = Counter(DTYPES[d].itemsize for d in dtypes)
+    width = min(counts, key=lambda w: (-counts[w], w))
+    gone = sorted(d for d in dtypes if DTYPES[d].itemsize != width)
+    if gone:
+        dtypes.difference_update(gone)
+        notes.append(
+            f"element types {', '.join(gone)} left out: {value} reads the element's width "
+            f"beside the sizes, one instantiation per width; the {width}-byte types are kept"
+        )
+    return width
 
 
 CUDA_ELEMENT_SPELLINGS = ("half", "__half", "nv_half", "__nv_bfloat16", "nv_bfloat16")
@@ -1803,7 +1890,7 @@ def _entry(
     operation's dims for its note."""
     folding = translator.fresh()  # reads not recorded; what the folding read about widths is
     specialized: dict[str, str] = {}
-    template_args = _folded_template_args(kernel, launch, dtypes, folding, specialized)
+    template_args = _folded_template_args(kernel, launch, dtypes, folding, specialized, notes)
     for special, followed in specialized.items():  # one name, one size, whichever way it came
         _specialized(translator.specializations, special, followed, kernel.name)
     notes += [
@@ -1909,9 +1996,12 @@ def _bind_parameters(
             continue
         try:
             values = field_values(arg, type_name, struct, launch.locals, notes)
+            members, values = flattened(
+                type_name, struct, values, structs, launch.locals, notes, binder.field_kind
+            )
         except StructUnread as exc:
             raise Unmapped(f"kernel parameter {param.name!r}: {exc}") from None
-        fields = [binder.bind(member, value) for member, value in zip(struct, values, strict=True)]
+        fields = [binder.bind(member, value) for member, value in zip(members, values, strict=True)]
         bound.bindings.append(Binding(param.name, "struct", param.type, "struct", fields))
     return bound
 
@@ -1929,6 +2019,14 @@ class _Binder:
     bound: _Bound
     casts: dict[str, str] = field(default_factory=dict)
     """The kernel's :attr:`~astra_graph.framework.parse.Kernel.casts`."""
+
+    def field_kind(self, param: Param) -> str | None:
+        """A struct field's :data:`~astra_graph.kernel.param_struct.FIELD_BYTES` kind as its
+        declared type says (a template type as the launch instantiates it), or None."""
+        if param.pointer:
+            return POINTER
+        kind = CPP_TYPES.get(self.targs.get(param.type, param.type))
+        return kind if kind in FIELD_BYTES else None
 
     def bind(self, param: Param, arg: str) -> Binding:
         raw = arg.strip()
@@ -2280,6 +2378,26 @@ def _launch_requirements(
     translator.in_check = False
     translator.holding = False
     return requires, other_gpu
+
+
+def _loop_requirements(
+    launch: Launch, translator: _Translator, finish: Callable[[str], str], requires: list[str]
+) -> list[str]:
+    """The requirements of the interpreted calls the launch's sizes and conditions make
+    (:attr:`_Translator.loop_bounds`), those not in ``requires`` yet. The template arguments,
+    which the entry reads later, are read here first (a fresh copy shares the bounds), so that
+    every requirement is in place before dims are derived from the requirements."""
+    for argument in launch.template_args:
+        try:
+            translator.fresh().expression(argument)
+        except Unmapped:
+            continue
+    out: list[str] = []
+    for bound in translator.loop_bounds:
+        translated = finish(translator.fresh().expression(bound))
+        if translated not in requires and translated not in out:
+            out.append(translated)
+    return out
 
 
 def _dead_condition(launch: Launch, translator: _Translator) -> str:

@@ -335,6 +335,26 @@ class ReturnOnly:
     :attr:`returned` is looked up there, innermost first, as C++ does."""
 
 
+@dataclass(frozen=True)
+class Procedure:
+    """A host function whose body does more than return (SGLang's ``constexpr auto
+    next_pow2(uint32_t target, uint32_t factor = 1)``, a ``while`` loop): a size expression that
+    calls it runs the body over the call's arguments
+    (:func:`~astra_graph.framework.interpret.call`)."""
+
+    template: tuple[str, ...]
+    params: tuple[str, ...]
+    kinds: tuple[str, ...]
+    """Each parameter's type as :class:`Param` spells it (``uint32_t``), '' for a reference or
+    pointer, which holds no whole number."""
+    defaults: tuple[str | None, ...]
+    """Each parameter's default argument as written, or None."""
+    body: str
+    """The body's source, braces included."""
+    scope: tuple[str, ...] = ()
+    """The namespaces and classes it is defined in, outermost first (:attr:`ReturnOnly.scope`)."""
+
+
 @dataclass
 class Source:
     """What one (flattened) translation unit declares."""
@@ -352,6 +372,9 @@ class Source:
     """Every host function by qualified name (template arguments left out): its
     :class:`ReturnOnly`, or None where it does more than return or has several definitions
     (overloads, specialisations)."""
+    procedures: dict[str, Procedure | None] = field(default_factory=dict)
+    """Every host function, keyed as :attr:`returns` is: its :class:`Procedure` where it is no
+    :class:`ReturnOnly`, else None, as where several definitions share the key."""
     other_launches: list[tuple[str, int, str]] = field(default_factory=list)
     """Host functions that launch through a call of :data:`UNREAD_LAUNCH_CALLS`: (function,
     line, the call), so that they are reported rather than missed."""
@@ -1440,8 +1463,11 @@ def parse_source(
             # a specialisation (`f<float>`) or an overload shares its primary's key: a name
             # with two definitions, or one that does more than return, is no ReturnOnly
             key = "::".join([*_scope_names(definition), name.split("<", 1)[0].strip()])
+            seen = key in out.returns
             returned = _return_only(definition, declarator)
-            out.returns[key] = None if key in out.returns else returned
+            out.returns[key] = None if seen else returned
+            procedure = _procedure(definition, declarator) if returned is None else None
+            out.procedures[key] = None if seen else procedure
         if _is_kernel(definition):
             template = definition.parent if definition.parent else None
             tparams = (
@@ -1583,6 +1609,40 @@ def _return_only(definition: Node, declarator: Node) -> ReturnOnly | None:
         else ()
     )
     return ReturnOnly(names, params, returned, tuple(_scope_names(definition)))
+
+
+def _procedure(definition: Node, declarator: Node) -> Procedure | None:
+    """The function as a :class:`Procedure`, or None where it has no body."""
+    body = definition.child_by_field_name("body")
+    if body is None:
+        return None
+    plist = declarator.child_by_field_name("parameters")
+    nodes = [
+        c
+        for c in (plist.named_children if plist is not None else [])
+        if c.type in ("parameter_declaration", "optional_parameter_declaration")
+    ]
+    params = [_param(c) for c in nodes]
+    template = definition.parent
+    names = (
+        tuple(t.name for t in _template_params(template))
+        if template is not None and template.type == "template_declaration"
+        else ()
+    )
+    defaults = tuple(
+        text(c.child_by_field_name("default_value")) or None
+        if c.type == "optional_parameter_declaration"
+        else None
+        for c in nodes
+    )
+    return Procedure(
+        names,
+        tuple(p.name for p in params),
+        tuple("" if p.pointer or p.reference else p.type for p in params),
+        defaults,
+        text(body),
+        tuple(_scope_names(definition)),
+    )
 
 
 def _one_local(statement: Node, params: tuple[str, ...]) -> tuple[str, str] | None:
@@ -2833,6 +2893,16 @@ def expression_node(source: str, *, allow_errors: bool = False) -> Node | None:
     init = decl.child_by_field_name("declarator") if decl is not None else None
     value = init.child_by_field_name("value") if init is not None else None
     return None if tree.root_node.has_error and not allow_errors else value
+
+
+def function_body_node(body: str) -> Node | None:
+    """The syntax node of a function body (``{ ... }`` or statements without the braces),
+    parsed as that of ``void f()``, or None where it does not parse."""
+    braced = body if body.lstrip().startswith("{") else f"{{{body}}}"
+    tree = _parser().parse(f"void __f() {braced}".encode())
+    if tree.root_node.has_error or not tree.root_node.named_children:
+        return None
+    return tree.root_node.named_children[0].child_by_field_name("body")
 
 
 def _ternary(compact: str) -> tuple[str, str, str] | None:

@@ -16,16 +16,27 @@ Three ways of filling a struct are read, all as C++ defines them:
 A field an initialiser list leaves out is value-initialised (zero, or a null pointer), as the
 language says, and that is noted. A field of a plain declaration that is never assigned before
 the launch holds an indeterminate value in the framework, so such a launch is refused rather
-than given a guessed zero. A field of a type no contract binding holds (a nested struct, an
-array, a bit-field, a reference) is refused with its name.
+than given a guessed zero. A field of a type no contract binding holds (an array, a bit-field,
+a reference) is refused with its name.
+
+A field that is itself a struct of the file (SGLang's ``FusedRopeStoreParams`` begins with a
+``FusedRopeParams base_params``) is read the same way from the value the outer one gives it
+(``.base_params = params``, a local holding ``FusedRopeParams{...}``) and its fields take its
+place (:func:`flattened`): the contract packs one flat aggregate. That is the same bytes only
+where each leaf field lies where C++ lays it inside the nested one (the nested struct aligned to
+its widest field, its size rounded up to that, so a field after it never sits in its tail
+padding), which is checked; a struct whose nesting moves a field is refused, as is one whose
+fields' kinds are not known (an element-typed field) or whose leaf names repeat.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 
 from astra_graph.framework.parse import Param
 from astra_graph.kernel.expr import split_top_level
+from astra_graph.kernel.param_struct import FIELD_BYTES, Nested, flat_layout_holds
 
 ZERO_POINTER = "nullptr"
 ZERO_VALUE = "0"
@@ -50,7 +61,7 @@ def field_values(
                 "only pointer and scalar fields can be packed"
             )
     argument = argument.strip()
-    local = argument if re.fullmatch(r"\w+", argument) else None
+    local = argument if re.fullmatch(r"\w+(?:\.\w+)*", argument) else None
     value = " ".join(found.get(argument, argument).split())
     initialiser = _INITIALISER.match(value)
     if initialiser is not None and (
@@ -104,3 +115,88 @@ def _assigned(local: str, type_name: str, fields: list[Param], found: dict[str, 
             "is indeterminate, not imported as a guess"
         )
     return [found[f"{local}.{f.name}"] for f in fields]
+
+
+def flattened(
+    type_name: str,
+    fields: list[Param],
+    values: list[str],
+    structs: Mapping[str, list[Param]],
+    found: dict[str, str],
+    notes: list[str],
+    kind_of: Callable[[Param], str | None],
+) -> tuple[list[Param], list[str]]:
+    """``fields`` and their ``values`` with each field whose type is a struct of ``structs``
+    replaced by that struct's own fields, read from its value (:func:`field_values`), to any
+    depth; ``kind_of`` gives a leaf field's :data:`~astra_graph.kernel.param_struct.
+    FIELD_BYTES` kind, or None. Raises StructUnread where the flat fields would not lie where
+    C++ lays out the nested ones, or a leaf's kind is not known, or two leaves share a name."""
+    if not any(_nested_type(f, structs) for f in fields):
+        return fields, values
+    members, leaves = _leaves(type_name, fields, values, structs, found, notes)
+    names = [m.name for m in members]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise StructUnread(f"{type_name}: nested fields repeat the name {repeated[0]!r}")
+    shape = _kinds(type_name, fields, structs, kind_of)
+    if not flat_layout_holds(shape):
+        raise StructUnread(
+            f"{type_name}: a nested struct's alignment or tail padding moves fields from where "
+            "a flat list of them lies"
+        )
+    return members, leaves
+
+
+def _nested_type(member: Param, structs: Mapping[str, list[Param]]) -> str | None:
+    type_name = member.type.rsplit("::", 1)[-1]
+    return type_name if not member.pointer and type_name in structs else None
+
+
+def _leaves(
+    type_name: str,
+    fields: list[Param],
+    values: list[str],
+    structs: Mapping[str, list[Param]],
+    found: dict[str, str],
+    notes: list[str],
+) -> tuple[list[Param], list[str]]:
+    members: list[Param] = []
+    leaves: list[str] = []
+    for member, value in zip(fields, values, strict=True):
+        nested = _nested_type(member, structs)
+        if nested is None:
+            members.append(member)
+            leaves.append(value)
+            continue
+        inner = structs[nested]
+        if value.strip() in (ZERO_VALUE, ZERO_POINTER):  # left out: value-initialised
+            inner_values = [ZERO_POINTER if f.pointer else ZERO_VALUE for f in inner]
+        else:
+            inner_values = field_values(value, nested, inner, found, notes)
+        more, more_values = _leaves(nested, inner, inner_values, structs, found, notes)
+        members += more
+        leaves += more_values
+    return members, leaves
+
+
+def _kinds(
+    type_name: str,
+    fields: list[Param],
+    structs: Mapping[str, list[Param]],
+    kind_of: Callable[[Param], str | None],
+) -> Nested:
+    """The field kinds of ``fields``, each nested struct's as a list of its own."""
+    out: list[str | Nested] = []
+    for member in fields:
+        nested = _nested_type(member, structs)
+        if nested is not None:
+            out.append(_kinds(nested, structs[nested], structs, kind_of))
+            continue
+        kind = kind_of(member)
+        if kind not in FIELD_BYTES:
+            raise StructUnread(
+                f"{type_name}.{member.name} ({member.type}): its size is not known, so the "
+                "nested struct's layout is not either"
+            )
+        out.append(kind)
+    return out

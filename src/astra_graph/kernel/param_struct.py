@@ -10,13 +10,17 @@ the x86-64 and aarch64 hosts CUDA supports; ``__grid_constant__`` changes where 
 the parameter, not its layout). NumPy's ``np.dtype(..., align=True)`` follows the same rule,
 which a test checks.
 
-Only flat aggregates of the contract's field kinds are laid out: a nested struct, an array
-field, a bit-field or a field of another type is refused where the struct is read (the
-framework importer and the signature check), never packed approximately.
+Only flat aggregates of the contract's field kinds are laid out: an array field, a bit-field
+or a field of another type is refused where the struct is read (the framework importer and the
+signature check), never packed approximately. A nested struct member is packed as its fields in
+its place only where that is the same bytes (:func:`flat_layout_holds`): C++ aligns the nested
+struct to its widest field and rounds its size up to that, so a field before it may leave a gap
+a flat list would not, and a field after it never sits in its tail padding.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 POINTER = "pointer"
@@ -60,3 +64,40 @@ def layout(kinds: tuple[str, ...] | list[str]) -> StructLayout:
         offset += size
         align = max(align, size)
     return StructLayout(tuple(kinds), tuple(offsets), -(-offset // align) * align, align)
+
+
+Nested = Sequence["str | Nested"]
+"""The field kinds of a struct in declaration order, a nested struct member as its own list."""
+
+
+def leaves(members: Nested) -> list[str]:
+    """The field kinds of ``members`` with each nested struct's in its place."""
+    return [k for m in members for k in ([m] if isinstance(m, str) else leaves(m))]
+
+
+def _placed(members: Nested) -> tuple[list[int], int, int]:
+    """(each leaf's offset, the size, the alignment) of a struct as C++ lays it out."""
+    offsets: list[int] = []
+    offset = 0
+    align = 1
+    for member in members:
+        if isinstance(member, str):
+            if member not in FIELD_BYTES:
+                raise ValueError(f"field kind {member!r}: expected one of {sorted(FIELD_BYTES)}")
+            inner, size, part = [0], FIELD_BYTES[member], FIELD_BYTES[member]
+        else:
+            inner, size, part = _placed(member)
+        offset = -(-offset // part) * part
+        offsets += [offset + o for o in inner]
+        offset += size
+        align = max(align, part)
+    return offsets, -(-offset // align) * align, align
+
+
+def flat_layout_holds(members: Nested) -> bool:
+    """Whether a struct with nested struct members lays every leaf field at the offset, and has
+    the size, of a flat struct of its leaves (:func:`layout`); raises ValueError for a kind
+    that is not a field kind."""
+    offsets, size, _ = _placed(members)
+    flat = layout(leaves(members))
+    return offsets == list(flat.offsets) and size == flat.size

@@ -19,6 +19,7 @@ from astra_graph.kernel.contract import Binding, OperationSpec
 from astra_graph.kernel.dtypes import DTYPES
 from astra_graph.kernel.expr import split_top_level
 from astra_graph.kernel.header import Implementation, split_entry
+from astra_graph.kernel.param_struct import FIELD_BYTES, POINTER, Nested, flat_layout_holds
 
 _QUALIFIERS = {
     "const",
@@ -366,6 +367,76 @@ def _declarators(member: str) -> list[str]:
     return [parts[0], *(f"{base} {p}" for p in parts[1:])]
 
 
+MAX_NESTING = 8
+"""Deepest struct nesting read; deeper is refused (a struct cannot hold itself by value, so
+only a name two scopes define alike could recur)."""
+
+
+def _nested_members(
+    texts: Sequence[str],
+    name: str,
+    members: list[KernelParam],
+    bound: Mapping[str, str],
+    depth: int = 0,
+) -> list[KernelParam]:
+    """``members`` with each by-value member whose type is a struct of ``texts`` replaced by
+    that struct's own members, to any depth: a binding packs them flat, the same bytes only
+    where the nesting moves no field (:func:`~astra_graph.kernel.param_struct.
+    flat_layout_holds`), else StructUnreadable."""
+    nested = {
+        m.name: inner
+        for m in members
+        if not m.pointer and (inner := struct_fields(texts, m.base_type)) is not None
+    }
+    if not nested:
+        return members
+    if depth >= MAX_NESTING:
+        raise StructUnreadable(f"struct {name} nests structs more than {MAX_NESTING} deep")
+    kinds: list[str | Nested] = []
+    out: list[KernelParam] = []
+    for member in members:
+        if member.name in nested:
+            inner = _nested_members(texts, member.base_type, nested[member.name], bound, depth + 1)
+            out += inner
+            kinds.append(_member_kinds(texts, member.base_type, nested[member.name], bound))
+            continue
+        out.append(member)
+        kinds.append(_member_kind(name, member, bound))
+    if not flat_layout_holds(kinds):
+        raise StructUnreadable(
+            f"struct {name}: a nested struct's alignment or tail padding moves fields from "
+            "where the packed (flat) parameter puts them"
+        )
+    return out
+
+
+def _member_kinds(
+    texts: Sequence[str], name: str, members: list[KernelParam], bound: Mapping[str, str]
+) -> Nested:
+    """The field kinds of a nested struct's members, its own nested ones as lists."""
+    out: list[str | Nested] = []
+    for member in members:
+        inner = None if member.pointer else struct_fields(texts, member.base_type)
+        if inner is None:
+            out.append(_member_kind(name, member, bound))
+        else:
+            out.append(_member_kinds(texts, member.base_type, inner, bound))
+    return out
+
+
+def _member_kind(name: str, member: KernelParam, bound: Mapping[str, str]) -> str:
+    if member.pointer:
+        return POINTER
+    spelled = bound.get(member.base_type, member.base_type)
+    kind = TYPE_ALIASES.get(_STD_PREFIX.sub("", spelled))
+    if kind not in FIELD_BYTES:
+        raise StructUnreadable(
+            f"struct {name}.{member.name} is {spelled!r}: its width is not known, so neither is "
+            "the layout of the struct it is nested in"
+        )
+    return kind
+
+
 def struct_problem(
     spec: OperationSpec,
     binding: Binding,
@@ -384,6 +455,8 @@ def struct_problem(
         return f"is {param.base_type!r}, the bindings pass struct {binding.name}"
     try:
         members = struct_fields(texts, binding.name)
+        if members is not None:
+            members = _nested_members(texts, binding.name, members, bound)
     except StructUnreadable as exc:
         return str(exc)
     if members is None:
