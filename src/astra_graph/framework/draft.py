@@ -287,14 +287,42 @@ def _parsed(requirement: str) -> ast.expr:
 
 
 def _dim_equals(term: ast.expr, dims: list[str]) -> tuple[str, int] | None:
-    """(dim, size) of a term that is ``dim == size`` (either way round), else None."""
+    """(dim, size) of a term that is ``dim == size`` (either way round), else None; or of
+    ``dim // k == size`` and ``dim * k == size`` with a whole ``k``, as the size ``size * k``
+    and ``size / k`` (where whole) meet it: vLLM's ``d = input.size(-1) / 2`` and ``d ==
+    3072`` take an input of 6144, the one size of ``2 * d`` (the requirement stays, checked at
+    every shape)."""
     equation = expr.equation(ast.unparse(term))
     sides = list(equation) if equation is not None else []
+    for index, side in enumerate(sides):
+        scaled = _scaled_dim(side, dims)
+        other = sides[1 - index]
+        if scaled is not None and isinstance(other, ast.Constant) and type(other.value) is int:
+            name, multiply, k = scaled
+            if multiply and other.value % k == 0:
+                return name, other.value // k
+            if not multiply:
+                return name, other.value * k
     names = [x.id for x in sides if isinstance(x, ast.Name) and x.id in dims]
     numbers = [x.value for x in sides if isinstance(x, ast.Constant)]
     if len(names) == 1 and len(numbers) == 1 and isinstance(numbers[0], int):
         return names[0], numbers[0]
     return None
+
+
+def _scaled_dim(node: ast.expr, dims: list[str]) -> tuple[str, bool, int] | None:
+    """(dim, whether multiplied, k) of ``dim * k`` or ``dim // k`` with a positive whole
+    ``k``, else None."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv))):
+        return None
+    name, k = node.left, node.right
+    if isinstance(node.op, ast.Mult) and isinstance(name, ast.Constant):
+        name, k = k, name
+    if not (isinstance(name, ast.Name) and name.id in dims and isinstance(k, ast.Constant)):
+        return None
+    if type(k.value) is not int or k.value <= 0:
+        return None
+    return name.id, isinstance(node.op, ast.Mult), k.value
 
 
 def _allowed(analysis: Analysis) -> dict[str, tuple[int, ...]]:
