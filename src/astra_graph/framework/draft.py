@@ -51,6 +51,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-5, 1e-6),
     "float64": (1e-12, 1e-12),
     "float8_e4m3fn": (2.0**-9, 2.0**-3),
+    **dict.fromkeys(("int32", "int64", "uint8", "int8", "bool"), (0.0, 0.0)),
 }
 """(atol, rtol) per dtype. For 16-bit types rtol is four unit roundoffs of the type (2^-11 for
 fp16, 2^-8 for bf16): the oracle runs the original at float32, while the original at a 16-bit
@@ -61,7 +62,8 @@ still hold every candidate to the original's own error statistics. float32 at 1e
 outputs against a float64 oracle at 1e-12. An fp8 output (a fixed type, vLLM's ``fp8_t``) at
 one E4M3 ulp relative at the bottom of a binade (3 mantissa bits: 2^-3) and one subnormal step
 absolute (2^-9), as kernels/per_token_fp8_quant: the oracle quantises the float32 input, a
-16-bit input can round to the neighbouring fp8 value."""
+16-bit input can round to the neighbouring fp8 value. An integer or bool output (a fixed type,
+FlashInfer's packed bits) exactly: the original computes it without rounding."""
 DEFAULT_EPSILON = 1e-6
 """Default of a float parameter whose name says epsilon: the RMSNorm epsilon of Llama 3."""
 DEFAULT_FLOAT = 1.0

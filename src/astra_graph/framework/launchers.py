@@ -156,6 +156,9 @@ ELEMENT_TYPE_NAME = "scalar_t"
 HARNESS_FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 """The floating element types a dispatch may instantiate for the harness, in the order a
 drafted contract lists them."""
+WHOLE_LAUNCH_DTYPE = "float32"
+"""The contract's one element type for a launch whose tensors all have fixed integer or bool
+types: a contract tests at least one type, and this one (the oracle's own) sizes nothing there."""
 TEMPLATE_ELEMENT_DTYPES = ("float16", "bfloat16", "float32")
 """The element types drafted for a launcher whose element type is a type parameter of its own
 template (SGLang's ``template <typename DType> struct K { static void run(...) }``): the
@@ -1630,13 +1633,16 @@ def _checked_dtypes(dtypes: set[str], tensors: dict[str, TensorUse]) -> set[str]
     """The dispatch's element types, or the one fixed type of a launch with no dispatch: its
     tensors' floating type where they have one (an index tensor beside them, SGLang's int64
     ``positions`` beside a caller's ``launch_kernel<float, ...>``, is not the element), else
-    the first tensor's; raises Unmapped for a type the harness cannot run."""
+    the first tensor's; where every tensor's type is a whole number's or bool's (FlashInfer's
+    bit packing: ``bool`` in, ``uint8_t`` out), :data:`WHOLE_LAUNCH_DTYPE`, which no argument
+    takes (each keeps its own). Raises Unmapped for a type the harness cannot run."""
     if not dtypes:
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
         fixed = [t.element for t in tensors.values() if t.element is not None]
         floating = {e for e in fixed if e in HARNESS_FLOAT_DTYPES}
-        dtypes = floating if len(floating) == 1 else {fixed[0]}
+        whole = all(e in DTYPES and not DTYPES[e].floating for e in fixed)
+        dtypes = floating if len(floating) == 1 else {WHOLE_LAUNCH_DTYPE} if whole else {fixed[0]}
     unsupported = sorted(dtypes - set(HARNESS_FLOAT_DTYPES))
     if unsupported:
         raise Unmapped(f"dispatch types {unsupported} are not supported")

@@ -585,6 +585,21 @@ def _joined(arguments: list[str], kind: str) -> str:
     return ", ".join(arguments)
 
 
+DIM3_FIELDS = ("x", "y", "z")
+"""A ``dim3``'s components, in its constructor's order; one not given is 1."""
+
+
+def _dim3_fields(name: str, arguments: list[str], kind: str) -> dict[str, str]:
+    """The components of a ``dim3`` local as fields (``const dim3 nthrs(256);`` gives
+    ``nthrs.x`` = 256 and ``nthrs.y`` = ``nthrs.z`` = 1), which a size reads (FlashInfer's
+    ``ceil_div(n, nthrs.x * 8)``), keyed as a field assigned before the launch is; {} for any
+    other type, or more arguments than a ``dim3`` has."""
+    if kind != "dim3" or not 0 < len(arguments) <= len(DIM3_FIELDS):
+        return {}
+    given = [*arguments, *["1"] * (len(DIM3_FIELDS) - len(arguments))]
+    return {f"{name}.{axis}": value for axis, value in zip(DIM3_FIELDS, given, strict=True)}
+
+
 def _declared(node: Node) -> dict[str, str]:
     """What one statement declares or assigns to a field: name -> initialiser text."""
     out: dict[str, str] = {}
@@ -594,9 +609,9 @@ def _declared(node: Node) -> dict[str, str]:
             if child.type == "function_declarator":  # `dim3 grid(n);` parses as a declaration
                 params = child.child_by_field_name("parameters")
                 name = text(child.child_by_field_name("declarator"))
-                out[name] = _joined(
-                    [text(a) for a in (params.named_children if params else [])], kind
-                )
+                arguments = [text(a) for a in (params.named_children if params else [])]
+                out[name] = _joined(arguments, kind)
+                out.update(_dim3_fields(name, arguments, kind))
             if child.type != "init_declarator":
                 continue
             # `const T* p = ...`: the pointer declarator's text is `* p`, space included;
@@ -605,7 +620,9 @@ def _declared(node: Node) -> dict[str, str]:
             name = re.sub(r"\s*\[[^\]]*\]$", "", name)
             value = child.child_by_field_name("value")
             if value is not None and value.type == "argument_list":
-                out[name] = _joined([text(a) for a in value.named_children], kind)
+                arguments = [text(a) for a in value.named_children]
+                out[name] = _joined(arguments, kind)
+                out.update(_dim3_fields(name, arguments, kind))
             elif value is not None and value.type == "initializer_list":
                 out[name] = ", ".join(text(a) for a in value.named_children)
                 declarator = child.child_by_field_name("declarator")
