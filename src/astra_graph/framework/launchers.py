@@ -2385,9 +2385,18 @@ def _checked_drafts(
     more axes of that count is the same memory to a kernel given no strides of it. Only checks
     on every path to the launch (:attr:`~astra_graph.framework.parse.Launch.checks`) and sides
     over tensors that have shapes of their own are read; anything else keeps the draft. A
-    launcher integer the shape reads (``group_size``) becomes a dim, as a size reading it does."""
+    launcher integer the shape reads (``group_size``) becomes a dim, as a size reading it does.
+    One whose element count a condition the launch is under tests against 1, alone or as a term
+    of its ``&&`` or ``||`` (vLLM's per-tensor ``scale.dim() == 0 || scale.numel() == 1``), is
+    drafted as ``[1]``, where that term holds (:func:`_single_element`)."""
     drafted = [t for t in shapes if any(n.startswith(f"{t}: {DRAFTED_NOTE}") for n in notes)]
+    single = _single_element(launch, translator)
     for tensor in drafted:
+        if tensor in single:
+            shapes[tensor] = ["1"]
+            notes[:] = [n for n in notes if not n.startswith(f"{tensor}: {DRAFTED_NOTE}")]
+            notes.append(f"{tensor}: [1], as the launch's condition {single[tensor]!r} allows")
+            continue
         last, count = _checked_size(launch, translator, tensor, tensors, shapes)
         if last is None or count is None:
             continue
@@ -2410,6 +2419,32 @@ def _checked_drafts(
             f"{tensor}: shape [{', '.join(shape)}], as the launcher's checks of its last axis "
             "and element count state"
         )
+
+
+def _single_element(launch: Launch, translator: _Translator) -> dict[str, str]:
+    """The tensors whose ``numel() == 1`` is a term of the ``&&``/``||`` tree of a condition
+    the launch is in the then-branch of (or a host check), each with that condition as
+    written."""
+    out: dict[str, str] = {}
+    for condition, positive in launch.conditions:
+        if not positive:
+            continue
+        try:
+            tree = expr.parse(translator.expression(condition)).body
+        except (Unmapped, expr.ExprError):
+            continue
+        stack: list[ast.expr] = [tree]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.BoolOp):
+                stack.extend(node.values)
+                continue
+            equation = expr.equation(ast.unparse(node))
+            for side, other in (equation, equation[::-1]) if equation is not None else ():
+                counted = re.fullmatch(r"(\w+?)__numel", ast.unparse(side))
+                if counted and isinstance(other, ast.Constant) and other.value == 1:
+                    out.setdefault(counted[1], " ".join(condition.split()))
+    return out
 
 
 def _checked_size(
