@@ -1183,7 +1183,9 @@ def _chains(call: Node, found: dict[str, str]) -> tuple[Chain, ...]:
     :data:`REASSIGNED` at a line inside the chain, each read into its paths
     (:func:`chain_paths`); a chain that cannot be read is left out (its marks stay), and so is
     a path that declares a name of the launch's locals or reads one assigned after the chain
-    (its value there is not the one at the launch)."""
+    (its value there is not the one at the launch). A path that does not set such a local
+    holds its initialiser (``int threads = 256; if (cols < 256) threads = 64;``: 256 where
+    ``cols >= 256``) where no statement before the chain assigns it; else it keeps the mark."""
     chains: list[Chain] = []
     before = list(_before(call))
     for index, (statement, holds_call) in enumerate(before):
@@ -1199,10 +1201,28 @@ def _chains(call: Node, found: dict[str, str]) -> tuple[Chain, ...]:
             and first <= int(found[f"{REASSIGNED}{name}"]) <= last
         }
         paths = chain_paths(statement) if marked else None
+        # a path that does not set a marked local leaves it at its initialiser, where nothing
+        # before the chain assigned it (a statement holding the launch is read in its blocks,
+        # unless a loop's body comes round again)
+        earlier = {
+            name
+            for other, holds in before[:index]
+            if not holds or other.type in LOOPS
+            for name in _assigned(other)
+        }
+        initial = tuple(
+            (name, found[name])
+            for name in sorted(marked - earlier)
+            if name in found and not found[name].startswith((SET_BY_REFERENCE, SET_BY_CALL))
+        )
+        paths = [
+            replace(p, values=(*(v for v in initial if v[0] not in dict(p.values)), *p.values))
+            for p in paths or []
+        ]
         # a branch's own local named as one of the launch's would stand for that one there
         kept = [
             p
-            for p in paths or []
+            for p in paths
             if not set(p.declared) & set(found)
             and not later & {w for _, value in p.values for w in _words(value)}
         ]
@@ -1214,11 +1234,11 @@ def _chains(call: Node, found: dict[str, str]) -> tuple[Chain, ...]:
 def chain_paths(statement: Node) -> list[BranchPath] | None:
     """The paths through an ``if``/``else`` chain that reach its end, or None where it cannot
     be read. A branch is read statement by statement: a declaration gives its locals, a plain
-    ``name = value;`` that local's value (the branch's earlier value of it put in where the
-    value reads it), a host check a check, a nested chain its own paths (each joined to the
-    branch's); a branch that exits (:func:`_exits`) is no path; any other statement (a loop, a
-    compound assignment, a call that may set a local) makes the chain unread. A chain without
-    an ``else`` has the path that skips it."""
+    ``name = value;`` that does not read ``name`` that local's value, a host check a check, a
+    nested chain its own paths (each joined to the branch's); a branch that exits
+    (:func:`_exits`) is no path; any other statement (a loop, a compound assignment, a call
+    that may set a local) makes the chain unread. A chain without an ``else`` has the path
+    that skips it."""
     condition = statement.child_by_field_name("condition")
     consequence = statement.child_by_field_name("consequence")
     alternative = statement.child_by_field_name("alternative")
