@@ -90,12 +90,17 @@ def test_sizes_the_import_must_not_misread_are_refused_or_read_in_their_own_scop
     traps = RESIDENT.parent / "resident_traps.cu"
     assert main(["import", str(traps), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "1 of 5 launch sites imported" in out
+    assert "2 of 5 launch sites imported" in out
     # an occupancy query about another namespace's kernel, or another instantiation
     assert "asks about 'other::rows_kernel<scalar_t>', not the launched kernel" in out
     assert "asks about 'fw::rows_kernel<double>', not the launched kernel" in out
-    # `int threads = 256; if (cols < 256) threads = 64;`: the initialiser is not the value
-    assert "'threads' is assigned after its declaration" in out
+    # `int threads = 256; if (cols < 256) threads = 64;`: the initialiser is the value only on
+    # the path that skips the `if`, read as the launch at cols >= 256 (the one serving takes)
+    reassigned = load_implementation(
+        tmp_path / "reassigned" / "production.cu", load_contract(tmp_path / "reassigned").contract
+    )
+    assert expr.evaluate_dims3(reassigned.header.block, {}) == (256, 1, 1)
+    assert "((cols) < 256) == 0" in reassigned.header.requires
     # threads_for<T>() has a specialisation for float: two definitions, neither read
     assert "call 'fw::threads_for<float>()' in a size expression" in out
     # fw::inner::block_threads() returns inner::kBlock (128), not fw::kBlock nor the local 64

@@ -51,6 +51,9 @@ _SCALAR_TYPES = {
     "float64": "at::ScalarType::Double",
     "int32": "at::ScalarType::Int",
     "int64": "at::ScalarType::Long",
+    "uint8": "at::ScalarType::Byte",
+    "int8": "at::ScalarType::Char",
+    "bool": "at::ScalarType::Bool",
 }
 _C_TYPES = {"int32": "int32_t", "int64": "int64_t", "float32": "float", "float64": "double"}
 HELPERS = """\

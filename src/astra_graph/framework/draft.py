@@ -52,6 +52,7 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1e-5, 1e-6),
     "float64": (1e-12, 1e-12),
     "float8_e4m3fn": (2.0**-9, 2.0**-3),
+    **dict.fromkeys(("int32", "int64", "uint8", "int8", "bool"), (0.0, 0.0)),
 }
 """(atol, rtol) per dtype. For 16-bit types rtol is four unit roundoffs of the type (2^-11 for
 fp16, 2^-8 for bf16): the oracle runs the original at float32, while the original at a 16-bit
@@ -62,7 +63,8 @@ still hold every candidate to the original's own error statistics. float32 at 1e
 outputs against a float64 oracle at 1e-12. An fp8 output (a fixed type, vLLM's ``fp8_t``) at
 one E4M3 ulp relative at the bottom of a binade (3 mantissa bits: 2^-3) and one subnormal step
 absolute (2^-9), as kernels/per_token_fp8_quant: the oracle quantises the float32 input, a
-16-bit input can round to the neighbouring fp8 value."""
+16-bit input can round to the neighbouring fp8 value. An integer or bool output (a fixed type,
+FlashInfer's packed bits) exactly: the original computes it without rounding."""
 DEFAULT_EPSILON = 1e-6
 """Default of a float parameter whose name says epsilon: the RMSNorm epsilon of Llama 3."""
 DEFAULT_FLOAT = 1.0
@@ -293,14 +295,42 @@ def _parsed(requirement: str) -> ast.expr:
 
 
 def _dim_equals(term: ast.expr, dims: list[str]) -> tuple[str, int] | None:
-    """(dim, size) of a term that is ``dim == size`` (either way round), else None."""
+    """(dim, size) of a term that is ``dim == size`` (either way round), else None; or of
+    ``dim // k == size`` and ``dim * k == size`` with a whole ``k``, as the size ``size * k``
+    and ``size / k`` (where whole) meet it: vLLM's ``d = input.size(-1) / 2`` and ``d ==
+    3072`` take an input of 6144, the one size of ``2 * d`` (the requirement stays, checked at
+    every shape)."""
     equation = expr.equation(ast.unparse(term))
     sides = list(equation) if equation is not None else []
+    for index, side in enumerate(sides):
+        scaled = _scaled_dim(side, dims)
+        other = sides[1 - index]
+        if scaled is not None and isinstance(other, ast.Constant) and type(other.value) is int:
+            name, multiply, k = scaled
+            if multiply and other.value % k == 0:
+                return name, other.value // k
+            if not multiply:
+                return name, other.value * k
     names = [x.id for x in sides if isinstance(x, ast.Name) and x.id in dims]
     numbers = [x.value for x in sides if isinstance(x, ast.Constant)]
     if len(names) == 1 and len(numbers) == 1 and isinstance(numbers[0], int):
         return names[0], numbers[0]
     return None
+
+
+def _scaled_dim(node: ast.expr, dims: list[str]) -> tuple[str, bool, int] | None:
+    """(dim, whether multiplied, k) of ``dim * k`` or ``dim // k`` with a positive whole
+    ``k``, else None."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.FloorDiv))):
+        return None
+    name, k = node.left, node.right
+    if isinstance(node.op, ast.Mult) and isinstance(name, ast.Constant):
+        name, k = k, name
+    if not (isinstance(name, ast.Name) and name.id in dims and isinstance(k, ast.Constant)):
+        return None
+    if type(k.value) is not int or k.value <= 0:
+        return None
+    return name.id, isinstance(node.op, ast.Mult), k.value
 
 
 def _allowed(analysis: Analysis) -> dict[str, tuple[int, ...]]:

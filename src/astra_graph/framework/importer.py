@@ -48,7 +48,7 @@ from astra_graph.framework.naming import (
     write_framework,
 )
 from astra_graph.framework.parse import Launch, Launcher, Macro, Source, parse_source
-from astra_graph.framework.values import best_variant, value_variants
+from astra_graph.framework.values import best_variant, branch_variants, value_variants
 from astra_graph.harness import nvrtc
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ELEM_BYTES
@@ -451,7 +451,7 @@ def _variant_analysis(
     unfollowed = ""
     try:
         followed = _analysed_variants(
-            launcher, value_variants(launch, macros, True), parsed, macros, device_facts, reshape
+            launcher, _variants(launch, macros, True), parsed, macros, device_facts, reshape
         )
     except ValueError as exc:
         unfollowed = f"a size dispatch not followed (one case fixed instead): {exc}"
@@ -459,12 +459,25 @@ def _variant_analysis(
         if followed is not None:
             return followed
     analysis = _analysed_variants(
-        launcher, value_variants(launch, macros), parsed, macros, device_facts, reshape
+        launcher, _variants(launch, macros), parsed, macros, device_facts, reshape
     )
     assert analysis is not None  # value_variants gives at least the launch itself
     if unfollowed:
         analysis.notes.append(unfollowed)
     return analysis
+
+
+def _variants(
+    launch: Launch, macros: dict[str, Macro], follow_sizes: bool = False
+) -> list[tuple[Launch, str]]:
+    """The launch's value-dispatch variants (:func:`~astra_graph.framework.values.
+    value_variants`) of each path of the chains that set its locals (:func:`~astra_graph.
+    framework.values.branch_variants`), with both notes."""
+    return [
+        (variant, "; ".join(filter(None, (path, note))))
+        for branch, path in branch_variants(launch)
+        for variant, note in value_variants(branch, macros, follow_sizes)
+    ]
 
 
 def _analysed_variants(

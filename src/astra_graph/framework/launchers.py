@@ -160,6 +160,9 @@ ELEMENT_TYPE_NAME = "scalar_t"
 HARNESS_FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 """The floating element types a dispatch may instantiate for the harness, in the order a
 drafted contract lists them."""
+WHOLE_LAUNCH_DTYPE = "float32"
+"""The contract's one element type for a launch whose tensors all have fixed integer or bool
+types: a contract tests at least one type, and this one (the oracle's own) sizes nothing there."""
 TEMPLATE_ELEMENT_DTYPES = ("float16", "bfloat16", "float32")
 """The element types drafted for a launcher whose element type is a type parameter of its own
 template (SGLang's ``template <typename DType> struct K { static void run(...) }``): the
@@ -1344,6 +1347,7 @@ def analyse(
         strided_axes(kernel, bound.bindings),
     )
     dims += [name for name in translator.host_dims if name not in dims]
+    _checked_drafts(launch, translator.fresh(), tensors, shapes, dims, notes)
 
     def finish(expression: str) -> str:
         return _substitute(expression, tensors, shapes, translator.axes)
@@ -1707,13 +1711,16 @@ def _checked_dtypes(dtypes: set[str], tensors: dict[str, TensorUse]) -> set[str]
     """The dispatch's element types, or the one fixed type of a launch with no dispatch: its
     tensors' floating type where they have one (an index tensor beside them, SGLang's int64
     ``positions`` beside a caller's ``launch_kernel<float, ...>``, is not the element), else
-    the first tensor's; raises Unmapped for a type the harness cannot run."""
+    the first tensor's; where every tensor's type is a whole number's or bool's (FlashInfer's
+    bit packing: ``bool`` in, ``uint8_t`` out), :data:`WHOLE_LAUNCH_DTYPE`, which no argument
+    takes (each keeps its own). Raises Unmapped for a type the harness cannot run."""
     if not dtypes:
         if any(t.element == "T" for t in tensors.values()):
             raise Unmapped("element type scalar_t with no dispatch macro that names its types")
         fixed = [t.element for t in tensors.values() if t.element is not None]
         floating = {e for e in fixed if e in HARNESS_FLOAT_DTYPES}
-        dtypes = floating if len(floating) == 1 else {fixed[0]}
+        whole = all(e in DTYPES and not DTYPES[e].floating for e in fixed)
+        dtypes = floating if len(floating) == 1 else {WHOLE_LAUNCH_DTYPE} if whole else {fixed[0]}
     unsupported = sorted(dtypes - set(HARNESS_FLOAT_DTYPES))
     if unsupported:
         raise Unmapped(f"dispatch types {unsupported} are not supported")
@@ -2487,6 +2494,152 @@ def _stated_ranks(launch: Launch, translator: _Translator) -> dict[str, int]:
         if match:
             out[match["t"] or match["t2"]] = int(match["k"] or match["k2"])
     return out
+
+
+def _checked_drafts(
+    launch: Launch,
+    translator: _Translator,
+    tensors: dict[str, TensorUse],
+    shapes: dict[str, list[str]],
+    dims: list[str],
+    notes: list[str],
+) -> None:
+    """A tensor drafted with another's shape (:data:`DRAFTED_NOTE`: the launch asks none of its
+    sizes) whose host checks state both its last axis and its element count (vLLM's
+    ``STD_TORCH_CHECK(scale.size(-1) == num_groups && scale.numel() == num_tokens *
+    num_groups)``) is drafted as those checks say, in place: ``[rows, last]``, where the count
+    is a product with ``last`` as a factor and ``rows`` the other factors, or ``[last]`` where
+    the count is ``last`` itself. Either shape meets both checks at every dims; a tensor with
+    more axes of that count is the same memory to a kernel given no strides of it. Only checks
+    on every path to the launch (:attr:`~astra_graph.framework.parse.Launch.checks`) and sides
+    over tensors that have shapes of their own are read; anything else keeps the draft. A
+    launcher integer the shape reads (``group_size``) becomes a dim, as a size reading it does.
+    One whose element count a condition the launch is under tests against 1, alone or as a term
+    of its ``&&`` or ``||`` (vLLM's per-tensor ``scale.dim() == 0 || scale.numel() == 1``), is
+    drafted as ``[1]``, where that term holds (:func:`_single_element`)."""
+    drafted = [t for t in shapes if any(n.startswith(f"{t}: {DRAFTED_NOTE}") for n in notes)]
+    single = _single_element(launch, translator)
+    for tensor in drafted:
+        if tensor in single:
+            shapes[tensor] = ["1"]
+            notes[:] = [n for n in notes if not n.startswith(f"{tensor}: {DRAFTED_NOTE}")]
+            notes.append(f"{tensor}: [1], as the launch's condition {single[tensor]!r} allows")
+            continue
+        last, count = _checked_size(launch, translator, tensor, tensors, shapes)
+        if last is None or count is None:
+            continue
+        if ast.dump(count.body) == ast.dump(last.body):
+            axes = [last.body]
+        else:
+            factors = _factors(count.body)
+            same = [i for i, f in enumerate(factors) if ast.dump(f) == ast.dump(last.body)]
+            if not same:
+                continue
+            rest = [f for i, f in enumerate(factors) if i != same[0]]
+            rows = expr.parse(_cancelled(" * ".join(f"({ast.unparse(f)})" for f in rest))).body
+            axes = [rows, last.body]
+        # an axis is a factor of a numel() product: parenthesised unless one name
+        shape = [a.id if isinstance(a, ast.Name) else f"({ast.unparse(a)})" for a in axes]
+        shapes[tensor] = shape
+        dims.extend(n for a in shape for n in sorted(expr.names(a)) if n not in dims)
+        notes[:] = [n for n in notes if not n.startswith(f"{tensor}: {DRAFTED_NOTE}")]
+        notes.append(
+            f"{tensor}: shape [{', '.join(shape)}], as the launcher's checks of its last axis "
+            "and element count state"
+        )
+
+
+def _single_element(launch: Launch, translator: _Translator) -> dict[str, str]:
+    """The tensors whose ``numel() == 1`` is a term of the ``&&``/``||`` tree of a condition
+    the launch is in the then-branch of (or a host check), each with that condition as
+    written."""
+    out: dict[str, str] = {}
+    for condition, positive in launch.conditions:
+        if not positive:
+            continue
+        try:
+            tree = expr.parse(translator.expression(condition)).body
+        except (Unmapped, expr.ExprError):
+            continue
+        stack: list[ast.expr] = [tree]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.BoolOp):
+                stack.extend(node.values)
+                continue
+            equation = expr.equation(ast.unparse(node))
+            for side, other in (equation, equation[::-1]) if equation is not None else ():
+                counted = re.fullmatch(r"(\w+?)__numel", ast.unparse(side))
+                if counted and isinstance(other, ast.Constant) and other.value == 1:
+                    out.setdefault(counted[1], " ".join(condition.split()))
+    return out
+
+
+def _checked_size(
+    launch: Launch,
+    translator: _Translator,
+    tensor: str,
+    tensors: dict[str, TensorUse],
+    shapes: dict[str, list[str]],
+) -> tuple[ast.Expression | None, ast.Expression | None]:
+    """(last axis, element count) of ``tensor`` that the ``==`` terms of the launch's host
+    checks' ``&&`` chains state, each parsed, over the dims of the other tensors' shapes; None
+    for one no check states, or states over a tensor without a shape of its own."""
+    said: dict[str, ast.Expression] = {}
+    own = {f"{tensor}__size__m1": "last", f"{tensor}__numel": "count"}
+    for check in launch.checks:
+        for term in _conjuncts(check):
+            parsed = expression_node(term)
+            node = unparenthesised(parsed) if parsed is not None else None
+            if node is None or node.type != "binary_expression":
+                continue
+            if text(node.child_by_field_name("operator")) != "==":
+                continue
+            try:
+                sides = [
+                    translator.expression(text(node.child_by_field_name(f)))
+                    for f in ("left", "right")
+                ]
+            except Unmapped:
+                continue
+            for side, other in (sides, sides[::-1]):
+                what = own.get(side.strip())
+                if what is None or f"{tensor}__" in other or what in said:
+                    continue
+                try:
+                    said[what] = expr.parse(_substitute(other, tensors, shapes, translator.axes))
+                except (Unmapped, expr.ExprError):
+                    continue
+    return said.get("last"), said.get("count")
+
+
+def _factors(node: ast.expr) -> list[ast.expr]:
+    """The factors of a product (``a * (b * c)`` -> a, b, c), else ``node`` itself."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _factors(node.left) + _factors(node.right)
+    return [node]
+
+
+def _cancelled(expression: str) -> str:
+    """``(x * d) // d`` written as ``x`` (``num_tokens = input.numel() / input.size(-1)`` over
+    the drafted ``[tokens, hidden]``): exact, a dim being at least 1; else ``expression``."""
+    tree = expr.parse(expression).body
+
+    class Cancel(ast.NodeTransformer):
+        def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+            self.generic_visit(node)
+            if isinstance(node.op, ast.FloorDiv) and isinstance(node.right, ast.Name):
+                factors = _factors(node.left)
+                same = [i for i, f in enumerate(factors) if ast.dump(f) == ast.dump(node.right)]
+                if same and len(factors) > 1:
+                    rest = [f for i, f in enumerate(factors) if i != same[0]]
+                    out = rest[0]
+                    for factor in rest[1:]:
+                        out = ast.BinOp(out, ast.Mult(), factor)
+                    return out
+            return node
+
+    return ast.unparse(Cancel().visit(tree))
 
 
 def _local_for(launch: Launch, tensor: str, index: int, rank: int) -> str | None:

@@ -244,6 +244,29 @@ class Kernel:
 
 
 @dataclass(frozen=True)
+class BranchPath:
+    """One path through an ``if``/``else`` chain that reaches its end: the conditions that
+    choose it, as ``(condition, True in its then-branch)``; the locals it declares or sets, in
+    order, each with its value there; and its host checks."""
+
+    conditions: tuple[tuple[str, bool], ...]
+    values: tuple[tuple[str, str], ...]
+    checks: tuple[str, ...]
+    declared: tuple[str, ...] = ()
+    """The locals among :attr:`values` that the path declares (of its branch's own scope)."""
+
+
+@dataclass(frozen=True)
+class Chain:
+    """An ``if``/``else`` chain before a launch (:attr:`Launch.branches`): its paths, and the
+    lines it spans (a :data:`REASSIGNED` mark of a line inside it is one of its paths')."""
+
+    paths: tuple[BranchPath, ...]
+    first_line: int
+    last_line: int
+
+
+@dataclass(frozen=True)
 class Launch:
     """One ``kernel<targs><<<grid, block, smem, stream>>>(args)`` inside a host function."""
 
@@ -290,6 +313,11 @@ class Launch:
     """The value dispatches this launch follows at run time rather than fixing one case
     (:func:`~astra_graph.framework.values.value_variants`): (the run-time expression switched
     on, as written; its cases' values)."""
+    branches: tuple[Chain, ...] = ()
+    """The ``if``/``else`` chains before the launch on every path to it that set locals the
+    launch's own blocks leave marked (:data:`REASSIGNED`): each chain's paths
+    (:func:`chain_paths`), one of which runs; :func:`~astra_graph.framework.values.
+    branch_variants` makes one launch of each."""
 
 
 @dataclass(frozen=True)
@@ -590,6 +618,7 @@ def _launch(call: Node) -> Launch:
         conditions=conditions,
         checks=tuple(c for c, _ in checks),
         matched=matched,
+        branches=_chains(call, scoped),
     )
 
 
@@ -614,6 +643,21 @@ def _joined(arguments: list[str], kind: str) -> str:
     return ", ".join(arguments)
 
 
+DIM3_FIELDS = ("x", "y", "z")
+"""A ``dim3``'s components, in its constructor's order; one not given is 1."""
+
+
+def _dim3_fields(name: str, arguments: list[str], kind: str) -> dict[str, str]:
+    """The components of a ``dim3`` local as fields (``const dim3 nthrs(256);`` gives
+    ``nthrs.x`` = 256 and ``nthrs.y`` = ``nthrs.z`` = 1), which a size reads (FlashInfer's
+    ``ceil_div(n, nthrs.x * 8)``), keyed as a field assigned before the launch is; {} for any
+    other type, or more arguments than a ``dim3`` has."""
+    if kind != "dim3" or not 0 < len(arguments) <= len(DIM3_FIELDS):
+        return {}
+    given = [*arguments, *["1"] * (len(DIM3_FIELDS) - len(arguments))]
+    return {f"{name}.{axis}": value for axis, value in zip(DIM3_FIELDS, given, strict=True)}
+
+
 def _declared(node: Node) -> dict[str, str]:
     """What one statement declares or assigns to a field: name -> initialiser text."""
     out: dict[str, str] = {}
@@ -623,9 +667,9 @@ def _declared(node: Node) -> dict[str, str]:
             if child.type == "function_declarator":  # `dim3 grid(n);` parses as a declaration
                 params = child.child_by_field_name("parameters")
                 name = text(child.child_by_field_name("declarator"))
-                out[name] = _joined(
-                    [text(a) for a in (params.named_children if params else [])], kind
-                )
+                arguments = [text(a) for a in (params.named_children if params else [])]
+                out[name] = _joined(arguments, kind)
+                out.update(_dim3_fields(name, arguments, kind))
             if child.type != "init_declarator":
                 continue
             # `const T* p = ...`: the pointer declarator's text is `* p`, space included;
@@ -634,7 +678,9 @@ def _declared(node: Node) -> dict[str, str]:
             name = re.sub(r"\s*\[[^\]]*\]$", "", name)
             value = child.child_by_field_name("value")
             if value is not None and value.type == "argument_list":
-                out[name] = _joined([text(a) for a in value.named_children], kind)
+                arguments = [text(a) for a in value.named_children]
+                out[name] = _joined(arguments, kind)
+                out.update(_dim3_fields(name, arguments, kind))
             elif value is not None and value.type == "initializer_list":
                 out[name] = ", ".join(text(a) for a in value.named_children)
                 declarator = child.child_by_field_name("declarator")
@@ -1153,6 +1199,176 @@ def _matchers(
             matched.setdefault(fact[0], fact)
         checks += [(c, True) for c in checked]
     return tuple(matched.values()), tuple(checks)
+
+
+MAX_CHAIN_PATHS = 16
+"""Most paths one chain is read into (a branch's nested chains multiply them); a chain with
+more is not read, and its locals keep their marks."""
+
+
+def _chains(call: Node, found: dict[str, str]) -> tuple[Chain, ...]:
+    """The ``if``/``else`` chains among the statements before ``call`` in the scopes around it
+    (so on every path to it) that assign a local ``found`` (the launch's locals) still marks
+    :data:`REASSIGNED` at a line inside the chain, each read into its paths
+    (:func:`chain_paths`); a chain that cannot be read is left out (its marks stay), and so is
+    a path that declares a name of the launch's locals or reads one assigned after the chain
+    (its value there is not the one at the launch). A path that does not set such a local
+    holds its initialiser (``int threads = 256; if (cols < 256) threads = 64;``: 256 where
+    ``cols >= 256``) where no statement before the chain assigns it; else it keeps the mark."""
+    chains: list[Chain] = []
+    before = list(_before(call))
+    for index, (statement, holds_call) in enumerate(before):
+        if holds_call or statement.type != "if_statement":
+            continue
+        # a name a path reads, assigned again before the launch, is read at its later value
+        later = {name for other, _ in before[index + 1 :] for name in _assigned(other)}
+        first, last = statement.start_point[0] + 1, statement.end_point[0] + 1
+        marked = {
+            name
+            for name in _assigned(statement)
+            if found.get(f"{REASSIGNED}{name}", "").isdigit()
+            and first <= int(found[f"{REASSIGNED}{name}"]) <= last
+        }
+        paths = chain_paths(statement) if marked else None
+        # a path that does not set a marked local leaves it at its initialiser, where nothing
+        # before the chain assigned it (a statement holding the launch is read in its blocks,
+        # unless a loop's body comes round again)
+        earlier = {
+            name
+            for other, holds in before[:index]
+            if not holds or other.type in LOOPS
+            for name in _assigned(other)
+        }
+        initial = tuple(
+            (name, found[name])
+            for name in sorted(marked - earlier)
+            if name in found and not found[name].startswith((SET_BY_REFERENCE, SET_BY_CALL))
+        )
+        paths = [
+            replace(p, values=(*(v for v in initial if v[0] not in dict(p.values)), *p.values))
+            for p in paths or []
+        ]
+        # a branch's own local named as one of the launch's would stand for that one there
+        kept = [
+            p
+            for p in paths
+            if not set(p.declared) & set(found)
+            and not later & {w for _, value in p.values for w in _words(value)}
+        ]
+        if kept:
+            chains.append(Chain(tuple(kept), first, last))
+    return tuple(chains)
+
+
+def chain_paths(statement: Node) -> list[BranchPath] | None:
+    """The paths through an ``if``/``else`` chain that reach its end, or None where it cannot
+    be read. A branch is read statement by statement: a declaration gives its locals, a plain
+    ``name = value;`` that does not read ``name`` that local's value, a host check a check, a
+    nested chain its own paths (each joined to the branch's); a branch that exits
+    (:func:`_exits`) is no path; any other statement (a loop, a compound assignment, a call
+    that may set a local) makes the chain unread. A chain without an ``else`` has the path
+    that skips it."""
+    condition = statement.child_by_field_name("condition")
+    consequence = statement.child_by_field_name("consequence")
+    alternative = statement.child_by_field_name("alternative")
+    value = condition.child_by_field_name("value") if condition is not None else None
+    if value is None or consequence is None:
+        return None
+    clause = " ".join(text(value).split())
+    then = _branch_paths(consequence)
+    if alternative is None:
+        other: list[BranchPath] | None = [BranchPath((), (), ())]
+    else:
+        body = next((c for c in alternative.named_children if c.type != "comment"), None)
+        other = _branch_paths(body) if body is not None else None
+    if then is None or other is None or len(then) + len(other) > MAX_CHAIN_PATHS:
+        return None
+    return [
+        *(replace(p, conditions=((clause, True), *p.conditions)) for p in then),
+        *(replace(p, conditions=((clause, False), *p.conditions)) for p in other),
+    ]
+
+
+def _branch_paths(branch: Node) -> list[BranchPath] | None:
+    """The paths through one branch of a chain (:func:`chain_paths`), or None."""
+    if branch.type == "if_statement":
+        return chain_paths(branch)
+    statements = branch.named_children if branch.type == "compound_statement" else [branch]
+    statements = [s for s in statements if s.type != "comment"]
+    if _exits(statements):
+        return []
+    paths = [BranchPath((), (), ())]
+    for statement in statements:
+        if statement.type == "if_statement":
+            inner = chain_paths(statement)
+            if inner is None or len(paths) * max(len(inner), 1) > MAX_CHAIN_PATHS:
+                return None
+            paths = [
+                BranchPath(
+                    p.conditions + q.conditions,
+                    p.values + q.values,
+                    p.checks + q.checks,
+                    p.declared + q.declared,
+                )
+                for p in paths
+                for q in inner
+            ]
+            continue
+        step = _statement_step(statement)
+        if step is None:
+            return None
+        values, checks = step
+        declared = tuple(n for n, _ in values) if statement.type == "declaration" else ()
+        paths = [
+            replace(
+                p,
+                values=p.values + values,
+                checks=p.checks + checks,
+                declared=p.declared + declared,
+            )
+            for p in paths
+        ]
+    return paths
+
+
+def _statement_step(
+    statement: Node,
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]] | None:
+    """(locals set, host checks) of one statement of a chain's branch, or None where it does
+    anything else a path cannot hold (:func:`chain_paths`): an assignment that reads its own
+    local or assigns inside its value, or a call that may set a local through a reference."""
+    calls = _walk(statement, ("call_expression",))
+    addressed = (
+        re.fullmatch(r"&\s*\w+", a.strip())
+        for c in calls
+        for a in _arguments(c.child_by_field_name("arguments"))
+    )
+    if any(_set_by_reference(c) for c in calls) or any(addressed):
+        return None
+    if statement.type == "declaration":
+        declared = _declared(statement)
+        if any(k.startswith((REASSIGNED, SET_BY_CALL)) for k in [*declared, *declared.values()]):
+            return None
+        return tuple(declared.items()), ()
+    if statement.type != "expression_statement":
+        return None
+    inner = next((c for c in statement.named_children if c.type != "comment"), None)
+    if inner is not None and inner.type == "assignment_expression":
+        left, right = inner.child_by_field_name("left"), inner.child_by_field_name("right")
+        if (
+            left is None
+            or left.type != "identifier"
+            or right is None
+            or text(inner.child_by_field_name("operator")) != "="
+            or _walk(right, ("assignment_expression", "update_expression"))
+            or text(left) in _words(text(right))
+        ):
+            return None
+        return ((text(left), " ".join(text(right).split())),), ()
+    if _assigned(statement):
+        return None
+    _, checks = _statement_facts(statement)
+    return (), tuple(checks)
 
 
 def _macros(root: Node) -> dict[str, Macro]:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.draft import suites, takes
+from astra_graph.framework.parse import GIVEN_VALUE, REASSIGNED, REASSIGNED_IF_GIVEN
 
 if TYPE_CHECKING:
     from astra_graph.framework.launchers import Analysis
@@ -189,6 +190,63 @@ def value_variants(
             )
         )
     return out
+
+
+def branch_variants(launch: Launch) -> list[tuple[Launch, str]]:
+    """``launch`` once per combination of the paths of the ``if``/``else`` chains before it
+    that set its locals (:attr:`~astra_graph.framework.parse.Launch.branches`), each with its
+    note (the launch alone, with '', where it has none): the path's locals hold its values and
+    lose the :data:`~astra_graph.framework.parse.REASSIGNED` (and ``REASSIGNED_IF_GIVEN``) marks
+    of its chain's lines, its
+    conditions and host checks join the launch's, so each variant is the launch where that path
+    ran (vLLM's static fp8 quantisation sets its group shape per scale rank). A combination in
+    which a local the paths set is read by another local of the launch is left out (that one
+    was read at the local's earlier value); past :data:`MAX_VARIANTS` none is made."""
+    if not launch.branches:
+        return [(launch, "")]
+    combinations = list(itertools.product(*(chain.paths for chain in launch.branches)))
+    if len(combinations) > MAX_VARIANTS:
+        return [(launch, "")]
+    out = []
+    for paths in combinations:
+        set_here = {name for path in paths for name, _ in path.values}
+        if any(
+            other not in set_here and set_here & set(re.findall(r"\b\w+\b", value))
+            for other, value in launch.locals.items()
+        ):
+            continue
+        locals_ = dict(launch.locals)
+        for chain, path in zip(launch.branches, paths, strict=True):
+            for name, value in path.values:
+                # the chain's marks of the local (set there, or there only if an optional is
+                # given) stand for the paths not taken: this one says its value
+                line = locals_.get(f"{REASSIGNED}{name}", "")
+                if line.isdigit() and chain.first_line <= int(line) <= chain.last_line:
+                    del locals_[f"{REASSIGNED}{name}"]
+                given = locals_.get(f"{REASSIGNED_IF_GIVEN}{name}", "").split(" ", 1)[0]
+                if given.isdigit() and chain.first_line <= int(given) <= chain.last_line:
+                    del locals_[f"{REASSIGNED_IF_GIVEN}{name}"]
+                    locals_.pop(f"{GIVEN_VALUE}{name}", None)
+                locals_[name] = value
+        checks = tuple(c for path in paths for c in path.checks)
+        said = "; ".join(
+            f"the path of the chain at line {chain.first_line} where "
+            + " and ".join(f"{c} is {str(t).lower()}" for c, t in path.conditions)
+            for chain, path in zip(launch.branches, paths, strict=True)
+        )
+        variant = replace(
+            launch,
+            locals=locals_,
+            conditions=(
+                *launch.conditions,
+                *(c for path in paths for c in path.conditions),
+                *((c, True) for c in checks),
+            ),
+            checks=(*launch.checks, *checks),
+            branches=(),
+        )
+        out.append((variant, said))
+    return out or [(launch, "")]
 
 
 def taken_pairs(analysis: Analysis) -> dict[str, int]:

@@ -9,6 +9,11 @@ mantissa bits, no infinity, one NaN per sign, largest finite 448) has no NumPy d
 is stored as its raw byte (``uint8``), read through a 256-entry table and rounded to nearest-even
 with saturation to +-448, as CUDA's conversion with ``__NV_SATFINITE`` does (the conversion
 ``__nv_fp8_e4m3(float)`` uses); NaN becomes 0x7F.
+
+The integer types (``int32``, ``int64``, ``uint8``, ``int8``) and ``bool`` (one byte, 0 or 1,
+as C++'s and torch's) are stored as themselves: a draw is rounded to the nearest whole number,
+and a bool is whether that is non-zero. Their names are torch's (``torch.uint8``), which the
+exported op reads back from its tensors.
 """
 
 from __future__ import annotations
@@ -84,7 +89,10 @@ class DType:
         if self.name == "float8_e4m3fn":
             return _fp8_e4m3_round(xp, values)
         if not self.floating:
-            return xp.rint(values).astype(self.storage)
+            # through int64: a draw outside a narrow type's range wraps as C's conversion of
+            # the wider integer does (a float's cast to uint8 past it is undefined in NumPy)
+            whole = xp.rint(values).astype(xp.int64)
+            return whole != 0 if self.name == "bool" else whole.astype(self.storage)
         return values.astype(self.storage)
 
 
@@ -98,6 +106,9 @@ DTYPES: dict[str, DType] = {
         DType("float8_e4m3fn", "__nv_fp8_e4m3", 1, np.dtype(np.uint8), True),
         DType("int32", "int", 4, np.dtype(np.int32), False),
         DType("int64", "long long", 8, np.dtype(np.int64), False),
+        DType("uint8", "uint8_t", 1, np.dtype(np.uint8), False),
+        DType("int8", "int8_t", 1, np.dtype(np.int8), False),
+        DType("bool", "bool", 1, np.dtype(np.bool_), False),
     )
 }
 

@@ -58,8 +58,13 @@ TYPE_ALIASES: dict[str, str] = {
     "uint64_t": "int64",
     "size_t": "int64",
     "int64": "int64",
+    "uint8_t": "uint8",
+    "unsigned char": "uint8",
+    "int8_t": "int8",
+    "signed char": "int8",
 }
-"""C++ spellings of the element and scalar types a contract can name (integers by width)."""
+"""C++ spellings of the element and scalar types a contract can name (integers by width; the
+one-byte ones by sign too, which their values' range is)."""
 _TYPE_WORDS = {"int", "long", "unsigned", "signed", "short", "char", "float", "double"}
 _STD_PREFIX = re.compile(r"^(::)?(cuda::)?(std::)?")
 
