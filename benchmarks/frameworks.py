@@ -170,9 +170,13 @@ def _check_chunk(folders: list[str]) -> list[tuple[bool, str]]:
         for name in folders:
             folder = Path(name)
             production = folder / "production.cu"
-            verdict = evaluator.check(load_contract(folder), production, production)
-            verdicts.append((bool(verdict.accepted), "" if verdict.accepted else verdict.message))
-            print(f"  checked {folder.name}: {'accepted' if verdict.accepted else verdict.message}")
+            try:
+                verdict = evaluator.check(load_contract(folder), production, production)
+                accepted, message = bool(verdict.accepted), verdict.message
+            except Exception as exc:  # one operation's error is its row's, not the table's
+                accepted, message = False, f"{type(exc).__name__}: {exc}"
+            verdicts.append((accepted, "" if accepted else message))
+            print(f"  checked {folder.name}: {'accepted' if accepted else message}")
     return verdicts
 
 

@@ -633,11 +633,13 @@ def _scalar_lines(analysis: Analysis, notes: list[str]) -> list[str]:
             f"default = {default!r}",
             "",
         ]
-    # a dim that sizes no tensor (a launcher integer: vLLM's head_size) cannot be read back
-    # from the inputs' shapes, so the oracle gets it as a scalar (the kernel is not given it)
-    axis_dims = _axis_dims(analysis)
+    # a dim that is no tensor's whole axis (a launcher integer: vLLM's head_size; one only
+    # inside an axis expression: vLLM's group_size in scale's `input_1 // 2 // group_size`)
+    # cannot be read back from the inputs' shapes, so the oracle gets it as a scalar (the
+    # kernel is not given it); the oracle refused situ_and_mul_quant on the H100 (d32cd96)
+    whole_axes = {axis for shape in analysis.shapes.values() for axis in shape}
     for dim in analysis.dims:
-        if dim not in axis_dims:
+        if dim not in whole_axes:
             lines += [
                 "[[scalars]]",
                 f"name = {_toml(oracle_dim_scalar(dim))}",
