@@ -131,6 +131,8 @@ def test_offsets_into_rows_the_binding_ties_are_imported_and_untied_ones_refused
     tied = results["SegmentScale"]
     assert tied.imported, tied.reason
     contract = load_contract(tmp_path / "segment_scale").contract
+    # as a check's worker receives it: every field dumped with its value, and read again
+    assert Contract.model_validate(contract.model_dump()) == contract
     args = {a.name: a for a in contract.args}
     # x's rows are q.size(0) passed as it is (no local names them): the check x.size(0) ==
     # out.size(0) makes them one dim, the launch's own name for them

@@ -410,7 +410,14 @@ class Contract(Strict):
             raise ValueError(f"{where}: needs an integer dtype, got {arg.dtype!r}")
         if len(arg.shape) != 1:
             raise ValueError(f"{where}: needs a 1-D input ([segments + 1]), got {arg.shape}")
-        others = sorted(arg.init.model_fields_set - {"offsets_into"})
+        # by value, not by fields set: a contract sent to a worker comes back with every field
+        # set to its value (H100, 8b18284: "drop init.below" for a below of None)
+        default = InitSpec()
+        others = sorted(
+            name
+            for name in InitSpec.model_fields
+            if name != "offsets_into" and getattr(arg.init, name) != getattr(default, name)
+        )
         if others:
             raise ValueError(f"{where}: draws its own values; drop init.{others[0]}")
         if self.rows_independent:
