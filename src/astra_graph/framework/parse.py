@@ -918,16 +918,14 @@ def _assigned_value(statement: Node, found: dict[str, str]) -> dict[str, str]:
     inner = statement.named_children[0] if len(statement.named_children) == 1 else None
     if inner is None or inner.type != "assignment_expression":
         return {}
-    left, right = inner.child_by_field_name("left"), inner.child_by_field_name("right")
+    plain = _plain_assignment(inner)
+    if plain is None:
+        return {}
+    left, right = plain
     name = text(left)
     earlier = found.get(name)
     if (
-        left is None
-        or left.type != "identifier"
-        or right is None
-        or text(inner.child_by_field_name("operator")) != "="
-        or _walk(right, ("assignment_expression", "update_expression"))
-        or earlier is None
+        earlier is None
         or earlier.startswith((SET_BY_REFERENCE, SET_BY_CALL))
         or f"{REASSIGNED}{name}" in found
     ):
@@ -936,6 +934,21 @@ def _assigned_value(statement: Node, found: dict[str, str]) -> dict[str, str]:
     own = rf"(?<![\w.])(?<!->)(?<!::){re.escape(name)}\b"
     value = re.sub(own, lambda _: f"({earlier})", " ".join(text(right).split()))
     return {name: value}
+
+
+def _plain_assignment(inner: Node) -> tuple[Node, Node] | None:
+    """(name, value) of ``name = value`` (an assignment expression) whose value assigns
+    nothing itself; None for a compound or nested assignment or a target that is no name."""
+    left, right = inner.child_by_field_name("left"), inner.child_by_field_name("right")
+    if (
+        left is None
+        or left.type != "identifier"
+        or right is None
+        or text(inner.child_by_field_name("operator")) != "="
+        or _walk(right, ("assignment_expression", "update_expression"))
+    ):
+        return None
+    return left, right
 
 
 def _branch_values(statement: Node) -> dict[str, str]:
@@ -1354,17 +1367,10 @@ def _statement_step(
         return None
     inner = next((c for c in statement.named_children if c.type != "comment"), None)
     if inner is not None and inner.type == "assignment_expression":
-        left, right = inner.child_by_field_name("left"), inner.child_by_field_name("right")
-        if (
-            left is None
-            or left.type != "identifier"
-            or right is None
-            or text(inner.child_by_field_name("operator")) != "="
-            or _walk(right, ("assignment_expression", "update_expression"))
-            or text(left) in _words(text(right))
-        ):
+        plain = _plain_assignment(inner)
+        if plain is None or text(plain[0]) in _words(text(plain[1])):
             return None
-        return ((text(left), " ".join(text(right).split())),), ()
+        return ((text(plain[0]), " ".join(text(plain[1]).split())),), ()
     if _assigned(statement):
         return None
     _, checks = _statement_facts(statement)
