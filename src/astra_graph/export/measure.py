@@ -119,9 +119,11 @@ def make_inputs(
             drawn = offsets_values(np, np.random.default_rng(seed), shape, end)
             out[arg.name] = torch.from_numpy(drawn).to(device="cuda", dtype=element)
             continue
-        if init.distinct:  # row slots no two alike: drawn on the host, as the harness draws them
-            host = np.random.default_rng(generator.initial_seed() + len(out))
-            drawn = distinct_values(arg, tuple(shape), host, dims)
+        if init.distinct:  # row slots no two alike: drawn on the host, seeded from the generator
+            seed = int(
+                torch.randint(0, OFFSETS_SEED_RANGE, (1,), generator=generator, device="cuda")
+            )
+            drawn = distinct_values(arg, tuple(shape), np.random.default_rng(seed), dims)
             values = torch.from_numpy(drawn).to(device="cuda")
         elif init.dist == "normal":
             values = torch.randn(shape, generator=generator, device="cuda", dtype=torch.float32)

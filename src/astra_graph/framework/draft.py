@@ -705,11 +705,15 @@ def _index_rows(analysis: Analysis, name: str) -> str | None:
     role = _role(analysis, name)
     if element is None or not element.startswith(("int", "uint")) or role == "output":
         return None
+    # a slot tensor's rows are those of the tensors it places rows of (the cache's slots,
+    # every one of them, not the fewest any tensor has: a cache row at or past the token
+    # count was never drawn, review of 2299c7d)
+    placed = analysis.slots.get(name) or [o for o in analysis.shapes if o != name]
     firsts = sorted(  # a tensor of a fixed few elements (`scale[0]`'s one) holds no rows
         {
-            str(shape[0])
-            for other, shape in analysis.shapes.items()
-            if other != name and shape and not str(shape[0]).isdigit()
+            str(analysis.shapes[other][0])
+            for other in placed
+            if analysis.shapes.get(other) and not str(analysis.shapes[other][0]).isdigit()
         }
     )
     if not firsts:
@@ -890,7 +894,8 @@ def _slot_room(analysis: Analysis) -> list[str]:
     for name in analysis.slots:
         rows = _index_rows(analysis, name)
         if rows is not None:
-            out.append(f"{' * '.join(map(str, analysis.shapes[name])) or '1'} <= {rows}")
+            count = " * ".join(f"({axis})" for axis in analysis.shapes[name]) or "1"
+            out.append(f"{count} <= {rows}")
     return out
 
 

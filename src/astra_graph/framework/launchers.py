@@ -278,9 +278,10 @@ class Analysis:
     tunables: tuple[GridTunable, ...] = ()
     """Grid dimensions the launcher sets at run time, imported as tunables
     (:func:`opaque_grid_tunable`)."""
-    slots: tuple[str, ...] = ()
-    """Integer tensors whose elements place the kernel's writes (:func:`_slot_tensors`): drawn
-    with no two elements alike (``init.distinct``)."""
+    slots: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """Integer tensors whose elements place the kernel's stores, each with the tensors whose
+    rows they place (:func:`_slot_tensors`): drawn with no two elements alike below those rows
+    (``init.distinct``)."""
     offsets: dict[str, str] = field(default_factory=dict)
     """Each CSR offsets tensor (its elements differenced by the kernel) and the dim of the
     rows its offsets index (:func:`offset_targets`): drawn by ``init.offsets_into``."""
@@ -1411,7 +1412,9 @@ def analyse(
         tunables=tuple(translator.tunables.values()),
         specializations=specializations,
         followed=followed,
-        slots=tuple(t for t in _slot_tensors(kernel, bound.bindings) if t not in offsets),
+        slots={
+            t: rows for t, rows in _slot_tensors(kernel, bound.bindings).items() if t not in offsets
+        },
         offsets=offsets,
     )
 
@@ -2924,14 +2927,20 @@ def _offset_dims(
     return out
 
 
-def _slot_tensors(kernel: Kernel, bindings: list[Binding]) -> tuple[str, ...]:
-    """The tensors bound to the pointers whose elements place the kernel's writes
-    (:attr:`~astra_graph.framework.parse.Kernel.scattered`): slots, such as a KV cache's slot
-    mapping, that a framework never passes with two alike. (CSR offsets place writes too, each
-    a segment's first row, and are drawn as offsets instead: the caller leaves them out.)"""
+def _slot_tensors(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str, ...]]:
+    """Each tensor bound to a pointer whose elements place the kernel's stores
+    (:attr:`~astra_graph.framework.parse.Kernel.scattered`), with the tensors it places rows
+    of: slots, such as a KV cache's slot mapping, that a framework never passes with two
+    alike. (CSR offsets place stores too, each a segment's first row, and are drawn as offsets
+    instead: the caller leaves them out.)"""
     passed = _flat_bindings(bindings)
-    found = [passed.get(pointer) for pointer in kernel.scattered]
-    return tuple(b.value for b in found if b is not None and b.kind == "tensor")
+    out: dict[str, tuple[str, ...]] = {}
+    for source, written in kernel.scattered:
+        slot, target = passed.get(source), passed.get(written)
+        if slot is None or target is None or slot.kind != "tensor" or target.kind != "tensor":
+            continue
+        out[slot.value] = tuple(dict.fromkeys([*out.get(slot.value, ()), target.value]))
+    return out
 
 
 def _flat_bindings(bindings: list[Binding]) -> dict[str, Binding]:

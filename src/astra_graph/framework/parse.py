@@ -239,8 +239,9 @@ class Kernel:
     """Where the body offsets another pointer parameter by an expression reading a
     :attr:`differenced` pointer's elements (:func:`_offset_uses`): (differenced pointer, offset
     pointer, the offset as written without blanks)."""
-    scattered: tuple[str, ...] = ()
-    """The pointers whose elements place the body's writes (:func:`_scattered`)."""
+    scattered: tuple[tuple[str, str], ...] = ()
+    """(slot pointer, written pointer): the pointers whose elements place the body's stores
+    into another (:func:`_scattered`)."""
 
 
 @dataclass(frozen=True)
@@ -2047,17 +2048,22 @@ def _differenced(body: Node, params: tuple[Param, ...]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _scattered(body: Node, params: tuple[Param, ...]) -> tuple[str, ...]:
-    """The pointer parameters whose elements place the body's writes: an element ``p[i]``, or
-    a local holding one (``const int64_t slot = locations[token];``, followed through further
-    locals up to :data:`MAX_BOUND_DEPTH`), in the offset of a pointer parameter that is not
-    ``const`` (``key_cache + slot * key_stride``, ``out[slot * d + i]``). These are slots: two
-    elements alike make two threads write one row in no set order (SGLang's KV-cache store
-    at 0.5.23 differed from itself at random slot mappings on the H100, 9119727), so a framework
-    never passes such values and a check must not draw them (``init.distinct``)."""
+def _scattered(body: Node, params: tuple[Param, ...]) -> tuple[tuple[str, str], ...]:
+    """(slot pointer, written pointer) for each store the body places by a pointer's element:
+    a store (``p[off] = ...``, ``*(p + off) = ...``, or through a local pointer whose
+    initialiser offsets ``p``: ``auto* k = slot > 0 ? key_cache + slot * key_stride : nullptr;``
+    then ``k[i] = ...``) into a pointer parameter that is not ``const``, whose offset has a term
+    that is, or is a product with a factor that is, an element ``s[i]`` or a local holding one
+    (``const int64_t slot = locations[token];``, followed through locals up to
+    :data:`MAX_BOUND_DEPTH`). These are slots: two elements alike make two threads write one
+    row in no set order (SGLang's KV-cache store at 0.5.23 differed from itself at random slot
+    mappings on the H100, 9119727), so a framework never passes such values and a check must
+    not draw them (``init.distinct``). An element added alone to a row's base (``out[b * n +
+    len - 1]``), a read, or an atomic's address (``atomicAdd(&counts[ids[i]], 1)``, where ids
+    repeat by design) places no row."""
     pointers = {p.name for p in params if p.pointer}
+    writable = {p.name for p in params if p.pointer and not p.const}
     values = _local_values(body)
-    writable = _assigned_pointers(body, {p.name for p in params if p.pointer and not p.const})
     holders: dict[str, str] = {}  # a local name -> the pointer whose element it holds
     for _ in range(MAX_BOUND_DEPTH):
         before = len(holders)
@@ -2067,53 +2073,88 @@ def _scattered(body: Node, params: tuple[Param, ...]) -> tuple[str, ...]:
                 holders[name] = source
         if len(holders) == before:
             break
-    found: list[str] = []
-
-    def placed(base: Node | None, offset: Node | None) -> None:
-        if base is None or offset is None or _compact(base) not in writable:
-            return
-        source = _element_source(offset, pointers, holders)
-        if source is not None and source not in found:
-            found.append(source)
-
-    for node in _walk(body, ("binary_expression", "subscript_expression")):
-        if node.type == "subscript_expression":
-            placed(node.child_by_field_name("argument"), _single_index(node))
-        elif text(node.child_by_field_name("operator")) == "+":
-            left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
-            placed(left, right)
-            placed(right, left)
+    found: list[tuple[str, str]] = []
+    for base, offset in _stores(body):
+        written = _compact(base)
+        source = _row_factor_source(offset, pointers, holders)
+        if written in writable and source is not None and (source, written) not in found:
+            found.append((source, written))
     return tuple(found)
 
 
-def _assigned_pointers(body: Node, writable: set[str]) -> set[str]:
-    """The pointers of ``writable`` the body assigns through: ``p[i] = ...``, ``*(p + i) =
-    ...``, or either through a local pointer whose initialiser names ``p`` (``auto* k = slot >
-    0 ? key_cache + slot * key_stride : nullptr;`` then ``k[i] = ...``). A pointer that is not
-    ``const`` but only read (FlashInfer's ``float* cos_sin_cache``) is not one."""
-    values = _local_values(body)
-    for init in _walk(body, ("init_declarator",)):  # `T* k = ...` too: a pointer declarator
+def _stores(body: Node) -> list[tuple[Node, Node]]:
+    """(base, offset) of each place the body stores to: the target of an assignment
+    (``p[off]``; ``*(p + off)``), and each ``p + off`` or ``&p[off]`` in the initialiser of a
+    local pointer the body stores through (``T* row = out + slot * d; row[i] = ...``)."""
+    found: list[tuple[Node, Node]] = []
+    through: set[str] = set()
+    for assignment in _walk(body, ("assignment_expression",)):
+        target = assignment.child_by_field_name("left")
+        target = unparenthesised(target) if target is not None else None
+        if target is None:
+            continue
+        if target.type == "subscript_expression":
+            base, index = target.child_by_field_name("argument"), _single_index(target)
+            if base is not None and index is not None:
+                found.append((base, index))
+                through.add(_compact(base))
+        elif target.type == "pointer_expression":
+            address = target.child_by_field_name("argument")
+            found += _offset_pairs(address) if address is not None else []
+            through |= {text(i) for i in _walk(address, ("identifier",))} if address else set()
+    for init in _walk(body, ("init_declarator",)):
         declarator, value = (
             init.child_by_field_name("declarator"),
             init.child_by_field_name("value"),
         )
         while declarator is not None and declarator.type == "pointer_declarator":
             declarator = declarator.child_by_field_name("declarator")
-        if declarator is not None and declarator.type == "identifier" and value is not None:
-            values.setdefault(text(declarator), []).append(value)
-    found: set[str] = set()
-    for assignment in _walk(body, ("assignment_expression",)):
-        target = assignment.child_by_field_name("left")
-        target = unparenthesised(target) if target is not None else None
-        if target is None or target.type not in ("subscript_expression", "pointer_expression"):
+        if declarator is None or value is None or text(declarator) not in through:
             continue
-        base = target.child_by_field_name("argument")
-        for name in (text(i) for i in _walk(base, ("identifier",))) if base else ():
-            if name in writable:
-                found.add(name)
-            for value in values.get(name, []):
-                found |= {text(i) for i in _walk(value, ("identifier",))} & writable
+        for node in _walk(value, ("binary_expression", "subscript_expression")):
+            if node.type == "subscript_expression":
+                base, index = node.child_by_field_name("argument"), _single_index(node)
+                if base is not None and index is not None:
+                    found.append((base, index))
+            else:
+                found += _offset_pairs(node)
     return found
+
+
+def _offset_pairs(node: Node) -> list[tuple[Node, Node]]:
+    """Both (base, offset) readings of a sum ``a + b``; none for anything else."""
+    node = unparenthesised(node)
+    if node.type != "binary_expression" or text(node.child_by_field_name("operator")) != "+":
+        return []
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    return [(left, right), (right, left)] if left is not None and right is not None else []
+
+
+def _row_factor_source(node: Node, pointers: set[str], holders: dict[str, str]) -> str | None:
+    """The pointer whose element is a term of the offset ``node``, or a factor of one of its
+    products (``slot * key_stride``; ``p[slot]``), through casts; None where no term is."""
+    for term in _operands(node, "+"):
+        for factor in _operands(term, "*"):
+            factor = _uncast(factor)
+            if factor.type == "subscript_expression" and _subscripted(factor) in pointers:
+                return _subscripted(factor)
+            if factor.type == "identifier" and text(factor) in holders:
+                return holders[text(factor)]
+    return None
+
+
+def _uncast(node: Node) -> Node:
+    """``x`` of ``(T)x`` or ``static_cast<T>(x)`` (through parentheses), else ``node``."""
+    node = unparenthesised(node)
+    if node.type == "cast_expression":
+        value = node.child_by_field_name("value")
+        return _uncast(value) if value is not None else node
+    function = node.child_by_field_name("function") if node.type == "call_expression" else None
+    arguments = node.child_by_field_name("arguments") if function is not None else None
+    operands = arguments.named_children if arguments is not None else []
+    if function is not None and text(function).startswith("static_cast<") and len(operands) == 1:
+        return _uncast(operands[0])
+    return node
 
 
 def _element_source(node: Node, pointers: set[str], holders: dict[str, str]) -> str | None:

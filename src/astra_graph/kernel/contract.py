@@ -109,8 +109,9 @@ class InitSpec(Strict):
         False,
         description="uniform draws are whole numbers, no two of an argument's elements alike "
         "(the slots a kernel writes rows to, as a KV cache's slot mapping: two tokens with one "
-        "slot race, so the framework never passes such a mapping); the domain must give the "
-        "draw room (elements <= high - low at every shape, say so in requires)",
+        "slot race, so the framework never passes such a mapping); an int32 or int64 input; "
+        "the domain must give the draw room (elements <= high - low + 1 at every shape, say so "
+        "in requires)",
     )
     offsets_into: str | None = Field(
         None,
@@ -344,11 +345,8 @@ class Contract(Strict):
                             f"tolerance: no entry for {dtype!r}, which output {arg.name!r} uses"
                         )
         for arg in self.args:
-            if arg.init.distinct and arg.init.dist != "uniform":
-                raise ValueError(
-                    f'args.{arg.name}.init.distinct: expected dist = "uniform" (distinct '
-                    f"whole numbers in [low, high)), got {arg.init.dist!r}"
-                )
+            if arg.init.distinct:
+                self._check_distinct(arg)
             if arg.init.below is not None:
                 try:
                     check_names(arg.init.below, set(self.dims), "dim")
@@ -366,10 +364,11 @@ class Contract(Strict):
                         f"specials[{i}].{field}: {arg_name!r} is not an input argument"
                     )
             for field, arg_name in named:
-                if inputs[arg_name].init.offsets_into is not None:
+                if inputs[arg_name].init.arranged:
                     raise ValueError(
-                        f"specials[{i}].{field}: {arg_name!r} holds offsets "
-                        "(init.offsets_into), which a scenario's values would disorder"
+                        f"specials[{i}].{field}: {arg_name!r} holds offsets or distinct slots "
+                        "(init.offsets_into, init.distinct), which a scenario's values would "
+                        "disorder or repeat"
                     )
             for arg_name, values in special.values.items():
                 allowed = inputs[arg_name].non_finite
@@ -395,6 +394,24 @@ class Contract(Strict):
                     raise ValueError(f"suites.{suite}[{i}]: {problem}")
         return self
 
+    @staticmethod
+    def _check_distinct(arg: TensorArg) -> None:
+        """Refuse an ``init.distinct`` the draw cannot keep: no uniform draw, an element type
+        that is no integer wide enough to hold distinct row ids (a float, bool or one-byte
+        type), an argument the kernel writes, or row scaling that would change the values."""
+        where = f"args.{arg.name}.init.distinct"
+        if arg.init.dist != "uniform":
+            raise ValueError(
+                f'{where}: expected dist = "uniform" (distinct whole numbers in [low, high]), '
+                f"got {arg.init.dist!r}"
+            )
+        if arg.dtype not in ("int32", "int64"):
+            raise ValueError(f"{where}: needs dtype int32 or int64, got {arg.dtype!r}")
+        if arg.role != "input":
+            raise ValueError(f"{where}: needs role 'input', got {arg.role!r}")
+        if arg.init.row_scale is not None:
+            raise ValueError(f"{where}: row_scale would change the drawn values; drop it")
+
     def _check_offsets(self, arg: TensorArg, into: str) -> None:
         """Refuse an ``init.offsets_into`` the draw cannot honour: on an output, a float or
         type-parameter element, more than one axis, beside another init field, or in a
@@ -406,7 +423,7 @@ class Contract(Strict):
             raise ValueError(f"{where}: {exc}") from None
         if arg.role != "input":
             raise ValueError(f"{where}: needs role 'input', got {arg.role!r}")
-        if arg.dtype not in DTYPES or DTYPES[arg.dtype].floating:
+        if arg.dtype not in DTYPES or DTYPES[arg.dtype].floating or arg.dtype == "bool":
             raise ValueError(f"{where}: needs an integer dtype, got {arg.dtype!r}")
         if len(arg.shape) != 1:
             raise ValueError(f"{where}: needs a 1-D input ([segments + 1]), got {arg.shape}")
