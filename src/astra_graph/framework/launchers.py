@@ -2886,8 +2886,10 @@ def _walk_calls(node: Node) -> list[Node]:
 
 def _offset_axis(offset: str, pointer: str, passed: dict[str, Binding]) -> tuple[str, int] | None:
     """(tensor, axis) of the one stride that multiplies the terms of ``offset`` reading
-    ``pointer``'s elements, or None: a term reading them without exactly one stride parameter
-    bound to a tensor's ``stride(a)`` as a factor, or strides of two axes."""
+    ``pointer``'s elements, or None: a term reading them that is not exactly a row index times
+    one stride parameter bound to a tensor's ``stride(a)`` (another factor, ``(indptr[b] + i) *
+    2 * stride``, would reach past the rows the offsets end at: review of 2299c7d), or strides
+    of two axes."""
     node = expression_node(offset)
     if node is None:
         return None
@@ -2895,12 +2897,10 @@ def _offset_axis(offset: str, pointer: str, passed: dict[str, Binding]) -> tuple
     for term in _operands(node, "+"):
         if f"{pointer}[" not in re.sub(r"\s+", "", text(term)):
             continue
-        strides = [
-            _placeholder(_STRIDE_PLACEHOLDER, passed.get(text(factor)))
-            for factor in _operands(term, "*")
-        ]
+        factors = _operands(term, "*")
+        strides = [_placeholder(_STRIDE_PLACEHOLDER, passed.get(text(f))) for f in factors]
         known = [s for s in strides if s is not None]
-        if len(known) != 1:
+        if len(factors) != 2 or len(known) != 1:
             return None
         axes.add(known[0])
     return axes.pop() if len(axes) == 1 else None
