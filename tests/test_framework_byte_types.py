@@ -61,6 +61,8 @@ def test_the_import_validates_and_an_integer_output_is_compared_exactly(tmp_path
     case = make_case(spec, {"mask_0": 64}, WHOLE_LAUNCH_DTYPE, np.random.default_rng(0))
     stored = {name: array.dtype for name, array in case.arrays.items()}
     assert stored == {"bits": np.uint8, "mask": np.bool_, "codes": np.int8}
+    # one-byte codes are no row ids: drawn around 0, both signs (the kernel tests codes < 0)
+    assert (case.arrays["codes"] < 0).any() and (case.arrays["codes"] > 0).any()
     bits = next(a for a in contract.args if a.name == "bits")
     reference = np.arange(8, dtype=np.float64)
     got = reference.astype(np.uint8)

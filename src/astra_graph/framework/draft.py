@@ -703,7 +703,9 @@ def _index_rows(analysis: Analysis, name: str) -> str | None:
     sizes drew only row 0, at every shape)."""
     element = analysis.tensors[name].element
     role = _role(analysis, name)
-    if element is None or not element.startswith(("int", "uint")) or role == "output":
+    # a one-byte integer is a code or a bit pattern, no row id: drawn as row ids its values
+    # past 127 wrapped negative (review of 2299c7d), and as codes they take both signs
+    if element not in ("int32", "int64") or role == "output":
         return None
     # a slot tensor's rows are those of the tensors it places rows of (the cache's slots,
     # every one of them, not the fewest any tensor has: a cache row at or past the token
