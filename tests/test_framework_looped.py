@@ -18,7 +18,8 @@ from astra_graph.framework.interpret import (
     call,
 )
 from astra_graph.framework.launchers import Analysis, Unmapped, analyse, device_constants
-from astra_graph.framework.parse import Procedure, parse_source
+from astra_graph.framework.parse import Param, Procedure, parse_source
+from astra_graph.framework.structs import StructUnread, flattened
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import load_contract
 from astra_graph.kernel.header import load_implementation
@@ -276,3 +277,13 @@ def test_the_signature_check_refuses_a_nesting_that_moves_a_field() -> None:
     param = KernelParam(text="Out p", pointer=False, base_type="Out", name="p", const=False)
     problem = struct_problem(None, binding, param, texts, {}, "float16")  # type: ignore[arg-type]
     assert "tail padding" in problem
+
+
+def test_a_struct_nesting_one_of_its_own_name_is_refused_not_followed_forever() -> None:
+    """``a::P { b::P inner; }`` reads, by unqualified names, as P nesting itself."""
+    inner = Param("b::P inner", "inner", "b::P", False, False, False)
+    count = Param("int n", "n", "int", False, False, False)
+    with pytest.raises(StructUnread, match="nest more than"):
+        flattened(
+            "P", [inner, count], ["{}", "n"], {"P": [inner, count]}, {}, [], lambda _: "int32"
+        )

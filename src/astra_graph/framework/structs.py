@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from astra_graph.framework.parse import Param
 from astra_graph.kernel.expr import split_top_level
 from astra_graph.kernel.param_struct import FIELD_BYTES, Nested, flat_layout_holds
+from astra_graph.kernel.signature import MAX_NESTING
 
 ZERO_POINTER = "nullptr"
 ZERO_VALUE = "0"
@@ -159,7 +160,10 @@ def _leaves(
     structs: Mapping[str, list[Param]],
     found: dict[str, str],
     notes: list[str],
+    depth: int = 0,
 ) -> tuple[list[Param], list[str]]:
+    if depth >= MAX_NESTING:  # `a::P { b::P p; }` by unqualified names would never end
+        raise StructUnread(f"{type_name}: structs nest more than {MAX_NESTING} deep")
     members: list[Param] = []
     leaves: list[str] = []
     for member, value in zip(fields, values, strict=True):
@@ -173,7 +177,7 @@ def _leaves(
             inner_values = [ZERO_POINTER if f.pointer else ZERO_VALUE for f in inner]
         else:
             inner_values = field_values(value, nested, inner, found, notes)
-        more, more_values = _leaves(nested, inner, inner_values, structs, found, notes)
+        more, more_values = _leaves(nested, inner, inner_values, structs, found, notes, depth + 1)
         members += more
         leaves += more_values
     return members, leaves
