@@ -89,3 +89,25 @@ def test_the_serving_path_is_imported_and_validates(tmp_path: Path) -> None:
     shapes = {a.name: a.shape for a in spec.contract.args}
     assert shapes["scale"] == ["1"]
     assert main(["validate", str(tmp_path / "static_group_quant")]) == 0
+
+
+def test_a_path_that_sets_a_local_an_earlier_value_of_it_reads_is_unread() -> None:
+    """``b = a; a = 5;`` in one branch: values are read at the launch, where b would read 5."""
+    source = parse_source(
+        """
+__global__ void k(float* out, int n) { out[threadIdx.x] = n; }
+void launch(torch::Tensor& out, int64_t w) {
+  int a = w;
+  int b;
+  if (w > 4) {
+    b = a;
+    a = 5;
+  } else {
+    b = 1;
+  }
+  k<<<b, a>>>(out.data_ptr<float>(), a);
+}
+"""
+    )
+    (launch,) = next(x for x in source.launchers if x.name == "launch").launches
+    assert launch.branches == ()  # the chain is not read into paths

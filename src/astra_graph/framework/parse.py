@@ -1317,6 +1317,8 @@ def _branch_paths(branch: Node) -> list[BranchPath] | None:
             inner = chain_paths(statement)
             if inner is None or len(paths) * max(len(inner), 1) > MAX_CHAIN_PATHS:
                 return None
+            if any(_reassigns(p.values, q.values) for p in paths for q in inner):
+                return None
             paths = [
                 BranchPath(
                     p.conditions + q.conditions,
@@ -1332,6 +1334,8 @@ def _branch_paths(branch: Node) -> list[BranchPath] | None:
         if step is None:
             return None
         values, checks = step
+        if any(_reassigns(p.values, values) for p in paths):
+            return None
         declared = tuple(n for n, _ in values) if statement.type == "declaration" else ()
         paths = [
             replace(
@@ -1343,6 +1347,12 @@ def _branch_paths(branch: Node) -> list[BranchPath] | None:
             for p in paths
         ]
     return paths
+
+
+def _reassigns(earlier: tuple[tuple[str, str], ...], later: tuple[tuple[str, str], ...]) -> bool:
+    """Whether ``later`` sets a local an ``earlier`` value reads: values are read at the
+    launch, so ``b = a; a = 5;`` would read ``b`` as 5 (review of 2299c7d)."""
+    return any(name in _words(value) for _, value in earlier for name, _ in later)
 
 
 def _statement_step(
