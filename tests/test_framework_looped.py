@@ -231,6 +231,7 @@ def test_a_nested_struct_whose_padding_moves_a_field_is_refused() -> None:
         (["int32", ["int32", "int64"]], False),  # nested, aligned on 8; flat, at 4
         (["int32", ["int32", "int32"], "int32"], True),
         ([[["int64"], "bool"], "bool"], False),
+        (["int32", [], "int32"], False),  # an empty struct is one byte in C++, none flat
     ],
 )
 def test_a_nested_layout_is_the_flat_one_only_where_no_padding_moves_a_field(

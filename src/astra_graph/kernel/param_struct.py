@@ -96,8 +96,14 @@ def _placed(members: Nested) -> tuple[list[int], int, int]:
 
 def flat_layout_holds(members: Nested) -> bool:
     """Whether a struct with nested struct members lays every leaf field at the offset, and has
-    the size, of a flat struct of its leaves (:func:`layout`); raises ValueError for a kind
-    that is not a field kind."""
+    the size, of a flat struct of its leaves (:func:`layout`), and nests no empty struct (one
+    byte in C++, none in a flat list); raises ValueError for a kind that is not a field
+    kind."""
     offsets, size, _ = _placed(members)
     flat = layout(leaves(members))
-    return offsets == list(flat.offsets) and size == flat.size
+    return offsets == list(flat.offsets) and size == flat.size and not _has_empty(members)
+
+
+def _has_empty(members: Nested) -> bool:
+    """Whether a nested struct has no fields: C++ gives it one byte a flat list lacks."""
+    return any(not isinstance(m, str) and (not m or _has_empty(m)) for m in members)
