@@ -15,10 +15,11 @@ from astra_graph.framework.interpret import (
     NotInterpreted,
     Num,
     Outcome,
+    _literal,
     call,
 )
 from astra_graph.framework.launchers import Analysis, Unmapped, analyse, device_constants
-from astra_graph.framework.parse import Param, Procedure, parse_source
+from astra_graph.framework.parse import Param, Procedure, expression_node, parse_source
 from astra_graph.framework.structs import StructUnread, flattened
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import load_contract
@@ -288,3 +289,22 @@ def test_a_struct_nesting_one_of_its_own_name_is_refused_not_followed_forever() 
         flattened(
             "P", [inner, count], ["{}", "n"], {"P": [inner, count]}, {}, [], lambda _: "int32"
         )
+
+
+@pytest.mark.parametrize(
+    ("spelled", "bits", "signed"),
+    [
+        ("5", 32, True),
+        ("2147483648", 64, True),  # decimal: int, then long, never unsigned
+        ("0x80000000", 32, False),  # hexadecimal: unsigned int fits first
+        ("4294967295u", 32, False),
+        ("1ul", 64, False),
+    ],
+)
+def test_an_integer_literal_takes_the_type_cpp_gives_it(
+    spelled: str, bits: int, signed: bool
+) -> None:
+    node = expression_node(spelled)
+    assert node is not None
+    value = _literal(node)
+    assert (value.bits, value.signed) == (bits, signed)

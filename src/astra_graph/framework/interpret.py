@@ -391,9 +391,20 @@ def _literal(node: Node) -> Num:
         raise NotInterpreted(f"a float literal {spelled!r}")
     number = int(digits, 0) if not re.fullmatch(r"0\d+", digits) else int(digits, 8)
     bits = 64 if "l" in suffix else 32
-    if not 0 <= number < (1 << bits):
+    unsigned = "u" in suffix
+    # C++ ([lex.icon]): a decimal literal without `u` takes the first signed type it fits
+    # (int, then long); a hexadecimal or octal one may also take the unsigned type of a width
+    decimal = not re.match(r"0[xXbB0-7]", digits) or digits == "0"
+    if not unsigned and number >= (1 << (bits - 1)):
+        if decimal or bits == 64 or number >= (1 << bits):
+            bits = 64
+        else:
+            unsigned = True
+    elif unsigned and number >= (1 << bits):
         bits = 64
-    return Num(number, bits, "u" not in suffix and number < (1 << (bits - 1)))
+    if number >= (1 << bits) or (not unsigned and number >= (1 << (bits - 1))):
+        raise NotInterpreted(f"a literal {spelled!r} past 64 bits")
+    return Num(number, bits, not unsigned)
 
 
 def _value(node: Node, env: dict[str, _Var], run: _Run) -> Value:
