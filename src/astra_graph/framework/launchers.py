@@ -56,7 +56,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from astra_graph.framework import interpret
 from astra_graph.framework.device import FRAMEWORK_TYPE
@@ -1089,10 +1089,9 @@ class _Translator:
         if function is None:
             return None
         bare, _, rest = _compact(text(function)).partition("<")
-        found = [f for k, f in self.returns.items() if k == bare or k.endswith(f"::{bare}")]
-        if len(found) != 1 or found[0] is None:
+        function_def = one_named(self.returns, bare)
+        if function_def is None:
             return None
-        function_def = found[0]
         targs = split_top_level(rest[:-1]) if rest.endswith(">") else []
         if len(targs) != len(function_def.template) or len(args) != len(function_def.params):
             return None
@@ -1121,10 +1120,9 @@ class _Translator:
         if function is None:
             return None
         bare, _, rest = _compact(text(function)).partition("<")
-        found = [f for k, f in self.procedures.items() if k == bare or k.endswith(f"::{bare}")]
-        if len(found) != 1 or found[0] is None:
+        procedure = one_named(self.procedures, bare)
+        if procedure is None:
             return None
-        procedure = found[0]
         targs = split_top_level(rest[:-1]) if rest.endswith(">") else []
         if len(targs) != len(procedure.template):
             return None
@@ -2862,19 +2860,31 @@ def _expanded(offset: str, returns: dict[str, ReturnOnly | None]) -> str:
     if node is None:
         return offset
     for call in _walk_calls(node):
-        name = text(call.child_by_field_name("function")).split("<", 1)[0].rsplit("::", 1)[-1]
-        found = [r for key, r in returns.items() if key.rsplit("::", 1)[-1] == name]
+        function = one_named(returns, _compact(text(call.child_by_field_name("function"))))
         arguments = call.child_by_field_name("arguments")
         values = [text(a) for a in arguments.named_children] if arguments is not None else []
-        if len(found) != 1 or found[0] is None or len(values) != len(found[0].params):
+        if function is None or len(values) != len(function.params):
             continue
-        returned = found[0].returned
-        for param, value in zip(found[0].params, values, strict=True):
+        returned = function.returned
+        for param, value in zip(function.params, values, strict=True):
             # a name stays bare: `(a) + (b)` parses as a cast of `+(b)` to the type `a`
             bare = value if re.fullmatch(r"\w+", value) else f"({value})"
             returned = re.sub(rf"(?<![\w.]){re.escape(param)}(?!\w)", bare, returned)
         offset = offset.replace(text(call), f"({returned})", 1)
     return offset
+
+
+_Found = TypeVar("_Found")
+
+
+def one_named(table: Mapping[str, _Found | None], spelled: str) -> _Found | None:
+    """The one function of ``table`` (keyed by scope-qualified name) a call spelled ``spelled``
+    names, template arguments dropped: the key is that name, or ends with ``::`` and it (a
+    call's own qualification is kept: ``fw::f`` is not ``other::f``); None where no key or
+    several match, or the one matched is unreadable (None)."""
+    bare = spelled.split("<", 1)[0]
+    found = [f for key, f in table.items() if key == bare or key.endswith(f"::{bare}")]
+    return found[0] if len(found) == 1 else None
 
 
 def _walk_calls(node: Node) -> list[Node]:
