@@ -293,7 +293,7 @@ def main(argv: list[str]) -> int:
         "--limit", type=int, help="validate (and check) only the first N imported operations"
     )
     parser.add_argument(
-        "--jobs", type=int, default=1, help="files imported, ops validated, checked at once"
+        "--jobs", type=int, default=1, help="files imported and ops validated at once"
     )
     parser.add_argument(
         "--gpu-jobs",

@@ -22,7 +22,7 @@ from pathlib import Path
 from astra_graph.framework.launchers import Analysis, Binding
 from astra_graph.harness.domain import UNBOUNDED_FACTOR
 from astra_graph.harness.geometry import geometry_problem
-from astra_graph.harness.oracle import oracle_dim_scalar
+from astra_graph.harness.oracle import oracle_dim_scalar, unread_dims
 from astra_graph.kernel import expr
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
@@ -637,16 +637,14 @@ def _scalar_lines(analysis: Analysis, notes: list[str]) -> list[str]:
     # inside an axis expression: vLLM's group_size in scale's `input_1 // 2 // group_size`)
     # cannot be read back from the inputs' shapes, so the oracle gets it as a scalar (the
     # kernel is not given it); the oracle refused situ_and_mul_quant on the H100 (d32cd96)
-    whole_axes = {axis for shape in analysis.shapes.values() for axis in shape}
-    for dim in analysis.dims:
-        if dim not in whole_axes:
-            lines += [
-                "[[scalars]]",
-                f"name = {_toml(oracle_dim_scalar(dim))}",
-                'dtype = "int64"',
-                f"value = {_toml(dim)}",
-                "",
-            ]
+    for dim in unread_dims(analysis.dims, analysis.shapes.values()):
+        lines += [
+            "[[scalars]]",
+            f"name = {_toml(oracle_dim_scalar(dim))}",
+            'dtype = "int64"',
+            f"value = {_toml(dim)}",
+            "",
+        ]
     return lines
 
 

@@ -34,7 +34,7 @@ GPU only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,15 @@ def oracle_dim_scalar(dim: str) -> str:
     return f"oracle_{dim}"
 
 
+def unread_dims(dims: Iterable[str], shapes: Iterable[Sequence[str | int]]) -> list[str]:
+    """The ``dims`` the oracle cannot read back from tensors of these ``shapes``: those that
+    are no tensor's whole axis (a launcher integer: vLLM's ``head_size``; one only inside an
+    axis expression: ``input_1 // 2 // group_size``). It learns each through its
+    :func:`oracle_dim_scalar`."""
+    whole = {axis for shape in shapes for axis in shape}
+    return [dim for dim in dims if dim not in whole]
+
+
 def _dims(contract: Any, inputs: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, int]:
     """The dims, from the inputs' axes; a dim that sizes no tensor (a launcher integer) from
     its :func:`oracle_dim_scalar`."""
@@ -68,7 +77,8 @@ def _dims(contract: Any, inputs: Mapping[str, Any], params: Mapping[str, Any]) -
         for axis, size in zip(arg.shape, inputs[arg.name].shape, strict=True):
             if isinstance(axis, str) and axis in contract.dims:
                 dims[axis] = int(size)
-    for dim in set(contract.dims) - set(dims):
+    shapes = (arg.shape for arg in contract.args if arg.name in inputs)
+    for dim in unread_dims(contract.dims, shapes):
         if oracle_dim_scalar(dim) in params:
             dims[dim] = int(params[oracle_dim_scalar(dim)])
     missing = sorted(set(contract.dims) - set(dims))
