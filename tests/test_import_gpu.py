@@ -63,6 +63,7 @@ IMPORTED = {
     "asserted_rows.cu": ("run",),
     "looped_sizes.cu": ("run", "run_104", "scale_rows_256"),
     "branch_values.cu": ("ranked_copy", "headed_copy"),
+    "bound_store.cu": ("run_1", "run_2"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -74,7 +75,9 @@ dispatch spells its own way, a kernel built per head size as its launcher's size
 it, tensors passed at a moved address (test_framework_moved.py), a domain its launcher class's
 static_assert bounds (test_framework_symbolic.py), a head count an if/else chain on the
 input's rank sets, sizes a looping constexpr helper computes and a params struct nesting another
-(test_framework_looped.py), each launched for real here."""
+(test_framework_looped.py), and a float table beside half tensors in a nested struct unpacked by
+structured bindings, its slots stored through a helper (test_framework_bound.py), each launched
+for real here."""
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,7 @@ from astra_graph.framework.parse import (
     GIVEN_VALUE,
     MAX_MACRO_DEPTH,
     OCCUPANCY_CALLS,
+    POINTER_OFFSET,
     REASSIGNED,
     REASSIGNED_IF_GIVEN,
     SET_BY_REFERENCE,
@@ -658,6 +659,9 @@ class _Translator:
         """What the launch calls its element type (``scalar_t``, ``T``, a local alias)."""
         self.locals = launch.locals
         self.matched = launch.matched
+        self.typed = dict(launch.typed)
+        """The element type each tensor's matcher requires (:attr:`~astra_graph.framework.
+        parse.Launch.typed`)."""
         self.kernel = launch.kernel
         """The launched kernel (an occupancy query must ask about it), with its template
         arguments as the launch writes them."""
@@ -2233,9 +2237,6 @@ def _float_expression(value: str, launch: Launch, host: dict[str, Param]) -> str
     return derived if derived is not None and expr.names(derived) else None
 
 
-_POINTER_OFFSET = re.compile(r"^(?:::)?(?:\w+::)*pointer::offset(?:<(?P<unit>[^<>]+)>)?$")
-"""SGLang's ``pointer::offset<T = char>(ptr, offsets...)``: ``ptr`` moved by the offsets' sum in
-units of ``T``."""
 _TYPED_POINTER = re.compile(
     r"<\s*(?:const\s+)?(?P<type>[\w:]+)\s*\*\s*>|^\(\s*(?:const\s+)?(?P<c>[\w:]+)\s*\*\s*\)"
 )
@@ -2254,7 +2255,7 @@ def _moved_pointer(inner: str) -> tuple[str, str] | None:
     node = unparenthesised(node)
     if node.type == "call_expression":
         function = _compact(text(node.child_by_field_name("function")))
-        form = _POINTER_OFFSET.match(function)
+        form = POINTER_OFFSET.match(function)
         args_node = node.child_by_field_name("arguments")
         args = [text(a) for a in (args_node.named_children if args_node else [])]
         if form is None or len(args) < 2:
@@ -2331,6 +2332,12 @@ def _pointer_binding(
         # a `const void*` field the kernel reads as `static_cast<const IdType*>(params.ids)`:
         # its element is IdType as this launch instantiates it (int32_t under `is_int32`)
         use.element = _element_type(replace(param, type=cast), targs, element_names)
+    typed = CPP_TYPES.get(translator.typed.get(match["tensor"], ""))
+    if use.element is None and param.type == "void" and not spelled and typed is not None:
+        # a `const void*` field whose tensor the launcher's matcher requires to hold one type
+        # (SGLang's `with_dtype<float>()` on a float cos/sin cache beside half q and k): that
+        # type, not the launch's element type
+        use.element = typed
     if use.element is None and param.type == "void" and not spelled and element_names:
         # a `const void*` field or parameter (SGLang's params structs) says nothing of the
         # element: the launch's element type is the one the kernel reads it as

@@ -306,6 +306,11 @@ class Launch:
     """The tensor-shape matchers run before the launch on every path to it (SGLang's
     ``TensorMatcher({N, D}).with_strides({S, 1}).verify(x)``): (tensor, its sizes, its
     strides) as the matcher names them, the first matcher of each tensor (:func:`_matchers`)."""
+    typed: tuple[tuple[str, str], ...] = ()
+    """(tensor, C++ element type) for each tensor a matcher before the launch on every path to
+    it requires to have one element type (SGLang's ``TensorMatcher({-1, D}).with_dtype<float>()
+    .verify(cos_sin_cache)``), the first such matcher of each tensor (:func:`_matcher_types`):
+    the framework's own statement of what a ``void*`` field holds."""
     written: str = ""
     """The launch call's kernel argument as written (``kernel``, a local or class member that
     names :attr:`kernel`), '' for ``<<<>>>``: an occupancy query of the same expression in the
@@ -619,6 +624,7 @@ def _launch(call: Node) -> Launch:
         conditions=conditions,
         checks=tuple(c for c, _ in checks),
         matched=matched,
+        typed=_matcher_types(call),
         branches=_chains(call, scoped),
     )
 
@@ -1049,6 +1055,8 @@ MATCHER_VERIFY = "verify"
 ``TensorMatcher({N, D}).verify(x)``; a later matcher of a bound size checks it is equal)."""
 MATCHER_STRIDES = "with_strides"
 """The method of a tensor-shape matcher that names the tensor's strides."""
+MATCHER_DTYPE = "with_dtype"
+"""The method of a tensor-shape matcher that names the element types the tensor may have."""
 SET_VALUE = "set_value"
 """The method that fixes a symbolic size before a matcher reads it (``D.set_value(kDim)``)."""
 CHECK_NAME = "check"
@@ -1060,9 +1068,17 @@ def _matcher(statement: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...
     """(tensor, sizes, strides) for each tensor a tensor-shape matcher statement verifies: a
     call on one braced list of sizes followed by method calls, ``verify(x)`` among them; []
     for any other statement."""
+    return [(tensor, sizes, strides) for tensor, sizes, strides, _ in _matcher_facts(statement)]
+
+
+def _matcher_facts(statement: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...], str]]:
+    """:func:`_matcher`'s (tensor, sizes, strides), each with the one element type the matcher
+    requires (``.with_dtype<float>()``), or '' where it names none or several (``with_dtype<
+    int32_t, int64_t>(id_type)``: the launch's choice says which)."""
     node = next((c for c in statement.named_children if c.type != "comment"), None)
     verified: list[str] = []
     strides: tuple[str, ...] = ()
+    element = ""
     while node is not None and node.type == "call_expression":
         function = node.child_by_field_name("function")
         args = [
@@ -1074,12 +1090,16 @@ def _matcher(statement: Node) -> list[tuple[str, tuple[str, ...], tuple[str, ...
             if len(args) != 1 or args[0].type != "initializer_list" or not verified:
                 return []
             sizes = tuple(text(a) for a in args[0].named_children if a.type != "comment")
-            return [(tensor, sizes, strides) for tensor in reversed(verified)]
-        method = text(function.child_by_field_name("field")).split("<", 1)[0].strip()
+            return [(tensor, sizes, strides, element) for tensor in reversed(verified)]
+        field = text(function.child_by_field_name("field"))
+        method = field.split("<", 1)[0].strip()
         if method == MATCHER_VERIFY and len(args) == 1 and args[0].type == "identifier":
             verified.append(text(args[0]))
         elif method == MATCHER_STRIDES and len(args) == 1 and args[0].type == "initializer_list":
             strides = tuple(text(a) for a in args[0].named_children if a.type != "comment")
+        elif method == MATCHER_DTYPE and "<" in field and not args:
+            types = field.split("<", 1)[1].rsplit(">", 1)[0]
+            element = "" if "," in types else " ".join(types.split())
         node = function.child_by_field_name("argument")
     return []
 
@@ -1213,6 +1233,21 @@ def _matchers(
             matched.setdefault(fact[0], fact)
         checks += [(c, True) for c in checked]
     return tuple(matched.values()), tuple(checks)
+
+
+def _matcher_types(call: Node) -> tuple[tuple[str, str], ...]:
+    """(tensor, element type) that the tensor-shape matchers among the statements before
+    ``call`` in the scopes around it require (:func:`_matcher_facts`). Only statements that
+    run on every path to the launch count: a matcher inside an ``if`` says nothing of the
+    other branch."""
+    found: dict[str, str] = {}
+    for statement, holds_call in _before(call):
+        if holds_call or statement.type != "expression_statement":
+            continue
+        for tensor, _, _, element in _matcher_facts(statement):
+            if element:
+                found.setdefault(tensor, element)
+    return tuple(found.items())
 
 
 MAX_CHAIN_PATHS = 16
@@ -1686,6 +1721,7 @@ def parse_source(
                 fields.extend(_struct_fields(member))
         out.structs[name] = fields
     out.constants = {**object_macros, **_constants(tree.root_node)}
+    writers = _writing_positions(tree.root_node)
     for definition in _walk(tree.root_node, ("function_definition",)):
         declarator = _function_declarator(definition)
         if declarator is None:
@@ -1716,7 +1752,7 @@ def parse_source(
             strided = _strided_extents(body, params) if body is not None else ()
             differenced = _differenced(body, params) if body is not None else ()
             casts = _pointer_casts(body) if body is not None else ()
-            scattered = _scattered(body, params) if body is not None else ()
+            scattered = _scattered(body, params, out.structs, writers) if body is not None else ()
             uses = _offset_uses(body, params, differenced) if body is not None else ()
             out.kernels.append(
                 Kernel(
@@ -2058,7 +2094,12 @@ def _differenced(body: Node, params: tuple[Param, ...]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _scattered(body: Node, params: tuple[Param, ...]) -> tuple[tuple[str, str], ...]:
+def _scattered(
+    body: Node,
+    params: tuple[Param, ...],
+    structs: dict[str, list[Param]] | None = None,
+    writers: dict[str, frozenset[int]] | None = None,
+) -> tuple[tuple[str, str], ...]:
     """(slot pointer, written pointer) for each store the body places by a pointer's element:
     a store (``p[off] = ...``, ``*(p + off) = ...``, or through a local pointer whose
     initialiser offsets ``p``: ``auto* k = slot > 0 ? key_cache + slot * key_stride : nullptr;``
@@ -2070,9 +2111,15 @@ def _scattered(body: Node, params: tuple[Param, ...]) -> tuple[tuple[str, str], 
     mappings on the H100, 9119727), so a framework never passes such values and a check must
     not draw them (``init.distinct``). An element added alone to a row's base (``out[b * n +
     len - 1]``), a read, or an atomic's address (``atomicAdd(&counts[ids[i]], 1)``, where ids
-    repeat by design) places no row."""
-    pointers = {p.name for p in params if p.pointer}
+    repeat by design) places no row.
+
+    A pointer field of a struct parameter counts as a pointer parameter, named ``params.field``
+    (:func:`_struct_pointers`), read directly or through a structured binding (SGLang's
+    ``const auto& [q, k_cache, out_loc] = params;``); the stores are :func:`_stores`'."""
+    names, aliases = _struct_pointers(body, params, structs or {})
+    pointers = {p.name for p in params if p.pointer} | set(names)
     writable = {p.name for p in params if p.pointer and not p.const}
+    writable |= {name for name, field in names.items() if not field.const}
     values = _local_values(body)
     holders: dict[str, str] = {}  # a local name -> the pointer whose element it holds
     for _ in range(MAX_BOUND_DEPTH):
@@ -2084,20 +2131,101 @@ def _scattered(body: Node, params: tuple[Param, ...]) -> tuple[tuple[str, str], 
         if len(holders) == before:
             break
     found: list[tuple[str, str]] = []
-    for base, offset in _stores(body):
+    for base, offset in _stores(body, writers or {}):
         written = _compact(base)
         source = _row_factor_source(offset, pointers, holders)
-        if written in writable and source is not None and (source, written) not in found:
-            found.append((source, written))
+        if written in writable and source is not None:
+            pair = (aliases.get(source, source), aliases.get(written, written))
+            if pair not in found:
+                found.append(pair)
     return tuple(found)
 
 
-def _stores(body: Node) -> list[tuple[Node, Node]]:
+MAX_STRUCT_BINDING_DEPTH = 4
+"""How many levels of structured bindings of nested struct fields :func:`_struct_pointers`
+follows (SGLang's fused rope store binds a base struct inside its params: two)."""
+
+
+def _struct_pointers(
+    body: Node, params: tuple[Param, ...], structs: dict[str, list[Param]]
+) -> tuple[dict[str, Param], dict[str, str]]:
+    """(each pointer field of the struct parameters by every name the body reaches it by, with
+    the field; each structured-binding name's ``params.field``). A field is reached as
+    ``params.field``, or by a name a structured binding of the parameter declares (``const
+    auto& [a, b] = params;``: C++ binds the fields in their declared order, so ``a`` is the
+    first), and a binding of a struct field binds that struct's fields the same way
+    (``[q, k] = base_params``: ``params.base_params.q_ptr``, ...)."""
+    typed = {p.name: p.type for p in params if not p.pointer and p.type in structs}
+    names: dict[str, Param] = {}
+    aliases: dict[str, str] = {}
+    for name, kind in typed.items():
+        for member in structs[kind]:
+            if member.pointer:
+                names[f"{name}.{member.name}"] = member
+    for _ in range(MAX_STRUCT_BINDING_DEPTH):
+        grown = False
+        for binding in _walk(body, ("structured_binding_declarator",)):
+            declarator = binding.parent
+            while declarator is not None and declarator.type != "init_declarator":
+                declarator = declarator.parent
+            value = declarator.child_by_field_name("value") if declarator else None
+            if value is None:
+                continue
+            source = _compact(unparenthesised(value))
+            qualified = aliases.get(source, source)
+            if qualified not in typed:
+                continue
+            bound = [text(c) for c in binding.named_children if c.type == "identifier"]
+            for local, member in zip(bound, structs[typed[qualified]], strict=False):
+                if local in aliases:
+                    continue
+                grown = True
+                field = f"{qualified}.{member.name}"
+                aliases[local] = field
+                if member.pointer:
+                    names[local] = names[field] = member
+                elif member.type in structs:
+                    typed[field] = member.type
+        if not grown:
+            break
+    return names, aliases
+
+
+def _writing_positions(root: Node) -> dict[str, frozenset[int]]:
+    """For each function the source defines, by its unqualified name, the positions of its
+    parameters that are pointers to non-``const`` (``store_as(void* ptr, ...)``: {0}): a pointer
+    passed there may be stored through. Overloads count a position only where every overload
+    of that name has such a pointer there (``load_as(const void*)`` beside a writing overload
+    is a read), so a read-only callee never makes a pointer written."""
+    found: dict[str, frozenset[int]] = {}
+    for definition in _walk(root, ("function_definition",)):
+        declarator = _function_declarator(definition)
+        if declarator is None:
+            continue
+        name = text(declarator.child_by_field_name("declarator")).split("<", 1)[0]
+        name = name.rsplit("::", 1)[-1].strip()
+        positions = frozenset(
+            i for i, p in enumerate(_params(declarator)) if p.pointer and not p.const
+        )
+        found[name] = found[name] & positions if name in found else positions
+    return found
+
+
+def _stores(body: Node, writers: dict[str, frozenset[int]]) -> list[tuple[Node, Node]]:
     """(base, offset) of each place the body stores to: the target of an assignment
-    (``p[off]``; ``*(p + off)``), and each ``p + off`` or ``&p[off]`` in the initialiser of a
-    local pointer the body stores through (``T* row = out + slot * d; row[i] = ...``)."""
+    (``p[off]``; ``*(p + off)``), and each ``p + off``, ``&p[off]`` or byte move
+    ``pointer::offset(p, a, b)`` (:data:`POINTER_OFFSET`, each move an offset) in the
+    initialiser of a local pointer the body stores through (``T* row = out + slot * d; row[i]
+    = ...``), or passes to a function of the source at a position where it takes a pointer to
+    non-``const`` (``writers``, :func:`_writing_positions`: SGLang's ``store_as<V>(row, v)``)."""
     found: list[tuple[Node, Node]] = []
     through: set[str] = set()
+    for call in _walk(body, ("call_expression",)):
+        arguments = call.child_by_field_name("arguments")
+        args = [a for a in (arguments.named_children if arguments else []) if a.type != "comment"]
+        for position in writers.get(_callee(call), frozenset()):
+            if position < len(args) and args[position].type == "identifier":
+                through.add(text(args[position]))
     for assignment in _walk(body, ("assignment_expression",)):
         target = assignment.child_by_field_name("left")
         target = unparenthesised(target) if target is not None else None
@@ -2121,14 +2249,32 @@ def _stores(body: Node) -> list[tuple[Node, Node]]:
             declarator = declarator.child_by_field_name("declarator")
         if declarator is None or value is None or text(declarator) not in through:
             continue
-        for node in _walk(value, ("binary_expression", "subscript_expression")):
+        for node in _walk(value, ("binary_expression", "subscript_expression", "call_expression")):
             if node.type == "subscript_expression":
                 base, index = node.child_by_field_name("argument"), _single_index(node)
                 if base is not None and index is not None:
                     found.append((base, index))
+            elif node.type == "call_expression":
+                found += _moved_pairs(node)
             else:
                 found += _offset_pairs(node)
     return found
+
+
+POINTER_OFFSET = re.compile(r"^(?:::)?(?:\w+::)*pointer::offset(?:<(?P<unit>[^<>]+)>)?$")
+"""SGLang's ``pointer::offset<T = char>(ptr, offsets...)``: ``ptr`` moved by the offsets' sum in
+units of ``T`` (host and device code alike)."""
+
+
+def _moved_pairs(call: Node) -> list[tuple[Node, Node]]:
+    """(the pointer, each move) of a :data:`POINTER_OFFSET` call: each move is a term of the
+    offset; none for any other call."""
+    function = call.child_by_field_name("function")
+    arguments = call.child_by_field_name("arguments")
+    args = [a for a in (arguments.named_children if arguments else []) if a.type != "comment"]
+    if function is None or POINTER_OFFSET.match(_compact(function)) is None or len(args) < 2:
+        return []
+    return [(args[0], move) for move in args[1:]]
 
 
 def _offset_pairs(node: Node) -> list[tuple[Node, Node]]:
@@ -2173,8 +2319,12 @@ def _element_source(node: Node, pointers: set[str], holders: dict[str, str]) -> 
     for part in _walk(node, ("subscript_expression", "identifier")):
         if part.type == "subscript_expression":
             base = _subscripted(part)
+            argument = part.child_by_field_name("argument")
+            uncast = _compact(_uncast(argument)) if argument is not None else None
             if base in pointers:
                 return base
+            if uncast in pointers:  # `static_cast<const IdType*>(out_loc)[token]`
+                return uncast
         elif text(part) in holders:
             return holders[text(part)]
     return None
@@ -3085,6 +3235,7 @@ def _api_launch(call: Node, function_params: set[str]) -> list[Launch] | None:
             notes=tuple(notes),
             choice=choice,
             matched=matched,
+            typed=_matcher_types(call),
             written=kernel_expression,
         )
         for kernel, template_args, choice in choices
