@@ -2891,11 +2891,15 @@ def indexed_axes(
         requires: list[str] = []
         for written in extent.axes:
             value = product(written)
-            sizes = _SIZE_PLACEHOLDER.findall(value or "")
-            plain = value is not None and _SIZE_PLACEHOLDER.fullmatch(strip_cast(value))
-            if value is None or len({s for s in sizes}) != 1 or sizes[0][0] == tensor.value:
+            names = expr.names(value) if value is not None else set()
+            sizes = [m for n in names if (m := _SIZE_PLACEHOLDER.fullmatch(n)) is not None]
+            # one size query, and nothing else that varies (a count, another dim) beside it
+            if value is None or len(sizes) != 1 or names - {sizes[0][0], ELEM_BYTES}:
                 break
-            source, index = sizes[0]
+            source, index = sizes[0]["tensor"], sizes[0]["index"]
+            if source == tensor.value:
+                break
+            plain = _SIZE_PLACEHOLDER.fullmatch(strip_cast(value))
             axes.append((source, -int(index[1:]) if index[0] == "m" else int(index)))
             if not plain:
                 requires.append(f"({value}) == ({source}__size__{index})")
