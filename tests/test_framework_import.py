@@ -711,7 +711,11 @@ def test_an_integer_input_is_drawn_as_valid_row_ids(tmp_path: Path) -> None:
     assert main(["import", str(CSRC / "params_struct.cu"), "--out", str(tmp_path)]) == 0
     spec = load_contract(tmp_path / "gather_1")
     args = {a.name: a for a in spec.contract.args}
-    assert args["index"].init.dist == "uniform" and args["index"].init.below == "tokens"
+    # `out` has the rows the launch's grid gives (index.size(0)), read from the kernel's
+    # row-major index; the ids stay below the fewest rows of any other tensor, out's among them
+    assert args["out"].shape == ["index_0", "width"]
+    assert args["index"].init.dist == "uniform"
+    assert args["index"].init.below == "min(index_0, tokens)"
     assert args["table"].init.dist == "normal"
     dims = {"tokens": 50, "width": 8, "index_0": 4000}
     case = make_case(spec, dims, "bfloat16", np.random.default_rng(5))

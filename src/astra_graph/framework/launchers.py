@@ -1340,6 +1340,7 @@ def analyse(
     for name, (_, at) in extents.items():
         if at != WHOLE_SHAPE:  # the kernel only reads it, whatever its parameter's const says
             tensors[name].const = True
+    indexed = indexed_axes(kernel, bound.bindings, launch, translator, (grid, block))
     shapes, dims, unstated = _shapes(
         launch,
         tensors,
@@ -1348,6 +1349,7 @@ def analyse(
         ranks,
         extents,
         strided_axes(kernel, bound.bindings),
+        {name: found.axes for name, found in indexed.items()},
     )
     dims += [name for name in translator.host_dims if name not in dims]
     _checked_drafts(launch, translator.fresh(), tensors, shapes, dims, notes)
@@ -1359,6 +1361,9 @@ def analyse(
     followed = _followed_dims(launch, translator, finish)
     requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
     requires += _loop_requirements(launch, translator, finish, requires)
+    for name, found in indexed.items():  # where the shape is the row-major index's
+        if any(n.startswith(f"{name}: {INDEXED_NOTE}") for n in notes):
+            requires += [r for r in map(finish, found.requires) if r not in requires]
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
     _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
@@ -2810,6 +2815,113 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
     return out
 
 
+INDEXED_NOTE = f"{EXTENT_NOTE}: its row-major index"
+"""How the note of a shape taken from :func:`indexed_axes` begins, after the tensor's name."""
+
+
+@dataclass
+class IndexedAxes:
+    """What :func:`indexed_axes` reads of one tensor: each axis as a (tensor, axis) the launch
+    sizes, and the conditions (placeholder expressions) under which that shape holds every
+    index the kernel reaches."""
+
+    axes: list[tuple[str, int]]
+    requires: list[str]
+
+
+def _spelled(expression: str) -> str:
+    """One spelling of a contract expression (redundant parentheses dropped), to compare two."""
+    return ast.unparse(ast.parse(expression, mode="eval").body)
+
+
+def _launch_extent(geometry: str, axis: str) -> str:
+    """Component ``axis`` (``x``, ``y``, ``z``) of a translated grid or block: a tuple's item
+    (``(a, b)``, ``(a,)``) or a lone size; one it leaves out is 1."""
+    body = ast.parse(geometry, mode="eval").body
+    components = body.elts if isinstance(body, ast.Tuple) else [body]
+    index = "xyz".index(axis)
+    return f"({ast.unparse(components[index])})" if index < len(components) else "1"
+
+
+def indexed_axes(
+    kernel: Kernel,
+    bindings: list[Binding],
+    launch: Launch,
+    translator: _Translator,
+    geometry: tuple[str, str],
+) -> dict[str, IndexedAxes]:
+    """For each tensor whose shape the kernel's row-major indices give
+    (:attr:`~astra_graph.framework.parse.Kernel.indexed`), its axes in the launch's terms: each
+    factor of each axis is what the launch passes (a by-value parameter's size expression, a
+    template argument, ``gridDim.y`` the grid's second size); an axis that is one size query of
+    another tensor (``v.size(2)``) is that tensor's axis; one that reads one size query among
+    constants (FlashInfer's ``vec_size * bdx``, ``HEAD_DIM / vec_size`` times ``vec_size``) is
+    that axis too, the launch requiring the two equal. Each inner index's reach must stay within
+    its axis (``blockDim.y <= num_heads``), a condition of the launch. A tensor any factor of
+    which the launch does not say, or passed twice or at a moved address, gives nothing."""
+    flat = _flat_bindings(bindings)
+    passes = Counter(b.value for b in flat.values() if b.kind == "tensor")
+    templates = {t.name: i for i, t in enumerate(kernel.template)}
+    grid, block = geometry
+
+    def factor(name: str) -> str | None:
+        if name.isdigit():
+            return name
+        extent, _, axis = name.partition(".")
+        if extent in ("gridDim", "blockDim") and axis in ("x", "y", "z"):
+            return _launch_extent(grid if extent == "gridDim" else block, axis)
+        binding = flat.get(name)
+        if binding is not None:
+            return binding.value if binding.kind == "expr" else None
+        at = templates.get(name)
+        if at is None or at >= len(launch.template_args):
+            return None
+        try:
+            return translator.expression(launch.template_args[at])
+        except ValueError:
+            return None
+
+    def product(written: str) -> str | None:
+        factors = [factor(f) for f in written.split("*")]
+        if any(f is None for f in factors):
+            return None
+        return " * ".join(f"({f})" for f in factors)
+
+    out: dict[str, IndexedAxes] = {}
+    for extent in kernel.indexed:
+        tensor = flat.get(extent.pointer)
+        if tensor is None or tensor.kind != "tensor" or tensor.moved:
+            continue
+        if passes[tensor.value] > 1:
+            continue  # written through the other pointer too, at offsets of its own
+        axes: list[tuple[str, int]] = []
+        requires: list[str] = []
+        for written in extent.axes:
+            value = product(written)
+            names = expr.names(value) if value is not None else set()
+            sizes = [m for n in names if (m := _SIZE_PLACEHOLDER.fullmatch(n)) is not None]
+            # one size query, and nothing else that varies (a count, another dim) beside it
+            if value is None or len(sizes) != 1 or names - {sizes[0][0], ELEM_BYTES}:
+                break
+            source, index = sizes[0]["tensor"], sizes[0]["index"]
+            if source == tensor.value:
+                break
+            plain = _SIZE_PLACEHOLDER.fullmatch(strip_cast(value))
+            axes.append((source, -int(index[1:]) if index[0] == "m" else int(index)))
+            if not plain:
+                requires.append(f"({value}) == ({source}__size__{index})")
+        else:
+            for reach, within in extent.reaches:
+                far, room = product(reach), product(within)
+                if far is None or room is None:
+                    break
+                if _spelled(far) != _spelled(room):
+                    requires.append(f"({far}) <= ({room})")
+            else:
+                out[tensor.value] = IndexedAxes(axes, requires)
+    return out
+
+
 def offset_targets(
     kernel: Kernel, bindings: list[Binding], returns: dict[str, ReturnOnly | None]
 ) -> dict[str, set[tuple[str, int]]]:
@@ -3018,6 +3130,7 @@ def _shapes(
     ranks: dict[str, int] | None = None,
     extents: dict[str, tuple[str, str]] | None = None,
     strided_reach: dict[str, list[tuple[str, int]]] | None = None,
+    indexed: dict[str, list[tuple[str, int]]] | None = None,
 ) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, str]]]:
     """Each tensor's drafted axes, the dims in order of first use, and for each read tensor
     whose rows an output was assumed to have (:func:`_rows_of`, checked by
@@ -3026,7 +3139,9 @@ def _shapes(
     never sizes takes its one axis from how far the kernel reads it (``extents``,
     :func:`read_extents`), after the caller's checks have shaped the others; one it asks only
     strides of and that has no twin, its axes from the sizes its strided indices stay below
-    (``strided_reach``, :func:`strided_axes`), where it has that rank."""
+    (``strided_reach``, :func:`strided_axes`), where it has that rank; one it neither sizes
+    nor asks strides of, the axes its row-major index stays within (``indexed``,
+    :func:`indexed_axes`), where each is a sized tensor's."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
     unstated: dict[str, tuple[str, str]] = {}
@@ -3131,8 +3246,28 @@ def _shapes(
     # a matcher or the caller's checks, or refused (parse._extents: the tensor a tensor is like
     # is like none)
     read += sorted(n for n in unsized - set(read) if found[n][0] in tensors)
+
+    def indexed_shape(name: str) -> list[str] | None:
+        axes = (indexed or {}).get(name, [])
+        if not axes or not all(
+            source in shapes and -len(shapes[source]) <= at < len(shapes[source])
+            for source, at in axes
+        ):
+            return None
+        return [shapes[source][at] for source, at in axes]
+
+    by_index: list[str] = []
     for name in tensors:
         if name in shapes or name in read:
+            continue
+        if (shape := indexed_shape(name)) is not None:
+            shapes[name] = shape
+            by_index.append(name)
+            notes.append(
+                f"{name}: {INDEXED_NOTE} stays within "
+                + ", ".join(f"{s}'s axis {a}" for s, a in (indexed or {})[name])
+                + " (each index's bound by the launch)"
+            )
             continue
         if main is None:
             shapes[name] = ["n"]
@@ -3158,11 +3293,14 @@ def _shapes(
     if reshape is not None:
         # shapes the launcher's caller checks (callers.py) win over ranks read from the
         # launch's queries, before any stride is written in terms of them
-        drafted = {name: shapes[name] for name in read}
+        drafted = {name: shapes[name] for name in [*read, *by_index]}
         shapes = reshape(shapes, notes, frozenset(n for n, _, _ in strided if tensors[n].const))
         for name in read:  # the source's axis as the caller's checks name it, unless they shape it
             if shapes[name] == drafted[name]:
                 shapes[name] = read_axis(name) or shapes[name]
+        for name in by_index:
+            if shapes[name] == drafted[name]:
+                shapes[name] = indexed_shape(name) or shapes[name]
         # an axis the checks give as an expression (`batch_size + 1`) is no dim: its names are
         dims = list(
             dict.fromkeys(d for shape in shapes.values() for a in shape for d in _dims_of(a))

@@ -212,6 +212,24 @@ class StridedExtent:
 
 
 @dataclass(frozen=True)
+class IndexedExtent:
+    """How far a kernel reaches a pointer parameter at a row-major index of bounded indices
+    (:func:`_indexed_extents`): FlashInfer's ``v_merged + (pos * num_heads + head_idx) *
+    head_dim + tx * vec_size`` stored as a ``vec_t<float, vec_size>``, ``pos = blockIdx.x``,
+    ``head_idx = threadIdx.y``, ``tx = threadIdx.x``, is (``v_merged``, (``gridDim.x``,
+    ``num_heads``, ``head_dim``), ((``blockDim.y``, ``num_heads``), (``blockDim.x*vec_size``,
+    ``head_dim``))). Each expression is a product (``*``-joined) of the kernel's by-value
+    parameters, template parameters, whole numbers and ``gridDim``/``blockDim`` fields."""
+
+    pointer: str
+    axes: tuple[str, ...]
+    """The first index's bound, then each stride: a tensor of this shape holds every index."""
+    reaches: tuple[tuple[str, str], ...]
+    """(how far an inner index reaches, the axis it must stay within) where the two are not
+    written alike: the launch must keep each reach at most its axis."""
+
+
+@dataclass(frozen=True)
 class Kernel:
     """A ``__global__`` function definition."""
 
@@ -242,6 +260,9 @@ class Kernel:
     scattered: tuple[tuple[str, str], ...] = ()
     """(slot pointer, written pointer): the pointers whose elements place the body's stores
     into another (:func:`_scattered`)."""
+    indexed: tuple[IndexedExtent, ...] = ()
+    """How far the body reaches the pointers it reaches at row-major indices
+    (:func:`_indexed_extents`)."""
 
 
 @dataclass(frozen=True)
@@ -1722,6 +1743,7 @@ def parse_source(
         out.structs[name] = fields
     out.constants = {**object_macros, **_constants(tree.root_node)}
     writers = _writing_positions(tree.root_node)
+    vectors = _struct_member_types(tree.root_node)
     for definition in _walk(tree.root_node, ("function_definition",)):
         declarator = _function_declarator(definition)
         if declarator is None:
@@ -1754,6 +1776,7 @@ def parse_source(
             casts = _pointer_casts(body) if body is not None else ()
             scattered = _scattered(body, params, out.structs, writers) if body is not None else ()
             uses = _offset_uses(body, params, differenced) if body is not None else ()
+            indexed = _indexed_extents(body, params, tparams, vectors) if body is not None else ()
             out.kernels.append(
                 Kernel(
                     name,
@@ -1768,6 +1791,7 @@ def parse_source(
                     casts,
                     offset_uses=uses,
                     scattered=scattered,
+                    indexed=indexed,
                 )
             )
             continue
@@ -2450,6 +2474,235 @@ def _strided_index(
     return tuple(sorted(axes.items()))
 
 
+BLOCK_BOUNDS = {
+    f"{index}.{axis}": f"{extent}.{axis}"
+    for index, extent in (("blockIdx", "gridDim"), ("threadIdx", "blockDim"))
+    for axis in "xyz"
+}
+"""CUDA's built-in indices, each with the launch extent it stays below."""
+VECTOR_ACCESSES = ("load", "store", "cast_load", "cast_store")
+"""The methods by which a vector type of the form ``V<T, N>`` (FlashInfer's ``vec_t<T, N>``,
+the ``AlignedVector<T, N>`` of others) reads or writes its ``N`` elements at the address it is
+handed: ``v.cast_store(p + off)`` reaches ``p[off]`` to ``p[off + N - 1]``."""
+_VECTOR_TYPE = re.compile(r"^[\w:]+<(?P<element>[^<>,]+),(?P<count>[^<>,]+)>$")
+_TEMPLATE_TYPE = re.compile(r"^(?P<name>[\w:]+)<(?P<args>.*)>$")
+
+
+def _struct_member_types(root: Node) -> dict[str, tuple[tuple[str, ...], dict[str, str]]]:
+    """Each struct or class template the unit defines once, by unqualified name: its template
+    parameters' names and each plain data member's type as written without blanks
+    (FlashInfer's ``state_t``: ((``vec_size``,), {``o``: ``vec_t<float,vec_size>``, ...})), where
+    :func:`_vector_width` reads how many elements a member vector reaches."""
+    out: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {}
+    seen: set[str] = set()
+    for spec in _walk(root, ("struct_specifier", "class_specifier")):
+        body = spec.child_by_field_name("body")
+        name = text(spec.child_by_field_name("name"))
+        if body is None or not name:
+            continue
+        if name in seen:  # two definitions (a specialisation): which one a use takes is unread
+            out.pop(name, None)
+            continue
+        seen.add(name)
+        template = spec.parent
+        if template is not None and template.type == "declaration":
+            template = template.parent
+        names = (
+            tuple(t.name for t in _template_params(template))
+            if template is not None and template.type == "template_declaration"
+            else ()
+        )
+        members: dict[str, str] = {}
+        for member in body.named_children:
+            kind = member.child_by_field_name("type")
+            if member.type != "field_declaration" or kind is None:
+                continue
+            for declarator in member.children_by_field_name("declarator"):
+                if declarator.type == "field_identifier":
+                    members[text(declarator)] = _compact(kind)
+        out[name] = (names, members)
+    return out
+
+
+def _local_types(body: Node) -> dict[str, set[str]]:
+    """Each name the body declares, with every type it is declared with (without blanks)."""
+    out: dict[str, set[str]] = {}
+    for declaration in _walk(body, ("declaration",)):
+        kind = declaration.child_by_field_name("type")
+        for written in declaration.children_by_field_name("declarator"):
+            declared = (
+                written.child_by_field_name("declarator")
+                if written.type == "init_declarator"
+                else written
+            )
+            if kind is not None and declared is not None and declared.type == "identifier":
+                out.setdefault(text(declared), set()).add(_compact(kind))
+    return out
+
+
+def _vector_width(
+    obj: Node,
+    types: dict[str, set[str]],
+    structs: Mapping[str, tuple[tuple[str, ...], dict[str, str]]],
+) -> str | None:
+    """``N`` of the ``V<T, N>`` that ``obj`` is declared as: a local (every declaration of its
+    name the same count), or a member ``s.m`` of a local of a struct template the unit defines,
+    the member's count with the local's template arguments put for the struct's parameters
+    (FlashInfer's ``state_t<vec_size> st;`` ... ``st.o``); None where it is not read."""
+    obj = unparenthesised(obj)
+    if obj.type == "identifier":
+        counts = {
+            m["count"] if (m := _VECTOR_TYPE.match(t)) else None for t in types.get(text(obj), ())
+        }
+        return counts.pop() if len(counts) == 1 else None
+    holder = obj.child_by_field_name("argument") if obj.type == "field_expression" else None
+    member = obj.child_by_field_name("field") if holder is not None else None
+    operator = obj.child_by_field_name("operator") if holder is not None else None
+    if holder is None or member is None or text(operator) != "." or holder.type != "identifier":
+        return None
+    declared = types.get(text(holder), set())
+    written = _TEMPLATE_TYPE.match(next(iter(declared))) if len(declared) == 1 else None
+    if written is None or written["name"].rsplit("::", 1)[-1] not in structs:
+        return None
+    names, members = structs[written["name"].rsplit("::", 1)[-1]]
+    args = split_top_level(written["args"])
+    kind = members.get(text(member))
+    if kind is None or len(args) != len(names):
+        return None
+    for name, arg in zip(names, args, strict=True):
+        kind = re.sub(rf"\b{re.escape(name)}\b", arg.strip(), kind)
+    match = _VECTOR_TYPE.match(re.sub(r"\s+", "", kind))
+    return match["count"] if match else None
+
+
+def _vector_access(name: Node) -> tuple[Node, list[Node]] | None:
+    """For a pointer's use ``p + a + b`` that is the one argument of a vector access
+    (``v.cast_store(p + a + b)``, :data:`VECTOR_ACCESSES`): the vector and the summands but
+    ``p``; None for any other use."""
+    top = name
+    while top.parent is not None and (
+        top.parent.type == "parenthesized_expression"
+        or (
+            top.parent.type == "binary_expression"
+            and text(top.parent.child_by_field_name("operator")) == "+"
+        )
+    ):
+        top = top.parent
+    arguments = top.parent
+    call = arguments.parent if arguments is not None else None
+    function = call.child_by_field_name("function") if call is not None else None
+    if (
+        arguments is None
+        or arguments.type != "argument_list"
+        or [a for a in arguments.named_children if a.type != "comment"] != [top]
+        or function is None
+        or function.type != "field_expression"
+        or text(function.child_by_field_name("field")) not in VECTOR_ACCESSES
+    ):
+        return None
+    summands = _operands(top, "+")
+    if not any(s.start_byte == name.start_byte and s.end_byte == name.end_byte for s in summands):
+        return None  # the pointer inside a summand, not one
+    rest = [s for s in summands if (s.start_byte, s.end_byte) != (name.start_byte, name.end_byte)]
+    obj = function.child_by_field_name("argument")
+    return (obj, rest) if obj is not None else None
+
+
+def _indexed_extents(
+    body: Node,
+    params: tuple[Param, ...],
+    tparams: tuple[TemplateParam, ...],
+    structs: Mapping[str, tuple[tuple[str, ...], dict[str, str]]],
+) -> tuple[IndexedExtent, ...]:
+    """For each pointer parameter the body reaches only at row-major indices, the shape those
+    indices stay within (:class:`IndexedExtent`). A use is ``p[index]`` (one element, read or
+    written) or ``p + a + b`` handed to a vector access of ``N`` elements
+    (:func:`_vector_access`, :func:`_vector_width`); its offset ``(i0 * S1 + i1) * S2 + i2``
+    (each row term the first summand, a product whose first factor is the row) has the axes
+    [bound of ``i0``, ``S1``, ``S2``], each inner index's reach kept within its axis (``i2 *
+    N``, ``N`` the access's width: its bound times ``N``; ``i2`` alone: its bound plus ``N - 1``,
+    so one element wide only). A bound is :func:`_below_factors`' (a guard, an initialiser, a
+    built-in index's launch extent, :data:`BLOCK_BOUNDS`); a stride's factors are
+    :func:`_product`'s (a local holding a product stands for its factors). Every factor must be
+    a by-value parameter the body never assigns, a template parameter, a whole number or a
+    launch extent: the launch can say what each is. Every use must give the same axes; a
+    pointer used any other way (passed on, offset into a local, an index of unseen bound) has
+    none: nothing is claimed of it."""
+    pointers = {p.name for p in params if p.pointer}
+    mutated = _mutated_names(body) | _unsteady_names(body, params)
+    known = ({p.name for p in params if not p.pointer and not p.reference} - mutated) | {
+        t.name for t in tparams
+    }
+    values = _local_values(body)
+    types = _local_types(body)
+
+    def plain(factors: tuple[str, ...] | None) -> str | None:
+        if factors is None or not all(
+            f.isdigit() or f in known or f in BLOCK_BOUNDS.values() for f in factors
+        ):
+            return None
+        return "*".join(factors)
+
+    def reach(term: Node, width: str) -> str | None:
+        factors = _operands(term, "*")
+        if len(factors) == 2 and _compact(factors[1]) == width:
+            bound = plain(_below_factors(factors[0], values, mutated, 0))
+            return None if bound is None else f"{bound}*{width}" if width != "1" else bound
+        if len(factors) == 1 and width == "1":
+            return plain(_below_factors(term, values, mutated, 0))
+        return None
+
+    def row_major(terms: list[Node], width: str) -> tuple[list[str], list[tuple[str, str]]] | None:
+        if len(terms) == 1 and len(_operands(terms[0], "+")) > 1:
+            terms = _operands(terms[0], "+")
+        if len(terms) == 1:
+            lead = reach(terms[0], width)
+            return None if lead is None else ([lead], [])
+        if len(terms) != 2:
+            return None
+        factors = _operands(terms[0], "*")
+        stride = plain(
+            tuple(f for s in factors[1:] for f in (_product(s, values, mutated, 0) or ("?",)))
+        )
+        inner = row_major([factors[0]], "1") if len(factors) > 1 else None
+        last = reach(terms[1], width)
+        if stride is None or inner is None or last is None:
+            return None
+        axes, reaches = inner
+        return [*axes, stride], reaches + ([(last, stride)] if last != stride else [])
+
+    found: dict[str, set[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]] = {}
+    refused: set[str] = set(pointers & mutated)
+    for name in _walk(body, ("identifier",)):
+        pointer = text(name)
+        if pointer not in pointers or pointer in refused or _null_test(name):
+            continue
+        parent = name.parent
+        shape = None
+        if (
+            parent is not None
+            and parent.type == "subscript_expression"
+            and parent.child_by_field_name("argument") == name
+            and (_only_read(parent) or _element_written(parent))
+            and (index := _single_index(parent)) is not None
+        ):
+            shape = row_major([index], "1")
+        elif (access := _vector_access(name)) is not None:
+            width = _vector_width(access[0], types, structs)
+            shape = row_major(access[1], width) if width is not None else None
+        if shape is None:
+            refused.add(pointer)
+        else:
+            found.setdefault(pointer, set()).add((tuple(shape[0]), tuple(shape[1])))
+    out: list[IndexedExtent] = []
+    for pointer, uses in found.items():
+        shapes = {axes for axes, _ in uses}
+        if pointer not in refused and len(shapes) == 1:
+            reaches = sorted({r for _, rs in uses for r in rs})
+            out.append(IndexedExtent(pointer, shapes.pop(), tuple(reaches)))
+    return tuple(out)
+
+
 def _element_written(subscript: Node) -> bool:
     """Whether ``p[i]`` is the whole left side of a plain assignment (``p[i] = v``): one element
     written, as a read reaches one."""
@@ -2510,10 +2763,12 @@ def _below_factors(
     """Names and whole numbers whose product an index stays below where ``node`` is, the index
     taken as non-negative (a negative one reads before the tensor, whatever its shape):
     ``x % n`` is below ``n``; ``x / d`` below what ``x`` is below with the factor ``d`` taken
-    out; a name below the product of a guard (an enclosing ``if``'s or loop's ``x < E``, or an
-    earlier ``if (x >= E) return;`` of an enclosing block), else below what its one initialiser
-    is below. A local name in the product stands for the factors of its one initialiser, where
-    that is a product. None where no bound is seen; ``mutated`` names never have one."""
+    out; a built-in index (``blockIdx.x``) below its launch extent (``gridDim.x``,
+    :data:`BLOCK_BOUNDS`); a name below the product of a guard (an enclosing ``if``'s or
+    loop's ``x < E``, or an earlier ``if (x >= E) return;`` of an enclosing block), else below
+    what its one initialiser is below. A local name in the product stands for the factors of
+    its one initialiser, where that is a product. None where no bound is seen; ``mutated``
+    names never have one."""
     node = unparenthesised(node)
     if depth > MAX_BOUND_DEPTH:
         return None
@@ -2533,6 +2788,8 @@ def _below_factors(
             rest.remove(divisor)
             return tuple(rest) or ("1",)
         return None
+    if node.type == "field_expression" and _compact(node) in BLOCK_BOUNDS:
+        return (BLOCK_BOUNDS[_compact(node)],)
     if node.type != "identifier" or text(node) in mutated:
         return None
     guard = _guard_product(node, values, mutated, depth)
