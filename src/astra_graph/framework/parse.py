@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node, Parser
 
+    from astra_graph.framework.vectors import VectorAccess
+
 
 MAX_MACRO_DEPTH = 8
 """How deep macros are followed inside each other (a dispatch macro's case macros, the
@@ -242,6 +244,9 @@ class Kernel:
     scattered: tuple[tuple[str, str], ...] = ()
     """(slot pointer, written pointer): the pointers whose elements place the body's stores
     into another (:func:`_scattered`)."""
+    vectors: tuple[VectorAccess, ...] = ()
+    """The body's vector-width accesses and their offsets
+    (:func:`~astra_graph.framework.vectors.kernel_vector_accesses`)."""
 
 
 @dataclass(frozen=True)
@@ -1686,6 +1691,10 @@ def parse_source(
                 fields.extend(_struct_fields(member))
         out.structs[name] = fields
     out.constants = {**object_macros, **_constants(tree.root_node)}
+    # vectors reads this module's syntax helpers, so it is imported here, not at the top
+    from astra_graph.framework.vectors import FunctionIndex, kernel_vector_accesses
+
+    functions: FunctionIndex | None = None
     for definition in _walk(tree.root_node, ("function_definition",)):
         declarator = _function_declarator(definition)
         if declarator is None:
@@ -1718,6 +1727,8 @@ def parse_source(
             casts = _pointer_casts(body) if body is not None else ()
             scattered = _scattered(body, params) if body is not None else ()
             uses = _offset_uses(body, params, differenced) if body is not None else ()
+            functions = functions or FunctionIndex(tree.root_node)
+            vectors = kernel_vector_accesses(definition, functions)
             out.kernels.append(
                 Kernel(
                     name,
@@ -1732,6 +1743,7 @@ def parse_source(
                     casts,
                     offset_uses=uses,
                     scattered=scattered,
+                    vectors=vectors,
                 )
             )
             continue
