@@ -6,7 +6,7 @@ specialisation's ``load`` reads ``float4`` (16 bytes) is called on ``cache + pos
 idx`` with ``idx`` a remainder by ``rot_dim / 2``, and on ``rot_dim / 2`` more; no check states
 that ``rot_dim`` is then a multiple of 8, at which alone every load is aligned (FlashInfer's
 original faulted, misaligned, on the H100 at the widths the domain drew). Its twin reads the
-cache one element at a time and needs nothing.
+cache one element at a time and needs nothing, and a guarded one tests the address first.
 """
 
 from __future__ import annotations
@@ -46,6 +46,8 @@ def test_a_vector_load_in_a_member_function_is_found_with_the_kernels_offsets() 
     # the locals are replaced by their values: the position loaded, the half width
     assert any("rot_dim / 2" in o and "positions[" in o for o in offsets)
     assert kernels["scalar_cache_kernel"].vectors == ()
+    # a kernel that reads the row's address as an integer chooses its vector path by it
+    assert kernels["guarded_cache_kernel"].vectors == ()
 
 
 @pytest.mark.parametrize(

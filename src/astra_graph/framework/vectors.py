@@ -73,6 +73,8 @@ rotary kernel reaches ``float4`` through three (``vec_t::cast_load``, ``cast_loa
 MAX_FORMS = 16
 """Alternatives one offset may take (a local given several values multiplies them); past this
 the access is left unread."""
+LOCAL_MARK = "__local"
+"""Appended to a function's local left in an offset (no launch value, and no caller's name)."""
 MAX_LOCAL_DEPTH = 8
 """Locals followed inside each other's values in one offset."""
 
@@ -335,6 +337,10 @@ def _based(node: Node, pointers: set[str]) -> tuple[str, list[str]] | None:
     return (found[0], [text(left), *found[1]]) if found is not None else None
 
 
+def _renamed(expression: str, names: dict[str, str]) -> str:
+    return _WORD.sub(lambda m: names.get(m[0], m[0]), expression)
+
+
 def _joined(terms: list[str]) -> str:
     return " + ".join(f"({t})" for t in terms)
 
@@ -461,7 +467,13 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
     }
     found: list[_Need] = []
 
-    def add(base_node: Node, extra: list[str], width: int, where: str) -> None:
+    def add(
+        base_node: Node,
+        extra: list[str],
+        width: int,
+        where: str,
+        seen: frozenset[str] = frozenset(),
+    ) -> None:
         based = _based(base_node, pointers)
         if based is None:
             # through a pointer the function was given or holds, at a place not read; through
@@ -475,10 +487,13 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
         if base not in function.params and base in values and base not in updated:
             for value in values[base]:  # a local pointer: each value it is given
                 node = expression_node(value)
-                if node is None:
+                if node is None or base in seen:
                     found.append(_Need("", (), width, where))
                 else:
-                    add(node, terms, width, where)
+                    add(node, terms, width, where, seen | {base})
+            return
+        if base in updated:  # moved by ``+=`` or ``++`` somewhere: its offsets are not all here
+            found.append(_Need("", (), width, where))
             return
         if base not in function.params:
             # a local array or register (``&data``): the function's own memory, which the
@@ -487,7 +502,11 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
                 found.append(_Need("", (), width, where))
             return
         forms = _forms(_joined(terms), values, updated) if terms else [""]
-        found.append(_Need(base, tuple(forms) if forms is not None else (), width, where))
+        # a local left in (a loop counter) is a run-time value of this function: renamed, so
+        # that a caller's local of the same name is not put in its place
+        own = {n: f"{n}{LOCAL_MARK}" for n in types if n not in function.params}
+        kept = tuple(_renamed(f, own) for f in forms) if forms is not None else ()
+        found.append(_Need(base, kept, width, where))
 
     for node in _walk(body, ("cast_expression", "call_expression")):
         cast = _vector_cast(node)
