@@ -28,6 +28,13 @@ multiplied by a run-time one (a thread index, a loaded position) must itself be 
 (``pos * rotary_dim``: ``rotary_dim`` of 4 floats), a quotient by a constant ``c`` its dividend one
 of ``c * k`` (enough, if more than needed), a remainder both its operands. What it does not read
 is None: the importer notes it and keeps the domain as it was.
+
+:func:`dim_multiples` turns a requirement on a by-value parameter the launch passes one dim into
+that dim's multiple, the contract's ``multiple_of``, which every shape the harness draws keeps to
+(suites, random shapes, the domain suite's limits and thresholds). Template arguments are not
+deduced, so the widest specialisation a call may run counts: FlashInfer's fp8-output norms
+(``vec_t<fp8, 8>``, 8 bytes, whose partial specialisation for other widths moves 16) get a hidden
+size of 16 where 8 would do, a domain narrower than the framework's, never one that faults.
 """
 
 from __future__ import annotations
