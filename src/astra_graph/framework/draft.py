@@ -385,8 +385,8 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
     if any(len(v[1]) > 1 for v in values.values()):
         heldout.append({d: v[1][-1] for d, v in values.items()})
     lowerable = _lowerable_bounds(analysis)
-    tuning = _distinct([_clamped(d, lowerable) for d in tuning])
-    heldout = _distinct([_clamped(d, lowerable) for d in heldout])
+    tuning = _distinct([_multiples(_clamped(d, lowerable), analysis) for d in tuning])
+    heldout = _distinct([_multiples(_clamped(d, lowerable), analysis) for d in heldout])
 
     def fits(dims: dict[str, int]) -> bool:
         total = sum(
@@ -399,6 +399,16 @@ def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int
     kept_heldout = [d for d in heldout if fits(d)]
     dropped = len(tuning) + len(heldout) - len(kept_tuning) - len(kept_heldout)
     return _taken(analysis, kept_tuning), _taken(analysis, kept_heldout), dropped
+
+
+def _multiples(dims: dict[str, int], analysis: Analysis) -> dict[str, int]:
+    """``dims`` with each dim that must be a multiple (:attr:`Analysis.multiples`: the kernel's
+    vector accesses) lowered to one, not below the multiple itself: lowered, a dim clamped to
+    another's size (a rotary width to the head size) stays within it."""
+    return {
+        d: max(m, v // m * m) if (m := analysis.multiples.get(d, 1)) > 1 and v > 0 else v
+        for d, v in dims.items()
+    }
 
 
 def _requirement_env(dims: dict[str, int], dtype: str) -> dict[str, int]:
@@ -501,7 +511,8 @@ def _drafted(analysis: Analysis, op: str, source: str) -> tuple[str, list[str], 
     lines = _operation_lines(analysis, op, source, tested)
     for dim in analysis.dims:
         bound = [f"max = {greatest[dim]}"] if dim in greatest else []
-        lines += [f"[dims.{dim}]", f"min = {least[dim]}", *bound, ""]
+        multiple = [f"multiple_of = {analysis.multiples[dim]}"] if dim in analysis.multiples else []
+        lines += [f"[dims.{dim}]", f"min = {least[dim]}", *bound, *multiple, ""]
     lines += _arg_lines(analysis, notes)
     lines += _scalar_lines(analysis, notes)
     oracle = _oracle_dtype(analysis, [*tuning, *heldout])
@@ -772,10 +783,17 @@ def least_sizes(analysis: Analysis) -> dict[str, int]:
     block) holds with the other dims at theirs, for every dispatched element type. vLLM's
     act_and_mul launches ``min(d / 2, 1024)`` threads: a width of 1 is no call the framework
     makes, and a contract whose domain started there was rejected as wider than its own
-    original (H100)."""
+    original (H100). A dim the kernel's vector accesses need a multiple of
+    (:attr:`Analysis.multiples`) starts at that multiple and is raised over its multiples."""
     offset_dims = offsets(analysis)
     least = {dim: 0 if dim in offset_dims else 1 for dim in analysis.dims}
-    requirements = [*analysis.requires, *_own_domain(analysis)]
+    # a dim the vector accesses need a multiple of starts at it and stays on its multiples
+    least.update({d: m for d, m in analysis.multiples.items() if d not in offset_dims})
+    requirements = [
+        *analysis.requires,
+        *_own_domain(analysis),
+        *(f"{d} % {m} == 0" for d, m in analysis.multiples.items()),
+    ]
 
     def holds(requirement: str, sizes: dict[str, int]) -> bool:
         for dtype in analysis.dtypes:

@@ -87,6 +87,7 @@ from astra_graph.framework.parse import (
     unparenthesised,
 )
 from astra_graph.framework.structs import StructUnread, field_values, flattened
+from astra_graph.framework.vectors import dim_multiples
 from astra_graph.kernel import expr, occupancy
 from astra_graph.kernel.contract import ELEM_BYTES
 from astra_graph.kernel.dtypes import DTYPES
@@ -286,6 +287,9 @@ class Analysis:
     offsets: dict[str, str] = field(default_factory=dict)
     """Each CSR offsets tensor (its elements differenced by the kernel) and the dim of the
     rows its offsets index (:func:`offset_targets`): drawn by ``init.offsets_into``."""
+    multiples: dict[str, int] = field(default_factory=dict)
+    """The multiple each dim must be for the kernel's vector-width accesses to be aligned
+    (:func:`~astra_graph.framework.vectors.dim_multiples`): the contract's ``multiple_of``."""
     width_folded: bool = False
     """Whether a template argument of the entry is folded from the element's width to a value
     float32's width would not give (``16 / sizeof(T)``: 8 at 16 bits, 4 at 32): the entry at
@@ -1395,7 +1399,7 @@ def analyse(
         _check_followed(followed, specializations, shapes)
     _refuse_moved_drafts(bound.bindings, notes)
     offsets = _offset_dims(offset_rows, shapes)
-    return Analysis(
+    analysis = Analysis(
         launcher=launcher.name,
         kernel=kernel,
         entry=entry,
@@ -1424,6 +1428,8 @@ def analyse(
         },
         offsets=offsets,
     )
+    analysis.multiples = dim_multiples(analysis)
+    return analysis
 
 
 def _check_followed(

@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node, Parser
 
+    from astra_graph.framework.vectors import VectorAccess
+
 
 MAX_MACRO_DEPTH = 8
 """How deep macros are followed inside each other (a dispatch macro's case macros, the
@@ -263,6 +265,9 @@ class Kernel:
     indexed: tuple[IndexedExtent, ...] = ()
     """How far the body reaches the pointers it reaches at row-major indices
     (:func:`_indexed_extents`)."""
+    vectors: tuple[VectorAccess, ...] = ()
+    """The body's vector-width accesses and their offsets
+    (:func:`~astra_graph.framework.vectors.kernel_vector_accesses`)."""
 
 
 @dataclass(frozen=True)
@@ -1743,7 +1748,11 @@ def parse_source(
         out.structs[name] = fields
     out.constants = {**object_macros, **_constants(tree.root_node)}
     writers = _writing_positions(tree.root_node)
-    vectors = _struct_member_types(tree.root_node)
+    member_types = _struct_member_types(tree.root_node)
+    # vectors reads this module's syntax helpers, so it is imported here, not at the top
+    from astra_graph.framework.vectors import FunctionIndex, kernel_vector_accesses
+
+    functions: FunctionIndex | None = None
     for definition in _walk(tree.root_node, ("function_definition",)):
         declarator = _function_declarator(definition)
         if declarator is None:
@@ -1776,7 +1785,11 @@ def parse_source(
             casts = _pointer_casts(body) if body is not None else ()
             scattered = _scattered(body, params, out.structs, writers) if body is not None else ()
             uses = _offset_uses(body, params, differenced) if body is not None else ()
-            indexed = _indexed_extents(body, params, tparams, vectors) if body is not None else ()
+            indexed = (
+                _indexed_extents(body, params, tparams, member_types) if body is not None else ()
+            )
+            functions = functions or FunctionIndex(tree.root_node)
+            vectors = kernel_vector_accesses(definition, functions)
             out.kernels.append(
                 Kernel(
                     name,
@@ -1792,6 +1805,7 @@ def parse_source(
                     offset_uses=uses,
                     scattered=scattered,
                     indexed=indexed,
+                    vectors=vectors,
                 )
             )
             continue

@@ -1,0 +1,746 @@
+"""A kernel's vector-width accesses, and the multiples their element offsets must be.
+
+A kernel that reads or writes through a pointer cast to a CUDA vector type (``float4``,
+``int4``, ``uint2``, ``half2`` ...) moves that type's width in bytes at once, and the GPU faults
+(``cudaErrorMisalignedAddress``) unless the address is a multiple of the width. The contract
+guarantees each tensor's base 16 bytes (``args.align``), so what is left is the element offset:
+at each such access it must be a multiple of width / element size at every shape the contract
+admits. FlashInfer's ``BatchQKApplyRotaryPosIdsCosSinCacheKernel`` loads ``vec_t<float, N>``
+(whose ``load`` reads ``((float4*)ptr)[i]``) from ``cos_sin_cache + pos * rotary_dim +
+vec_idx``, ``vec_idx`` a remainder by ``rotary_dim / 2``; no check of the framework states that
+``rotary_dim`` is then a multiple of 8 (its Python callers only pass such widths), and the
+import's domain drew others, at which the original faulted on the H100.
+
+:func:`kernel_vector_accesses` finds the accesses on the syntax tree (:class:`VectorAccess`): a
+cast to a vector pointer in the kernel's body, or a call whose callee makes one through a pointer
+parameter, followed into free functions and into the member functions of the receiver's class
+(every specialisation whose template arguments can be the receiver's, so the widest one counts)
+up to :data:`MAX_CALL_DEPTH` calls deep. The offset is written in the kernel's terms: a callee's
+parameters are replaced by the call's arguments (its defaults where the call leaves them out), a
+local by each value it is given (initialiser and assignments, each one an alternative that must
+hold). A function that reads a pointer's address as an integer (``reinterpret_cast<uintptr_t>``:
+a run-time alignment test before a vector path, as vLLM's) chooses its path by it, so its accesses
+and its callees' ask nothing.
+
+:func:`required_multiples` reads an offset as sums, products, quotients and remainders: each
+summand must be a multiple of k, so a launch value (a by-value parameter, a template parameter)
+multiplied by a run-time one (a thread index, a loaded position) must itself be a multiple of k
+(``pos * rotary_dim``: ``rotary_dim`` of 4 floats), a quotient by a constant ``c`` its dividend one
+of ``c * k`` (enough, if more than needed), a remainder both its operands. What it does not read
+is None: the importer notes it and keeps the domain as it was.
+
+:func:`dim_multiples` turns a requirement on a by-value parameter the launch passes one dim into
+that dim's multiple, the contract's ``multiple_of``, which every shape the harness draws keeps to
+(suites, random shapes, the domain suite's limits and thresholds). Template arguments are not
+deduced, so the widest specialisation a call may run counts: FlashInfer's fp8-output norms
+(``vec_t<fp8, 8>``, 8 bytes, whose partial specialisation for other widths moves 16) get a hidden
+size of 16 where 8 would do, a domain narrower than the framework's, never one that faults.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from astra_graph.framework.parse import (
+    _params,
+    _template_params,
+    _walk,
+    expression_node,
+    text,
+    unparenthesised,
+)
+from astra_graph.kernel import expr
+from astra_graph.kernel.dtypes import DTYPES
+
+if TYPE_CHECKING:
+    from tree_sitter import Node
+
+    from astra_graph.framework.launchers import Analysis, Binding
+
+VECTOR_BYTES: dict[str, int] = {
+    **dict.fromkeys(("float4", "int4", "uint4", "double2", "longlong2", "ulonglong2"), 16),
+    **dict.fromkeys(("float2", "int2", "uint2", "double1", "longlong1", "ulonglong1"), 8),
+    **dict.fromkeys(("half2", "__half2", "nv_bfloat162", "__nv_bfloat162"), 4),
+    **dict.fromkeys(("short2", "ushort2", "char4", "uchar4"), 4),
+    **dict.fromkeys(("char2", "uchar2"), 2),
+}
+"""CUDA's vector types (``vector_types.h``, ``cuda_fp16.h``, ``cuda_bf16.h``) by their size in
+bytes, which is their alignment: an access through a pointer to one needs an address that is a
+multiple of it."""
+ADDRESS_INTEGERS = ("uintptr_t", "intptr_t")
+"""Integer types a pointer's address is read as (a run-time alignment test)."""
+MAX_CALL_DEPTH = 8
+"""Calls followed from a kernel into the functions that make its vector accesses: FlashInfer's
+rotary kernel reaches ``float4`` through three (``vec_t::cast_load``, ``cast_load_impl``,
+``vec_t::load``)."""
+MAX_FORMS = 16
+"""Alternatives one offset may take (a local given several values multiplies them); past this
+the access is left unread."""
+LOCAL_MARK = "__local"
+"""Appended to a function's local left in an offset (no launch value, and no caller's name)."""
+MAX_LOCAL_DEPTH = 8
+"""Locals followed inside each other's values in one offset."""
+
+
+@dataclass(frozen=True)
+class VectorAccess:
+    """A vector-width access of a kernel: through ``pointer`` (a pointer parameter of the kernel,
+    '' where the base the access reaches is not read) at each of ``offsets`` elements (each an
+    expression over the kernel's parameters, template parameters and run-time values, as C++;
+    '' for none; empty where the offset is not read), ``width`` bytes at once; ``where`` the
+    access as written, for notes."""
+
+    pointer: str
+    offsets: tuple[str, ...]
+    width: int
+    where: str
+
+
+@dataclass(frozen=True)
+class _Value:
+    """A template parameter's value at the launch, read as a binding is (``expr``: over dims)."""
+
+    param: str
+    kind: str
+    value: str
+
+
+@dataclass(frozen=True)
+class _Function:
+    node: Node
+    params: tuple[str, ...]
+    defaults: tuple[str | None, ...]
+    template: tuple[str, ...]
+    owner: str
+    """The class the function is a member of ('' for a free function)."""
+    owner_args: tuple[str, ...] | None
+    """The class's template arguments where it is a specialisation (``vec_t<float, 1>``)."""
+    owner_free: frozenset[str] = frozenset()
+    """The class's own template parameters (a partial specialisation's ``vec_size``)."""
+
+
+@dataclass(frozen=True)
+class _Need:
+    """A vector access inside one function: through ``base`` (a parameter or local pointer's
+    name) at ``offsets`` elements, ``width`` bytes."""
+
+    base: str
+    offsets: tuple[str, ...]
+    width: int
+    where: str
+
+
+@dataclass
+class FunctionIndex:
+    """Every function definition of a translation unit by unqualified name, and what each asks
+    of its pointer parameters (computed once, on demand)."""
+
+    root: Node
+    by_name: dict[str, list[_Function]] = field(default_factory=dict)
+    needs: dict[int, tuple[_Need, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for definition in _walk(self.root, ("function_definition",)):
+            function = _function(definition)
+            if function is not None:
+                name = _declarator_name(definition)
+                self.by_name.setdefault(name, []).append(function)
+
+
+def _declarator_name(definition: Node) -> str:
+    """The unqualified name a definition declares (``vec_t<float, 1>::load`` gives ``load``)."""
+    declarator = _function_declarator(definition)
+    inner = declarator.child_by_field_name("declarator") if declarator is not None else None
+    return re.split(r"::", text(inner))[-1].split("<", 1)[0].strip()
+
+
+def _function_declarator(definition: Node) -> Node | None:
+    node = definition.child_by_field_name("declarator")
+    while node is not None and node.type != "function_declarator":
+        node = node.child_by_field_name("declarator")
+    return node
+
+
+def _template_of(node: Node) -> tuple[str, ...]:
+    parent = node.parent
+    if parent is not None and parent.type == "template_declaration":
+        return tuple(t.name for t in _template_params(parent))
+    return ()
+
+
+def _split_type(spelled: str) -> tuple[str, tuple[str, ...] | None]:
+    """(template name, its arguments or None) of a class type as written: ``vec_t<float,
+    vec_size>`` gives (``vec_t``, (``float``, ``vec_size``))."""
+    words = re.sub(r"\b(?:const|volatile|struct|class|typename)\b|[&*]", " ", spelled).strip()
+    name, angle, rest = words.partition("<")
+    base = name.strip().rsplit("::", 1)[-1]
+    if not angle:
+        return base, None
+    depth, current, args = 0, "", []
+    for char in rest.rsplit(">", 1)[0]:
+        if char == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+            continue
+        depth += {"<": 1, ">": -1}.get(char, 0)
+        current += char
+    args.append(current.strip())
+    return base, tuple(args)
+
+
+def _function(definition: Node) -> _Function | None:
+    declarator = _function_declarator(definition)
+    if declarator is None or definition.child_by_field_name("body") is None:
+        return None
+    params = _params(declarator)
+    plist = declarator.child_by_field_name("parameters")
+    defaults = tuple(
+        text(c.child_by_field_name("default_value")) or None
+        if c.type == "optional_parameter_declaration"
+        else None
+        for c in (plist.named_children if plist is not None else [])
+        if c.type in ("parameter_declaration", "optional_parameter_declaration")
+    )
+    owner, owner_args, owner_free = "", None, frozenset[str]()
+    qualified = text(declarator.child_by_field_name("declarator"))
+    if "::" in qualified:  # defined outside its class: ``vec_t<half, 1>::load``
+        owner, owner_args = _split_type(qualified.rsplit("::", 1)[0])
+        owner_free = frozenset(_template_of(definition))
+    else:
+        parent = definition.parent
+        while parent is not None and parent.type not in ("struct_specifier", "class_specifier"):
+            if parent.type in ("function_definition", "translation_unit"):
+                parent = None
+                break
+            parent = parent.parent
+        if parent is not None:
+            owner, owner_args = _split_type(text(parent.child_by_field_name("name")))
+            owner_free = frozenset(_template_of(parent))
+    return _Function(
+        definition,
+        tuple(p.name for p in params),
+        defaults,
+        _template_of(definition),
+        owner,
+        owner_args,
+        owner_free,
+    )
+
+
+def _replace_words(expression: str, values: dict[str, str]) -> str:
+    """``expression`` with each name of ``values`` (not a field's) replaced by its value."""
+    if not values:
+        return expression
+    return _WORD.sub(lambda m: f"({values[m[0]]})" if m[0] in values else m[0], expression)
+
+
+def _local_values(body: Node) -> tuple[dict[str, list[str]], dict[str, str], set[str]]:
+    """(each local's values: initialiser and plain assignments; each local's declared type;
+    the names updated otherwise: ``+=``, ``++``, passed by address)."""
+    values: dict[str, list[str]] = {}
+    types: dict[str, str] = {}
+    updated: set[str] = set()
+    for declaration in _walk(body, ("declaration", "parameter_declaration")):
+        spelled = text(declaration.child_by_field_name("type"))
+        for declarator in declaration.named_children:
+            node: Node | None = declarator
+            name = ""
+            while node is not None:
+                if node.type == "identifier":
+                    name = text(node)
+                    break
+                node = node.child_by_field_name("declarator")
+            if not name:
+                continue
+            pointer = "*" in text(declarator).split("=", 1)[0]
+            types[name] = spelled + ("*" if pointer else "")
+            value = declarator.child_by_field_name("value")
+            if declarator.type == "init_declarator" and value is not None:
+                if value.type in ("initializer_list", "argument_list"):
+                    updated.add(name)
+                else:
+                    values.setdefault(name, []).append(text(value))
+    for assignment in _walk(body, ("assignment_expression",)):
+        left = assignment.child_by_field_name("left")
+        right = assignment.child_by_field_name("right")
+        if left is None or left.type != "identifier":
+            continue
+        if text(assignment.child_by_field_name("operator")) == "=" and right is not None:
+            values.setdefault(text(left), []).append(text(right))
+        else:
+            updated.add(text(left))
+    for name, given in values.items():  # ``x = x + 1``: a value of its own past values
+        if any(re.search(rf"(?<![\w.>]){re.escape(name)}\b", v) for v in given):
+            updated.add(name)
+    for update in _walk(body, ("update_expression", "pointer_expression")):
+        argument = update.child_by_field_name("argument")
+        taken = update.type == "update_expression" or text(update).startswith("&")
+        if argument is not None and argument.type == "identifier" and taken:
+            updated.add(text(argument))
+    return values, types, updated
+
+
+def _forms(expression: str, values: dict[str, list[str]], updated: set[str]) -> list[str] | None:
+    """``expression`` with each local replaced by each of its values (every combination, locals
+    inside values too, :data:`MAX_LOCAL_DEPTH` deep), or None past :data:`MAX_FORMS`."""
+    forms = [expression]
+    for _ in range(MAX_LOCAL_DEPTH):
+        expanded: list[str] = []
+        for form in forms:
+            words = [
+                w for w in dict.fromkeys(_WORD.findall(form)) if w in values and w not in updated
+            ]
+            out = [form]
+            for word in words:
+                out = [_replace_words(f, {word: v}) for f in out for v in values[word]]
+                if len(out) > MAX_FORMS:
+                    return None
+            expanded += out
+        expanded = list(dict.fromkeys(expanded))
+        if len(expanded) > MAX_FORMS:
+            return None
+        if expanded == forms:
+            return forms
+        forms = expanded
+    return forms
+
+
+_WORD = re.compile(r"(?<![\w.>])[A-Za-z_]\w*")
+"""A name that is not a field (``.x``, ``->x``) nor inside a number."""
+
+
+def _based(node: Node, pointers: set[str]) -> tuple[str, list[str]] | None:
+    """(base pointer, offset summands) of a pointer expression: ``p``, ``p + a - b``, ``a + p``,
+    ``&p[i]``; None where no named pointer is its base."""
+    node = unparenthesised(node)
+    if node.type == "identifier":
+        return (text(node), []) if text(node) in pointers else None
+    if node.type == "pointer_expression" and text(node).startswith("&"):
+        inner = node.child_by_field_name("argument")
+        inner = unparenthesised(inner) if inner is not None else None
+        if inner is not None and inner.type == "subscript_expression":
+            base = inner.child_by_field_name("argument")
+            indices = inner.child_by_field_name("indices")
+            index = indices.named_children if indices is not None else []
+            named = base is not None and base.type == "identifier" and text(base) in pointers
+            if named and len(index) == 1:
+                return text(base), [text(index[0])]
+        return None
+    if node.type != "binary_expression":
+        return None
+    operator = text(node.child_by_field_name("operator"))
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if left is None or right is None or operator not in ("+", "-"):
+        return None
+    found = _based(left, pointers)
+    if found is not None:
+        term = text(right) if operator == "+" else f"-({text(right)})"
+        return found[0], [*found[1], term]
+    found = _based(right, pointers) if operator == "+" else None
+    return (found[0], [text(left), *found[1]]) if found is not None else None
+
+
+def _renamed(expression: str, names: dict[str, str]) -> str:
+    return _WORD.sub(lambda m: names.get(m[0], m[0]), expression)
+
+
+def _joined(terms: list[str]) -> str:
+    return " + ".join(f"({t})" for t in terms)
+
+
+def _vector_cast(node: Node) -> tuple[int, Node] | None:
+    """(width, operand) of a cast to a pointer to a CUDA vector type, else None."""
+    if node.type == "cast_expression":
+        spelled = text(node.child_by_field_name("type"))
+        operand = node.child_by_field_name("value")
+    else:
+        function = node.child_by_field_name("function")
+        form = re.match(r"^(?:reinterpret_cast|static_cast)\s*<(.+)>$", text(function))
+        args = node.child_by_field_name("arguments")
+        operands = args.named_children if args is not None else []
+        if form is None or len(operands) != 1:
+            return None
+        spelled, operand = form[1], operands[0]
+    if spelled.count("*") != 1 or not spelled.strip().endswith("*") or operand is None:
+        return None
+    words = [w for w in re.findall(r"\w+", spelled) if w not in ("const", "volatile")]
+    width = VECTOR_BYTES.get(words[0]) if len(words) == 1 else None
+    return (width, operand) if width is not None else None
+
+
+def _reads_address(body: Node) -> bool:
+    """Whether the body reads a pointer's address as an integer (a run-time alignment test)."""
+    for node in _walk(body, ("cast_expression", "call_expression")):
+        if node.type == "cast_expression":
+            spelled = text(node.child_by_field_name("type"))
+        else:
+            form = re.match(
+                r"^reinterpret_cast\s*<(.+)>$", text(node.child_by_field_name("function"))
+            )
+            if form is None:
+                continue
+            if "*" not in form[1] and "&" not in form[1]:  # pointer to integer: an address
+                return True
+            spelled = form[1]
+        if any(re.search(rf"\b{t}\b", spelled) for t in ADDRESS_INTEGERS):
+            return True
+    return False
+
+
+def _callees(
+    call: Node, function: _Function, types: dict[str, str], index: FunctionIndex
+) -> tuple[list[_Function], tuple[str, ...]]:
+    """The definitions a call may run, with the call's template arguments: a member call's among
+    the receiver class's specialisations its template arguments can be, a plain call's among the
+    free functions of its name (or the caller's class's members)."""
+    target = call.child_by_field_name("function")
+    if target is None:
+        return [], ()
+    explicit: tuple[str, ...] = ()
+    if target.type == "template_function":
+        _, args = _split_type(text(target))
+        explicit = args or ()
+        target = target.child_by_field_name("name") or target
+    if target.type == "field_expression":
+        receiver = target.child_by_field_name("argument")
+        member = target.child_by_field_name("field")
+        if receiver is None or member is None:
+            return [], ()
+        name = text(member).split("<", 1)[0]
+        if member.type == "template_method":
+            explicit = _split_type(text(member))[1] or ()
+        spelled = types.get(text(unparenthesised(receiver)).lstrip("*"), "")
+        if text(receiver) in ("this", "*this"):
+            owner, args = function.owner, function.owner_args
+            free = set(function.owner_free) | set(function.template)
+        elif spelled:
+            owner, args = _split_type(spelled)
+            free = set(function.template) | set(function.owner_free)
+        else:
+            return [], ()
+        candidates = [
+            f
+            for f in index.by_name.get(name, [])
+            if f.owner == owner and _can_match(args, f.owner_args, free, f.owner_free)
+        ]
+        return candidates, explicit
+    name = text(target).rsplit("::", 1)[-1].split("<", 1)[0].strip()
+    own = [f for f in index.by_name.get(name, []) if function.owner and f.owner == function.owner]
+    return own or [f for f in index.by_name.get(name, []) if not f.owner], explicit
+
+
+def _can_match(
+    receiver: tuple[str, ...] | None,
+    specialised: tuple[str, ...] | None,
+    free: set[str],
+    own_free: frozenset[str],
+) -> bool:
+    """Whether a class written with ``receiver`` template arguments can be the specialisation
+    with ``specialised`` ones: equal where both are fixed, anything where either is a template
+    parameter (``free`` the caller's, ``own_free`` the specialisation's)."""
+    if receiver is None or specialised is None:
+        return True
+    if len(receiver) != len(specialised):
+        return False
+    return all(
+        a.replace(" ", "") == b.replace(" ", "") or a in free or b in own_free
+        for a, b in zip(receiver, specialised, strict=True)
+    )
+
+
+def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need, ...]:
+    """The vector accesses of ``function`` (its callees' included), through its parameters and
+    the local pointers it cannot follow to one; the offsets in its own terms."""
+    key = id(function.node)
+    if key in index.needs:
+        return index.needs[key]
+    body = function.node.child_by_field_name("body")
+    if body is None or depth > MAX_CALL_DEPTH:
+        return ()  # not kept: a call nearer the kernel reads it
+    index.needs[key] = ()  # a recursive call asks nothing more
+    if _reads_address(body):
+        return ()
+    values, types, updated = _local_values(body)
+    declarator = _function_declarator(function.node)
+    params = _params(declarator) if declarator is not None else ()
+    for param, node in zip(function.params, _param_nodes(function), strict=False):
+        types.setdefault(param, text(node.child_by_field_name("type")) if node else "")
+    pointers = {p.name for p in params if p.pointer} | {
+        n for n, t in types.items() if t.endswith("*")
+    }
+    found: list[_Need] = []
+
+    def add(
+        base_node: Node,
+        extra: list[str],
+        width: int,
+        where: str,
+        seen: frozenset[str] = frozenset(),
+    ) -> None:
+        based = _based(base_node, pointers)
+        if based is None:
+            # through a pointer the function was given or holds, at a place not read; through
+            # none of them (``&data``, a member or local array) the function's own memory,
+            # which the compiler aligns to its type
+            if set(_WORD.findall(text(base_node))) & pointers:
+                found.append(_Need("", (), width, where))
+            return
+        base, terms = based
+        terms = [*terms, *extra]
+        if base not in function.params and base in values and base not in updated:
+            for value in values[base]:  # a local pointer: each value it is given
+                node = expression_node(value)
+                if node is None or base in seen:
+                    found.append(_Need("", (), width, where))
+                else:
+                    add(node, terms, width, where, seen | {base})
+            return
+        if base in updated:  # moved by ``+=`` or ``++`` somewhere: its offsets are not all here
+            found.append(_Need("", (), width, where))
+            return
+        if base not in function.params:
+            # a local array or register (``&data``): the function's own memory, which the
+            # compiler aligns; a local pointer given no value here is not read
+            if types.get(base, "").endswith("*"):
+                found.append(_Need("", (), width, where))
+            return
+        forms = _forms(_joined(terms), values, updated) if terms else [""]
+        # a local left in (a loop counter) is a run-time value of this function: renamed, so
+        # that a caller's local of the same name is not put in its place
+        own = {n: f"{n}{LOCAL_MARK}" for n in types if n not in function.params}
+        kept = tuple(_renamed(f, own) for f in forms) if forms is not None else ()
+        found.append(_Need(base, kept, width, where))
+
+    for node in _walk(body, ("cast_expression", "call_expression")):
+        cast = _vector_cast(node)
+        if cast is not None:
+            add(cast[1], [], cast[0], _where(node))
+            continue
+        if node.type != "call_expression":
+            continue
+        callees, explicit = _callees(node, function, types, index)
+        args_node = node.child_by_field_name("arguments")
+        args = [text(a) for a in args_node.named_children] if args_node is not None else []
+        arg_nodes = list(args_node.named_children) if args_node is not None else []
+        for callee in callees:
+            bound = {
+                p: a
+                for p, a in zip(
+                    callee.params,
+                    [*args, *(d or "" for d in callee.defaults[len(args) :])],
+                    strict=False,
+                )
+                if a
+            }
+            bound.update(dict(zip(callee.template, explicit, strict=False)))
+            for need in _needs(callee, index, depth + 1):
+                if not need.base or not need.offsets:  # not read inside the callee
+                    found.append(_Need("", (), need.width, need.where))
+                    continue
+                at = callee.params.index(need.base)
+                if at >= len(arg_nodes):
+                    continue  # a defaulted pointer: the callee's own (nullptr or a constant)
+                for offset in need.offsets:  # each alternative must hold
+                    moved = [_replace_words(offset, bound)] if offset else []
+                    add(arg_nodes[at], moved, need.width, need.where)
+    index.needs[key] = _widest(found)
+    return index.needs[key]
+
+
+def _widest(found: list[_Need]) -> tuple[_Need, ...]:
+    """One need per base and offsets, the widest (every specialisation a call may run counts)."""
+    out: dict[tuple[str, tuple[str, ...]], _Need] = {}
+    for need in found:
+        key = (need.base, need.offsets)
+        if key not in out or need.width > out[key].width:
+            out[key] = need
+    return tuple(out.values())
+
+
+def _param_nodes(function: _Function) -> list[Node | None]:
+    declarator = _function_declarator(function.node)
+    plist = declarator.child_by_field_name("parameters") if declarator is not None else None
+    return [
+        c
+        for c in (plist.named_children if plist is not None else [])
+        if c.type in ("parameter_declaration", "optional_parameter_declaration")
+    ]
+
+
+def _where(node: Node) -> str:
+    line = " ".join(text(node).split())
+    return f"line {node.start_point[0] + 1}: {line[:80]}"
+
+
+def kernel_vector_accesses(definition: Node, index: FunctionIndex) -> tuple[VectorAccess, ...]:
+    """The kernel's vector-width accesses (see the module docstring)."""
+    function = _function(definition)
+    if function is None:
+        return ()
+    return tuple(
+        VectorAccess(n.base, n.offsets, n.width, n.where) for n in _needs(function, index, 0)
+    )
+
+
+def _literal(node: Node) -> int | None:
+    if node.type != "number_literal":
+        return None
+    try:
+        return int(re.sub(r"[uUlL]+$", "", text(node)), 0)
+    except ValueError:
+        return None
+
+
+def required_multiples(node: Node, k: int, fixed: set[str]) -> list[tuple[str, int]] | None:
+    """``(name, m)`` pairs, each ``name % m == 0``, that together make the expression a multiple
+    of ``k`` for every run-time value it reads; ``fixed`` the names a launch fixes (by-value
+    parameters, template parameters). None where the expression is not read so."""
+    if k == 1:
+        return []
+    node = unparenthesised(node)
+    number = _literal(node)
+    if number is not None:
+        return [] if number % k == 0 else None
+    if node.type == "identifier":
+        return [(text(node), k)] if text(node) in fixed else None
+    if node.type == "cast_expression":
+        value = node.child_by_field_name("value")
+        return required_multiples(value, k, fixed) if value is not None else None
+    if node.type == "unary_expression" and text(node).lstrip().startswith("-"):
+        argument = node.child_by_field_name("argument")
+        return required_multiples(argument, k, fixed) if argument is not None else None
+    if node.type == "conditional_expression":
+        sides = [node.child_by_field_name(f) for f in ("consequence", "alternative")]
+        return _all([required_multiples(s, k, fixed) if s else None for s in sides])
+    if node.type != "binary_expression":
+        return None
+    operator = text(node.child_by_field_name("operator"))
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    if left is None or right is None:
+        return None
+    if operator in ("+", "-", "%"):  # a remainder: dividend and divisor both multiples
+        return _all([required_multiples(left, k, fixed), required_multiples(right, k, fixed)])
+    if operator == "*":
+        for one, other in ((left, right), (right, left)):
+            factor = _literal(unparenthesised(one))
+            if factor is not None:
+                return required_multiples(other, k // math.gcd(factor, k), fixed)
+        # a launch value times a run-time one: the launch value must be the multiple
+        found = required_multiples(right, k, fixed)
+        return found if found is not None else required_multiples(left, k, fixed)
+    divisor = _literal(unparenthesised(right))
+    if operator == "/" and divisor is not None and divisor > 0:
+        return required_multiples(left, k * divisor, fixed)
+    if operator == "<<" and divisor is not None and divisor >= 0:
+        return required_multiples(left, k // math.gcd(1 << divisor, k), fixed)
+    return None
+
+
+def _all(parts: list[list[tuple[str, int]] | None]) -> list[tuple[str, int]] | None:
+    if any(p is None for p in parts):
+        return None
+    return [pair for p in parts if p is not None for pair in p]
+
+
+NOTED_ACCESSES = 3
+"""Unread accesses a note names (it counts the rest)."""
+
+
+def dim_multiples(analysis: Analysis) -> dict[str, int]:
+    """The multiple each dim must be for the kernel's vector accesses to be aligned at every
+    shape (``[dims.X] multiple_of``): for each access through a tensor, width / element bytes
+    (the smallest element the launch dispatches, for a template element), read over each of its
+    offsets (:func:`required_multiples`); a requirement on a by-value parameter the launch
+    passes one dim gives that dim's multiple, on a constant is checked here. What is not read so
+    (an offset through a call, a parameter given an expression of several dims, a template
+    parameter) is noted, and the domain is left as it was."""
+    kernel = analysis.kernel
+    bindings: dict[str, Binding | _Value] = {b.param: b for b in analysis.bindings}
+    _, entry_args = _split_type(analysis.entry)
+    for param, value in zip(kernel.template, entry_args or (), strict=False):
+        # a template value the entry spells as a number, or as a specialisation over the dims
+        spelled = analysis.specializations.get(value, value)
+        bindings.setdefault(param.name, _Value(param.name, "expr", spelled))
+    fixed = {p.name for p in kernel.params if not p.pointer} | {t.name for t in kernel.template}
+    multiples: dict[str, int] = {}
+    unread: list[str] = []
+    for access in kernel.vectors:
+        binding = bindings.get(access.pointer)
+        if binding is None or binding.kind != "tensor" or binding.value not in analysis.tensors:
+            unread.append(f"{access.where} (its pointer is not a tensor's)")
+            continue
+        k = _elements(access.width, analysis.tensors[binding.value].element, analysis.dtypes)
+        if k <= 1:
+            continue
+        if not access.offsets:
+            unread.append(f"{access.where} through {access.pointer} (its offset)")
+            continue
+        for offset in access.offsets:
+            node = expression_node(offset) if offset else None
+            needed = required_multiples(node, k, fixed) if node is not None else []
+            if offset and node is None:
+                needed = None
+            for name, m in needed or []:
+                problem = _dim_multiple(name, m, bindings, analysis.dims, multiples)
+                if problem:
+                    unread.append(f"{access.where} through {access.pointer} ({problem})")
+            if needed is None:
+                unread.append(f"{access.where} through {access.pointer} (offset {offset!r})")
+    for dim, m in multiples.items():
+        analysis.notes.append(
+            f"dims.{dim}: a multiple of {m}, which the kernel's vector-width accesses need to be "
+            "aligned (no check of the framework's states it)"
+        )
+    if unread:
+        rest = len(unread) - NOTED_ACCESSES
+        named = "; ".join(dict.fromkeys(unread[:NOTED_ACCESSES]))
+        analysis.notes.append(
+            f"vector-width accesses whose alignment is not read (the domain is not narrowed for "
+            f"them): {named}" + (f"; and {rest} more" if rest > 0 else "")
+        )
+    return multiples
+
+
+def _elements(width: int, element: str | None, dtypes: tuple[str, ...]) -> int:
+    """Elements per vector: ``width`` over the element's bytes (the smallest dispatched one for
+    a template element), 1 where the vector is no wider than one element or not a whole number
+    of them."""
+    sizes = (
+        [DTYPES[d].itemsize for d in dtypes if d in DTYPES]
+        if element in (None, "T")
+        else [DTYPES[element].itemsize]
+        if element in DTYPES
+        else []
+    )
+    if not sizes:
+        return 1
+    size = min(sizes)
+    return width // size if width > size and width % size == 0 else 1
+
+
+def _dim_multiple(
+    name: str,
+    m: int,
+    bindings: dict[str, Binding | _Value],
+    dims: list[str],
+    multiples: dict[str, int],
+) -> str:
+    """Record ``name % m == 0`` as a dim's multiple where the launch passes one dim (or check a
+    constant); else why not, as a note's words."""
+    binding = bindings.get(name)
+    if binding is None or binding.kind != "expr":
+        return f"{name} % {m} == 0 over a template or launcher parameter"
+    try:
+        body = expr.parse(binding.value).body
+    except expr.ExprError:
+        return f"{name} % {m} == 0 over {binding.value}"
+    if isinstance(body, ast.Name) and body.id in dims:
+        multiples[body.id] = math.lcm(multiples.get(body.id, 1), m)
+        return ""
+    if isinstance(body, ast.Constant) and type(body.value) is int:
+        return "" if body.value % m == 0 else f"{name} = {body.value}, not a multiple of {m}"
+    return f"{name} % {m} == 0 over {binding.value}"
