@@ -64,6 +64,7 @@ IMPORTED = {
     "looped_sizes.cu": ("run", "run_104", "scale_rows_256"),
     "branch_values.cu": ("ranked_copy", "headed_copy"),
     "bound_store.cu": ("run_1", "run_2"),
+    "aligned_cache.cu": ("vector_cache", "scalar_cache"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -76,8 +77,9 @@ it, tensors passed at a moved address (test_framework_moved.py), a domain its la
 static_assert bounds (test_framework_symbolic.py), a head count an if/else chain on the
 input's rank sets, sizes a looping constexpr helper computes and a params struct nesting another
 (test_framework_looped.py), and a float table beside half tensors in a nested struct unpacked by
-structured bindings, its slots stored through a helper (test_framework_bound.py), each launched
-for real here."""
+structured bindings, its slots stored through a helper (test_framework_bound.py), and a float4
+cache read whose row width the import keeps a multiple of 8 (test_framework_vectors.py), each
+launched for real here."""
 
 
 @pytest.fixture(scope="module")
@@ -224,6 +226,36 @@ def test_csr_segments_are_walked_within_their_rows_and_a_wrong_walk_is_caught(
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         verdict = evaluator.check(spec, production, production)
         assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+        assert not evaluator.check(spec, production, wrong).accepted
+
+
+def test_outputs_shaped_by_their_indices_are_written_whole_and_a_short_fold_is_caught(
+    tmp_path: Path,
+) -> None:
+    """fixtures/framework/header_only's FoldSets and FoldSetsWide: outputs no binding sizes,
+    shaped from the kernels' row-major indices, are accepted against themselves (the original
+    writes within them at every drawn shape); a fold that skips the last set is rejected."""
+    base = CSRC.parent / "header_only"
+    header = base / "include" / "fw" / "folds.cuh"
+    folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
+    assert main(["import", str(header), *folders, "--out", str(tmp_path)]) == 0
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        for op in ("fold_sets", "fold_sets_wide"):
+            production = tmp_path / op / "production.cu"
+            verdict = evaluator.check(load_contract(tmp_path / op), production, production)
+            assert verdict.accepted, f"{op}: {verdict.message} {verdict.evidence}"
+        production = tmp_path / "fold_sets" / "production.cu"
+        source = production.read_text()
+        short = source.replace(
+            "for (uint32_t s = 0; s < sets; ++s) {\n    lanes<T, kVec> part;\n    part.load(in "
+            "+ ((pos * sets + s) * heads + head) * head_dim",
+            "for (uint32_t s = 0; s + 1 < sets; ++s) {\n    lanes<T, kVec> part;\n    "
+            "part.load(in + ((pos * sets + s) * heads + head) * head_dim",
+        )
+        assert short != source
+        wrong = tmp_path / "short.cu"
+        wrong.write_text(short)
+        spec = load_contract(tmp_path / "fold_sets")
         assert not evaluator.check(spec, production, wrong).accepted
 
 
