@@ -90,33 +90,8 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-UNSOUND_DRAFTS = {
-    ("params_struct.cu", "gather_1"),
-    ("params_struct.cu", "gather_2"),
-}
-"""Sites whose drafted contract is known to be wrong, so the original faults against itself:
-the gather's launcher never sizes ``out`` and the import drafts it as ``table``'s shape, which
-is smaller than the index count the kernel writes (H100, 1ffc87d: an illegal address). A
-strict xfail: the day the import refuses or sizes such an output, this says so."""
-
-
 @pytest.mark.parametrize(
-    ("source", "op"),
-    [
-        pytest.param(
-            source,
-            op,
-            marks=[
-                pytest.mark.xfail(
-                    reason="out drafted from another tensor's shape (UNSOUND_DRAFTS)", strict=True
-                )
-            ]
-            if (source, op) in UNSOUND_DRAFTS
-            else [],
-        )
-        for source, ops in IMPORTED.items()
-        for op in ops
-    ],
+    ("source", "op"), [(source, op) for source, ops in IMPORTED.items() for op in ops]
 )
 def test_an_imported_operation_is_accepted_against_itself(
     imported: Path, source: str, op: str
