@@ -242,6 +242,9 @@ class Kernel:
     scattered: tuple[tuple[str, str], ...] = ()
     """(slot pointer, written pointer): the pointers whose elements place the body's stores
     into another (:func:`_scattered`)."""
+    asserted: tuple[str, ...] = ()
+    """The conditions of the body's ``static_assert`` s outside any branch, in the kernel's
+    template parameters (:func:`_kernel_asserted`): every instantiation that builds meets them."""
 
 
 @dataclass(frozen=True)
@@ -534,6 +537,35 @@ def _asserted(definition: Node) -> tuple[str, ...]:
                 condition = child.child_by_field_name("condition")
                 if condition is not None:
                     found.append(" ".join(text(condition).split()))
+    return tuple(found)
+
+
+def _kernel_asserted(body: Node) -> tuple[str, ...]:
+    """The conditions of the ``static_assert`` s at the top of a kernel's body (outside any
+    branch: one under ``if constexpr`` holds only where its branch is built), each
+    ``constexpr`` local declared before it read into it (SGLang's rope kernel asserts
+    ``kRopeDim % kDimPerThread == 0 && kLaneCount <= kWorkThreads``, its locals computed from
+    its template values by ``next_pow2``). They leave only the template parameters and what the
+    kernel's scope names, so the launch can read them at its template arguments."""
+    values: dict[str, str] = {}
+    found: list[str] = []
+
+    def inlined(written: str) -> str:
+        for name, value in reversed(values.items()):  # later locals read earlier ones
+            written = re.sub(rf"(?<![\w.:>]){re.escape(name)}(?!\w)", f"({value})", written)
+        return " ".join(written.split())
+
+    for child in body.named_children:
+        if child.type == "static_assert_declaration":
+            condition = child.child_by_field_name("condition")
+            if condition is not None:
+                found.append(inlined(text(condition)))
+        elif child.type == "declaration" and any(
+            c.type == "type_qualifier" and text(c) == "constexpr" for c in child.named_children
+        ):
+            local = _one_local(child, ())
+            if local is not None:
+                values[local[0]] = local[1]
     return tuple(found)
 
 
@@ -1718,6 +1750,7 @@ def parse_source(
             casts = _pointer_casts(body) if body is not None else ()
             scattered = _scattered(body, params) if body is not None else ()
             uses = _offset_uses(body, params, differenced) if body is not None else ()
+            asserted = _kernel_asserted(body) if body is not None else ()
             out.kernels.append(
                 Kernel(
                     name,
@@ -1732,6 +1765,7 @@ def parse_source(
                     casts,
                     offset_uses=uses,
                     scattered=scattered,
+                    asserted=asserted,
                 )
             )
             continue
