@@ -57,14 +57,18 @@ def _asserted_widths() -> dict[int, bool]:
 def test_the_kernels_static_assert_is_read_with_its_constexpr_locals() -> None:
     source = parse_source(flatten(LANES, []).text)
     (kernel,) = source.kernels
-    (asserted,) = kernel.asserted
+    asserted, unread = kernel.asserted
+    assert unread == "sizeof(Pair<T>) == 2 * sizeof(T)"
     # the locals read into the condition, in the kernel's own template parameters
     assert "kPerLane" not in asserted and "kUsed" not in asserted
     assert "round_pow2(kWidth, 2 * kLanes)" in asserted
     launcher = next(x for x in source.launchers if x.name == "run")
     (launch,) = launcher.launches
     checked = _kernel_checks(launch, kernel, launcher)
-    assert checked.checks[len(launch.checks) :] == (asserted,)
+    assert checked.checks[len(launch.checks) :] == (
+        asserted,
+        "sizeof(Pair<DType>) == 2 * sizeof(DType)",
+    )
     assert (asserted, True) in checked.conditions
 
 
@@ -91,7 +95,9 @@ def test_an_assert_on_a_template_value_the_launch_leaves_unbound_is_left_out() -
     launcher = next(x for x in source.launchers if x.name == "run")
     (launch,) = launcher.launches
     short = replace(launch, template_args=launch.template_args[:2])
-    assert _kernel_checks(short, kernel, launcher) is short
+    # the lanes' assert reads kLanes, bound to nothing; the pair's reads T alone
+    read = _kernel_checks(short, kernel, launcher).checks[len(short.checks) :]
+    assert read == ("sizeof(Pair<DType>) == 2 * sizeof(DType)",)
 
 
 @pytest.mark.usefixtures("needs_nvrtc")
@@ -103,6 +109,11 @@ def test_the_kernels_assert_bounds_the_domain_and_every_drawn_shape_builds(
     monkeypatch.setenv("ASTRA_CACHE_DIR", str(tmp_path / "cache"))
     (result,) = import_file(LANES, [], tmp_path / "ops").launchers
     assert result.imported, result.reason
+    # an assert the import cannot read is said to be the kernel's, and narrows nothing
+    assert any(
+        n.startswith("the kernel's static_assert 'sizeof(Pair<DType>) == 2 * sizeof(DType)'")
+        for n in result.notes
+    )
     folder = tmp_path / "ops" / "run"
     spec = load_contract(folder)
     impl = load_implementation(folder / "production.cu", spec.contract)

@@ -1305,7 +1305,9 @@ def analyse(
     shapes before strides and sizes are written over them.
     """
     kernel = _launched_kernel(launch, kernels)
-    launch = _kernel_checks(launch, kernel, launcher)
+    checked = _kernel_checks(launch, kernel, launcher)
+    asserted = checked.checks[len(launch.checks) :]
+    launch = checked
     notes: list[str] = list(launch.notes)
     if launch.choice:
         notes.append(f"kernel chosen at run time: imported for {launch.choice}")
@@ -1354,7 +1356,7 @@ def analyse(
 
     _finish_bindings(bound.bindings, finish)
     followed = _followed_dims(launch, translator, finish)
-    requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
+    requires, other_gpu = _launch_requirements(launch, translator, finish, notes, asserted)
     requires += _loop_requirements(launch, translator, finish, requires)
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
@@ -2394,11 +2396,16 @@ def _pointer_binding(
 
 
 def _launch_requirements(
-    launch: Launch, translator: _Translator, finish: Callable[[str], str], notes: list[str]
+    launch: Launch,
+    translator: _Translator,
+    finish: Callable[[str], str],
+    notes: list[str],
+    asserted: tuple[str, ...] = (),
 ) -> tuple[list[str], str]:
     """(the launch's conditions as ``requires``, the first condition term that reads another
     GPU or build, or ""); a condition that cannot be expressed is noted, with the readable terms
-    of a then-branch's ``&&`` chain kept."""
+    of a then-branch's ``&&`` chain kept. Those of ``asserted`` are the kernel's own
+    ``static_assert`` s (:func:`_kernel_checks`), noted as such."""
     requires: list[str] = []
     other_gpu = ""
     # a condition's ratios count only where it is kept (a dropped one states nothing)
@@ -2423,9 +2430,9 @@ def _launch_requirements(
                 translator.keep()
             requires.extend(kept)
             partly = f"; {len(kept)} of its && terms kept" if kept else ""
+            what = "the kernel's static_assert" if condition in asserted else "launch condition"
             notes.append(
-                f"launch condition {' '.join(condition.split())!r} ({branch}) not expressed"
-                f"{partly}: {exc}"
+                f"{what} {' '.join(condition.split())!r} ({branch}) not expressed{partly}: {exc}"
             )
             if positive and not other_gpu:
                 other_gpu = _false_device_term(translator, condition)
