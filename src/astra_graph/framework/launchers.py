@@ -1313,6 +1313,9 @@ def analyse(
     shapes before strides and sizes are written over them.
     """
     kernel = _launched_kernel(launch, kernels)
+    checked = _kernel_checks(launch, kernel, launcher)
+    asserted = checked.checks[len(launch.checks) :]
+    launch = checked
     notes: list[str] = list(launch.notes)
     if launch.choice:
         notes.append(f"kernel chosen at run time: imported for {launch.choice}")
@@ -1363,7 +1366,7 @@ def analyse(
 
     _finish_bindings(bound.bindings, finish)
     followed = _followed_dims(launch, translator, finish)
-    requires, other_gpu = _launch_requirements(launch, translator, finish, notes)
+    requires, other_gpu = _launch_requirements(launch, translator, finish, notes, asserted)
     requires += _loop_requirements(launch, translator, finish, requires)
     for name, found in indexed.items():  # where the shape is the row-major index's
         if any(n.startswith(f"{name}: {INDEXED_NOTE}") for n in notes):
@@ -1626,6 +1629,56 @@ def _launched_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
             f"{len(launch.args)}"
         )
     return kernel
+
+
+def _kernel_checks(launch: Launch, kernel: Kernel, launcher: Launcher) -> Launch:
+    """The launch with its kernel's own ``static_assert`` s (:attr:`~astra_graph.framework.
+    parse.Kernel.asserted`) as host checks, as the launcher's are (:func:`~astra_graph.
+    framework.parse._asserted`): each read at the launch's template arguments, a parameter the
+    launch leaves to its default at the default, and a flag of the launcher's template at
+    :data:`TEMPLATE_FLAG_VALUE`, as the entry instantiates it (:func:`_entry`). The framework
+    builds the launch only where its kernel builds, so they hold at every call it makes;
+    SGLang's rope kernel asserts that its rope dim splits into whole vectors, which its
+    launcher's class does not, and its original, drafted at an odd rope dim, did not compile
+    (H100). An assert that reads a parameter bound to nothing is left out (the launcher's
+    scope may give the name another value)."""
+    bound: dict[str, str] = {}
+    for index, param in enumerate(kernel.template):
+        value = launch.template_args[index] if index < len(launch.template_args) else None
+        value = value if value is not None else param.default
+        if value is not None:
+            bound[param.name] = value.strip()
+    flags = {t.name: TEMPLATE_FLAG_VALUE for t in launcher.template if t.kind == "flag"}
+    unbound = {t.name for t in kernel.template} - set(bound)
+    found: list[str] = []
+    for condition in kernel.asserted:
+        words = set(re.findall(r"\w+", condition))
+        if words & unbound:
+            continue
+        read = _bound_names(_bound_names(condition, bound), flags)
+        if read not in launch.checks and read not in found:
+            found.append(read)
+    if not found:
+        return launch
+    return replace(
+        launch,
+        conditions=launch.conditions + tuple((c, True) for c in found),
+        checks=launch.checks + tuple(found),
+    )
+
+
+def _bound_names(condition: str, bound: Mapping[str, str]) -> str:
+    """``condition`` with each of ``bound`` 's names (a word not after ``.``, ``::`` or ``->``)
+    replaced at once by its value, parenthesised where it is more than one word."""
+    if not bound:
+        return condition
+    pattern = r"(?<![\w.])(?<!::)(?<!->)(" + "|".join(map(re.escape, bound)) + r")(?!\w)"
+
+    def value(match: re.Match[str]) -> str:
+        written = bound[match[1]]
+        return written if re.fullmatch(r"[\w:]+", written) else f"({written})"
+
+    return re.sub(pattern, value, condition)
 
 
 def _geometry(launch: Launch, translator: _Translator) -> tuple[str, str, str]:
@@ -2361,11 +2414,16 @@ def _pointer_binding(
 
 
 def _launch_requirements(
-    launch: Launch, translator: _Translator, finish: Callable[[str], str], notes: list[str]
+    launch: Launch,
+    translator: _Translator,
+    finish: Callable[[str], str],
+    notes: list[str],
+    asserted: tuple[str, ...] = (),
 ) -> tuple[list[str], str]:
     """(the launch's conditions as ``requires``, the first condition term that reads another
     GPU or build, or ""); a condition that cannot be expressed is noted, with the readable terms
-    of a then-branch's ``&&`` chain kept."""
+    of a then-branch's ``&&`` chain kept. Those of ``asserted`` are the kernel's own
+    ``static_assert`` s (:func:`_kernel_checks`), noted as such."""
     requires: list[str] = []
     other_gpu = ""
     # a condition's ratios count only where it is kept (a dropped one states nothing)
@@ -2390,9 +2448,9 @@ def _launch_requirements(
                 translator.keep()
             requires.extend(kept)
             partly = f"; {len(kept)} of its && terms kept" if kept else ""
+            what = "the kernel's static_assert" if condition in asserted else "launch condition"
             notes.append(
-                f"launch condition {' '.join(condition.split())!r} ({branch}) not expressed"
-                f"{partly}: {exc}"
+                f"{what} {' '.join(condition.split())!r} ({branch}) not expressed{partly}: {exc}"
             )
             if positive and not other_gpu:
                 other_gpu = _false_device_term(translator, condition)

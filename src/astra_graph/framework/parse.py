@@ -268,6 +268,9 @@ class Kernel:
     vectors: tuple[VectorAccess, ...] = ()
     """The body's vector-width accesses and their offsets
     (:func:`~astra_graph.framework.vectors.kernel_vector_accesses`)."""
+    asserted: tuple[str, ...] = ()
+    """The conditions of the body's ``static_assert`` s outside any branch, in the kernel's
+    template parameters (:func:`_kernel_asserted`): every instantiation that builds meets them."""
 
 
 @dataclass(frozen=True)
@@ -565,6 +568,35 @@ def _asserted(definition: Node) -> tuple[str, ...]:
                 condition = child.child_by_field_name("condition")
                 if condition is not None:
                     found.append(" ".join(text(condition).split()))
+    return tuple(found)
+
+
+def _kernel_asserted(body: Node) -> tuple[str, ...]:
+    """The conditions of the ``static_assert`` s at the top of a kernel's body (outside any
+    branch: one under ``if constexpr`` holds only where its branch is built), each
+    ``constexpr`` local declared before it read into it (SGLang's rope kernel asserts
+    ``kRopeDim % kDimPerThread == 0 && kLaneCount <= kWorkThreads``, its locals computed from
+    its template values by ``next_pow2``). They leave only the template parameters and what the
+    kernel's scope names, so the launch can read them at its template arguments."""
+    values: dict[str, str] = {}
+    found: list[str] = []
+
+    def inlined(written: str) -> str:
+        for name, value in reversed(values.items()):  # later locals read earlier ones
+            written = re.sub(rf"(?<![\w.:>]){re.escape(name)}(?!\w)", f"({value})", written)
+        return " ".join(written.split())
+
+    for child in body.named_children:
+        if child.type == "static_assert_declaration":
+            condition = child.child_by_field_name("condition")
+            if condition is not None:
+                found.append(inlined(text(condition)))
+        elif child.type == "declaration" and any(
+            c.type == "type_qualifier" and text(c) == "constexpr" for c in child.named_children
+        ):
+            local = _one_local(child, ())
+            if local is not None:
+                values[local[0]] = local[1]
     return tuple(found)
 
 
@@ -1790,6 +1822,7 @@ def parse_source(
             )
             functions = functions or FunctionIndex(tree.root_node)
             vectors = kernel_vector_accesses(definition, functions)
+            asserted = _kernel_asserted(body) if body is not None else ()
             out.kernels.append(
                 Kernel(
                     name,
@@ -1806,6 +1839,7 @@ def parse_source(
                     scattered=scattered,
                     indexed=indexed,
                     vectors=vectors,
+                    asserted=asserted,
                 )
             )
             continue
