@@ -65,6 +65,7 @@ IMPORTED = {
     "branch_values.cu": ("ranked_copy", "headed_copy"),
     "bound_store.cu": ("run_1", "run_2"),
     "aligned_cache.cu": ("vector_cache", "scalar_cache"),
+    "asserted_lanes.cu": ("run",),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -78,8 +79,9 @@ static_assert bounds (test_framework_symbolic.py), a head count an if/else chain
 input's rank sets, sizes a looping constexpr helper computes and a params struct nesting another
 (test_framework_looped.py), and a float table beside half tensors in a nested struct unpacked by
 structured bindings, its slots stored through a helper (test_framework_bound.py), and a float4
-cache read whose row width the import keeps a multiple of 8 (test_framework_vectors.py), each
-launched for real here."""
+cache read whose row width the import keeps a multiple of 8 (test_framework_vectors.py), and a
+kernel whose own static_assert bounds the widths it builds for (test_framework_kernel_asserts.py),
+each launched for real here."""
 
 
 @pytest.fixture(scope="module")
