@@ -2627,15 +2627,7 @@ def _vector_access(name: Node) -> tuple[Node, list[Node]] | None:
     """For a pointer's use ``p + a + b`` that is the one argument of a vector access
     (``v.cast_store(p + a + b)``, :data:`VECTOR_ACCESSES`): the vector and the summands but
     ``p``; None for any other use."""
-    top = name
-    while top.parent is not None and (
-        top.parent.type == "parenthesized_expression"
-        or (
-            top.parent.type == "binary_expression"
-            and text(top.parent.child_by_field_name("operator")) == "+"
-        )
-    ):
-        top = top.parent
+    top = _whole_sum(name)
     arguments = top.parent
     call = arguments.parent if arguments is not None else None
     function = call.child_by_field_name("function") if call is not None else None
@@ -2949,11 +2941,9 @@ def _compared(term: Node, name: str, operator: str) -> Node | None:
     return None
 
 
-def _written_through(name: Node) -> bool:
-    """Whether a pointer's use is written through: ``p[i] = ...`` or ``*(p + i) = ...`` (an
-    assignment's left side, or ``++``/``--`` of it). A pointer handed to a call (``v.store(p +
-    i)``) is not seen as written."""
-    node = name
+def _whole_sum(node: Node) -> Node:
+    """The widest ``+`` sum (through parentheses) that ``node`` is a summand of, or ``node``:
+    what a pointer use ``p + a + b`` hands on as one address."""
     while node.parent is not None and (
         node.parent.type == "parenthesized_expression"
         or (
@@ -2962,6 +2952,14 @@ def _written_through(name: Node) -> bool:
         )
     ):
         node = node.parent
+    return node
+
+
+def _written_through(name: Node) -> bool:
+    """Whether a pointer's use is written through: ``p[i] = ...`` or ``*(p + i) = ...`` (an
+    assignment's left side, or ``++``/``--`` of it). A pointer handed to a call (``v.store(p +
+    i)``) is not seen as written."""
+    node = _whole_sum(name)
     parent = node.parent
     if parent is not None and (
         (parent.type == "subscript_expression" and parent.child_by_field_name("argument") == node)
