@@ -70,6 +70,34 @@ __global__ void gather_kernel(float* out, float* table, const int* ids) {
     assert kernel.scattered == ()
 
 
+def test_a_pointer_passed_to_a_helper_that_only_reads_its_non_const_pointer_places_no_store() -> (
+    None
+):
+    source = """
+__device__ float dot(float* a, const float* b, int n) {
+  float s = 0.f;
+  for (int i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+__device__ void put(float* a, float v) { float* at = a + 1; at[0] = v; }
+__device__ void hand_on(float* a, float v) { put(a, v); }
+__global__ void attend_kernel(float* out, float* cache, const int* table, const float* q,
+                              int d) {
+  float* row = cache + table[blockIdx.x] * d;
+  out[blockIdx.x] = dot(row, q, d);
+}
+__global__ void put_kernel(float* out, float* cache, const int* slots, int d) {
+  float* row = cache + slots[blockIdx.x] * d;
+  hand_on(row, out[blockIdx.x]);
+}
+"""
+    kernels = {k.name: k for k in parse_source(source).kernels}
+    # a lax `float*` that is only read (a paged gather's block table repeats ids by design)
+    assert kernels["attend_kernel"].scattered == ()
+    # a store two calls down, through the callee's local: the row is written, its slot placed
+    assert kernels["put_kernel"].scattered == (("slots", "cache"),)
+
+
 @pytest.mark.usefixtures("needs_nvrtc")
 def test_the_table_is_float_and_the_slots_distinct_with_room_for_every_token(
     imported: tuple[Path, list[LauncherResult]],

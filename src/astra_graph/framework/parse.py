@@ -2263,24 +2263,78 @@ def _struct_pointers(
     return names, aliases
 
 
+MAX_WRITER_DEPTH = 4
+"""How many calls deep :func:`_writing_positions` follows a pointer handed on to be stored
+through (SGLang's fused rope store: the kernel hands the cache row to a rotation helper, which
+hands it to ``store_as``: two)."""
+
+
 def _writing_positions(root: Node) -> dict[str, frozenset[int]]:
     """For each function the source defines, by its unqualified name, the positions of its
-    parameters that are pointers to non-``const`` (``store_as(void* ptr, ...)``: {0}): a pointer
-    passed there may be stored through. Overloads count a position only where every overload
-    of that name has such a pointer there (``load_as(const void*)`` beside a writing overload
-    is a read), so a read-only callee never makes a pointer written."""
-    found: dict[str, frozenset[int]] = {}
+    parameters that are pointers to non-``const`` and that its body stores through
+    (:func:`_written_names`: ``store_as(void* ptr, ...)`` assigning ``static_cast<T*>(ptr)[i]``
+    gives {0}), followed through calls up to :data:`MAX_WRITER_DEPTH` deep. A pointer that is
+    not ``const`` but only read (``dot(float* a, ...)``) is no writing position. Overloads
+    count a position only where every overload of that name writes there (``load_as(const
+    void*)`` beside a writing overload is a read), so a read never makes a pointer written."""
+    functions: list[tuple[str, tuple[Param, ...], Node]] = []
     for definition in _walk(root, ("function_definition",)):
         declarator = _function_declarator(definition)
-        if declarator is None:
+        body = definition.child_by_field_name("body")
+        if declarator is None or body is None:
             continue
         name = text(declarator.child_by_field_name("declarator")).split("<", 1)[0]
-        name = name.rsplit("::", 1)[-1].strip()
-        positions = frozenset(
-            i for i, p in enumerate(_params(declarator)) if p.pointer and not p.const
-        )
-        found[name] = found[name] & positions if name in found else positions
+        functions.append((name.rsplit("::", 1)[-1].strip(), _params(declarator), body))
+    found: dict[str, frozenset[int]] = {}
+    for _ in range(MAX_WRITER_DEPTH):
+        grown: dict[str, frozenset[int]] = {}
+        for name, params, body in functions:
+            written = _written_names(body, found)
+            positions = frozenset(
+                i for i, p in enumerate(params) if p.pointer and not p.const and p.name in written
+            )
+            grown[name] = grown[name] & positions if name in grown else positions
+        if grown == found:
+            break
+        found = grown
     return found
+
+
+def _written_names(body: Node, writers: dict[str, frozenset[int]]) -> set[str]:
+    """The names a body stores through: those in an assignment's or increment's target
+    (``p[i]``, ``*(p + i)``, ``static_cast<T*>(p)[i]``), those in an argument at a writing
+    position of a call (``writers``), and, through locals, the names a stored-through local's
+    initialiser reads (``T* row = out + i * d; row[j] = v``: ``out``)."""
+    written: set[str] = set()
+    for node in _walk(body, ("assignment_expression", "update_expression")):
+        target = node.child_by_field_name("left") or node.child_by_field_name("argument")
+        target = unparenthesised(target) if target is not None else None
+        if target is None or target.type not in ("subscript_expression", "pointer_expression"):
+            continue
+        address = target.child_by_field_name("argument")
+        written |= {text(i) for i in _walk(address, ("identifier",))} if address else set()
+    for call in _walk(body, ("call_expression",)):
+        arguments = call.child_by_field_name("arguments")
+        args = [a for a in (arguments.named_children if arguments else []) if a.type != "comment"]
+        for position in writers.get(_callee(call), frozenset()):
+            if position < len(args):
+                written |= {text(i) for i in _walk(args[position], ("identifier",))}
+    initialisers: dict[str, list[Node]] = {}
+    for init in _walk(body, ("init_declarator",)):
+        declarator = init.child_by_field_name("declarator")
+        value = init.child_by_field_name("value")
+        while declarator is not None and declarator.type == "pointer_declarator":
+            declarator = declarator.child_by_field_name("declarator")
+        if declarator is not None and declarator.type == "identifier" and value is not None:
+            initialisers.setdefault(text(declarator), []).append(value)
+    for _ in range(MAX_BOUND_DEPTH):
+        before = len(written)
+        for name in [n for n in written if n in initialisers]:
+            for value in initialisers[name]:
+                written |= {text(i) for i in _walk(value, ("identifier",))}
+        if len(written) == before:
+            break
+    return written
 
 
 def _stores(body: Node, writers: dict[str, frozenset[int]]) -> list[tuple[Node, Node]]:
