@@ -72,6 +72,26 @@ def test_the_kernels_static_assert_is_read_with_its_constexpr_locals() -> None:
     assert (asserted, True) in checked.conditions
 
 
+def test_an_assert_reading_a_local_not_read_in_is_left_out() -> None:
+    """Two locals declared at once and a local that is not ``constexpr`` are not read into an
+    assert; one reading them is left out (the launch's scope could give those names other
+    values), while one over read-in locals, compared without blanks, is kept whole."""
+    source = """
+template <int N> __global__ void lanes_kernel(float* x) {
+  constexpr int kVec = N / 4, kPer = N / 8;
+  const int kLanes = N / 2;
+  constexpr int kTwice = N * 2;
+  static_assert(kPer > 0);
+  static_assert(kLanes > 1);
+  static_assert(kTwice > 1);
+  static_assert(N>kTwice - 100);
+  x[0] = 1.f;
+}
+"""
+    (kernel,) = parse_source(source).kernels
+    assert kernel.asserted == ("(N * 2) > 1", "N>(N * 2) - 100")
+
+
 def test_a_kernel_without_asserts_adds_nothing() -> None:
     """asserted_rows.cu's kernel asserts nothing: its launch and requirements are as before."""
     source = parse_source(flatten(ROWS, []).text)

@@ -46,8 +46,10 @@ def test_a_vector_load_in_a_member_function_is_found_with_the_kernels_offsets() 
     # the locals are replaced by their values: the position loaded, the half width
     assert any("rot_dim / 2" in o and "positions[" in o for o in offsets)
     assert kernels["scalar_cache_kernel"].vectors == ()
-    # a kernel that reads the row's address as an integer chooses its vector path by it
-    assert kernels["guarded_cache_kernel"].vectors == ()
+    # a kernel that reads the row's address as an integer chooses its vector path by it: no
+    # requirement, only a pointer-less access the import notes as not read
+    (guarded,) = kernels["guarded_cache_kernel"].vectors
+    assert guarded.pointer == "" and guarded.where.endswith("(tests an address)")
 
 
 @pytest.mark.parametrize(
@@ -107,3 +109,34 @@ def test_a_kernel_without_vector_loads_gets_no_multiple(
     # the launcher's own check (an even width: cosine and sine halves) sets the least width;
     # no vector access asks a multiple
     assert dim.multiple_of == 1 and dim.min == 2
+
+
+def test_accesses_the_rule_cannot_read_are_kept_to_be_noted_not_dropped() -> None:
+    """A vector access through a struct parameter's field or a structured binding of one, and
+    a function that tests an address at run time, are kept without a pointer, which the import
+    notes as not read (the domain is left as it was); the function's own shared memory is no
+    access of a tensor."""
+    source = """
+struct P { float* out; const float* in; int d; };
+__global__ void field_kernel(P p) { reinterpret_cast<float4*>(p.out)[threadIdx.x] = {}; }
+__global__ void bound_kernel(P p) {
+  auto [out, in, d] = p;
+  reinterpret_cast<float4*>(out)[threadIdx.x] = {};
+}
+__global__ void tested_kernel(float* x, float* y) {
+  if (reinterpret_cast<unsigned long long>(y) % 16 == 0) y[0] = 1.f;
+  reinterpret_cast<float4*>(x)[threadIdx.x] = {};
+}
+__global__ void shared_kernel(float* x) {
+  __shared__ float4 tile[32];
+  float4* slot = &tile[threadIdx.x];
+  *slot = {};
+  x[0] = 1.f;
+}
+"""
+    kernels = {k.name: k for k in parse_source(source).kernels}
+    for name in ("field_kernel", "bound_kernel"):
+        assert [(v.pointer, v.offsets, v.width) for v in kernels[name].vectors] == [("", (), 16)]
+    (tested,) = kernels["tested_kernel"].vectors
+    assert tested.pointer == "" and tested.where.endswith("(tests an address)")
+    assert kernels["shared_kernel"].vectors == ()

@@ -577,26 +577,39 @@ def _kernel_asserted(body: Node) -> tuple[str, ...]:
     ``constexpr`` local declared before it read into it (SGLang's rope kernel asserts
     ``kRopeDim % kDimPerThread == 0 && kLaneCount <= kWorkThreads``, its locals computed from
     its template values by ``next_pow2``). They leave only the template parameters and what the
-    kernel's scope names, so the launch can read them at its template arguments."""
+    kernel's scope names, so the launch can read them at its template arguments. An assert
+    that reads a local not read in (two declared at once, one not ``constexpr``) is left out:
+    the launch's scope may give that name another value."""
     values: dict[str, str] = {}
+    opaque: set[str] = set()
     found: list[str] = []
+
+    def word(name: str) -> str:  # the name alone, not a member (`a.k`, `a->k`) or `ns::k`
+        return rf"(?<![\w.])(?<!::)(?<!->){re.escape(name)}(?!\w)"
 
     def inlined(written: str) -> str:
         for name, value in reversed(values.items()):  # later locals read earlier ones
-            written = re.sub(rf"(?<![\w.:>]){re.escape(name)}(?!\w)", f"({value})", written)
+            written = re.sub(word(name), f"({value})", written)
         return " ".join(written.split())
 
     for child in body.named_children:
         if child.type == "static_assert_declaration":
             condition = child.child_by_field_name("condition")
-            if condition is not None:
-                found.append(inlined(text(condition)))
-        elif child.type == "declaration" and any(
-            c.type == "type_qualifier" and text(c) == "constexpr" for c in child.named_children
-        ):
-            local = _one_local(child, ())
+            read = inlined(text(condition)) if condition is not None else ""
+            if read and not any(re.search(word(name), read) for name in opaque):
+                found.append(read)
+        elif child.type == "declaration":
+            constexpr = any(
+                c.type == "type_qualifier" and text(c) == "constexpr" for c in child.named_children
+            )
+            local = _one_local(child, ()) if constexpr else None
             if local is not None:
                 values[local[0]] = local[1]
+                opaque.discard(local[0])
+                continue
+            for declarator in child.children_by_field_name("declarator"):
+                named = declarator.child_by_field_name("declarator") or declarator
+                opaque |= {text(named)} if named.type == "identifier" else set()
     return tuple(found)
 
 

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.parse import (
+    _function_declarator,
     _params,
     _template_params,
     _walk,
@@ -156,13 +157,6 @@ def _declarator_name(definition: Node) -> str:
     declarator = _function_declarator(definition)
     inner = declarator.child_by_field_name("declarator") if declarator is not None else None
     return re.split(r"::", text(inner))[-1].split("<", 1)[0].strip()
-
-
-def _function_declarator(definition: Node) -> Node | None:
-    node = definition.child_by_field_name("declarator")
-    while node is not None and node.type != "function_declarator":
-        node = node.child_by_field_name("declarator")
-    return node
 
 
 def _template_of(node: Node) -> tuple[str, ...]:
@@ -463,7 +457,10 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
         return ()  # not kept: a call nearer the kernel reads it
     index.needs[key] = ()  # a recursive call asks nothing more
     if _reads_address(body):
-        return ()
+        # a run-time alignment test (the guarded path): the function's accesses are not read,
+        # and the note says so (one tested pointer turns off the reading of all of them)
+        index.needs[key] = (_Need("", (), 0, f"{_where(function.node)} (tests an address)"),)
+        return index.needs[key]
     values, types, updated = _local_values(body)
     declarator = _function_declarator(function.node)
     params = _params(declarator) if declarator is not None else ()
@@ -471,6 +468,16 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
         types.setdefault(param, text(node.child_by_field_name("type")) if node else "")
     pointers = {p.name for p in params if p.pointer} | {
         n for n, t in types.items() if t.endswith("*")
+    }
+    # what reaches memory it was given without being a pointer of its own: a struct parameter
+    # (``p.out``) and the names a structured binding of one declares (``[out, in] = p``); an
+    # access through them is noted, not read
+    structs = {p.name for p in params if not p.pointer}
+    unpacked = {
+        text(c)
+        for binding in _walk(body, ("structured_binding_declarator",))
+        for c in binding.named_children
+        if c.type == "identifier"
     }
     found: list[_Need] = []
 
@@ -486,7 +493,9 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
             # through a pointer the function was given or holds, at a place not read; through
             # none of them (``&data``, a member or local array) the function's own memory,
             # which the compiler aligns to its type
-            if set(_WORD.findall(text(base_node))) & pointers:
+            written = text(base_node)
+            fields = set(re.findall(r"(\w+)\s*(?:\.|->)\s*\w", written)) & structs
+            if set(_WORD.findall(written)) & (pointers | unpacked) or fields:
                 found.append(_Need("", (), width, where))
             return
         base, terms = based
@@ -670,8 +679,15 @@ def dim_multiples(analysis: Analysis) -> dict[str, int]:
     unread: list[str] = []
     for access in kernel.vectors:
         binding = bindings.get(access.pointer)
+        if not access.pointer:
+            unread.append(f"{access.where} (its pointer or offset)")
+            continue
         if binding is None or binding.kind != "tensor" or binding.value not in analysis.tensors:
             unread.append(f"{access.where} (its pointer is not a tensor's)")
+            continue
+        if not isinstance(binding, _Value) and binding.moved:
+            # passed at a moved address: alignment depends on the move too, which is not read
+            unread.append(f"{access.where} through {access.pointer} (a tensor at a moved address)")
             continue
         k = _elements(access.width, analysis.tensors[binding.value].element, analysis.dtypes)
         if k <= 1:
