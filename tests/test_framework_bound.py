@@ -103,7 +103,7 @@ def test_the_table_is_float_and_the_slots_distinct_with_room_for_every_token(
     imported: tuple[Path, list[LauncherResult]],
 ) -> None:
     out, results = imported
-    assert sorted(r.op for r in results if r.imported) == ["run_1", "run_2"]
+    assert sorted(str(r.op) for r in results if r.imported) == ["run_1", "run_2"]
     for op in ("run_1", "run_2"):
         spec = load_contract(out / op)
         args = {a.name: a for a in spec.contract.args}
