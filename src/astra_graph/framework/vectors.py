@@ -47,8 +47,8 @@ from typing import TYPE_CHECKING
 
 from astra_graph.framework.parse import (
     _function_declarator,
+    _own_template,
     _params,
-    _template_params,
     _walk,
     expression_node,
     text,
@@ -160,10 +160,9 @@ def _declarator_name(definition: Node) -> str:
 
 
 def _template_of(node: Node) -> tuple[str, ...]:
-    parent = node.parent
-    if parent is not None and parent.type == "template_declaration":
-        return tuple(t.name for t in _template_params(parent))
-    return ()
+    """The names of the template parameters of the template ``node`` declares (none for a
+    plain function or class)."""
+    return tuple(t.name for t in _own_template(node))
 
 
 def _split_type(spelled: str) -> tuple[str, tuple[str, ...] | None]:
@@ -174,16 +173,7 @@ def _split_type(spelled: str) -> tuple[str, tuple[str, ...] | None]:
     base = name.strip().rsplit("::", 1)[-1]
     if not angle:
         return base, None
-    depth, current, args = 0, "", []
-    for char in rest.rsplit(">", 1)[0]:
-        if char == "," and depth == 0:
-            args.append(current.strip())
-            current = ""
-            continue
-        depth += {"<": 1, ">": -1}.get(char, 0)
-        current += char
-    args.append(current.strip())
-    return base, tuple(args)
+    return base, tuple(a.strip() for a in expr.split_top_level(rest.rsplit(">", 1)[0]))
 
 
 def _function(definition: Node) -> _Function | None:
@@ -232,7 +222,7 @@ def _replace_words(expression: str, values: dict[str, str]) -> str:
     return _WORD.sub(lambda m: f"({values[m[0]]})" if m[0] in values else m[0], expression)
 
 
-def _local_values(body: Node) -> tuple[dict[str, list[str]], dict[str, str], set[str]]:
+def _local_facts(body: Node) -> tuple[dict[str, list[str]], dict[str, str], set[str]]:
     """(each local's values: initialiser and plain assignments; each local's declared type;
     the names updated otherwise: ``+=``, ``++``, passed by address)."""
     values: dict[str, list[str]] = {}
@@ -461,7 +451,7 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
         # and the note says so (one tested pointer turns off the reading of all of them)
         index.needs[key] = (_Need("", (), 0, f"{_where(function.node)} (tests an address)"),)
         return index.needs[key]
-    values, types, updated = _local_values(body)
+    values, types, updated = _local_facts(body)
     declarator = _function_declarator(function.node)
     params = _params(declarator) if declarator is not None else ()
     for param, node in zip(function.params, _param_nodes(function), strict=False):
