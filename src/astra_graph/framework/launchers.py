@@ -82,6 +82,7 @@ from astra_graph.framework.parse import (
     _operands,
     _ternary,
     bind_macro,
+    bound_names,
     expression_node,
     text,
     unparenthesised,
@@ -1655,7 +1656,7 @@ def _kernel_checks(launch: Launch, kernel: Kernel, launcher: Launcher) -> Launch
         words = set(re.findall(r"\w+", condition))
         if words & unbound:
             continue
-        read = _bound_names(_bound_names(condition, bound), flags)
+        read = bound_names(bound_names(condition, bound), flags)
         if read not in launch.checks and read not in found:
             found.append(read)
     if not found:
@@ -1665,20 +1666,6 @@ def _kernel_checks(launch: Launch, kernel: Kernel, launcher: Launcher) -> Launch
         conditions=launch.conditions + tuple((c, True) for c in found),
         checks=launch.checks + tuple(found),
     )
-
-
-def _bound_names(condition: str, bound: Mapping[str, str]) -> str:
-    """``condition`` with each of ``bound`` 's names (a word not after ``.``, ``::`` or ``->``)
-    replaced at once by its value, parenthesised where it is more than one word."""
-    if not bound:
-        return condition
-    pattern = r"(?<![\w.])(?<!::)(?<!->)(" + "|".join(map(re.escape, bound)) + r")(?!\w)"
-
-    def value(match: re.Match[str]) -> str:
-        written = bound[match[1]]
-        return written if re.fullmatch(r"[\w:]+", written) else f"({written})"
-
-    return re.sub(pattern, value, condition)
 
 
 def _geometry(launch: Launch, translator: _Translator) -> tuple[str, str, str]:

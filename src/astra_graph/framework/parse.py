@@ -44,7 +44,7 @@ this module.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING
@@ -571,6 +571,25 @@ def _asserted(definition: Node) -> tuple[str, ...]:
     return tuple(found)
 
 
+def name_pattern(names: Iterable[str]) -> str:
+    """A regular expression of any of ``names`` as a name of its own: a word not after ``.``,
+    ``::`` or ``->`` (a member or a qualified name is another name)."""
+    return r"(?<![\w.])(?<!::)(?<!->)(" + "|".join(map(re.escape, names)) + r")(?!\w)"
+
+
+def bound_names(condition: str, bound: Mapping[str, str]) -> str:
+    """``condition`` with each of ``bound`` 's names (:func:`name_pattern`) replaced at once by
+    its value, parenthesised where it is more than one word."""
+    if not bound:
+        return condition
+
+    def value(match: re.Match[str]) -> str:
+        written = bound[match[1]]
+        return written if re.fullmatch(r"[\w:]+", written) else f"({written})"
+
+    return re.sub(name_pattern(bound), value, condition)
+
+
 def _kernel_asserted(body: Node) -> tuple[str, ...]:
     """The conditions of the ``static_assert`` s at the top of a kernel's body (outside any
     branch: one under ``if constexpr`` holds only where its branch is built), each
@@ -584,19 +603,16 @@ def _kernel_asserted(body: Node) -> tuple[str, ...]:
     opaque: set[str] = set()
     found: list[str] = []
 
-    def word(name: str) -> str:  # the name alone, not a member (`a.k`, `a->k`) or `ns::k`
-        return rf"(?<![\w.])(?<!::)(?<!->){re.escape(name)}(?!\w)"
-
     def inlined(written: str) -> str:
         for name, value in reversed(values.items()):  # later locals read earlier ones
-            written = re.sub(word(name), f"({value})", written)
+            written = bound_names(written, {name: value})
         return " ".join(written.split())
 
     for child in body.named_children:
         if child.type == "static_assert_declaration":
             condition = child.child_by_field_name("condition")
             read = inlined(text(condition)) if condition is not None else ""
-            if read and not any(re.search(word(name), read) for name in opaque):
+            if read and not (opaque and re.search(name_pattern(opaque), read)):
                 found.append(read)
         elif child.type == "declaration":
             constexpr = any(
@@ -2313,38 +2329,64 @@ def _writing_positions(root: Node) -> dict[str, frozenset[int]]:
     return found
 
 
-def _written_names(body: Node, writers: dict[str, frozenset[int]]) -> set[str]:
-    """The names a body stores through: those in an assignment's or increment's target
-    (``p[i]``, ``*(p + i)``, ``static_cast<T*>(p)[i]``), those in an argument at a writing
-    position of a call (``writers``), and, through locals, the names a stored-through local's
-    initialiser reads (``T* row = out + i * d; row[j] = v``: ``out``)."""
-    written: set[str] = set()
-    for node in _walk(body, ("assignment_expression", "update_expression")):
+def _store_targets(body: Node, kinds: tuple[str, ...]) -> list[Node]:
+    """The targets a body stores to by the expressions of ``kinds`` (``assignment_expression``,
+    and ``update_expression`` for ``p[i]++``): each ``p[i]`` or ``*(p + i)``, unparenthesised."""
+    found: list[Node] = []
+    for node in _walk(body, kinds):
         target = node.child_by_field_name("left") or node.child_by_field_name("argument")
         target = unparenthesised(target) if target is not None else None
-        if target is None or target.type not in ("subscript_expression", "pointer_expression"):
-            continue
-        address = target.child_by_field_name("argument")
-        written |= {text(i) for i in _walk(address, ("identifier",))} if address else set()
+        if target is not None and target.type in ("subscript_expression", "pointer_expression"):
+            found.append(target)
+    return found
+
+
+def _writer_arguments(body: Node, writers: dict[str, frozenset[int]]) -> list[Node]:
+    """Each argument a body passes at a writing position of a function of the source
+    (``writers``, :func:`_writing_positions`)."""
+    found: list[Node] = []
     for call in _walk(body, ("call_expression",)):
         arguments = call.child_by_field_name("arguments")
         args = [a for a in (arguments.named_children if arguments else []) if a.type != "comment"]
-        for position in writers.get(_callee(call), frozenset()):
-            if position < len(args):
-                written |= {text(i) for i in _walk(args[position], ("identifier",))}
-    initialisers: dict[str, list[Node]] = {}
+        found += [args[p] for p in writers.get(_callee(call), frozenset()) if p < len(args)]
+    return found
+
+
+def _pointer_initialisers(body: Node) -> dict[str, list[Node]]:
+    """Each local a body declares with an initialiser, a pointer (``T* row = ...``) or not, its
+    initialisers in order."""
+    found: dict[str, list[Node]] = {}
     for init in _walk(body, ("init_declarator",)):
         declarator = init.child_by_field_name("declarator")
         value = init.child_by_field_name("value")
         while declarator is not None and declarator.type == "pointer_declarator":
             declarator = declarator.child_by_field_name("declarator")
         if declarator is not None and declarator.type == "identifier" and value is not None:
-            initialisers.setdefault(text(declarator), []).append(value)
+            found.setdefault(text(declarator), []).append(value)
+    return found
+
+
+def _identifiers(node: Node | None) -> set[str]:
+    """The names ``node`` reads (none for no node)."""
+    return {text(i) for i in _walk(node, ("identifier",))} if node is not None else set()
+
+
+def _written_names(body: Node, writers: dict[str, frozenset[int]]) -> set[str]:
+    """The names a body stores through: those in an assignment's or increment's target
+    (``p[i]``, ``*(p + i)``, ``static_cast<T*>(p)[i]``), those in an argument at a writing
+    position of a call (``writers``), and, through locals, the names a stored-through local's
+    initialiser reads (``T* row = out + i * d; row[j] = v``: ``out``)."""
+    written: set[str] = set()
+    for target in _store_targets(body, ("assignment_expression", "update_expression")):
+        written |= _identifiers(target.child_by_field_name("argument"))
+    for argument in _writer_arguments(body, writers):
+        written |= _identifiers(argument)
+    initialisers = _pointer_initialisers(body)
     for _ in range(MAX_BOUND_DEPTH):
         before = len(written)
         for name in [n for n in written if n in initialisers]:
             for value in initialisers[name]:
-                written |= {text(i) for i in _walk(value, ("identifier",))}
+                written |= _identifiers(value)
         if len(written) == before:
             break
     return written
@@ -2356,47 +2398,35 @@ def _stores(body: Node, writers: dict[str, frozenset[int]]) -> list[tuple[Node, 
     ``pointer::offset(p, a, b)`` (:data:`POINTER_OFFSET`, each move an offset) in the
     initialiser of a local pointer the body stores through (``T* row = out + slot * d; row[i]
     = ...``), or passes to a function of the source at a position where it takes a pointer to
-    non-``const`` (``writers``, :func:`_writing_positions`: SGLang's ``store_as<V>(row, v)``)."""
+    non-``const`` (``writers``, :func:`_writing_positions`: SGLang's ``store_as<V>(row, v)``).
+    An increment (``counts[ids[i]]++``) places no row: a histogram's ids repeat by design."""
     found: list[tuple[Node, Node]] = []
-    through: set[str] = set()
-    for call in _walk(body, ("call_expression",)):
-        arguments = call.child_by_field_name("arguments")
-        args = [a for a in (arguments.named_children if arguments else []) if a.type != "comment"]
-        for position in writers.get(_callee(call), frozenset()):
-            if position < len(args) and args[position].type == "identifier":
-                through.add(text(args[position]))
-    for assignment in _walk(body, ("assignment_expression",)):
-        target = assignment.child_by_field_name("left")
-        target = unparenthesised(target) if target is not None else None
-        if target is None:
-            continue
+    through = {text(a) for a in _writer_arguments(body, writers) if a.type == "identifier"}
+    for target in _store_targets(body, ("assignment_expression",)):
         if target.type == "subscript_expression":
             base, index = target.child_by_field_name("argument"), _single_index(target)
             if base is not None and index is not None:
                 found.append((base, index))
                 through.add(_compact(base))
-        elif target.type == "pointer_expression":
+        else:
             address = target.child_by_field_name("argument")
             found += _offset_pairs(address) if address is not None else []
-            through |= {text(i) for i in _walk(address, ("identifier",))} if address else set()
-    for init in _walk(body, ("init_declarator",)):
-        declarator, value = (
-            init.child_by_field_name("declarator"),
-            init.child_by_field_name("value"),
-        )
-        while declarator is not None and declarator.type == "pointer_declarator":
-            declarator = declarator.child_by_field_name("declarator")
-        if declarator is None or value is None or text(declarator) not in through:
+            through |= _identifiers(address)
+    for name, values in _pointer_initialisers(body).items():
+        if name not in through:
             continue
-        for node in _walk(value, ("binary_expression", "subscript_expression", "call_expression")):
-            if node.type == "subscript_expression":
-                base, index = node.child_by_field_name("argument"), _single_index(node)
-                if base is not None and index is not None:
-                    found.append((base, index))
-            elif node.type == "call_expression":
-                found += _moved_pairs(node)
-            else:
-                found += _offset_pairs(node)
+        for value in values:
+            for node in _walk(
+                value, ("binary_expression", "subscript_expression", "call_expression")
+            ):
+                if node.type == "subscript_expression":
+                    base, index = node.child_by_field_name("argument"), _single_index(node)
+                    if base is not None and index is not None:
+                        found.append((base, index))
+                elif node.type == "call_expression":
+                    found += _moved_pairs(node)
+                else:
+                    found += _offset_pairs(node)
     return found
 
 
