@@ -84,6 +84,22 @@ kernel whose own static_assert bounds the widths it builds for (test_framework_k
 each launched for real here."""
 
 
+def _header_only(name: str, out: Path) -> None:
+    """Import fixtures/framework/header_only's include/fw/<name> with its include folders."""
+    base = CSRC.parent / "header_only"
+    folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
+    assert main(["import", str(base / "include" / "fw" / name), *folders, "--out", str(out)]) == 0
+
+
+def _variant(production: Path, old: str, new: str, out: Path) -> Path:
+    """A copy of ``production`` with ``old`` (which it holds) written as ``new``, at ``out``."""
+    source = production.read_text()
+    changed = source.replace(old, new)
+    assert changed != source
+    out.write_text(changed)
+    return out
+
+
 @pytest.fixture(scope="module")
 def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("imported")
@@ -185,21 +201,16 @@ def test_csr_segments_are_walked_within_their_rows_and_a_wrong_walk_is_caught(
     """fixtures/framework/header_only's SegmentScale: offsets drawn from 0 to the rows, empty
     segments among them, walked by the original within x and out (accepted against itself); a
     walk that stops one row short of each segment is rejected."""
-    base = CSRC.parent / "header_only"
-    header = base / "include" / "fw" / "segments.cuh"
-    folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
-    assert main(["import", str(header), *folders, "--out", str(tmp_path)]) == 0
+    _header_only("segments.cuh", tmp_path)
     folder = tmp_path / "segment_scale"
     spec = load_contract(folder)
     production = folder / "production.cu"
-    source = production.read_text()
-    short = source.replace(
+    wrong = _variant(
+        production,
         "const uint32_t rows = indptr[b + 1] - indptr[b];",
         "const uint32_t rows = indptr[b + 1] - indptr[b] - (indptr[b + 1] > indptr[b] ? 1 : 0);",
+        tmp_path / "short.cu",
     )
-    assert short != source
-    wrong = tmp_path / "short.cu"
-    wrong.write_text(short)
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         verdict = evaluator.check(spec, production, production)
         assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
@@ -212,26 +223,21 @@ def test_outputs_shaped_by_their_indices_are_written_whole_and_a_short_fold_is_c
     """fixtures/framework/header_only's FoldSets and FoldSetsWide: outputs no binding sizes,
     shaped from the kernels' row-major indices, are accepted against themselves (the original
     writes within them at every drawn shape); a fold that skips the last set is rejected."""
-    base = CSRC.parent / "header_only"
-    header = base / "include" / "fw" / "folds.cuh"
-    folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
-    assert main(["import", str(header), *folders, "--out", str(tmp_path)]) == 0
+    _header_only("folds.cuh", tmp_path)
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
         for op in ("fold_sets", "fold_sets_wide"):
             production = tmp_path / op / "production.cu"
             verdict = evaluator.check(load_contract(tmp_path / op), production, production)
             assert verdict.accepted, f"{op}: {verdict.message} {verdict.evidence}"
         production = tmp_path / "fold_sets" / "production.cu"
-        source = production.read_text()
-        short = source.replace(
+        wrong = _variant(
+            production,
             "for (uint32_t s = 0; s < sets; ++s) {\n    lanes<T, kVec> part;\n    part.load(in "
             "+ ((pos * sets + s) * heads + head) * head_dim",
             "for (uint32_t s = 0; s + 1 < sets; ++s) {\n    lanes<T, kVec> part;\n    "
             "part.load(in + ((pos * sets + s) * heads + head) * head_dim",
+            tmp_path / "short.cu",
         )
-        assert short != source
-        wrong = tmp_path / "short.cu"
-        wrong.write_text(short)
         spec = load_contract(tmp_path / "fold_sets")
         assert not evaluator.check(spec, production, wrong).accepted
 
