@@ -64,7 +64,7 @@ def test_the_kernels_static_assert_is_read_with_its_constexpr_locals() -> None:
     assert "round_pow2(kWidth, 2 * kLanes)" in asserted
     launcher = next(x for x in source.launchers if x.name == "run")
     (launch,) = launcher.launches
-    checked = _kernel_checks(launch, kernel, launcher)
+    checked, _ = _kernel_checks(launch, kernel, launcher)
     assert checked.checks[len(launch.checks) :] == (
         asserted,
         "sizeof(Pair<DType>) == 2 * sizeof(DType)",
@@ -90,6 +90,11 @@ template <int N> __global__ void lanes_kernel(float* x) {
 """
     (kernel,) = parse_source(source).kernels
     assert kernel.asserted == ("(N * 2) > 1", "N>(N * 2) - 100")
+    # the two left out say why, for the operation's notes
+    assert kernel.asserts_unread == (
+        "static_assert(kPer > 0) reads the local 'kPer', not read in",
+        "static_assert(kLanes > 1) reads the local 'kLanes', not read in",
+    )
 
 
 def test_a_kernel_without_asserts_adds_nothing() -> None:
@@ -99,7 +104,7 @@ def test_a_kernel_without_asserts_adds_nothing() -> None:
     assert kernel.asserted == ()
     launcher = next(x for x in source.launchers if x.name == "run")
     (launch,) = launcher.launches
-    assert _kernel_checks(launch, kernel, launcher) is launch
+    assert _kernel_checks(launch, kernel, launcher) == (launch, [])
     found = analyse(launcher, launch, source.kernels, source.macros, H100, source.constants)
     assert found.requires == [
         "hidden_size == ((hidden_size))",
@@ -116,7 +121,7 @@ def test_an_assert_on_a_template_value_the_launch_leaves_unbound_is_left_out() -
     (launch,) = launcher.launches
     short = replace(launch, template_args=launch.template_args[:2])
     # the lanes' assert reads kLanes, bound to nothing; the pair's reads T alone
-    read = _kernel_checks(short, kernel, launcher).checks[len(short.checks) :]
+    read = _kernel_checks(short, kernel, launcher)[0].checks[len(short.checks) :]
     assert read == ("sizeof(Pair<DType>) == 2 * sizeof(DType)",)
 
 

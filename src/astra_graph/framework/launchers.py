@@ -1314,10 +1314,10 @@ def analyse(
     shapes before strides and sizes are written over them.
     """
     kernel = _launched_kernel(launch, kernels)
-    checked = _kernel_checks(launch, kernel, launcher)
+    checked, unread = _kernel_checks(launch, kernel, launcher)
     asserted = checked.checks[len(launch.checks) :]
     launch = checked
-    notes: list[str] = list(launch.notes)
+    notes: list[str] = [*launch.notes, *unread]
     if launch.choice:
         notes.append(f"kernel chosen at run time: imported for {launch.choice}")
     targs, element_names = _element_names(kernel, launch, notes)
@@ -1632,7 +1632,7 @@ def _launched_kernel(launch: Launch, kernels: list[Kernel]) -> Kernel:
     return kernel
 
 
-def _kernel_checks(launch: Launch, kernel: Kernel, launcher: Launcher) -> Launch:
+def _kernel_checks(launch: Launch, kernel: Kernel, launcher: Launcher) -> tuple[Launch, list[str]]:
     """The launch with its kernel's own ``static_assert`` s (:attr:`~astra_graph.framework.
     parse.Kernel.asserted`) as host checks, as the launcher's are (:func:`~astra_graph.
     framework.parse._asserted`): each read at the launch's template arguments, a parameter the
@@ -1642,7 +1642,8 @@ def _kernel_checks(launch: Launch, kernel: Kernel, launcher: Launcher) -> Launch
     SGLang's rope kernel asserts that its rope dim splits into whole vectors, which its
     launcher's class does not, and its original, drafted at an odd rope dim, did not compile
     (H100). An assert that reads a parameter bound to nothing is left out (the launcher's
-    scope may give the name another value)."""
+    scope may give the name another value); the notes (second) say which, and which the body's
+    reader left out (:attr:`~astra_graph.framework.parse.Kernel.asserts_unread`)."""
     bound: dict[str, str] = {}
     for index, param in enumerate(kernel.template):
         value = launch.template_args[index] if index < len(launch.template_args) else None
@@ -1652,20 +1653,26 @@ def _kernel_checks(launch: Launch, kernel: Kernel, launcher: Launcher) -> Launch
     flags = {t.name: TEMPLATE_FLAG_VALUE for t in launcher.template if t.kind == "flag"}
     unbound = {t.name for t in kernel.template} - set(bound)
     found: list[str] = []
+    notes = [f"the kernel's {why}: not a requirement" for why in kernel.asserts_unread]
     for condition in kernel.asserted:
-        words = set(re.findall(r"\w+", condition))
-        if words & unbound:
+        left = sorted(set(re.findall(r"\w+", condition)) & unbound)
+        if left:
+            notes.append(
+                f"the kernel's static_assert({condition}) reads {', '.join(left)}, which the "
+                "launch binds to nothing: not a requirement"
+            )
             continue
         read = bound_names(bound_names(condition, bound), flags)
         if read not in launch.checks and read not in found:
             found.append(read)
     if not found:
-        return launch
-    return replace(
+        return launch, notes
+    checked = replace(
         launch,
         conditions=launch.conditions + tuple((c, True) for c in found),
         checks=launch.checks + tuple(found),
     )
+    return checked, notes
 
 
 def _geometry(launch: Launch, translator: _Translator) -> tuple[str, str, str]:

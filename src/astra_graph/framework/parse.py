@@ -271,6 +271,9 @@ class Kernel:
     asserted: tuple[str, ...] = ()
     """The conditions of the body's ``static_assert`` s outside any branch, in the kernel's
     template parameters (:func:`_kernel_asserted`): every instantiation that builds meets them."""
+    asserts_unread: tuple[str, ...] = ()
+    """Why each other such ``static_assert`` is not among :attr:`asserted` (it reads a local that
+    is not read in), for the operation's notes."""
 
 
 @dataclass(frozen=True)
@@ -590,18 +593,19 @@ def bound_names(condition: str, bound: Mapping[str, str]) -> str:
     return re.sub(name_pattern(bound), value, condition)
 
 
-def _kernel_asserted(body: Node) -> tuple[str, ...]:
+def _kernel_asserted(body: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The conditions of the ``static_assert`` s at the top of a kernel's body (outside any
     branch: one under ``if constexpr`` holds only where its branch is built), each
     ``constexpr`` local declared before it read into it (SGLang's rope kernel asserts
     ``kRopeDim % kDimPerThread == 0 && kLaneCount <= kWorkThreads``, its locals computed from
     its template values by ``next_pow2``). They leave only the template parameters and what the
     kernel's scope names, so the launch can read them at its template arguments. An assert
-    that reads a local not read in (two declared at once, one not ``constexpr``) is left out:
-    the launch's scope may give that name another value."""
+    that reads a local not read in (two declared at once, one not ``constexpr``) is left out,
+    with why (the second tuple): the launch's scope may give that name another value."""
     values: dict[str, str] = {}
     opaque: set[str] = set()
     found: list[str] = []
+    unread: list[str] = []
 
     def inlined(written: str) -> str:
         for name, value in reversed(values.items()):  # later locals read earlier ones
@@ -612,7 +616,12 @@ def _kernel_asserted(body: Node) -> tuple[str, ...]:
         if child.type == "static_assert_declaration":
             condition = child.child_by_field_name("condition")
             read = inlined(text(condition)) if condition is not None else ""
-            if read and not (opaque and re.search(name_pattern(opaque), read)):
+            opaque_read = re.search(name_pattern(opaque), read) if opaque and read else None
+            if opaque_read is not None:
+                unread.append(
+                    f"static_assert({read}) reads the local {opaque_read[1]!r}, not read in"
+                )
+            elif read:
                 found.append(read)
         elif child.type == "declaration":
             constexpr = any(
@@ -626,7 +635,7 @@ def _kernel_asserted(body: Node) -> tuple[str, ...]:
             for declarator in child.children_by_field_name("declarator"):
                 named = declarator.child_by_field_name("declarator") or declarator
                 opaque |= {text(named)} if named.type == "identifier" else set()
-    return tuple(found)
+    return tuple(found), tuple(unread)
 
 
 def _own_template(definition: Node) -> tuple[TemplateParam, ...]:
@@ -1851,7 +1860,7 @@ def parse_source(
             )
             functions = functions or FunctionIndex(tree.root_node)
             vectors = kernel_vector_accesses(definition, functions)
-            asserted = _kernel_asserted(body) if body is not None else ()
+            asserted, asserts_unread = _kernel_asserted(body) if body is not None else ((), ())
             out.kernels.append(
                 Kernel(
                     name,
@@ -1869,6 +1878,7 @@ def parse_source(
                     indexed=indexed,
                     vectors=vectors,
                     asserted=asserted,
+                    asserts_unread=asserts_unread,
                 )
             )
             continue
