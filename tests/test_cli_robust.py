@@ -19,9 +19,11 @@ SRC = str(Path(__file__).parents[1] / "src")
 PIPE_TRIES = 10
 """``astra kernels | head -1`` failed 3 times in 10 (issue 26): the pipe's close races the
 writes, so each command is tried this many times."""
-STARTING_S = 0.3
-"""When Ctrl-C arrives: while ``astra optimize`` imports LangGraph (about 2 s on this machine),
-after the interpreter installed its own SIGINT handler (a few tens of ms)."""
+STARTING_S = (0.1, 0.3, 0.6, 0.9)
+"""When Ctrl-C arrives: while ``astra optimize`` imports pydantic, NumPy and LangGraph (about
+1.3 s on this machine), after the interpreter installed its own SIGINT handler (a few tens of
+ms). One came while pydantic-core built a validator, which wrapped the interrupt in its own
+``SchemaError`` (CI, stop 44): so several moments of the import are tried."""
 
 
 def _env() -> dict[str, str]:
@@ -48,7 +50,8 @@ def test_a_pipe_closed_early_is_quiet(command: list[str]) -> None:
         assert process.returncode in (0, 1), err
 
 
-def test_ctrl_c_while_starting_is_one_line_and_exit_130() -> None:
+@pytest.mark.parametrize("delay_s", STARTING_S)
+def test_ctrl_c_while_starting_is_one_line_and_exit_130(delay_s: float) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "astra_graph", "optimize", "silu_and_mul", "--help"],
         stdout=subprocess.PIPE,
@@ -56,11 +59,13 @@ def test_ctrl_c_while_starting_is_one_line_and_exit_130() -> None:
         env=_env(),
         text=True,
     )
-    time.sleep(STARTING_S)
+    time.sleep(delay_s)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
-    if process.returncode == 0:  # it finished starting first: nothing was interrupted
-        pytest.skip("the command had already started when the signal came")
+    if process.returncode in (0, -signal.SIGINT):
+        # it finished first (0), or the signal came in the interpreter's own start or teardown,
+        # where SIGINT has its default action (-2): no code of ours was running either way
+        pytest.skip("the signal came before or after the command's own code ran")
     assert process.returncode == 130, err
     assert err.strip() == "astra optimize: interrupted", err
 

@@ -18,8 +18,10 @@ import argparse
 import contextlib
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 from typing import NoReturn
 
 from astra_graph.commands import INTERRUPTED, UsageError
@@ -82,17 +84,37 @@ def _add_path_option(command: argparse.ArgumentParser) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    own_process = argv is None
     try:
-        code = _main(arguments)
-    except KeyboardInterrupt:  # Ctrl-C while starting (imports) or in a quick command
-        print(f"astra {_chosen(arguments) or ''}: interrupted".replace(" :", ":"), file=sys.stderr)
+        code = _main(arguments, own_process)
+    except KeyboardInterrupt:  # Ctrl-C in a quick command, or while a caller's main() starts
+        print(_interrupted(arguments), file=sys.stderr)
         code = INTERRUPTED
     except BrokenPipeError:  # the reader went away (| head): nothing more to say, to no one
         _quiet_stdout()
         return 0
-    if code == INTERRUPTED and argv is None:  # the process's own command line, not a caller's
+    if code == INTERRUPTED and own_process:  # the process's own command line, not a caller's
         _exit_now(code)
     return code
+
+
+def _interrupted(arguments: Sequence[str]) -> str:
+    return f"astra {_chosen(arguments) or ''}: interrupted".replace(" :", ":")
+
+
+def _stop_while_starting(arguments: Sequence[str]) -> None:
+    """Until the command runs, Ctrl-C ends the process at once with the one line and 130.
+
+    The interpreter's own handler raises ``KeyboardInterrupt`` wherever the import is, and a
+    library may turn that into its own error: pydantic-core, building a model's validator
+    when the signal came, raised ``SchemaError`` with the interrupt inside it (a traceback and
+    exit 1, seen once in CI). While starting, nothing has been written, so nothing is lost."""
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        print(_interrupted(arguments), file=sys.stderr)
+        _exit_now(INTERRUPTED)
+
+    signal.signal(signal.SIGINT, stop)
 
 
 def _exit_now(code: int) -> NoReturn:
@@ -107,12 +129,16 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _main(arguments: list[str]) -> int:
+def _main(arguments: list[str], own_process: bool) -> int:
+    if own_process:
+        _stop_while_starting(arguments)
     args = build_parser(arguments).parse_args(arguments)
     # imported after parsing: the contract module loads pydantic and NumPy
     from astra_graph.kernel.catalog import set_search_dirs
     from astra_graph.kernel.contract import ContractError
 
+    if own_process:  # started: from here an interrupt is the command's to handle
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         set_search_dirs(args.path)
         code = int(args.run(args))
