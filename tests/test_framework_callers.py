@@ -361,8 +361,9 @@ def test_an_unchecked_tensor_the_kernel_only_reads_takes_its_extent(tmp_path: Pa
     }
     assert (args["pos_ids"].dtype, args["pos_ids"].role) == ("int32", "input")
     assert (args["scale"].dtype, args["scale"].role) == ("float32", "input")
-    # the ids are valid rows of the table (a one-element tensor holds no rows to bound them)
-    assert args["pos_ids"].init is not None and args["pos_ids"].init.below == "min(n, table_rows)"
+    # the ids are valid rows of the table they index, every one of them (not only the first
+    # n, the rows of out, which they do not index)
+    assert args["pos_ids"].init is not None and args["pos_ids"].init.below == "table_rows"
     header = load_implementation(tmp_path / "gather_rows" / "production.cu", contract).header
     assert header.entry == "fw::gather_rows_kernel<T, int32_t>"
     assert main(["validate", str(tmp_path / "gather_rows")]) == 0
@@ -510,8 +511,8 @@ def test_a_relay_of_raw_pointers_is_followed_to_the_caller_that_passes_tensors(
         "out": ["rows", "width"],
     }
     assert args["idx"].dtype == "int64"
-    # the indices pick rows of the table
-    assert args["idx"].init is not None and args["idx"].init.below == "min(rows, table_0)"
+    # the indices pick rows of the table, every one of them
+    assert args["idx"].init is not None and args["idx"].init.below == "table_0"
     header = load_implementation(tmp_path / "launch_kernel" / "production.cu", contract).header
     # the calls' own types per dtype; run's first call negates
     assert header.entry == "relay::gather_rows_kernel<astra_caller_t<T, half, T, float>, true>"

@@ -611,8 +611,8 @@ def _arg_lines(analysis: Analysis, notes: list[str]) -> list[str]:
                 f"below = {_toml(rows)}{', distinct = true' if slots else ''} }}"
             )
             notes.append(
-                f"args.{name}: integer input drawn in [0, {rows}) at each shape (the fewest rows "
-                "another tensor has), in case it indexes rows: widen it where the kernel allows"
+                f"args.{name}: integer input drawn in [0, {rows}) at each shape "
+                f"({_indexed_tables(analysis, name)[1]}): widen it where the kernel allows"
             )
             if slots:
                 notes.append(
@@ -703,33 +703,52 @@ def _tolerance_lines(analysis: Analysis, tested: list[str], oracle: str) -> list
 
 
 def _index_rows(analysis: Analysis, name: str) -> str | None:
-    """For an integer input: an expression of the fewest rows (first axis) any other tensor has
-    at a case's dims, or None for a floating-point one. An integer tensor the kernel reads may
-    index rows of another (positions into a cache, a gather's row ids); the default draw (normal,
-    rounded) gives negative values that sent such an original outside its tensors on the H100
-    (params_struct.cu's gather, b64be50). Drawn below this at every case (``init.below``), the
-    values are valid row ids of every tensor and span all of them (a bound fixed at the least
-    sizes drew only row 0, at every shape)."""
+    """For an integer input: an expression of the rows its elements may index at a case's dims
+    (:func:`_indexed_tables`), or None for a floating-point one. An integer tensor the kernel
+    reads may index rows of another (positions into a cache, a gather's row ids); the default
+    draw (normal, rounded) gives negative values that sent such an original outside its
+    tensors on the H100 (params_struct.cu's gather, b64be50). Drawn below this at every case
+    (``init.below``), the values are valid row ids and span the rows (a bound fixed at the
+    least sizes drew only row 0, at every shape)."""
     element = analysis.tensors[name].element
     role = _role(analysis, name)
     # a one-byte integer is a code or a bit pattern, no row id: drawn as row ids its values
     # past 127 wrapped negative (review of 2299c7d), and as codes they take both signs
     if element not in ("int32", "int64") or role == "output":
         return None
-    # a slot tensor's rows are those of the tensors it places rows of (the cache's slots,
-    # every one of them, not the fewest any tensor has: a cache row at or past the token
-    # count was never drawn, review of 2299c7d)
-    placed = analysis.slots.get(name) or [o for o in analysis.shapes if o != name]
     firsts = sorted(  # a tensor of a fixed few elements (`scale[0]`'s one) holds no rows
         {
             str(analysis.shapes[other][0])
-            for other in placed
+            for other in _indexed_tables(analysis, name)[0]
             if analysis.shapes.get(other) and not str(analysis.shapes[other][0]).isdigit()
         }
     )
     if not firsts:
         return None
     return firsts[0] if len(firsts) == 1 else f"min({', '.join(firsts)})"
+
+
+def _indexed_tables(analysis: Analysis, name: str) -> tuple[list[str], str]:
+    """(the tensors whose rows (first axis) integer input ``name``'s elements are drawn below,
+    why those): the tensors it places rows of (slots: every slot of the cache, not the fewest
+    rows any tensor has, or a cache row at or past the token count is never drawn, review of
+    2299c7d); else the tensors its elements offset, where each such use reads a row (a 2-D or
+    larger tensor, or an element index added alone) at the tensor's own address (a row id
+    drawn below the fewest rows of any tensor never reached the upper rows of a table larger
+    than the others, and a candidate wrong only there passed: review of 98edc3a); else, where
+    a use is not of that kind or none is seen, every other tensor (the fewest rows any has)."""
+    if name in analysis.slots:
+        return list(analysis.slots[name]), "the rows of the tensors it places rows of"
+    uses = analysis.gathers.get(name, ())
+
+    def reads_rows(tensor: str, scaled: bool, moved: bool) -> bool:
+        return not moved and (len(analysis.shapes.get(tensor, [])) > 1 or not scaled)
+
+    if uses and all(reads_rows(*use) for use in uses):
+        tables = list(dict.fromkeys(use.tensor for use in uses))
+        return tables, f"the rows of the tensors its elements index: {', '.join(tables)}"
+    others = [o for o in analysis.shapes if o != name]
+    return others, "the fewest rows another tensor has, in case it indexes rows"
 
 
 def _param_item(binding: Binding, taken: set[str]) -> str:

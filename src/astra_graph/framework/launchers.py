@@ -56,7 +56,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from astra_graph.framework import interpret
 from astra_graph.framework.device import FRAMEWORK_TYPE
@@ -231,6 +231,16 @@ class Binding:
     shape is read from it (:func:`_at_their_start`)."""
 
 
+class GatherUse(NamedTuple):
+    """One tensor an integer tensor's elements offset (:func:`_gather_tensors`)."""
+
+    tensor: str
+    scaled: bool
+    """The element is a row index there (``ids[i] * d``), not an element index added alone."""
+    moved: bool
+    """The tensor is passed at a moved address: its rows start past its own first."""
+
+
 @dataclass
 class Analysis:
     launcher: str
@@ -285,6 +295,9 @@ class Analysis:
     """Integer tensors whose elements place the kernel's stores, each with the tensors whose
     rows they place (:func:`_slot_tensors`): drawn with no two elements alike below those rows
     (``init.distinct``)."""
+    gathers: dict[str, tuple[GatherUse, ...]] = field(default_factory=dict)
+    """Integer tensors whose elements offset the kernel's reads or writes of other tensors, with
+    each such use (:func:`_gather_tensors`): drawn below the rows they index."""
     offsets: dict[str, str] = field(default_factory=dict)
     """Each CSR offsets tensor (its elements differenced by the kernel) and the dim of the
     rows its offsets index (:func:`offset_targets`): drawn by ``init.offsets_into``."""
@@ -1429,6 +1442,11 @@ def analyse(
         followed=followed,
         slots={
             t: rows for t, rows in _slot_tensors(kernel, bound.bindings).items() if t not in offsets
+        },
+        gathers={
+            t: rows
+            for t, rows in _gather_tensors(kernel, bound.bindings).items()
+            if t not in offsets
         },
         offsets=offsets,
     )
@@ -3127,6 +3145,21 @@ def _slot_tensors(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[st
         if slot is None or target is None or slot.kind != "tensor" or target.kind != "tensor":
             continue
         out[slot.value] = tuple(dict.fromkeys([*out.get(slot.value, ()), target.value]))
+    return out
+
+
+def _gather_tensors(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[GatherUse, ...]]:
+    """Each tensor bound to a pointer whose elements offset the kernel's reads or writes of
+    another tensor (:attr:`~astra_graph.framework.parse.Kernel.gathered`), with each use."""
+    passed = _flat_bindings(bindings)
+    out: dict[str, tuple[GatherUse, ...]] = {}
+    for source, offset, scaled in kernel.gathered:
+        ids, target = passed.get(source), passed.get(offset)
+        if ids is None or target is None or ids.kind != "tensor" or target.kind != "tensor":
+            continue
+        if ids.value != target.value:
+            use = GatherUse(target.value, scaled, bool(target.moved))
+            out[ids.value] = tuple(dict.fromkeys([*out.get(ids.value, ()), use]))
     return out
 
 

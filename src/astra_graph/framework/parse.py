@@ -262,6 +262,9 @@ class Kernel:
     scattered: tuple[tuple[str, str], ...] = ()
     """(slot pointer, written pointer): the pointers whose elements place the body's stores
     into another (:func:`_scattered`)."""
+    gathered: tuple[tuple[str, str, bool], ...] = ()
+    """(id pointer, offset pointer, scaled): the pointers whose elements offset the body's reads
+    and writes of another, as row ids (scaled) or element ids (:func:`_gathered`)."""
     indexed: tuple[IndexedExtent, ...] = ()
     """How far the body reaches the pointers it reaches at row-major indices
     (:func:`_indexed_extents`)."""
@@ -1854,6 +1857,7 @@ def parse_source(
             differenced = _differenced(body, params) if body is not None else ()
             casts = _pointer_casts(body) if body is not None else ()
             scattered = _scattered(body, params, out.structs, writers) if body is not None else ()
+            gathered = _gathered(body, params, out.structs) if body is not None else ()
             uses = _offset_uses(body, params, differenced) if body is not None else ()
             indexed = (
                 _indexed_extents(body, params, tparams, member_types) if body is not None else ()
@@ -1875,6 +1879,7 @@ def parse_source(
                     casts,
                     offset_uses=uses,
                     scattered=scattered,
+                    gathered=gathered,
                     indexed=indexed,
                     vectors=vectors,
                     asserted=asserted,
@@ -2231,8 +2236,24 @@ def _scattered(
     pointers = {p.name for p in params if p.pointer} | set(names)
     writable = {p.name for p in params if p.pointer and not p.const}
     writable |= {name for name, field in names.items() if not field.const}
+    holders = _element_holders(body, pointers)
+    found: list[tuple[str, str]] = []
+    for base, offset in _stores(body, writers or {}):
+        written = _compact(base)
+        factor = _row_factor(offset, pointers, holders)
+        if written in writable and factor is not None:
+            pair = (aliases.get(factor[0], factor[0]), aliases.get(written, written))
+            if pair not in found:
+                found.append(pair)
+    return tuple(found)
+
+
+def _element_holders(body: Node, pointers: set[str]) -> dict[str, str]:
+    """Each local name of ``body`` that holds an element of one of ``pointers`` (``const
+    int64_t slot = locations[token];``), followed through locals up to
+    :data:`MAX_BOUND_DEPTH`: the name -> that pointer."""
     values = _local_values(body)
-    holders: dict[str, str] = {}  # a local name -> the pointer whose element it holds
+    holders: dict[str, str] = {}
     for _ in range(MAX_BOUND_DEPTH):
         before = len(holders)
         for name, inits in values.items():
@@ -2241,15 +2262,57 @@ def _scattered(
                 holders[name] = source
         if len(holders) == before:
             break
-    found: list[tuple[str, str]] = []
-    for base, offset in _stores(body, writers or {}):
-        written = _compact(base)
-        source = _row_factor_source(offset, pointers, holders)
-        if written in writable and source is not None:
-            pair = (aliases.get(source, source), aliases.get(written, written))
-            if pair not in found:
-                found.append(pair)
+    return holders
+
+
+def _gathered(
+    body: Node, params: tuple[Param, ...], structs: dict[str, list[Param]] | None = None
+) -> tuple[tuple[str, str, bool], ...]:
+    """(id pointer, offset pointer, scaled) for each place the body offsets a pointer, read or
+    written, by a pointer's element: ``p[e]``, ``p + e`` (a ``+`` chain with ``p`` one operand,
+    the others the offset) or a byte move ``pointer::offset(p, e)``, where a term of the offset
+    is, or is a product with a factor that is, an element ``ids[i]`` or a local holding one
+    (:func:`_element_holders`): vLLM's and FlashInfer's ``cos_sin_cache + pos * rot_dim`` with
+    ``pos = positions[token]``, a gather's ``table[ids[i] * d + j]``. ``scaled`` says the
+    element is multiplied (a row index) rather than added alone (an element index). These
+    elements are row ids of that pointer's tensor: drawn below another tensor's rows, the
+    rows past those are never read, and a candidate wrong only there passes (review of
+    98edc3a); :func:`~astra_graph.framework.draft._index_rows` draws them below the rows they
+    index. Struct fields count as pointers (:func:`_struct_pointers`)."""
+    names, aliases = _struct_pointers(body, params, structs or {})
+    pointers = {p.name for p in params if p.pointer} | set(names)
+    holders = _element_holders(body, pointers)
+    uses: list[tuple[Node, list[Node]]] = []
+    for node in _walk(body, ("subscript_expression", "binary_expression", "call_expression")):
+        if node.type == "subscript_expression":
+            base, index = node.child_by_field_name("argument"), _single_index(node)
+            if base is not None and index is not None:
+                uses.append((base, [index]))
+        elif node.type == "call_expression":
+            uses += [(base, [move]) for base, move in _moved_pairs(node)]
+        elif _is_sum(node) and not (node.parent is not None and _is_sum(node.parent)):
+            operands = _operands(node, "+")  # the whole chain once, from its top
+            for at, operand in enumerate(operands):
+                uses.append((operand, operands[:at] + operands[at + 1 :]))
+    found: list[tuple[str, str, bool]] = []
+    for base, offset in uses:
+        pointer = _compact(_uncast(base))
+        if pointer not in pointers:
+            continue
+        for term in offset:
+            factor = _row_factor(term, pointers - {pointer}, holders)
+            if factor is None:
+                continue
+            use = (aliases.get(factor[0], factor[0]), aliases.get(pointer, pointer), factor[1])
+            if use not in found:
+                found.append(use)
     return tuple(found)
+
+
+def _is_sum(node: Node) -> bool:
+    """Whether ``node`` is a binary ``+`` (through parentheses)."""
+    node = unparenthesised(node)
+    return node.type == "binary_expression" and text(node.child_by_field_name("operator")) == "+"
 
 
 MAX_STRUCT_BINDING_DEPTH = 4
@@ -2465,16 +2528,18 @@ def _offset_pairs(node: Node) -> list[tuple[Node, Node]]:
     return [(left, right), (right, left)] if left is not None and right is not None else []
 
 
-def _row_factor_source(node: Node, pointers: set[str], holders: dict[str, str]) -> str | None:
-    """The pointer whose element is a term of the offset ``node``, or a factor of one of its
-    products (``slot * key_stride``; ``p[slot]``), through casts; None where no term is."""
+def _row_factor(node: Node, pointers: set[str], holders: dict[str, str]) -> tuple[str, bool] | None:
+    """(the pointer whose element is a term of the offset ``node``, or a factor of one of its
+    products (``slot * key_stride``; ``p[slot]``), through casts; whether it is a product's
+    factor), or None where no term is."""
     for term in _operands(node, "+"):
-        for factor in _operands(term, "*"):
+        factors = _operands(term, "*")
+        for factor in factors:
             factor = _uncast(factor)
             if factor.type == "subscript_expression" and _subscripted(factor) in pointers:
-                return _subscripted(factor)
-            if factor.type == "identifier" and text(factor) in holders:
-                return holders[text(factor)]
+                return str(_subscripted(factor)), len(factors) > 1
+            if factor.type == "identifier" and holders.get(text(factor)) in pointers:
+                return holders[text(factor)], len(factors) > 1
     return None
 
 
