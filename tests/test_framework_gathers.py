@@ -62,6 +62,19 @@ def test_an_element_index_a_sum_chain_and_a_cast_are_read() -> None:
     assert set(found) == {("idx", "vals", False), ("ids", "table", True), ("ids", "raw", True)}
 
 
+def test_an_id_offsetting_a_local_pointer_or_array_reaches_an_unread_tensor() -> None:
+    body = """
+  int i = threadIdx.x;
+  const float* base = table + blockIdx.x * stride;
+  float kept[4];
+  out[i] = base[ids[i] * d] + kept[slot[i]] + ids[i] * 2.0f;
+"""
+    found = _gathered(
+        body, "float* out, const float* table, const int* ids, const int* slot, int d, int stride"
+    )
+    assert set(found) == {("ids", "", True), ("slot", "", False)}
+
+
 def test_an_id_that_is_only_compared_or_counted_offsets_nothing() -> None:
     body = """
   int i = threadIdx.x;
@@ -80,8 +93,8 @@ def test_positions_are_drawn_over_every_row_of_the_cache(tmp_path: Path) -> None
     assert main(["import", str(CSRC / "partial_rotary.cu"), "--out", str(tmp_path)]) == 0
     spec = load_contract(tmp_path / "partial_rotary")
     args = {a.name: a for a in spec.contract.args}
-    cache_rows = args["cos_sin_cache"].shape[0]
-    tokens = args["positions"].shape[0]
+    cache_rows = str(args["cos_sin_cache"].shape[0])
+    tokens = str(args["positions"].shape[0])
     assert cache_rows != tokens
     init = args["positions"].init
     assert init is not None and init.below == cache_rows
@@ -106,7 +119,12 @@ def test_a_use_that_may_not_read_a_row_keeps_the_fewest_rows_of_any_tensor() -> 
     # an element index added alone reads a row of a 1-D tensor too
     assert _tables(shapes, (GatherUse("flat", False, False),))[0] == ["flat"]
     # a row index into a 1-D tensor (`flat[ids[i] * d]`) or a tensor at a moved address reads
-    # past the first axis' count: every other tensor bounds it, as before
-    for use in (GatherUse("flat", True, False), GatherUse("table", True, True)):
+    # past the first axis' count, and a local pointer's tensor is not read: every other
+    # tensor bounds it, as before
+    for use in (
+        GatherUse("flat", True, False),
+        GatherUse("table", True, True),
+        GatherUse("", True, False),
+    ):
         tables, why = _tables(shapes, (GatherUse("table", True, False), use))
         assert tables == ["table", "flat", "out"] and "fewest rows" in why

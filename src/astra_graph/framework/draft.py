@@ -736,13 +736,15 @@ def _indexed_tables(analysis: Analysis, name: str) -> tuple[list[str], str]:
     larger tensor, or an element index added alone) at the tensor's own address (a row id
     drawn below the fewest rows of any tensor never reached the upper rows of a table larger
     than the others, and a candidate wrong only there passed: review of 98edc3a); else, where
-    a use is not of that kind or none is seen, every other tensor (the fewest rows any has)."""
+    a use is not of that kind (a local pointer's or array's, whose tensor is not read) or none
+    is seen, every other tensor (the fewest rows any has)."""
     if name in analysis.slots:
         return list(analysis.slots[name]), "the rows of the tensors it places rows of"
     uses = analysis.gathers.get(name, ())
 
     def reads_rows(tensor: str, scaled: bool, moved: bool) -> bool:
-        return not moved and (len(analysis.shapes.get(tensor, [])) > 1 or not scaled)
+        rank = len(analysis.shapes.get(tensor, []))
+        return rank > 0 and not moved and (rank > 1 or not scaled)
 
     if uses and all(reads_rows(*use) for use in uses):
         tables = list(dict.fromkeys(use.tensor for use in uses))

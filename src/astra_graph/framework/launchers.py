@@ -235,6 +235,7 @@ class GatherUse(NamedTuple):
     """One tensor an integer tensor's elements offset (:func:`_gather_tensors`)."""
 
     tensor: str
+    """The tensor; "" for an address that is no tensor's (a local pointer or array)."""
     scaled: bool
     """The element is a row index there (``ids[i] * d``), not an element index added alone."""
     moved: bool
@@ -3155,11 +3156,16 @@ def _gather_tensors(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[
     out: dict[str, tuple[GatherUse, ...]] = {}
     for source, offset, scaled in kernel.gathered:
         ids, target = passed.get(source), passed.get(offset)
-        if ids is None or target is None or ids.kind != "tensor" or target.kind != "tensor":
+        if ids is None or ids.kind != "tensor":
             continue
-        if ids.value != target.value:
+        if target is None or target.kind != "tensor":
+            # a local pointer or array, or a pointer no tensor is passed for: not read
+            use = GatherUse("", scaled, False)
+        elif ids.value != target.value:
             use = GatherUse(target.value, scaled, bool(target.moved))
-            out[ids.value] = tuple(dict.fromkeys([*out.get(ids.value, ()), use]))
+        else:
+            continue
+        out[ids.value] = tuple(dict.fromkeys([*out.get(ids.value, ()), use]))
     return out
 
 

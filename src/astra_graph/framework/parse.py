@@ -2278,35 +2278,61 @@ def _gathered(
     elements are row ids of that pointer's tensor: drawn below another tensor's rows, the
     rows past those are never read, and a candidate wrong only there passes (review of
     98edc3a); :func:`~astra_graph.framework.draft._index_rows` draws them below the rows they
-    index. Struct fields count as pointers (:func:`_struct_pointers`)."""
+    index. Struct fields count as pointers (:func:`_struct_pointers`).
+
+    Where such an element offsets what is no pointer parameter (a local pointer or array:
+    ``base[ids[i] * d]`` with ``base = table + h * stride``), the tensor it reaches is not
+    read: that use is (id pointer, "", scaled), and the draft keeps the ids below every
+    tensor's rows."""
     names, aliases = _struct_pointers(body, params, structs or {})
     pointers = {p.name for p in params if p.pointer} | set(names)
     holders = _element_holders(body, pointers)
-    uses: list[tuple[Node, list[Node]]] = []
+    local = _local_pointers(body)
+    uses: list[tuple[Node, list[Node], bool]] = []  # (base, offset terms, a subscript's)
     for node in _walk(body, ("subscript_expression", "binary_expression", "call_expression")):
         if node.type == "subscript_expression":
             base, index = node.child_by_field_name("argument"), _single_index(node)
             if base is not None and index is not None:
-                uses.append((base, [index]))
+                uses.append((base, [index], True))
         elif node.type == "call_expression":
-            uses += [(base, [move]) for base, move in _moved_pairs(node)]
+            uses += [(base, [move], False) for base, move in _moved_pairs(node)]
         elif _is_sum(node) and not (node.parent is not None and _is_sum(node.parent)):
             operands = _operands(node, "+")  # the whole chain once, from its top
             for at, operand in enumerate(operands):
-                uses.append((operand, operands[:at] + operands[at + 1 :]))
+                uses.append((operand, operands[:at] + operands[at + 1 :], False))
     found: list[tuple[str, str, bool]] = []
-    for base, offset in uses:
+    for base, offset, subscript in uses:
         pointer = _compact(_uncast(base))
-        if pointer not in pointers:
-            continue
+        if pointer not in pointers and not subscript and pointer not in local:
+            continue  # a sum of values, no address
         for term in offset:
             factor = _row_factor(term, pointers - {pointer}, holders)
             if factor is None:
                 continue
-            use = (aliases.get(factor[0], factor[0]), aliases.get(pointer, pointer), factor[1])
+            target = aliases.get(pointer, pointer) if pointer in pointers else ""
+            use = (aliases.get(factor[0], factor[0]), target, factor[1])
             if use not in found:
                 found.append(use)
     return tuple(found)
+
+
+def _local_pointers(body: Node) -> set[str]:
+    """The names ``body`` declares as pointers or arrays (``T* row = ...``, ``float v[8];``)."""
+    out: set[str] = set()
+    for declaration in _walk(body, ("declaration",)):
+        for written in declaration.children_by_field_name("declarator"):
+            declared = (
+                written.child_by_field_name("declarator")
+                if written.type == "init_declarator"
+                else written
+            )
+            if declared is None or declared.type not in ("pointer_declarator", "array_declarator"):
+                continue
+            while declared is not None and declared.type != "identifier":
+                declared = declared.child_by_field_name("declarator")
+            if declared is not None:
+                out.add(text(declared))
+    return out
 
 
 def _is_sum(node: Node) -> bool:
