@@ -38,6 +38,7 @@ IMPORTED = {
     "switch_dispatch.cu": ("halve",),
     "quant.cu": ("masked_copy_1", "masked_copy_2"),
     "partial_rotary.cu": ("partial_rotary",),
+    "head_reach.cu": ("head_rotate",),
     "params_struct.cu": (
         "run",
         "run_positional",

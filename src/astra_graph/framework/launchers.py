@@ -1386,6 +1386,13 @@ def analyse(
     for name, found in indexed.items():  # where the shape is the row-major index's
         if any(n.startswith(f"{name}: {INDEXED_NOTE}") for n in notes):
             requires += [r for r in map(finish, found.requires) if r not in requires]
+    for requirement, note in row_reach_requirements(
+        kernel, bound.bindings, launch, translator, (grid, block)
+    ):
+        finished = _branches_taken(finish(requirement))
+        if finished not in requires:
+            requires.append(finished)
+            notes.append(note)
     dead = _dead_condition(launch, translator)
     geometry = [finish(grid), finish(block), finish(smem)]
     _derive_dims(requires, shapes, dims, bound.bindings, geometry, notes)
@@ -2997,6 +3004,88 @@ def indexed_axes(
             else:
                 out[tensor.value] = IndexedAxes(axes, requires)
     return out
+
+
+ROW_REACH_NOTE = "the kernel reaches"
+"""How the note of a requirement from :func:`row_reach_requirements` begins, after the tensor's
+name."""
+
+
+def row_reach_requirements(
+    kernel: Kernel,
+    bindings: list[Binding],
+    launch: Launch,
+    translator: _Translator,
+    geometry: tuple[str, str],
+) -> list[tuple[str, str]]:
+    """For each tensor bound to a pointer the kernel writes through strided rows
+    (:attr:`~astra_graph.framework.parse.Kernel.row_reaches`), each row's requirement ``reach
+    <= stride`` in the launch's terms (to be finished over the drafted dims), with its note: two
+    adjacent rows, or the last row and the tensor's end, are otherwise reached by one element
+    twice or past it (SGLang's rotary launcher, which never checks its cache's width against
+    the head size). A requirement reading a value the launch does not say (a kernel parameter
+    bound to no expression) is left out: nothing is claimed of it."""
+    flat = _flat_bindings(bindings)
+    templates = {t.name: i for i, t in enumerate(kernel.template)}
+    grid, block = geometry
+
+    def value(name: str) -> str | None:
+        extent, _, axis = name.partition(".")
+        if extent in ("gridDim", "blockDim") and axis in ("x", "y", "z"):
+            return _launch_extent(grid if extent == "gridDim" else block, axis)
+        binding = flat.get(name)
+        if binding is not None:
+            return f"({binding.value})" if binding.kind == "expr" else None
+        at = templates.get(name)
+        if at is None or at >= len(launch.template_args):
+            return None
+        try:
+            return f"({translator.expression(launch.template_args[at])})"
+        except ValueError:
+            return None
+
+    def launched(written: str) -> str | None:
+        names = re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[xyz])?", written)
+        values = {n: value(n) for n in names}
+        if any(v is None for v in values.values()):
+            return None
+        return re.sub(
+            r"(?<![\w.])[A-Za-z_]\w*(?:\.[xyz])?", lambda m: values[m[0]] or m[0], written
+        )
+
+    out: list[tuple[str, str]] = []
+    for found in kernel.row_reaches:
+        tensor = flat.get(found.pointer)
+        if tensor is None or tensor.kind != "tensor":
+            continue
+        for reach, stride in found.rows:
+            far, room = launched(reach), launched(stride)
+            if far is not None and room is not None:
+                note = (
+                    f"{tensor.value}: {ROW_REACH_NOTE} {_spelled(reach)} elements past the start "
+                    f"of each row of stride {stride} it writes through; each row must hold them"
+                )
+                out.append((f"({far}) <= ({room})", note))
+    return out
+
+
+def _branches_taken(expression: str) -> str:
+    """``expression`` with each ``select`` whose condition is a constant (a rank test the
+    shapes decided: ``select((2 == 3), query_1, head_size)``) replaced by the branch it takes,
+    in one spelling (:func:`_spelled`)."""
+
+    class Taken(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            if isinstance(node.func, ast.Name) and node.func.id == "select" and len(node.args) == 3:
+                try:
+                    taken = expr.evaluate(ast.unparse(node.args[0]), {})
+                except expr.ExprError:
+                    return node
+                return node.args[1] if taken else node.args[2]
+            return node
+
+    return _spelled(ast.unparse(Taken().visit(ast.parse(expression, mode="eval"))))
 
 
 def offset_targets(

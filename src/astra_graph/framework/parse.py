@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from tree_sitter import Node, Parser
 
+    from astra_graph.framework.reach import Facts, RowReach
     from astra_graph.framework.vectors import VectorAccess
 
 
@@ -277,6 +278,10 @@ class Kernel:
     asserts_unread: tuple[str, ...] = ()
     """Why each other such ``static_assert`` is not among :attr:`asserted` (it reads a local that
     is not read in), for the operation's notes."""
+    row_reaches: tuple[RowReach, ...] = ()
+    """How far the body (its device functions included) reaches past the start of each strided
+    row of the pointers it writes through
+    (:func:`~astra_graph.framework.reach.kernel_row_reaches`)."""
 
 
 @dataclass(frozen=True)
@@ -1822,10 +1827,12 @@ def parse_source(
     out.constants = {**object_macros, **_constants(tree.root_node)}
     writers = _writing_positions(tree.root_node)
     member_types = _struct_member_types(tree.root_node)
-    # vectors reads this module's syntax helpers, so it is imported here, not at the top
+    # vectors and reach read this module's syntax helpers: imported here, not at the top
+    from astra_graph.framework.reach import kernel_row_reaches
     from astra_graph.framework.vectors import FunctionIndex, kernel_vector_accesses
 
     functions: FunctionIndex | None = None
+    reach_facts: Facts = {}
     for definition in _walk(tree.root_node, ("function_definition",)):
         declarator = _function_declarator(definition)
         if declarator is None:
@@ -1884,6 +1891,7 @@ def parse_source(
                     vectors=vectors,
                     asserted=asserted,
                     asserts_unread=asserts_unread,
+                    row_reaches=kernel_row_reaches(definition, functions, reach_facts),
                 )
             )
             continue
