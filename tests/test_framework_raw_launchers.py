@@ -19,7 +19,13 @@ from astra_graph.cli import main
 from astra_graph.export.framework import load_framework
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import DIRECT_REASON, LauncherResult, import_file
-from astra_graph.framework.launchers import RAW_ROOT_NOTE
+from astra_graph.framework.launchers import (
+    RAW_ROOT_NOTE,
+    Analysis,
+    Unmapped,
+    analyse,
+    device_constants,
+)
 from astra_graph.framework.naming import FRAMEWORK_FILE
 from astra_graph.framework.parse import IndexedExtent, parse_source
 from astra_graph.kernel import expr
@@ -166,3 +172,48 @@ def test_a_caller_that_passes_tensors_still_comes_first(tmp_path: Path) -> None:
     (direct,) = alone.launchers
     assert not direct.imported
     assert direct.reason.startswith(f"{DIRECT_REASON}: template argument kVec = 'vec'")
+
+
+WIDE = """
+template <int kWidth, typename T>
+__global__ void wide_kernel(T* out, const T* in, int rows) {
+  if (blockIdx.x < rows)
+    out[blockIdx.x * kWidth + threadIdx.x] = in[blockIdx.x * kWidth + threadIdx.x];
+}
+template <typename T>
+__global__ void halves_kernel(T* out, const T* in, int d) {
+  out[threadIdx.x * d + blockIdx.x] = in[(blockIdx.x * 2 + 1) * d + threadIdx.x];
+}
+template <typename T>
+void CopyWide(T* out, const T* in, int rows) { wide_kernel<64, T><<<rows, 64>>>(out, in, rows); }
+template <typename T>
+void CopyHalves(T* out, const T* in, int d) { halves_kernel<T><<<d, d>>>(out, in, d); }
+"""
+"""Raw-pointer launchers no caller passes tensors to: one whose row width the launch fixes (a
+template value), one whose kernel reaches ``in`` at a row that is no bounded index alone."""
+
+
+def _direct(name: str) -> Analysis:
+    source = parse_source(WIDE)
+    launcher = next(x for x in source.launchers if x.name == name)
+    device = device_constants("sm_90", (12, 4))
+    return analyse(launcher, launcher.launches[0], source.kernels, {}, device, raw_root=True)
+
+
+def test_an_axis_the_launch_fixes_is_a_whole_number_of_the_shape() -> None:
+    analysis = _direct("CopyWide")
+    assert analysis.shapes == {"out": ["rows", "64"], "in": ["rows", "64"]}
+    assert analysis.dims == ["rows"]
+    assert RAW_ROOT_NOTE in analysis.notes
+
+
+def test_a_pointer_refused_names_its_kernel_parameter_and_why() -> None:
+    """``in`` is reached at ``(blockIdx.x * 2 + 1) * d + ...``: a row that is no bounded index
+    alone, so neither pointer's shape is read where any of its uses is not."""
+    with pytest.raises(Unmapped) as caught:
+        _direct("CopyHalves")
+    assert str(caught.value) == (
+        "raw pointer 'in' (kernel parameter in): reached at "
+        "`in[(blockIdx.x * 2 + 1) * d + threadIdx.x]`, not one element or vector access at a "
+        "row-major index of bounded indices"
+    )

@@ -3098,7 +3098,10 @@ def _launch_axis(value: str, translator: _Translator) -> tuple[str, ...] | None:
     names = expr.names(value)
     dims = names & set(translator.host_dims)
     if not names:
-        number = expr.evaluate_int(value, {})
+        try:
+            number = expr.evaluate_int(value, {})
+        except expr.ExprError:
+            return None
         return (str(number),) if number >= 1 else None
     if len(dims) != 1 or names - dims - {ELEM_BYTES}:
         return None
