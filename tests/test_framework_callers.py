@@ -33,7 +33,7 @@ from astra_graph.framework.callers import (
 from astra_graph.framework.device import device_source
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import LauncherResult, import_file
-from astra_graph.framework.launchers import analyse, device_constants
+from astra_graph.framework.launchers import RAW_ROOT_NOTE, analyse, device_constants
 from astra_graph.framework.parse import (
     Launch,
     Launcher,
@@ -140,10 +140,12 @@ def test_what_no_binding_says_is_refused_with_its_reason(tmp_path: Path) -> None
     internal = results["ScaleInternal"]
     assert not internal.imported
     assert "raw pointer" in internal.reason and "no caller" in internal.reason
-    # without the bindings' folder nothing is guessed: every launcher keeps its reason
+    # without the bindings' folder nothing is guessed: a launcher is imported directly only
+    # where the kernel's own row-major indices shape each raw pointer
+    # (test_framework_raw_launchers.py); every other keeps a reason naming its raw pointer
     alone = _results(tmp_path / "alone", [BASE / "include"])
-    assert not any(r.imported for r in alone.values())
-    assert all("raw pointer" in r.reason for r in alone.values())
+    assert {n for n, r in alone.items() if r.imported} == {"StridedCopy", "DoubleVector"}
+    assert all("raw pointer" in r.reason for r in alone.values() if not r.imported)
 
 
 def _site(*checks: tuple[str, tuple[str, ...]]) -> CallSite:
@@ -488,7 +490,9 @@ def test_a_relay_of_raw_pointers_is_followed_to_the_caller_that_passes_tensors(
     the relay followed to ``run``, whose ``RuntimeCheck`` equalities shape ``out`` and the
     optional ``bias`` (taken as given); the macro's calls ``launch_kernel<float, kNegate>`` and
     ``<half, kNegate>`` give the operation's element types, the index tensor's int64 none.
-    ``launch_copy``'s relay has no caller with tensors: refused, naming the relay."""
+    ``launch_copy``'s relay has no caller with tensors: it is imported directly, its raw
+    pointers shaped by the kernel's own row-major indices (rows by the grid, ``width`` by the
+    loop's bound)."""
     report = import_file(RELAYED, [], tmp_path)
     assert not report.compile_error, report.compile_error
     results = {r.launcher: r for r in report.launchers}
@@ -518,11 +522,13 @@ def test_a_relay_of_raw_pointers_is_followed_to_the_caller_that_passes_tensors(
     assert header.entry == "relay::gather_rows_kernel<astra_caller_t<T, half, T, float>, true>"
     assert main(["validate", str(tmp_path / "launch_kernel")]) == 0
     copy = results["launch_copy"]
-    assert not copy.imported
-    assert copy.reason.startswith("through relay_unbound (relayed_rows.cuh:")
-    assert copy.reason.endswith(
-        "no caller in the file, its includes or the include folders passes tensors"
-    )
+    assert copy.imported, copy.reason
+    assert RAW_ROOT_NOTE in copy.notes
+    copied = load_contract(tmp_path / "launch_copy").contract
+    assert {a.name: a.shape for a in copied.args} == {
+        "out_ptr": ["rows", "width"],
+        "in_ptr": ["rows", "width"],
+    }
 
 
 def test_only_what_a_check_asserts_on_every_path_shapes_a_tensor() -> None:
@@ -639,7 +645,8 @@ def test_a_template_type_is_deduced_from_the_callers_own_pointer_parameter(
     """FlashInfer's ``dispatch_layernorm_type`` passes its own ``Tw const* gemma`` on to
     ``dispatch_layernorm_type_square_method<true>(..., gemma, ...)``: ``Tw`` is the caller's
     ``Tw`` (the explicit ``<true>`` binds the leading flag, not ``T``); the caller passes raw
-    pointers in turn and is followed to its own callers, of which there are none here."""
+    pointers in turn and is followed to its own callers, of which there are none here: the
+    launcher is then imported directly, each pointer shaped ``[n]`` by the kernel's guard."""
     header = tmp_path / "weighted.cuh"
     header.write_text(_TWO_LEVELS)
     flat = flatten(header, [])
@@ -651,9 +658,7 @@ def test_a_template_type_is_deduced_from_the_callers_own_pointer_parameter(
     assert composed.template_args == ("T", "W")
     report = import_file(header, [], tmp_path / "out")
     (result,) = (r for r in report.launchers if r.launcher == "launch_weighted")
-    assert not result.imported
-    assert "through dispatch_weighted" in result.reason
-    assert "raw pointer parameter (T const* in)" in result.reason
-    assert result.reason.endswith(
-        "no caller in the file, its includes or the include folders passes tensors"
-    )
+    assert result.imported, result.reason
+    assert RAW_ROOT_NOTE in result.notes
+    contract = load_contract(tmp_path / "out" / "launch_weighted").contract
+    assert {a.name: a.shape for a in contract.args} == {"in": ["n"], "w": ["n"], "out": ["n"]}

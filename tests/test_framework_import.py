@@ -625,12 +625,21 @@ def test_astra_import_of_launch_calls_validates_and_says_why_not(
 ) -> None:
     assert main(["import", str(CALLS), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "5 of 8 launch sites imported" in out  # scale_either: one operation per kernel
+    # scale_either: one operation per kernel; ScaleRaw, whose raw pointers nothing with tensors
+    # passes, directly (test_framework_raw_launchers.py)
+    assert "6 of 8 launch sites imported" in out
     assert "launches through cudaLaunchCooperativeKernel(), which is not read yet" in out
     assert [line for line in out.splitlines() if line.startswith("not imported")] and all(
         ": " in line for line in out.splitlines() if line.startswith("not imported")
     )
-    for op in ("scale_rows", "shift_rows", "shift_rows_helper", "scale_either_1", "scale_either_2"):
+    for op in (
+        "scale_rows",
+        "shift_rows",
+        "shift_rows_helper",
+        "scale_either_1",
+        "scale_either_2",
+        "scale_raw",
+    ):
         assert main(["validate", str(tmp_path / op)]) == 0, op
 
 

@@ -33,6 +33,7 @@ IMPORTED = {
         "shift_rows_helper",
         "scale_either_1",
         "scale_either_2",
+        "scale_raw",
     ),
     "vec_path.cu": ("scale_by_two_1", "scale_by_two_2"),
     "switch_dispatch.cu": ("halve",),
@@ -67,6 +68,7 @@ IMPORTED = {
     "bound_store.cu": ("run_1", "run_2"),
     "aligned_cache.cu": ("vector_cache", "scalar_cache"),
     "asserted_lanes.cu": ("run",),
+    "raw_sums.cuh": ("sum_sets",),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -82,7 +84,8 @@ input's rank sets, sizes a looping constexpr helper computes and a params struct
 structured bindings, its slots stored through a helper (test_framework_bound.py), and a float4
 cache read whose row width the import keeps a multiple of 8 (test_framework_vectors.py), and a
 kernel whose own static_assert bounds the widths it builds for (test_framework_kernel_asserts.py),
-each launched for real here."""
+and a raw-pointer launcher no caller passes tensors to, its tensors shaped by its kernel's own
+row-major indices (test_framework_raw_launchers.py), each launched for real here."""
 
 
 def _header_only(name: str, out: Path) -> None:

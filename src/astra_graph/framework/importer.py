@@ -443,15 +443,23 @@ def _variant_analysis(
     macros: dict[str, Macro],
     device_facts: dict[str, int],
     reshape: Reshape | None = None,
+    raw_root: bool = False,
 ) -> Analysis:
     """The launch analysed once per value-dispatch variant (:mod:`~astra_graph.framework.
     values`), the one the serving shapes take kept; raises the first variant's reason when
     none analyses. A dispatch on a size is followed (one build per case) where that analyses;
-    else one case is fixed, and why the size was not followed is noted."""
+    else one case is fixed, and why the size was not followed is noted. ``raw_root`` as for
+    :func:`~astra_graph.framework.launchers.analyse`."""
     unfollowed = ""
     try:
         followed = _analysed_variants(
-            launcher, _variants(launch, macros, True), parsed, macros, device_facts, reshape
+            launcher,
+            _variants(launch, macros, True),
+            parsed,
+            macros,
+            device_facts,
+            reshape,
+            raw_root,
         )
     except ValueError as exc:
         unfollowed = f"a size dispatch not followed (one case fixed instead): {exc}"
@@ -459,7 +467,7 @@ def _variant_analysis(
         if followed is not None:
             return followed
     analysis = _analysed_variants(
-        launcher, _variants(launch, macros), parsed, macros, device_facts, reshape
+        launcher, _variants(launch, macros), parsed, macros, device_facts, reshape, raw_root
     )
     assert analysis is not None  # value_variants gives at least the launch itself
     if unfollowed:
@@ -487,9 +495,11 @@ def _analysed_variants(
     macros: dict[str, Macro],
     device_facts: dict[str, int],
     reshape: Reshape | None,
+    raw_root: bool = False,
 ) -> Analysis | None:
     """The variant the serving shapes take most, of those that analyse; None for no variant;
-    raises the first variant's reason when none analyses."""
+    raises the first variant's reason when none analyses. ``raw_root`` as for
+    :func:`~astra_graph.framework.launchers.analyse`."""
     if not variants:
         return None
     analysed: list[tuple[Analysis, str]] = []
@@ -507,6 +517,7 @@ def _analysed_variants(
                 reshape,
                 parsed.returns,
                 parsed.procedures,
+                raw_root,
             )
         except ValueError as exc:
             failures.append(exc)
@@ -548,15 +559,46 @@ def _site_analysis(
 ) -> tuple[Analysis, TorchFacing]:
     """One launch site analysed, through its launcher's callers when the launcher passes raw
     pointers (:mod:`~astra_graph.framework.callers`), and the host function torch calls for
-    it; raises ValueError with the reason."""
+    it; raises ValueError with the reason. Where no caller passes tensors, the launcher is
+    imported directly (:func:`_imported_directly`)."""
+    file = defining_file(launcher.name, flat.files) or flat.files[0]
     try:
         analysis = _variant_analysis(launcher, launch, parsed, parsed.macros, device_facts)
-        file = defining_file(launcher.name, flat.files) or flat.files[0]
         return analysis, TorchFacing(launcher.name, launcher.params, file)
     except RawPointer as raw:
-        return _followed(launcher, launch, parsed, parsed.macros, device_facts, callers, raw)
+        try:
+            return _followed(launcher, launch, parsed, parsed.macros, device_facts, callers, raw)
+        except RawPointer as unfollowed:
+            analysis = _imported_directly(launcher, launch, parsed, device_facts, unfollowed)
+            return analysis, TorchFacing(launcher.name, launcher.params, file)
 
 
+def _imported_directly(
+    launcher: Launcher,
+    launch: Launch,
+    parsed: Source,
+    device_facts: dict[str, int],
+    unfollowed: RawPointer,
+) -> Analysis:
+    """``launch`` of a raw-pointer launcher that no caller passes tensors to (``unfollowed``
+    says so), analysed with its raw pointers as the tensors and its integer parameters as the
+    dims (:func:`~astra_graph.framework.launchers.analyse`'s ``raw_root``): what any caller's
+    tensors must hold is how far the kernel reaches them, which its own row-major indices say.
+    Raises Unmapped with the direct import's reason (what stops it now, not that the pointers
+    are raw), and ``unfollowed``'s where a caller was tried."""
+    try:
+        return _variant_analysis(
+            launcher, launch, parsed, parsed.macros, device_facts, raw_root=True
+        )
+    except ValueError as exc:
+        tried = f"; {unfollowed}" if str(unfollowed).startswith(THROUGH) else ""
+        raise Unmapped(f"{DIRECT_REASON}: {exc}{tried}") from None
+
+
+THROUGH = "through"
+"""How the reason of a launch analysed through a caller begins (:func:`_followed`)."""
+DIRECT_REASON = "no caller passes tensors, and imported directly"
+"""How the reason of a raw-pointer launcher refused by :func:`_imported_directly` begins."""
 MAX_CALLER_DEPTH = 3
 """How many callers deep a raw-pointer launch is followed to one that passes tensors: SGLang's
 rotary ``launch_kernel`` is called by ``dispatch_by_dtype``, raw pointers still, which
@@ -625,7 +667,7 @@ def _followed(
                 analysis.launcher = launcher.name  # the operation is still this launcher's
         except ValueError as exc:
             merged.update(id(s) for s in siblings)
-            reason = f"through {site.function} ({site.file.name}:{site.line}): {exc}"
+            reason = f"{THROUGH} {site.function} ({site.file.name}:{site.line}): {exc}"
             # a caller that passes raw pointers in turn (a header's convenience launcher
             # over this one) says less than a binding's own reason: its reason goes last
             (passed_on if isinstance(exc, RawPointer) else failures).append(reason)

@@ -742,6 +742,12 @@ class _Translator:
         their size expressions, placeholders not yet finished."""
         self.tunables: dict[str, GridTunable] = {}
         """The grid's locals set at run time, by tunable name (:func:`opaque_grid_tunable`)."""
+        self.raw_root = False
+        """Whether the launcher's raw pointer parameters are the operation's tensors (a
+        launcher no caller passes tensors to, imported directly: :func:`_raw_tensor_binding`)."""
+        self.raw_tensors: set[str] = set()
+        """The tensors bound so, each shaped only by the kernel's own row-major indices
+        (:func:`indexed_axes`, :func:`_refuse_unshaped_raw`)."""
 
     def fresh(self) -> _Translator:
         """A translator of the same launch whose reads are not recorded (its tensor uses and
@@ -1315,6 +1321,7 @@ def analyse(
     reshape: Reshape | None = None,
     returns: dict[str, ReturnOnly | None] | None = None,
     procedures: dict[str, Procedure | None] | None = None,
+    raw_root: bool = False,
 ) -> Analysis:
     """The contract-level description of one launch; raises Unmapped with the reason.
 
@@ -1326,6 +1333,9 @@ def analyse(
     struct parameters.
     ``reshape(shapes, notes, read_only)`` (:data:`Reshape`), where given, corrects the tensors'
     shapes before strides and sizes are written over them.
+    With ``raw_root`` (a raw-pointer launcher no caller passes tensors to), each raw pointer
+    parameter is a tensor (:func:`_raw_tensor_binding`) that the kernel's row-major indices
+    must shape (:func:`_refuse_unshaped_raw`), the launcher's integer parameters its dims.
     """
     kernel = _launched_kernel(launch, kernels)
     checked, unread = _kernel_checks(launch, kernel, launcher)
@@ -1349,6 +1359,7 @@ def analyse(
         returns,
         procedures,
     )
+    translator.raw_root = raw_root
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
@@ -1373,6 +1384,7 @@ def analyse(
         strided_axes(kernel, bound.bindings),
         {name: found.axes for name, found in indexed.items()},
     )
+    _refuse_unshaped_raw(translator.raw_tensors, kernel, bound.bindings, indexed, notes)
     dims += [name for name in translator.host_dims if name not in dims]
     _checked_drafts(launch, translator.fresh(), tensors, shapes, dims, notes)
 
@@ -2396,6 +2408,8 @@ def _pointer_binding(
     if match is None and inner in host and host[inner].pointer:
         # FlashInfer's header launchers (`RMSNorm(T* input, ..., uint32_t d, ...)`):
         # a raw pointer says nothing of the tensor's shape, which its caller knows
+        if translator.raw_root:
+            return _raw_tensor_binding(param, host[inner], translator, targs, element_names)
         raise RawPointer(
             f"pointer argument {raw!r} for {param.name!r} is the launcher's raw pointer "
             f"parameter ({' '.join(host[inner].text.split())}), not a tensor's "
@@ -2431,6 +2445,34 @@ def _pointer_binding(
         raise Unmapped(f"tensor {use.name!r}: element type {spelled_type!r} is not supported")
     use.const = use.const and param.const
     return Binding(param.name, "tensor", use.name, use.element)
+
+
+def _raw_tensor_binding(
+    param: Param,
+    host: Param,
+    translator: _Translator,
+    targs: dict[str, str],
+    element_names: set[str],
+) -> Binding:
+    """Kernel pointer ``param`` bound, in a direct import (:attr:`_Translator.raw_root`), to
+    the launcher's raw pointer parameter ``host`` as a tensor of that name, its element the
+    kernel parameter's type as the launch instantiates it (else the launcher parameter's);
+    its shape is left to the kernel's row-major indices (:func:`indexed_axes`); read-only
+    where either pointer is ``const`` (the kernel cannot write through its own). Raises
+    Unmapped for an element type the contract cannot hold."""
+    element = _element_type(param, targs, element_names) or _element_type(
+        host, targs, element_names
+    )
+    if element is None:
+        raise Unmapped(
+            f"raw pointer {host.name!r}: element type {targs.get(param.type, param.type)!r} "
+            "is not supported"
+        )
+    use = translator.tensors.setdefault(host.name, TensorUse(host.name))
+    use.element = element
+    use.const = use.const and (param.const or host.const)
+    translator.raw_tensors.add(host.name)
+    return Binding(param.name, "tensor", host.name, element)
 
 
 def _launch_requirements(
@@ -2909,8 +2951,12 @@ class IndexedAxes:
     sizes, and the conditions (placeholder expressions) under which that shape holds every
     index the kernel reaches."""
 
-    axes: list[tuple[str, int]]
+    axes: list[tuple[str, int] | str]
+    """Each axis as a (tensor, axis) the launch sizes, or, for a tensor bound to a raw pointer
+    (:attr:`_Translator.raw_tensors`), the launch's own size (:func:`_launch_axis`)."""
     requires: list[str]
+    reason: str = ""
+    """For a raw pointer's tensor that gets no axes: why (:func:`_refuse_unshaped_raw`)."""
 
 
 def _spelled(expression: str) -> str:
@@ -2940,9 +2986,14 @@ def indexed_axes(
     template argument, ``gridDim.y`` the grid's second size); an axis that is one size query of
     another tensor (``v.size(2)``) is that tensor's axis; one that reads one size query among
     constants (FlashInfer's ``vec_size * bdx``, ``HEAD_DIM / vec_size`` times ``vec_size``) is
-    that axis too, the launch requiring the two equal. Each inner index's reach must stay within
-    its axis (``blockDim.y <= num_heads``), a condition of the launch. A tensor any factor of
-    which the launch does not say, or passed twice or at a moved address, gives nothing."""
+    that axis too, the launch requiring the two equal. A tensor bound to a raw pointer
+    (:attr:`_Translator.raw_tensors`, no tensor sized beside it) takes instead each axis that is
+    one of the launcher's integer parameters or a constant (:func:`_launch_axis`). Each inner
+    index's reach must stay within its axis (``blockDim.y <= num_heads``), and each axis a
+    shorter use leaves out (:attr:`~astra_graph.framework.parse.IndexedExtent.left_out`) at
+    least 1, conditions of the launch. A tensor any factor of which the launch does not say, or
+    passed twice or at a moved address, gives nothing (a raw pointer's: why, :attr:`IndexedAxes.
+    reason`)."""
     flat = _flat_bindings(bindings)
     passes = Counter(b.value for b in flat.values() if b.kind == "tensor")
     templates = {t.name: i for i, t in enumerate(kernel.template)}
@@ -2974,18 +3025,33 @@ def indexed_axes(
     out: dict[str, IndexedAxes] = {}
     for extent in kernel.indexed:
         tensor = flat.get(extent.pointer)
-        if tensor is None or tensor.kind != "tensor" or tensor.moved:
+        if tensor is None or tensor.kind != "tensor":
             continue
-        if passes[tensor.value] > 1:
-            continue  # written through the other pointer too, at offsets of its own
-        axes: list[tuple[str, int]] = []
+        raw = tensor.value in translator.raw_tensors
+        if tensor.moved or passes[tensor.value] > 1:
+            # moved: the index is relative to the moved address; passed twice: written through
+            # the other pointer too, at offsets of its own
+            if raw:
+                how = "at a moved address" if tensor.moved else "to two kernel pointers"
+                out[tensor.value] = IndexedAxes([], [], f"the launch passes it {how}")
+            continue
+        axes: list[tuple[str, int] | str] = []
         requires: list[str] = []
         for written in extent.axes:
             value = product(written)
             names = expr.names(value) if value is not None else set()
             sizes = [m for n in names if (m := _SIZE_PLACEHOLDER.fullmatch(n)) is not None]
+            own = _launch_axis(value, translator) if raw and value is not None else None
+            if own is not None:
+                axes.append(own[0])
+                requires += own[1:]
+                continue
             # one size query, and nothing else that varies (a count, another dim) beside it
             if value is None or len(sizes) != 1 or names - {sizes[0][0], ELEM_BYTES}:
+                if raw:
+                    said = f"{written} = {value}" if value is not None else written
+                    reason = f"axis {said} of its row-major index is no size the launch fixes"
+                    out[tensor.value] = IndexedAxes([], [], reason)
                 break
             source, index = sizes[0]["tensor"], sizes[0]["index"]
             if source == tensor.value:
@@ -3002,6 +3068,10 @@ def indexed_axes(
                 if _spelled(far) != _spelled(room):
                     requires.append(f"({far}) <= ({room})")
             else:
+                left_out = [product(axis) for axis in extent.left_out]
+                requires += [f"({axis}) >= 1" for axis in left_out if axis is not None]
+                if None in left_out:
+                    continue
                 out[tensor.value] = IndexedAxes(axes, requires)
     return out
 
@@ -3086,6 +3156,65 @@ def _branches_taken(expression: str) -> str:
             return node
 
     return _spelled(ast.unparse(Taken().visit(ast.parse(expression, mode="eval"))))
+
+
+RAW_ROOT_NOTE = (
+    "imported directly: no caller passes tensors, so each raw pointer is a tensor whose shape "
+    "is the kernel's own row-major index, the launcher's integer parameters its dims"
+)
+"""The note of an operation imported from a raw-pointer launcher itself (``raw_root``)."""
+
+
+def _refuse_unshaped_raw(
+    raw: set[str],
+    kernel: Kernel,
+    bindings: list[Binding],
+    indexed: dict[str, IndexedAxes],
+    notes: list[str],
+) -> None:
+    """Raises Unmapped naming the first raw pointer's tensor (:func:`_raw_tensor_binding`)
+    whose shape is not read from the kernel (a row-major index, :func:`indexed_axes`, or
+    constant indices, :func:`read_extents`), with why: any other shape would be a guess, and
+    a guess too small sends the original past its tensor. Notes :data:`RAW_ROOT_NOTE` where
+    there are such tensors."""
+    if not raw:
+        return
+    flat = _flat_bindings(bindings)
+    unindexed = dict(kernel.unindexed)
+    for name in sorted(raw):
+        if any(n.startswith(f"{name}: {EXTENT_NOTE}") for n in notes):
+            continue
+        pointers = [p for p, b in flat.items() if b.kind == "tensor" and b.value == name]
+        why = next(
+            (unindexed[p] for p in pointers if p in unindexed),
+            indexed[name].reason if name in indexed else "",
+        )
+        raise Unmapped(
+            f"raw pointer {name!r} (kernel parameter {', '.join(pointers)}): "
+            + (why or "the kernel never reaches it, so nothing says its shape")
+        )
+    notes.append(RAW_ROOT_NOTE)
+
+
+def _launch_axis(value: str, translator: _Translator) -> tuple[str, ...] | None:
+    """(the axis, and what the launch must then require) for a factor product ``value`` of a
+    raw pointer's row-major index (:func:`indexed_axes`) that the launch fixes: one of the
+    launcher's integer parameters (:attr:`_Translator.host_dims`), alone or among constants
+    (FlashInfer's ``(HEAD_DIM / vec_size) * vec_size`` under a dispatch that binds ``HEAD_DIM``
+    to ``head_dim``: the axis ``head_dim``, the launch requiring the two equal), or a positive
+    whole number; None for anything else (another dim beside it, an element width alone)."""
+    names = expr.names(value)
+    dims = names & set(translator.host_dims)
+    if not names:
+        try:
+            number = expr.evaluate_int(value, {})
+        except expr.ExprError:
+            return None
+        return (str(number),) if number >= 1 else None
+    if len(dims) != 1 or names - dims - {ELEM_BYTES}:
+        return None
+    dim = dims.pop()
+    return (dim,) if _spelled(value) == dim else (dim, f"({value}) == {dim}")
 
 
 def offset_targets(
@@ -3316,7 +3445,7 @@ def _shapes(
     ranks: dict[str, int] | None = None,
     extents: dict[str, tuple[str, str]] | None = None,
     strided_reach: dict[str, list[tuple[str, int]]] | None = None,
-    indexed: dict[str, list[tuple[str, int]]] | None = None,
+    indexed: dict[str, list[tuple[str, int] | str]] | None = None,
 ) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, str]]]:
     """Each tensor's drafted axes, the dims in order of first use, and for each read tensor
     whose rows an output was assumed to have (:func:`_rows_of`, checked by
@@ -3436,11 +3565,12 @@ def _shapes(
     def indexed_shape(name: str) -> list[str] | None:
         axes = (indexed or {}).get(name, [])
         if not axes or not all(
-            source in shapes and -len(shapes[source]) <= at < len(shapes[source])
-            for source, at in axes
+            isinstance(axis, str)
+            or (axis[0] in shapes and -len(shapes[axis[0]]) <= axis[1] < len(shapes[axis[0]]))
+            for axis in axes
         ):
             return None
-        return [shapes[source][at] for source, at in axes]
+        return [axis if isinstance(axis, str) else shapes[axis[0]][axis[1]] for axis in axes]
 
     by_index: list[str] = []
     for name in tensors:
@@ -3451,7 +3581,10 @@ def _shapes(
             by_index.append(name)
             notes.append(
                 f"{name}: {INDEXED_NOTE} stays within "
-                + ", ".join(f"{s}'s axis {a}" for s, a in (indexed or {})[name])
+                + ", ".join(
+                    axis if isinstance(axis, str) else f"{axis[0]}'s axis {axis[1]}"
+                    for axis in (indexed or {})[name]
+                )
                 + " (each index's bound by the launch)"
             )
             continue

@@ -120,6 +120,13 @@ def _schema_arg(param: Param, analysis: Analysis) -> str:
             f"parameter {param.name!r} ({param.type}): the export's schema takes tensors, "
             "float and int"
         )
+    if param.pointer and param.name in analysis.tensors:
+        # a raw-pointer launcher imported directly (importer._imported_directly): a torch op
+        # takes tensors, and no caller of the framework's turns them into this pointer
+        raise ValueError(
+            f"parameter {param.name!r} ({' '.join(param.text.split())}) is a raw pointer, "
+            "which torch's op schema cannot take, and no caller passes it a tensor"
+        )
     raise ValueError(
         f"parameter {param.name!r} ({param.text.strip()}) is no tensor or scalar of the contract"
     )

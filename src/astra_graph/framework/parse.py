@@ -230,6 +230,13 @@ class IndexedExtent:
     reaches: tuple[tuple[str, str], ...]
     """(how far an inner index reaches, the axis it must stay within) where the two are not
     written alike: the launch must keep each reach at most its axis."""
+    left_out: tuple[str, ...] = ()
+    """The axes a shorter row-major form of another use leaves out, where every other use's
+    axes are these with some left out, in order (FlashInfer's ``AttentionSumKernel`` reads
+    ``V`` at ``(pos * num_heads + head) * head_dim`` under ``num_index_sets == 1``, beside
+    ``((pos * num_index_sets + iter) * num_heads + head) * head_dim``): such a use's index
+    stays below its own axes' product, which is this shape's over the left-out axes', so the
+    launch must keep each left-out axis at least 1 (:func:`_covering_axes`)."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +289,10 @@ class Kernel:
     """How far the body (its device functions included) reaches past the start of each strided
     row of the pointers it writes through
     (:func:`~astra_graph.framework.reach.kernel_row_reaches`)."""
+    unindexed: tuple[tuple[str, str], ...] = ()
+    """(pointer, why) for each pointer parameter the body reaches that has no
+    :attr:`indexed` shape (:func:`_indexed_extents`): a launcher whose raw pointer is one has
+    no shape to import for it, and says why."""
 
 
 @dataclass(frozen=True)
@@ -1866,8 +1877,10 @@ def parse_source(
             scattered = _scattered(body, params, out.structs, writers) if body is not None else ()
             gathered = _gathered(body, params, out.structs) if body is not None else ()
             uses = _offset_uses(body, params, differenced) if body is not None else ()
-            indexed = (
-                _indexed_extents(body, params, tparams, member_types) if body is not None else ()
+            indexed, unindexed = (
+                _indexed_extents(body, params, tparams, member_types)
+                if body is not None
+                else ((), ())
             )
             functions = functions or FunctionIndex(tree.root_node)
             vectors = kernel_vector_accesses(definition, functions)
@@ -1892,6 +1905,7 @@ def parse_source(
                     asserted=asserted,
                     asserts_unread=asserts_unread,
                     row_reaches=kernel_row_reaches(definition, functions, reach_facts),
+                    unindexed=unindexed,
                 )
             )
             continue
@@ -2859,9 +2873,10 @@ def _indexed_extents(
     params: tuple[Param, ...],
     tparams: tuple[TemplateParam, ...],
     structs: Mapping[str, tuple[tuple[str, ...], dict[str, str]]],
-) -> tuple[IndexedExtent, ...]:
+) -> tuple[tuple[IndexedExtent, ...], tuple[tuple[str, str], ...]]:
     """For each pointer parameter the body reaches only at row-major indices, the shape those
-    indices stay within (:class:`IndexedExtent`). A use is ``p[index]`` (one element, read or
+    indices stay within (:class:`IndexedExtent`), and for each other pointer it reaches, why it
+    has none (:attr:`Kernel.unindexed`). A use is ``p[index]`` (one element, read or
     written) or ``p + a + b`` handed to a vector access of ``N`` elements
     (:func:`_vector_access`, :func:`_vector_width`); its offset ``(i0 * S1 + i1) * S2 + i2``
     (each row term the first summand, a product whose first factor is the row) has the axes
@@ -2871,9 +2886,10 @@ def _indexed_extents(
     built-in index's launch extent, :data:`BLOCK_BOUNDS`); a stride's factors are
     :func:`_product`'s (a local holding a product stands for its factors). Every factor must be
     a by-value parameter the body never assigns, a template parameter, a whole number or a
-    launch extent: the launch can say what each is. Every use must give the same axes; a
-    pointer used any other way (passed on, offset into a local, an index of unseen bound) has
-    none: nothing is claimed of it."""
+    launch extent: the launch can say what each is. Every use must give the same axes, or
+    axes that one use's contain in order (:func:`_covering_axes`); a pointer used any other
+    way (passed on, offset into a local, an index of unseen bound) has none: nothing is
+    claimed of it."""
     pointers = {p.name for p in params if p.pointer}
     mutated = _mutated_names(body) | _unsteady_names(body, params)
     known = ({p.name for p in params if not p.pointer and not p.reference} - mutated) | {
@@ -2918,10 +2934,11 @@ def _indexed_extents(
         return [*axes, stride], reaches + ([(last, stride)] if last != stride else [])
 
     found: dict[str, set[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]] = {}
-    refused: set[str] = set(pointers & mutated)
+    moved = "the body may move it (assigns it, takes its address or hands it to a call)"
+    unread = dict.fromkeys(pointers & mutated, moved)
     for name in _walk(body, ("identifier",)):
         pointer = text(name)
-        if pointer not in pointers or pointer in refused or _null_test(name):
+        if pointer not in pointers or pointer in unread or _null_test(name):
             continue
         parent = name.parent
         shape = None
@@ -2937,16 +2954,71 @@ def _indexed_extents(
             width = _vector_width(access[0], types, structs)
             shape = row_major(access[1], width) if width is not None else None
         if shape is None:
-            refused.add(pointer)
+            use = _use_text(name)
+            unread[pointer] = (
+                f"reached at `{use}`, not one element or vector access at a row-major index "
+                "of bounded indices"
+            )
         else:
             found.setdefault(pointer, set()).add((tuple(shape[0]), tuple(shape[1])))
     out: list[IndexedExtent] = []
     for pointer, uses in found.items():
-        shapes = {axes for axes, _ in uses}
-        if pointer not in refused and len(shapes) == 1:
-            reaches = sorted({r for _, rs in uses for r in rs})
-            out.append(IndexedExtent(pointer, shapes.pop(), tuple(reaches)))
-    return tuple(out)
+        if pointer in unread:
+            continue
+        covering = _covering_axes({axes for axes, _ in uses})
+        if covering is None:
+            forms = " and ".join(sorted(f"[{', '.join(axes)}]" for axes, _ in uses))
+            unread[pointer] = f"its uses give row-major shapes {forms}, neither within the other"
+            continue
+        reaches = sorted({r for _, rs in uses for r in rs})
+        out.append(IndexedExtent(pointer, covering[0], tuple(reaches), covering[1]))
+    return tuple(out), tuple(sorted(unread.items()))
+
+
+MAX_USE_TEXT = 60
+"""How many characters of a pointer's use a reason quotes (:func:`_use_text`)."""
+
+
+def _use_text(name: Node) -> str:
+    """The expression a pointer's use is (its subscript, the sum it is in, or the call that
+    sum is handed to), blanks collapsed, cut to :data:`MAX_USE_TEXT` characters."""
+    node = _whole_sum(name)
+    parent = node.parent
+    if parent is not None and parent.type in ("subscript_expression", "argument_list"):
+        node = parent.parent if parent.type == "argument_list" and parent.parent else parent
+    written = " ".join(text(node).split())
+    return written if len(written) <= MAX_USE_TEXT else written[: MAX_USE_TEXT - 3] + "..."
+
+
+def _covering_axes(
+    shapes: set[tuple[str, ...]],
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(the axes that hold every use, the axes a shorter use leaves out) for a pointer's uses'
+    row-major shapes: the one shape, or the longest where every other is it with some axes left
+    out, in order (each such use's index then stays below the longest's product as long as each
+    left-out axis is at least 1, :attr:`IndexedExtent.left_out`); None where two shapes are
+    not so nested (which one a tensor must have is not read)."""
+    longest = max(shapes, key=len)
+    left_out: list[str] = []
+    for shape in sorted(shapes - {longest}):
+        rest = _left_out_axes(shape, longest)
+        if rest is None:
+            return None
+        left_out += [axis for axis in rest if axis not in left_out]
+    return longest, tuple(left_out)
+
+
+def _left_out_axes(short: tuple[str, ...], long: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The axes of ``long`` that ``short`` leaves out, where ``short`` is ``long`` with some
+    axes left out, in order; None where it is not (or is ``long`` itself)."""
+    matched = 0
+    rest: list[str] = []
+    for axis in long:
+        if matched < len(short) and short[matched] == axis:
+            matched += 1
+        else:
+            rest.append(axis)
+    return tuple(rest) if matched == len(short) and rest else None
 
 
 def _element_written(subscript: Node) -> bool:
