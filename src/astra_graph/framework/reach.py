@@ -49,6 +49,7 @@ from astra_graph.framework.parse import (
     _single_index,
     _template_params,
     _walk,
+    _whole_sum,
     text,
     unparenthesised,
 )
@@ -537,15 +538,7 @@ def _terms(node: Node, scope: _Scope, depth: int = 0) -> list[Node]:
 def _handed(name: Node) -> tuple[Node, int, list[Node]] | None:
     """(call, argument position, the other summands) where the pointer ``name`` is a summand
     of a call's argument (``f(p + off, ...)``, ``f(p, ...)``); None for any other use."""
-    top = name
-    while top.parent is not None and (
-        top.parent.type == "parenthesized_expression"
-        or (
-            top.parent.type == "binary_expression"
-            and text(top.parent.child_by_field_name("operator")) == "+"
-        )
-    ):
-        top = top.parent
+    top = _whole_sum(name)
     arguments = top.parent
     if arguments is None or arguments.type != "argument_list" or arguments.parent is None:
         return None
