@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from astra_graph.cli import main
-from astra_graph.framework.draft import _indexed_tables
+from astra_graph.framework.draft import _index_rows, _indexed_tables
 from astra_graph.framework.launchers import GatherUse
 from astra_graph.framework.parse import parse_source
 from astra_graph.harness.cases import make_case
@@ -75,6 +75,42 @@ def test_an_id_offsetting_a_local_pointer_or_array_reaches_an_unread_tensor() ->
     assert set(found) == {("ids", "", True), ("slot", "", False)}
 
 
+@pytest.mark.parametrize(
+    "use",
+    [
+        "out[i] *= scale_of(scales, ids[i]);",  # handed to a call
+        "long e; e = ids[i]; out[i] *= scales[e];",  # assigned, not initialised
+        "const int* moved = ids + 1; out[i] *= scales[moved[i]];",  # the pointer moved
+        "const long e = ids[i]; out[i] *= fold(e);",  # a holder handed to a call
+    ],
+)
+def test_an_id_used_out_of_sight_reaches_an_unread_tensor(use: str) -> None:
+    """Beside a gather the rule reads (``table[ids[i] * d + j]``), a use it does not read
+    may reach another tensor with fewer rows (review: ``scales[e]`` read in a helper): the ids
+    get an unknown use, so the draft keeps them below every tensor's rows."""
+    body = f"""
+  int i = threadIdx.x;
+  out[i] = table[ids[i] * d + threadIdx.y];
+  {use}
+"""
+    found = _gathered(
+        body, "float* out, const float* table, const float* scales, const int* ids, int d"
+    )
+    assert ("ids", "table", True) in found and ("ids", "", True) in found
+
+
+def test_an_id_compared_or_held_is_accounted_for() -> None:
+    body = """
+  int i = threadIdx.x;
+  if (ids[i] < 0) return;
+  const long e = static_cast<long>(ids[i]);
+  if (e + 1 >= n) return;
+  out[i] = table[e * d + threadIdx.y];
+"""
+    found = _gathered(body, "float* out, const float* table, const int* ids, int d, int n")
+    assert found == (("ids", "table", True),)
+
+
 def test_an_id_that_is_only_compared_or_counted_offsets_nothing() -> None:
     body = """
   int i = threadIdx.x;
@@ -107,24 +143,37 @@ def test_positions_are_drawn_over_every_row_of_the_cache(tmp_path: Path) -> None
     assert positions.max() >= 7  # rows past the token count are read
 
 
-def _tables(shapes: dict[str, list[str]], uses: tuple[GatherUse, ...]) -> tuple[list[str], str]:
+def _tables(
+    shapes: dict[str, list[str]], uses: tuple[GatherUse, ...]
+) -> tuple[list[str], str, bool]:
     analysis = SimpleNamespace(slots={}, gathers={"ids": uses}, shapes=shapes)
     return _indexed_tables(cast("Analysis", analysis), "ids")
 
 
 def test_a_use_that_may_not_read_a_row_keeps_the_fewest_rows_of_any_tensor() -> None:
     shapes = {"ids": ["n"], "table": ["rows", "d"], "flat": ["elements"], "out": ["n", "d"]}
-    tables, why = _tables(shapes, (GatherUse("table", True, False),))
-    assert tables == ["table"] and "its elements index: table" in why
-    # an element index added alone reads a row of a 1-D tensor too
+    tables, why, indexed = _tables(shapes, (GatherUse("table", True, False),))
+    assert tables == ["table"] and indexed and "its elements index: table" in why
+    # an element index added alone reads a row of a 1-D tensor
     assert _tables(shapes, (GatherUse("flat", False, False),))[0] == ["flat"]
-    # a row index into a 1-D tensor (`flat[ids[i] * d]`) or a tensor at a moved address reads
-    # past the first axis' count, and a local pointer's tensor is not read: every other
-    # tensor bounds it, as before
+    # a row index into a 1-D tensor (`flat[ids[i] * d]`), an element index into a row
+    # (`table[b * d + ids[b]]`, a column), a tensor at a moved address, and a use whose tensor
+    # is not read: every other tensor bounds it, as before
     for use in (
         GatherUse("flat", True, False),
+        GatherUse("table", False, False),
         GatherUse("table", True, True),
         GatherUse("", True, False),
     ):
-        tables, why = _tables(shapes, (GatherUse("table", True, False), use))
-        assert tables == ["table", "flat", "out"] and "fewest rows" in why
+        tables, why, indexed = _tables(shapes, (GatherUse("table", True, False), use))
+        assert tables == ["table", "flat", "out"] and "fewest rows" in why and not indexed
+
+
+def test_a_table_of_a_fixed_row_count_bounds_its_ids() -> None:
+    """Eight experts' weights indexed by expert ids: the ids stay below 8 (a whole-number axis
+    dropped as no rows left the ids the default normal draw, negative values among them)."""
+    uses = {"ids": (GatherUse("w", True, False),)}
+    shapes = {"ids": ["n"], "w": ["8", "k"], "out": ["n", "k"]}
+    tensors = {"ids": SimpleNamespace(element="int32", const=True)}
+    analysis = SimpleNamespace(slots={}, gathers=uses, shapes=shapes, tensors=tensors, offsets={})
+    assert _index_rows(cast("Analysis", analysis), "ids") == "8"

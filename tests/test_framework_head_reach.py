@@ -163,6 +163,28 @@ def test_sibling_loops_branch_assigned_indices_and_unread_values() -> None:
     assert reaches["zero_head"] == {"q": (("2 * half", "row_stride"),)}
 
 
+GUARDED = """
+__device__ void clear(float* arr, int d, int m) {
+  for (int r = threadIdx.x; r < d; r += blockDim.x)
+    if (r < m) arr[r] = 0.f;
+}
+__device__ void fill(float* arr, int d) {
+  for (int r = threadIdx.x; r < d; r += blockDim.x) arr[r] = 0.f;
+}
+__global__ void two_guards(float* q, int s, int d, int m) { clear(q + blockIdx.x * s, d, m); }
+__global__ void one_guard(float* q, int s, int d) { fill(q + blockIdx.x * s, d); }
+"""
+
+
+def test_an_index_under_two_guards_claims_no_reach() -> None:
+    """``r < d`` and ``r < m``: the index stays below the smaller, which is not read; taking
+    the nearer guard's ``m`` would require ``m <= s`` where the kernel reaches only ``min(d, m)``
+    (review of 6f828fe). One guard alone is the reach."""
+    reaches = _reaches(GUARDED)
+    assert reaches["two_guards"] == {}
+    assert reaches["one_guard"] == {"q": (("d", "s"),)}
+
+
 @pytest.mark.usefixtures("needs_nvrtc")
 def test_the_operation_imports_with_the_requirement_and_validates(tmp_path: Path) -> None:
     report = import_file(SOURCE, [], tmp_path)

@@ -188,6 +188,11 @@ template <typename T>
 void CopyWide(T* out, const T* in, int rows) { wide_kernel<64, T><<<rows, 64>>>(out, in, rows); }
 template <typename T>
 void CopyHalves(T* out, const T* in, int d) { halves_kernel<T><<<d, d>>>(out, in, d); }
+template <typename T>
+void CopyDoubled(T* out, const T* in, int rows) {
+  rows = rows * 2;
+  wide_kernel<64, T><<<rows, 64>>>(out, in, rows);
+}
 """
 """Raw-pointer launchers no caller passes tensors to: one whose row width the launch fixes (a
 template value), one whose kernel reaches ``in`` at a row that is no bounded index alone."""
@@ -217,3 +222,11 @@ def test_a_pointer_refused_names_its_kernel_parameter_and_why() -> None:
         "`in[(blockIdx.x * 2 + 1) * d + threadIdx.x]`, not one element or vector access at a "
         "row-major index of bounded indices"
     )
+
+
+def test_a_parameter_assigned_before_the_launch_is_no_dim() -> None:
+    """``rows = rows * 2`` before the launch: the kernel gets twice the rows the parameter's
+    dim would shape its pointers by, so the launch is refused rather than drafted too small
+    (review of rawroot)."""
+    with pytest.raises(Unmapped, match="'rows' is assigned after its declaration"):
+        _direct("CopyDoubled")

@@ -716,11 +716,15 @@ def _index_rows(analysis: Analysis, name: str) -> str | None:
     # past 127 wrapped negative (review of 2299c7d), and as codes they take both signs
     if element not in ("int32", "int64") or role == "output":
         return None
-    firsts = sorted(  # a tensor of a fixed few elements (`scale[0]`'s one) holds no rows
+    tables, _, indexed = _indexed_tables(analysis, name)
+    firsts = sorted(
         {
             str(analysis.shapes[other][0])
-            for other in _indexed_tables(analysis, name)[0]
-            if analysis.shapes.get(other) and not str(analysis.shapes[other][0]).isdigit()
+            for other in tables
+            if analysis.shapes.get(other)
+            # among every other tensor, one of a fixed few elements (`scale[0]`'s one) holds no
+            # rows; a table the ids index has its rows, a fixed count (8 experts) too
+            and (indexed or not str(analysis.shapes[other][0]).isdigit())
         }
     )
     if not firsts:
@@ -728,29 +732,31 @@ def _index_rows(analysis: Analysis, name: str) -> str | None:
     return firsts[0] if len(firsts) == 1 else f"min({', '.join(firsts)})"
 
 
-def _indexed_tables(analysis: Analysis, name: str) -> tuple[list[str], str]:
+def _indexed_tables(analysis: Analysis, name: str) -> tuple[list[str], str, bool]:
     """(the tensors whose rows (first axis) integer input ``name``'s elements are drawn below,
-    why those): the tensors it places rows of (slots: every slot of the cache, not the fewest
-    rows any tensor has, or a cache row at or past the token count is never drawn, review of
-    2299c7d); else the tensors its elements offset, where each such use reads a row (a 2-D or
-    larger tensor, or an element index added alone) at the tensor's own address (a row id
-    drawn below the fewest rows of any tensor never reached the upper rows of a table larger
-    than the others, and a candidate wrong only there passed: review of 98edc3a); else, where
-    a use is not of that kind (a local pointer's or array's, whose tensor is not read) or none
-    is seen, every other tensor (the fewest rows any has)."""
+    why those, whether those are the tensors it indexes): the tensors it places rows of (slots:
+    every slot of the cache, not the fewest rows any tensor has, or a cache row at or past the
+    token count is never drawn, review of 2299c7d); else the tensors its elements offset, where
+    each such use reads a row (a row index ``ids[i] * d`` into a tensor of 2 axes or more, or
+    an element index added alone into a 1-D one) at the tensor's own address (a row id drawn
+    below the fewest rows of any tensor never reached the upper rows of a table larger than
+    the others, and a candidate wrong only there passed: review of 98edc3a); else, where a use
+    is not of that kind (an element index into a row, ``logprobs[b * vocab + ids[b]]``, is a
+    column; a local pointer's or array's tensor, or a use not read, is unknown) or none is
+    seen, every other tensor (the fewest rows any has)."""
     if name in analysis.slots:
-        return list(analysis.slots[name]), "the rows of the tensors it places rows of"
+        return list(analysis.slots[name]), "the rows of the tensors it places rows of", True
     uses = analysis.gathers.get(name, ())
 
     def reads_rows(tensor: str, scaled: bool, moved: bool) -> bool:
         rank = len(analysis.shapes.get(tensor, []))
-        return rank > 0 and not moved and (rank > 1 or not scaled)
+        return not moved and ((rank == 1 and not scaled) or (rank > 1 and scaled))
 
     if uses and all(reads_rows(*use) for use in uses):
         tables = list(dict.fromkeys(use.tensor for use in uses))
-        return tables, f"the rows of the tensors its elements index: {', '.join(tables)}"
+        return tables, f"the rows of the tensors its elements index: {', '.join(tables)}", True
     others = [o for o in analysis.shapes if o != name]
-    return others, "the fewest rows another tensor has, in case it indexes rows"
+    return others, "the fewest rows another tensor has, in case it indexes rows", False
 
 
 def _param_item(binding: Binding, taken: set[str]) -> str:

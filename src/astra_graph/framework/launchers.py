@@ -1004,6 +1004,9 @@ class _Translator:
             return f"({self.expression(self.locals[name], depth + 1)})"
         param = self.params.get(name)
         if param is not None and CPP_TYPES.get(param.type) in ("int32", "int64"):
+            # `d = d * 2;` before the launch: the dim is not the value the kernel gets (a raw
+            # pointer's shape, read from the kernel in these parameters, would be too small)
+            _refuse_reassigned(name, self.locals, self.assumed)
             self.host_dims[name] = None
             return name
         if any(t.name == name and t.kind == "value" for t in self.launcher.template):
@@ -3150,17 +3153,23 @@ def _branches_taken(expression: str) -> str:
             if isinstance(node.func, ast.Name) and node.func.id == "select" and len(node.args) == 3:
                 try:
                     taken = expr.evaluate(ast.unparse(node.args[0]), {})
-                except expr.ExprError:
+                except (expr.ExprError, ArithmeticError):  # not a constant: kept as written
                     return node
                 return node.args[1] if taken else node.args[2]
             return node
 
-    return _spelled(ast.unparse(Taken().visit(ast.parse(expression, mode="eval"))))
+    try:
+        tree = ast.parse(expression, mode="eval")
+    except SyntaxError:  # not Python: the requirement as written, for validation to refuse
+        return expression
+    return _spelled(ast.unparse(Taken().visit(tree)))
 
 
 RAW_ROOT_NOTE = (
     "imported directly: no caller passes tensors, so each raw pointer is a tensor whose shape "
-    "is the kernel's own row-major index, the launcher's integer parameters its dims"
+    "is the kernel's own row-major index, the launcher's integer parameters its dims; each "
+    "pointer is given a buffer of its own (a caller that passes one buffer for two, in place, "
+    "is not checked)"
 )
 """The note of an operation imported from a raw-pointer launcher itself (``raw_root``)."""
 

@@ -2302,12 +2302,17 @@ def _gathered(
     98edc3a); :func:`~astra_graph.framework.draft._index_rows` draws them below the rows they
     index. Struct fields count as pointers (:func:`_struct_pointers`).
 
-    Where such an element offsets what is no pointer parameter (a local pointer or array:
-    ``base[ids[i] * d]`` with ``base = table + h * stride``), the tensor it reaches is not
-    read: that use is (id pointer, "", scaled), and the draft keeps the ids below every
-    tensor's rows."""
+    Where an id pointer's elements may reach something these uses do not say, the tensor
+    reached is not read, and a use (id pointer, "", True) says so (the draft then keeps the
+    ids below every tensor's rows): an element offsetting what is no pointer parameter (a
+    local pointer or array: ``base[ids[i] * d]`` with ``base = table + h * stride``), or an
+    element or the pointer itself used any other way than in these offsets, a comparison
+    (``ids[i] >= 0``) or a holder's initialiser (:func:`_accounted`: handed to a call
+    ``scale_of(scales, ids[i])``, assigned ``e = ids[i]``, a holder declared twice or
+    assigned)."""
     names, aliases = _struct_pointers(body, params, structs or {})
     pointers = {p.name for p in params if p.pointer} | set(names)
+    mutated = _mutated_names(body)
     holders = _element_holders(body, pointers)
     local = _local_pointers(body)
     uses: list[tuple[Node, list[Node], bool]] = []  # (base, offset terms, a subscript's)
@@ -2323,6 +2328,7 @@ def _gathered(
             for at, operand in enumerate(operands):
                 uses.append((operand, operands[:at] + operands[at + 1 :], False))
     found: list[tuple[str, str, bool]] = []
+    terms: list[Node] = []  # the offset terms the found uses read their ids in
     for base, offset, subscript in uses:
         pointer = _compact(_uncast(base))
         if pointer not in pointers and not subscript and pointer not in local:
@@ -2331,11 +2337,102 @@ def _gathered(
             factor = _row_factor(term, pointers - {pointer}, holders)
             if factor is None:
                 continue
+            terms.append(term)
             target = aliases.get(pointer, pointer) if pointer in pointers else ""
             use = (aliases.get(factor[0], factor[0]), target, factor[1])
             if use not in found:
                 found.append(use)
-    return tuple(found)
+    ids = {source for source, _, _ in found}
+    for source in sorted(ids - _accounted(body, ids, pointers, holders, mutated, terms)):
+        found.append((source, "", True))
+    return tuple((aliases.get(i, i), t, scaled) for i, t, scaled in found)
+
+
+COMPARISONS = ("<", ">", "<=", ">=", "==", "!=")
+"""The operators whose operand is only compared (an id tested, ``ids[i] >= 0``), no address."""
+
+
+def _accounted(
+    body: Node,
+    ids: set[str],
+    pointers: set[str],
+    holders: dict[str, str],
+    mutated: set[str],
+    terms: list[Node],
+) -> set[str]:
+    """Those of ``ids`` every use of which is seen by :func:`_gathered`: each occurrence of the
+    pointer is an element read ``ids[i]``, each such read and each use of a local holding one
+    lies in one of the offset ``terms``, a comparison, or a holder's initialiser, and no holder
+    is assigned or declared twice (``mutated``, :func:`_mutated_names`)."""
+    spans = [(t.start_byte, t.end_byte) for t in terms]
+
+    def seen(node: Node) -> bool:
+        if any(start <= node.start_byte and node.end_byte <= end for start, end in spans):
+            return True
+        at = _value_top(node)
+        parent = at.parent
+        if parent is not None and parent.type == "binary_expression":
+            return text(parent.child_by_field_name("operator")) in COMPARISONS
+        declarator = parent.child_by_field_name("declarator") if parent is not None else None
+        return (
+            parent is not None
+            and parent.type == "init_declarator"
+            and parent.child_by_field_name("value") == at
+            and declarator is not None
+            and text(declarator) in holders
+        )
+
+    out = set(ids)
+    for name in _walk(body, ("identifier",)):
+        word = text(name)
+        source = word if word in pointers else holders.get(word)
+        if source not in out or _declaring(name):
+            continue
+        parent = name.parent
+        if word in pointers:
+            element = (
+                parent is not None
+                and parent.type == "subscript_expression"
+                and parent.child_by_field_name("argument") == name
+            )
+            if not element or parent is None or not seen(parent):
+                out.discard(source)  # handed on whole, moved, or its element used unseen
+        elif word in mutated or not seen(name):
+            out.discard(str(source))
+    return out
+
+
+def _value_top(node: Node) -> Node:
+    """The widest expression ``node``'s value flows into unchanged or by arithmetic: through
+    parentheses, casts (``(long)x``, ``static_cast<long>(x)``) and arithmetic operators, up to a
+    comparison, an initialiser, a call's argument or a statement."""
+    while node.parent is not None:
+        parent = node.parent
+        arithmetic = parent.type == "binary_expression" and text(
+            parent.child_by_field_name("operator")
+        ) in ("+", "-", "*", "/", "%")
+        call = parent.parent if parent.type == "argument_list" else None
+        function = call.child_by_field_name("function") if call is not None else None
+        if parent.type in ("parenthesized_expression", "cast_expression") or arithmetic:
+            node = parent
+        elif (
+            call is not None and function is not None and text(function).startswith("static_cast<")
+        ):
+            node = call
+        else:
+            break
+    return node
+
+
+def _declaring(name: Node) -> bool:
+    """Whether identifier ``name`` is the name a declaration declares (``pos`` of ``long pos =
+    ...``), not a use of it."""
+    parent = name.parent
+    return (
+        parent is not None
+        and parent.type in ("init_declarator", "declaration")
+        and parent.child_by_field_name("declarator") == name
+    )
 
 
 def _local_pointers(body: Node) -> set[str]:

@@ -38,8 +38,12 @@ from typing import TYPE_CHECKING, Any
 
 from astra_graph.framework.parse import (
     BLOCK_BOUNDS,
+    COMPARISONS,
     _below_factors,
+    _compact,
     _element_written,
+    _enclosing_conditions,
+    _exits_before,
     _function_declarator,
     _guard_product,
     _null_test,
@@ -432,9 +436,32 @@ def _identifier(node: Node, scope: _Scope) -> list[_Value] | None:
     if named is not None and all(isinstance(v, _Exact) for v in named):
         return named
     values, mutated = _view(node, scope)
-    guard = _guard_product(node, values, mutated, 0)
+    guard = _guard_product(node, values, mutated, 0) if _compared_once(node) else None
     bound = _exact_product(guard, scope, node) if guard is not None else None
     return [_Index(_less_one(bound))] if bound is not None else named
+
+
+def _compared_once(node: Node) -> bool:
+    """Whether one condition alone compares the name ``node`` where it is (an enclosing ``if``'s
+    or loop's term, an earlier early return's): its guard's bound is then the largest value it
+    takes, less one. Under two (``for (r = tx; r < d; ...) if (r < m)``) it stays below the
+    smaller, which is not read: the reach would be claimed too far, and a requirement on it
+    would exclude shapes the kernel takes (review of 6f828fe)."""
+    name = text(node)
+    terms = [term for _, term in _enclosing_conditions(node)] + _exits_before(node)
+    compared = 0
+    for term in terms:
+        term = unparenthesised(term)
+        sides = (term.child_by_field_name("left"), term.child_by_field_name("right"))
+        operator = term.child_by_field_name("operator")
+        if (
+            term.type == "binary_expression"
+            and operator is not None
+            and text(operator) in COMPARISONS
+            and any(side is not None and _compact(side) == name for side in sides)
+        ):
+            compared += 1
+    return compared == 1
 
 
 def _less_one(value: _Exact) -> Linear:
