@@ -230,3 +230,27 @@ def test_a_parameter_assigned_before_the_launch_is_no_dim() -> None:
     (review of rawroot)."""
     with pytest.raises(Unmapped, match="'rows' is assigned after its declaration"):
         _direct("CopyDoubled")
+
+
+DOUBLED = """
+template <typename T>
+__global__ void pairs_kernel(T* out, const T* in, int d) {
+  if (threadIdx.x < 2 * d)
+    out[blockIdx.x * (2 * d) + threadIdx.x] = in[blockIdx.x * (2 * d) + threadIdx.x];
+}
+template <typename T>
+void CopyPairs(T* out, const T* in, int rows, int d) {
+  pairs_kernel<T><<<rows, 2 * d>>>(out, in, d);
+}
+"""
+
+
+def test_a_row_twice_a_parameter_is_an_axis_of_that_expression() -> None:
+    """``blockIdx.x * (2 * d)``: the row holds ``2 * d`` elements; required equal to ``d`` it
+    would be met by no shape, and the import refused as never launched (review of rawroot)."""
+    source = parse_source(DOUBLED)
+    (launcher,) = source.launchers
+    device = device_constants("sm_90", (12, 4))
+    analysis = analyse(launcher, launcher.launches[0], source.kernels, {}, device, raw_root=True)
+    assert analysis.shapes["out"] == ["rows", "2 * d"]
+    assert not any("== d" in r for r in analysis.requires)

@@ -3211,7 +3211,10 @@ def _launch_axis(value: str, translator: _Translator) -> tuple[str, ...] | None:
     launcher's integer parameters (:attr:`_Translator.host_dims`), alone or among constants
     (FlashInfer's ``(HEAD_DIM / vec_size) * vec_size`` under a dispatch that binds ``HEAD_DIM``
     to ``head_dim``: the axis ``head_dim``, the launch requiring the two equal), or a positive
-    whole number; None for anything else (another dim beside it, an element width alone)."""
+    whole number; None for anything else (another dim beside it, an element width alone). A
+    multiple or part of one parameter (``2 * d``, ``d / 2``: not equal to it at every value) is
+    the axis as written: required equal, it would exclude every serving shape (review of
+    rawroot)."""
     names = expr.names(value)
     dims = names & set(translator.host_dims)
     if not names:
@@ -3223,7 +3226,25 @@ def _launch_axis(value: str, translator: _Translator) -> tuple[str, ...] | None:
     if len(dims) != 1 or names - dims - {ELEM_BYTES}:
         return None
     dim = dims.pop()
-    return (dim,) if _spelled(value) == dim else (dim, f"({value}) == {dim}")
+    if _spelled(value) == dim:
+        return (dim,)
+    if ELEM_BYTES not in names and not _equal_at_probes(value, dim):
+        return (_spelled(value),)
+    return (dim, f"({value}) == {dim}")
+
+
+AXIS_PROBES = (64, 128, 4096)
+"""Values of a launcher parameter at which :func:`_launch_axis` tells an expression equal to it
+under a dispatch (``(head_dim // 8) * 8``) from a multiple or part of it (``2 * d``)."""
+
+
+def _equal_at_probes(value: str, dim: str) -> bool:
+    """Whether ``value`` equals ``dim`` at each of :data:`AXIS_PROBES` (or cannot be evaluated
+    there, which leaves the equality for the launch to require)."""
+    try:
+        return all(expr.evaluate_int(value, {dim: probe}) == probe for probe in AXIS_PROBES)
+    except expr.ExprError:
+        return True
 
 
 def offset_targets(
