@@ -3067,6 +3067,9 @@ def indexed_axes(
             for reach, within in extent.reaches:
                 far, room = product(reach), product(within)
                 if far is None or room is None:
+                    if raw:
+                        reason = f"how far it is reached ({reach} within {within}) is not read"
+                        out[tensor.value] = IndexedAxes([], [], reason)
                     break
                 if _spelled(far) != _spelled(room):
                     requires.append(f"({far}) <= ({room})")
@@ -3074,6 +3077,12 @@ def indexed_axes(
                 left_out = [product(axis) for axis in extent.left_out]
                 requires += [f"({axis}) >= 1" for axis in left_out if axis is not None]
                 if None in left_out:
+                    if raw:
+                        unread = ", ".join(
+                            a for a, v in zip(extent.left_out, left_out, strict=True) if v is None
+                        )
+                        reason = f"axis {unread}, left out of a shorter form, is no size it fixes"
+                        out[tensor.value] = IndexedAxes([], [], reason)
                     continue
                 out[tensor.value] = IndexedAxes(axes, requires)
     return out
