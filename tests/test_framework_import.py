@@ -1627,3 +1627,21 @@ def test_a_tensor_passed_twice_takes_no_read_extent() -> None:
     assert read_extents(kernel, apart) == {"x": ("a", "0")}
     aliased = [Binding("out", "tensor", "x", "T"), Binding("in", "tensor", "x", "T"), size]
     assert read_extents(kernel, aliased) == {}
+
+
+def test_a_comment_among_template_parameters_is_no_parameter() -> None:
+    """vLLM's cutlass conversions comment between template parameters; the parser took the
+    comment for a parameter and raised IndexError on the whole file (found parsing every file
+    of the three releases)."""
+    source = """
+template <typename T,  // the element
+          int N,       // how many
+          bool kFlag>
+__global__ void k(T* out) { if (kFlag) out[threadIdx.x % N] = T(0); }
+"""
+    (kernel,) = parse_source(source).kernels
+    assert [(t.name, t.kind) for t in kernel.template] == [
+        ("T", "type"),
+        ("N", "value"),
+        ("kFlag", "flag"),
+    ]

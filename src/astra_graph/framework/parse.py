@@ -543,6 +543,8 @@ def _template_params(template: Node) -> tuple[TemplateParam, ...]:
     plist = template.child_by_field_name("parameters")
     for child in plist.named_children if plist else []:
         raw = text(child)
+        if child.type == "comment" or not re.search(r"\w", raw.split("=")[0]):
+            continue  # a comment between the parameters (vLLM's cutlass conversions), no name
         if child.type in ("type_parameter_declaration", "optional_type_parameter_declaration"):
             names = re.findall(r"\w+", raw.split("=")[0])
             out.append(TemplateParam(names[-1], "type"))
