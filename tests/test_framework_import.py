@@ -243,6 +243,22 @@ def test_astra_import_bad_input_is_one_line(
     assert "not a folder" in capsys.readouterr().err
 
 
+def test_a_reader_failure_is_one_line_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A construct the reader fails on (a comment among template parameters raised IndexError
+    on a whole vLLM file) ends the command with one line naming the file, not a traceback."""
+
+    def fails(*args: object, **kwargs: object) -> None:
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr(importer, "parse_source", fails)
+    assert main(["import", str(ACT), "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "activation.cu: the import failed" in err
+    assert "IndexError" in err and not list(tmp_path.iterdir())
+
+
 def test_contract_nullptr_binding_and_bool_scalar(tmp_path: Path) -> None:
     folder = tmp_path / "op"
     folder.mkdir()

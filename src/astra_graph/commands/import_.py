@@ -89,6 +89,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"{source}: cannot read: {exc}") from None
+    except Exception as exc:  # a construct the reader fails on: said, never a traceback
+        raise UsageError(
+            f"{source}: the import failed on this file's C++ ({type(exc).__name__}: {exc}) and "
+            "stopped there; import.json was not written: please report it with the file"
+        ) from None
     if args.op and not report.launchers:
         raise UsageError(f"--op {args.op}: no launcher of that name in {source}")
     print(f"compiler: {report.compiler}; {report.compile_seconds:.2f} s")
