@@ -2437,16 +2437,20 @@ def _declaring(name: Node) -> bool:
     )
 
 
+def _bare_declarator(written: Node) -> Node | None:
+    """The declarator a declaration's declarator field holds, past its initialiser: ``x`` of
+    ``int x = 0``, ``*row`` of ``T* row = ...``, ``v[8]`` of ``float v[8];``."""
+    return (
+        written.child_by_field_name("declarator") if written.type == "init_declarator" else written
+    )
+
+
 def _local_pointers(body: Node) -> set[str]:
     """The names ``body`` declares as pointers or arrays (``T* row = ...``, ``float v[8];``)."""
     out: set[str] = set()
     for declaration in _walk(body, ("declaration",)):
         for written in declaration.children_by_field_name("declarator"):
-            declared = (
-                written.child_by_field_name("declarator")
-                if written.type == "init_declarator"
-                else written
-            )
+            declared = _bare_declarator(written)
             if declared is None or declared.type not in ("pointer_declarator", "array_declarator"):
                 continue
             while declared is not None and declared.type != "identifier":
@@ -3162,9 +3166,8 @@ def _unsteady_names(body: Node, params: tuple[Param, ...]) -> set[str]:
         if redeclared and (init.type == "parameter_declaration" or text(declarator) in names):
             out.add(text(declarator))
     for node in _walk(body, ("unary_expression", "pointer_expression")):
-        operand = node.child_by_field_name("argument")
-        operator = node.child_by_field_name("operator")
-        if operand is not None and operand.type == "identifier" and text(operator or node) == "&":
+        operand = _address_of(node)
+        if operand is not None:
             out.add(text(operand))
     for call in _walk(body, ("call_expression",)):
         arguments = call.child_by_field_name("arguments")
@@ -3172,6 +3175,16 @@ def _unsteady_names(body: Node, params: tuple[Param, ...]) -> set[str]:
             if argument.type == "identifier":
                 out.add(text(argument))
     return out
+
+
+def _address_of(node: Node) -> Node | None:
+    """The name whose address ``node`` takes (``i`` of ``&i``: a write through it may change
+    ``i``), else None."""
+    operand = node.child_by_field_name("argument")
+    operator = node.child_by_field_name("operator")
+    if operand is not None and operand.type == "identifier" and text(operator or node) == "&":
+        return operand
+    return None
 
 
 def _below_factors(
@@ -3510,13 +3523,9 @@ def _mutated_names(body: Node) -> set[str]:
     those it declares more than once (a shadowing ``int idx``); a ``for`` loop's own update
     clause aside (its condition bounds the variable it steps)."""
     out: set[str] = set()
-    steps = [  # the byte spans of the loops' update clauses (a node is made anew on each visit)
-        (update.start_byte, update.end_byte)
-        for loop in _walk(body, ("for_statement",))
-        if (update := loop.child_by_field_name("update")) is not None
-    ]
+    steps = _update_spans(_walk(body, ("for_statement",)))
     for node in _walk(body, ("assignment_expression", "update_expression")):
-        if any(start <= node.start_byte and node.end_byte <= end for start, end in steps):
+        if _within(node, steps):
             continue
         field_name = "left" if node.type == "assignment_expression" else "argument"
         target = node.child_by_field_name(field_name)
@@ -3528,6 +3537,22 @@ def _mutated_names(body: Node) -> set[str]:
         if declarator is not None and declarator.type == "identifier":
             declared[text(declarator)] = declared.get(text(declarator), 0) + 1
     return out | {name for name, count in declared.items() if count > 1}
+
+
+def _update_spans(loops: list[Node]) -> list[tuple[int, int]]:
+    """The byte spans of the ``for`` loops' update clauses: a step there is bounded by its loop's
+    condition, not a change of the name (a node is made anew on each visit, so it is found in
+    one by place, :func:`_within`)."""
+    return [
+        (update.start_byte, update.end_byte)
+        for loop in loops
+        if (update := loop.child_by_field_name("update")) is not None
+    ]
+
+
+def _within(node: Node, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``node`` lies inside one of the byte ``spans``."""
+    return any(start <= node.start_byte and node.end_byte <= end for start, end in spans)
 
 
 def _words(expression: str) -> set[str]:

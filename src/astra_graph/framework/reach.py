@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 from astra_graph.framework.parse import (
     BLOCK_BOUNDS,
     COMPARISONS,
+    _address_of,
+    _bare_declarator,
     _below_factors,
     _compact,
     _element_written,
@@ -46,14 +48,17 @@ from astra_graph.framework.parse import (
     _exits_before,
     _function_declarator,
     _guard_product,
+    _identifiers,
     _null_test,
     _only_read,
     _operands,
     _params,
     _single_index,
     _template_params,
+    _update_spans,
     _walk,
     _whole_sum,
+    _within,
     text,
     unparenthesised,
 )
@@ -72,7 +77,9 @@ MAX_FORMS = 16
 the value is not read."""
 MAX_LOCAL_DEPTH = 4
 """Locals followed inside each other's values when splitting an offset into terms
-(``token_head = token_idx * query_stride + head_idx * head_stride``: one)."""
+(``token_head = token_idx * query_stride + head_idx * head_stride``: one). Not
+:data:`~astra_graph.framework.parse.MAX_BOUND_DEPTH`, which counts the initialisers and
+divisions the bound analysis follows from one index."""
 
 INTEGER_TYPES = frozenset(
     ("int", "unsigned", "int32_t", "uint32_t", "int64_t", "uint64_t", "size_t", "long")
@@ -138,7 +145,9 @@ class _Scope:
     it is given (initialiser and plain assignments); the declarations and parameters the body
     changes otherwise (never read), those a loop's update clause steps (only a guard bounds
     them), the names a lambda declares again (another variable, never read), and every name
-    the body declares."""
+    the body declares. Keyed by declaration, not by name as
+    :func:`~astra_graph.framework.parse._mutated_names` and ``_unsteady_names`` are: SGLang's
+    rotary kernel declares ``i`` in two sibling loops, which those take as one name changed."""
 
     env: dict[str, list[_Value]]
     body: Node
@@ -230,7 +239,8 @@ def _facts(body: Node, index: FunctionIndex) -> _Scope:
     where it is updated other than by a plain ``x = v`` (``+=``, ``++`` outside a loop's update
     clause), a parameter assigned at all, a local given a value of its own past values, an
     address taken, or handed bare to a call (which may take it by reference) other than at a
-    by-value parameter of the source's one function of that name."""
+    by-value parameter of the source's one function of that name (where
+    :func:`~astra_graph.framework.parse._unsteady_names` takes every call as one that may)."""
     scope = _Scope({}, body, {}, set(), set(), set(), set())
     found: dict[str, list[Node]] = {kind: [] for kind in FACT_KINDS}
     for node in _walk(body, FACT_KINDS):  # one walk: a kernel's body may be thousands of lines
@@ -239,7 +249,7 @@ def _facts(body: Node, index: FunctionIndex) -> _Scope:
         scope.uses.setdefault(text(use), []).append(use)
     for declaration in found["declaration"]:
         for declarator in declaration.children_by_field_name("declarator"):
-            name = _declared_name(declarator)
+            name = _local_name(declarator)
             if name is None:
                 continue
             scope.names.add(name)
@@ -248,11 +258,7 @@ def _facts(body: Node, index: FunctionIndex) -> _Scope:
             scope.given[_span(declarator)] = [value] if value is not None and plain else []
             if value is not None and not plain:
                 scope.changed.add(_span(declarator))
-    spans = [
-        (update.start_byte, update.end_byte)
-        for loop in found["for_statement"]
-        if (update := loop.child_by_field_name("update")) is not None
-    ]
+    spans = _update_spans(found["for_statement"])
     for node in found["assignment_expression"] + found["update_expression"]:
         where = "argument" if node.type == "update_expression" else "left"
         target = node.child_by_field_name(where)
@@ -260,19 +266,19 @@ def _facts(body: Node, index: FunctionIndex) -> _Scope:
             continue
         key = _key(target, scope)
         right = node.child_by_field_name("right")
-        if any(start <= node.start_byte and node.end_byte <= end for start, end in spans):
+        if _within(node, spans):
             scope.stepped.add(key)
         elif (
             text(node.child_by_field_name("operator")) == "=" and right and not isinstance(key, str)
         ):
             scope.given.setdefault(key, []).append(right)
-            if text(target) in _words(right):
+            if text(target) in _identifiers(right):
                 scope.changed.add(key)
         else:
             scope.changed.add(key)
     for node in found["pointer_expression"]:
-        operand = node.child_by_field_name("argument")
-        if text(node).startswith("&") and operand is not None and operand.type == "identifier":
+        operand = _address_of(node)
+        if operand is not None:
             scope.changed.add(_key(operand, scope))
     for lambda_param in found["parameter_declaration"]:
         declared = lambda_param.child_by_field_name("declarator")
@@ -283,7 +289,7 @@ def _facts(body: Node, index: FunctionIndex) -> _Scope:
         args = [a for a in (arguments.named_children if arguments else []) if a.type != "comment"]
         if not any(arg.type == "identifier" for arg in args):
             continue
-        callee = _callee(call, index)
+        callee = _callee_definition(call, index)
         function = _function_declarator(callee) if callee is not None else None
         taken = _params(function) if function is not None else ()
         for at, arg in enumerate(args):
@@ -297,14 +303,12 @@ def _span(node: Node) -> tuple[int, int]:
     return node.start_byte, node.end_byte
 
 
-def _declared_name(declarator: Node) -> str | None:
+def _local_name(declarator: Node) -> str | None:
     """The name a declarator of a declaration declares (``i`` of ``int i = 0``, ``x`` of ``int
-    x``); None for another form (an array, a pointer, a reference)."""
-    name = (
-        declarator.child_by_field_name("declarator")
-        if declarator.type == "init_declarator"
-        else declarator
-    )
+    x``); None for another form (an array, a pointer, a reference), which
+    :func:`~astra_graph.framework.parse._local_pointers` reads instead. Not
+    :func:`~astra_graph.framework.parse._declared_name`, a template parameter's name."""
+    name = _bare_declarator(declarator)
     return text(name) if name is not None and name.type == "identifier" else None
 
 
@@ -323,7 +327,7 @@ def _declaration_at(name: str, at: Node, body: Node) -> Node | None:
                 if child.type != "declaration":
                     continue
                 for declarator in child.children_by_field_name("declarator"):
-                    if _declared_name(declarator) == name:
+                    if _local_name(declarator) == name:
                         found = declarator
             if found is not None:
                 return found
@@ -346,7 +350,8 @@ class _ReadValues(dict[str, list["Node"]]):
     reads at one place (``at``): each local as the declaration ``at`` reads, with its one value
     where it has one and is not changed; a parameter, or a name a loop steps, with none (its
     loop's condition bounds it). Each name is resolved when asked: a kernel declares hundreds
-    and the analysis asks for a few."""
+    and the analysis asks for a few. Not :func:`~astra_graph.framework.parse._local_values`,
+    every initialiser of a name in the body: two sibling loops' ``i`` are two locals here."""
 
     def __init__(self, at: Node, scope: _Scope) -> None:
         super().__init__()
@@ -388,10 +393,6 @@ def _view(at: Node, scope: _Scope) -> tuple[dict[str, list[Node]], set[str]]:
     return values, values.changed
 
 
-def _words(node: Node) -> set[str]:
-    return {text(n) for n in _walk(node, ("identifier",))}
-
-
 def _values(node: Node, scope: _Scope) -> list[_Value] | None:
     """Each value ``node`` may take (:class:`_Exact` or :class:`_Index`), or None where one is
     not read."""
@@ -405,7 +406,7 @@ def _values(node: Node, scope: _Scope) -> list[_Value] | None:
         return [_Exact(spelled)] if spelled in BLOCK_BOUNDS.values() else None
     if node.type == "identifier":
         return _identifier(node, scope)
-    cast = _cast_operand(node)
+    cast = _integer_cast_operand(node)
     if cast is not None:
         return _values(cast, scope)
     if node.type != "binary_expression":
@@ -437,7 +438,7 @@ def _identifier(node: Node, scope: _Scope) -> list[_Value] | None:
         return named
     values, mutated = _view(node, scope)
     guard = _guard_product(node, values, mutated, 0) if _compared_once(node) else None
-    bound = _exact_product(guard, scope, node) if guard is not None else None
+    bound = _exact_of_factors(guard, scope, node) if guard is not None else None
     return [_Index(_less_one(bound))] if bound is not None else named
 
 
@@ -469,9 +470,11 @@ def _less_one(value: _Exact) -> Linear:
     return _sum(_linear(value) or (), (((), -1),))
 
 
-def _cast_operand(node: Node) -> Node | None:
+def _integer_cast_operand(node: Node) -> Node | None:
     """The operand of a cast to an integer type (:data:`INTEGER_TYPES`), which keeps an index's
-    value: ``(int64_t)i``, ``static_cast<int64_t>(i)``."""
+    value: ``(int64_t)i``, ``static_cast<int64_t>(i)``. Not
+    :func:`~astra_graph.framework.parse._uncast`, which takes off a cast to any type (a pointer
+    it reads the elements of): a cast to ``float`` or ``char`` need not keep an index's value."""
     if node.type == "cast_expression":
         kind = re.sub(r"\s+", " ", text(node.child_by_field_name("type"))).strip()
         return node.child_by_field_name("value") if kind in INTEGER_TYPES else None
@@ -504,7 +507,7 @@ def _combined(operator: str, a: _Value, b: _Value, node: Node, scope: _Scope) ->
         # analysis reads it where the dividend is a guarded product (``i / d``, ``i < n * d``)
         values, mutated = _view(node, scope)
         factors = _below_factors(node, values, mutated, 0)
-        bound = _exact_product(factors, scope, node) if factors is not None else None
+        bound = _exact_of_factors(factors, scope, node) if factors is not None else None
         return _Index(_less_one(bound) if bound is not None else None)
     return None
 
@@ -529,9 +532,11 @@ def _named(key: Key, scope: _Scope) -> list[_Value] | None:
     return list(dict.fromkeys(out)) if out and len(out) <= MAX_FORMS else None
 
 
-def _exact_product(factors: tuple[str, ...], scope: _Scope, at: Node) -> _Exact | None:
+def _exact_of_factors(factors: tuple[str, ...], scope: _Scope, at: Node) -> _Exact | None:
     """The product of a bound's factors (names and whole numbers of the function at ``at``,
-    launch extents) as one exact value, or None where a factor is not one."""
+    launch extents) as one exact value, or None where a factor is not one. The factors are
+    :func:`~astra_graph.framework.parse._product`'s (through the bound analysis); this gives
+    each the value the call or its declaration gives it, in the kernel's terms."""
     out: list[str] = []
     for factor in factors:
         if factor.isdigit() or factor in BLOCK_BOUNDS.values():
@@ -580,8 +585,11 @@ def _handed(name: Node) -> tuple[Node, int, list[Node]] | None:
     return arguments.parent, where, [s for i, s in enumerate(summands) if i != at[0]]
 
 
-def _callee(call: Node, index: FunctionIndex) -> Node | None:
-    """The one free function of the source a call names (template arguments aside)."""
+def _callee_definition(call: Node, index: FunctionIndex) -> Node | None:
+    """The one free function of the source a call names (template arguments aside): its
+    definition, where :func:`~astra_graph.framework.parse._callee` gives a name. Not looked up
+    by that name, which differs on a qualified call: ``ns::f<T>(p)`` is ``f`` there and no
+    function here (not followed), ``a<b>::g(p)`` is ``a`` there and ``g`` here."""
     target = call.child_by_field_name("function")
     if target is not None and target.type == "template_function":
         target = target.child_by_field_name("name")
@@ -630,7 +638,7 @@ def _reached(
                 out.extents += [_one_more(t) for t in tops if t is not None]
             continue
         handed = _handed(name)
-        callee = _callee(handed[0], index) if handed is not None else None
+        callee = _callee_definition(handed[0], index) if handed is not None else None
         if handed is None or callee is None:
             return None
         inner = _handed_on(handed, callee, scope, unit, depth)
