@@ -177,3 +177,18 @@ def test_a_table_of_a_fixed_row_count_bounds_its_ids() -> None:
     tensors = {"ids": SimpleNamespace(element="int32", const=True)}
     analysis = SimpleNamespace(slots={}, gathers=uses, shapes=shapes, tensors=tensors, offsets={})
     assert _index_rows(cast("Analysis", analysis), "ids") == "8"
+
+
+def test_a_summand_of_the_rows_stride_may_step_past_the_ids_row() -> None:
+    """``table[ids[i] * d + j + d]`` reads row id + 1: the id is no row of the table, and the
+    draft keeps the ids below every tensor's rows (review of 6fdeb8e). Summands in other names
+    (``+ j``, the id's own index ``+ i``) are not checked: they are taken as within the row."""
+    params = "float* out, const float* table, const int* ids, int d"
+    stepped = _gathered(
+        "int i = threadIdx.x, j = threadIdx.y;\nout[i] = table[ids[i] * d + j + d];", params
+    )
+    assert stepped == (("ids", "", True),)
+    within = _gathered(
+        "int i = threadIdx.x, j = threadIdx.y;\nout[i] = table[ids[i] * d + j + i];", params
+    )
+    assert within == (("ids", "table", True),)

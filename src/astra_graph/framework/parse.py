@@ -2335,12 +2335,15 @@ def _gathered(
         pointer = _compact(_uncast(base))
         if pointer not in pointers and not subscript and pointer not in local:
             continue  # a sum of values, no address
-        for term in offset:
+        summands = [t for part in offset for t in _operands(part, "+")]
+        for term in summands:
             factor = _row_factor(term, pointers - {pointer}, holders)
             if factor is None:
                 continue
             terms.append(term)
             target = aliases.get(pointer, pointer) if pointer in pointers else ""
+            if factor[1] and _steps_rows(term, summands, holders):
+                target = ""
             use = (aliases.get(factor[0], factor[0]), target, factor[1])
             if use not in found:
                 found.append(use)
@@ -2348,6 +2351,26 @@ def _gathered(
     for source in sorted(ids - _accounted(body, ids, pointers, holders, mutated, terms)):
         found.append((source, "", True))
     return tuple((aliases.get(i, i), t, scaled) for i, t, scaled in found)
+
+
+def _steps_rows(term: Node, summands: list[Node], holders: dict[str, str]) -> bool:
+    """Whether another summand of a row offset ``ids[i] * d + ...`` reads a name of the row's
+    stride (``+ d``, ``+ (k + 1) * d``): it may step past the id's own row, so the id is no row
+    of the tensor it offsets (``table[ids[i] * d + j + d]`` reads row id + 1). Another summand
+    bounded below the stride in other names (``+ j``, ``+ sin_offset + vec_idx``) is not
+    checked: the draft takes it as within the row."""
+    inside = [(n.start_byte, n.end_byte) for n in _walk(term, ("subscript_expression",))]
+    stride = {
+        text(name)
+        for name in _walk(term, ("identifier",))
+        if text(name) not in holders
+        and not any(start <= name.start_byte < end for start, end in inside)
+    }
+    return any(
+        _identifiers(other) & stride
+        for other in summands
+        if (other.start_byte, other.end_byte) != (term.start_byte, term.end_byte)
+    )
 
 
 COMPARISONS = ("<", ">", "<=", ">=", "==", "!=")
