@@ -2976,6 +2976,34 @@ def _launch_extent(geometry: str, axis: str) -> str:
     return f"({ast.unparse(components[index])})" if index < len(components) else "1"
 
 
+def _kernel_name_value(
+    name: str,
+    flat: dict[str, Binding],
+    templates: dict[str, int],
+    launch: Launch,
+    translator: _Translator,
+    geometry: tuple[str, str],
+) -> str | None:
+    """What the launch gives a name of the kernel's body: ``gridDim.y`` / ``blockDim.x`` the
+    translated grid's or block's component, a by-value parameter the expression it is bound to,
+    a template parameter its argument translated; None for anything else (a tensor, an
+    argument that does not translate)."""
+    grid, block = geometry
+    extent, _, axis = name.partition(".")
+    if extent in ("gridDim", "blockDim") and axis in ("x", "y", "z"):
+        return _launch_extent(grid if extent == "gridDim" else block, axis)
+    binding = flat.get(name)
+    if binding is not None:
+        return binding.value if binding.kind == "expr" else None
+    at = templates.get(name)
+    if at is None or at >= len(launch.template_args):
+        return None
+    try:
+        return translator.expression(launch.template_args[at])
+    except ValueError:
+        return None
+
+
 def indexed_axes(
     kernel: Kernel,
     bindings: list[Binding],
@@ -3000,24 +3028,11 @@ def indexed_axes(
     flat = _flat_bindings(bindings)
     passes = Counter(b.value for b in flat.values() if b.kind == "tensor")
     templates = {t.name: i for i, t in enumerate(kernel.template)}
-    grid, block = geometry
 
     def factor(name: str) -> str | None:
         if name.isdigit():
             return name
-        extent, _, axis = name.partition(".")
-        if extent in ("gridDim", "blockDim") and axis in ("x", "y", "z"):
-            return _launch_extent(grid if extent == "gridDim" else block, axis)
-        binding = flat.get(name)
-        if binding is not None:
-            return binding.value if binding.kind == "expr" else None
-        at = templates.get(name)
-        if at is None or at >= len(launch.template_args):
-            return None
-        try:
-            return translator.expression(launch.template_args[at])
-        except ValueError:
-            return None
+        return _kernel_name_value(name, flat, templates, launch, translator, geometry)
 
     def product(written: str) -> str | None:
         factors = [factor(f) for f in written.split("*")]
@@ -3109,22 +3124,10 @@ def row_reach_requirements(
     bound to no expression) is left out: nothing is claimed of it."""
     flat = _flat_bindings(bindings)
     templates = {t.name: i for i, t in enumerate(kernel.template)}
-    grid, block = geometry
 
     def value(name: str) -> str | None:
-        extent, _, axis = name.partition(".")
-        if extent in ("gridDim", "blockDim") and axis in ("x", "y", "z"):
-            return _launch_extent(grid if extent == "gridDim" else block, axis)
-        binding = flat.get(name)
-        if binding is not None:
-            return f"({binding.value})" if binding.kind == "expr" else None
-        at = templates.get(name)
-        if at is None or at >= len(launch.template_args):
-            return None
-        try:
-            return f"({translator.expression(launch.template_args[at])})"
-        except ValueError:
-            return None
+        found = _kernel_name_value(name, flat, templates, launch, translator, geometry)
+        return f"({found})" if found is not None else None
 
     def launched(written: str) -> str | None:
         names = re.findall(r"(?<![\w.])[A-Za-z_]\w*(?:\.[xyz])?", written)
