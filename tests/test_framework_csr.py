@@ -219,7 +219,12 @@ def test_the_persistent_grid_is_the_occupancy_answer_times_the_sms_capped_by_the
             "raw pointer 'parts' (kernel parameter parts): reached at `parts[ids[blockIdx.x] * d "
             "+ c]`, not one element or vector access",
         ),
-        ("CountedSum", "tensor 'offsets': the kernel subtracts its elements"),
+        # written, the count is no default: the segments are not bounded, nor the count read
+        (
+            "CountedSum",
+            "raw pointer 'count' (kernel parameter count_ptr): reached at `count_ptr`, not one "
+            "element",
+        ),
         (
             "LooseSum",
             "raw pointer 'parts' (kernel parameter parts): reached at `parts[(offsets[seg] + k) "

@@ -1375,6 +1375,8 @@ def analyse(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
     _refuse_unnulled(translator.nulls, bound.bindings)
+    if raw_root and kernel.direct is not None:
+        kernel = _raw_offsets_left_to_direct(kernel, bound.bindings, translator)
     offset_rows = offset_targets(kernel, bound.bindings, returns or {})
     grid, block, smem = _geometry(launch, translator)
     notes += [tunable.note() for tunable in translator.tunables.values()]
@@ -3232,8 +3234,8 @@ def _refuse_unnulled(nulls: set[str], bindings: list[Binding]) -> None:
 def _read_directly(kernel: Kernel, translator: _Translator, notes: list[str]) -> Kernel:
     """``kernel`` as a direct import reads it (:attr:`~astra_graph.framework.parse.Kernel.
     direct`): each count it may go without passed null (noted), its pointers' shapes those
-    read with them null and rows placed by CSR offsets, the offsets drawn as such
-    (:attr:`_Translator.offset_totals`) rather than through strides (:func:`offset_targets`)."""
+    read with them null and rows placed by CSR offsets (drawn as such:
+    :attr:`_Translator.offset_totals`)."""
     direct = kernel.direct
     if direct is None:
         return kernel
@@ -3243,13 +3245,25 @@ def _read_directly(kernel: Kernel, translator: _Translator, notes: list[str]) ->
         "and uses the other value then)"
         for p in direct.nulls
     ]
-    read = {pointer for pointer, _ in direct.offsets}
-    return replace(
-        kernel,
-        indexed=direct.indexed,
-        unindexed=direct.unindexed,
-        differenced=tuple(d for d in kernel.differenced if d not in read),
-    )
+    return replace(kernel, indexed=direct.indexed, unindexed=direct.unindexed)
+
+
+def _raw_offsets_left_to_direct(
+    kernel: Kernel, bindings: list[Binding], translator: _Translator
+) -> Kernel:
+    """``kernel`` with the CSR offsets bound to raw tensors left out of its differenced
+    pointers: the direct reading shapes them and the rows they place (:func:`indexed_axes`),
+    or names why it cannot (:func:`_refuse_unshaped_raw`), rather than :func:`offset_targets`,
+    which reads offsets that scale a tensor's strides."""
+    flat = _flat_bindings(bindings)
+    raw = {
+        pointer
+        for pointer in kernel.differenced
+        if (b := flat.get(pointer)) is not None
+        and b.kind == "tensor"
+        and b.value in translator.raw_tensors
+    }
+    return replace(kernel, differenced=tuple(d for d in kernel.differenced if d not in raw))
 
 
 ROW_REACH_NOTE = "the kernel reaches"
