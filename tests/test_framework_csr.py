@@ -120,13 +120,14 @@ def _body(source: str) -> Node:
         ("o[s]", "n >= 0", False),
         ("o[s]", "true", False),
         ("o[s + 1] + k", "k < n", False),
+        ("o[s] + k", "k < n && ++k", False),  # k read after the test moved it
     ],
 )
 def test_a_row_placed_by_offsets_is_kept_below_its_segments_count(
     row: str, guard: str, placed: bool
 ) -> None:
-    """``n = o[s + 1] - o[s]``: a row ``o[s] + k`` needs ``k < n``, ``o[s]`` alone ``n >= 1``;
-    anything else may reach the next segment's row, or the offsets' end."""
+    """``n = o[s + 1] - o[s]``: a row ``o[s] + k`` needs ``k < n``, ``o[s]`` alone ``n >= 1``,
+    of the ``k`` read; anything else may reach the next segment's row, or the offsets' end."""
     source = (
         "__global__ void k(float* x, const int* o, float* out, unsigned m) {\n"
         "  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {\n"

@@ -3102,7 +3102,7 @@ def _indexed_extents(
 
     def row_major(terms: list[Node], width: str) -> tuple[list[str], list[tuple[str, str]]] | None:
         placed = (
-            segments.offset_row(terms[0], offsets, values)
+            segments.offset_row(terms[0], offsets, values, mutated)
             if offsets and width == "1" and len(terms) == 1
             else None
         )

@@ -110,19 +110,17 @@ def values_at_null(values: dict[str, list[Node]], nulls: tuple[str, ...]) -> dic
         if len(inits) != 1:
             continue
         init = unparenthesised(inits[0])
-        condition = init.child_by_field_name("condition")
         alternative = init.child_by_field_name("alternative")
-        if (
-            init.type == "conditional_expression"
-            and condition is not None
-            and alternative is not None
-            and any(_defaulted_at(init, p) for p in nulls)
-        ):
+        if alternative is not None and any(_defaulted_at(init, p) for p in nulls):
             out[name] = [alternative]
     return out
 
 
 def _defaulted_at(conditional: Node, name: str) -> bool:
+    """Whether ``conditional`` is ``name ? *name : e`` (the condition as :func:`_tests_given`
+    reads it)."""
+    if conditional.type != "conditional_expression":
+        return False
     condition = conditional.child_by_field_name("condition")
     consequence = conditional.child_by_field_name("consequence")
     return (
@@ -151,10 +149,20 @@ def _offset_element(node: Node | None, offsets: tuple[str, ...]) -> tuple[str, N
     return _compact(argument), index
 
 
-def _segment_count(node: Node, offsets: str, segment: str, values: dict[str, list[Node]]) -> bool:
+def _segment_count(
+    node: Node | None,
+    offsets: str,
+    segment: str,
+    values: dict[str, list[Node]],
+    mutated: set[str],
+) -> bool:
     """Whether ``node`` is ``O[s + 1] - O[s]`` (``O`` = ``offsets``, ``s`` spelled ``segment``),
-    or a local name whose one initialiser is."""
+    or a local name whose one initialiser is, never assigned after it (``mutated``)."""
+    if node is None:
+        return False
     node = unparenthesised(node)
+    if node.type == "identifier" and text(node) in mutated:
+        return False
     if node.type == "identifier" and len(values.get(text(node), [])) == 1:
         node = unparenthesised(values[text(node)][0])
     if node.type != "binary_expression" or text(node.child_by_field_name("operator")) != "-":
@@ -169,6 +177,10 @@ def _segment_count(node: Node, offsets: str, segment: str, values: dict[str, lis
     )
 
 
+GUARDING = ("if_statement", "for_statement", "while_statement", "conditional_expression")
+"""The constructs whose condition holds in their first branch or body."""
+
+
 def _conditions_holding(node: Node) -> list[Node]:
     """The ``&&`` terms of each condition that holds where ``node`` is: an enclosing ``if``'s
     then-branch, a loop's body, a conditional expression's first branch; innermost first."""
@@ -180,17 +192,7 @@ def _conditions_holding(node: Node) -> list[Node]:
             current.child_by_field_name("consequence"),
             current.child_by_field_name("body"),
         )
-        if (
-            condition is not None
-            and held
-            and current.type
-            in (
-                "if_statement",
-                "for_statement",
-                "while_statement",
-                "conditional_expression",
-            )
-        ):
+        if condition is not None and held and current.type in GUARDING:
             found += _operands(_condition_value(condition), "&&")
         child, current = current, current.parent
     return found
@@ -201,7 +203,9 @@ NONEMPTY = {"==": lambda n: n >= 1, ">=": lambda n: n >= 1, ">": lambda n: n >= 
 count is at least 1: the segment's first row exists."""
 
 
-def _holds_nonempty(term: Node, offsets: str, segment: str, values: dict[str, list[Node]]) -> bool:
+def _holds_nonempty(
+    term: Node, offsets: str, segment: str, values: dict[str, list[Node]], mutated: set[str]
+) -> bool:
     """Whether ``term`` is ``count == n`` (n >= 1), ``count >= n`` (n >= 1) or ``count > n``
     (n >= 0), ``count`` the segment's (:func:`_segment_count`)."""
     term = unparenthesised(term)
@@ -213,13 +217,17 @@ def _holds_nonempty(term: Node, offsets: str, segment: str, values: dict[str, li
     if left is None or right is None or accepts is None:
         return False
     number = _compact(right)
-    return (
-        number.isdigit() and accepts(int(number)) and _segment_count(left, offsets, segment, values)
-    )
+    counted = _segment_count(left, offsets, segment, values, mutated)
+    return number.isdigit() and accepts(int(number)) and counted
 
 
 def _holds_below(
-    term: Node, step: list[str], offsets: str, segment: str, values: dict[str, list[Node]]
+    term: Node,
+    step: list[str],
+    offsets: str,
+    segment: str,
+    values: dict[str, list[Node]],
+    mutated: set[str],
 ) -> bool:
     """Whether ``term`` is ``k < count`` (or ``count > k``), ``k`` the sum ``step`` (as
     :func:`_summands` spells it) and ``count`` the segment's (:func:`_segment_count`)."""
@@ -231,27 +239,33 @@ def _holds_below(
     if left is None or right is None or operator not in ("<", ">"):
         return False
     index, count = (left, right) if operator == "<" else (right, left)
-    return _summands(index) == step and _segment_count(count, offsets, segment, values)
+    return _summands(index) == step and _segment_count(count, offsets, segment, values, mutated)
 
 
-def offset_row(term: Node, offsets: tuple[str, ...], values: dict[str, list[Node]]) -> str | None:
+def offset_row(
+    term: Node, offsets: tuple[str, ...], values: dict[str, list[Node]], mutated: set[str]
+) -> str | None:
     """:data:`OFFSET_ROWS` of ``O`` where the row index ``term`` is ``O[s]`` under a condition
     that segment ``s`` holds a row (``count == 1``: :func:`_holds_nonempty`), or ``O[s] + k``
     under ``k < count`` (:func:`_holds_below`), ``count`` being ``O[s + 1] - O[s]``; else None.
-    ``k`` is taken as non-negative (a negative row reads before the tensor, whatever its
-    shape)."""
+    No name of ``s`` or ``k`` may be assigned after its declaration (``mutated``: the
+    condition would hold of another value than the one read). ``k`` is taken as non-negative
+    (a negative row reads before the tensor, whatever its shape)."""
     summands = _operands(term, "+")
     found = [(s, e) for s in summands if (e := _offset_element(s, offsets)) is not None]
     if len(found) != 1:
         return None
     (element, (pointer, segment_node)) = found[0]
+    names = {text(n) for s in summands for n in _walk(s, ("identifier",))}
+    if names & mutated:
+        return None
     segment = _compact(segment_node)
     step = sorted(_compact(s) for s in summands if s != element)
     held = _conditions_holding(term)
     if not step:
-        ok = any(_holds_nonempty(t, pointer, segment, values) for t in held)
+        ok = any(_holds_nonempty(t, pointer, segment, values, mutated) for t in held)
     else:
-        ok = any(_holds_below(t, step, pointer, segment, values) for t in held)
+        ok = any(_holds_below(t, step, pointer, segment, values, mutated) for t in held)
     return OFFSET_ROWS.format(pointer) if ok else None
 
 
