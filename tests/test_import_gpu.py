@@ -69,6 +69,7 @@ IMPORTED = {
     "aligned_cache.cu": ("vector_cache", "scalar_cache"),
     "asserted_lanes.cu": ("run",),
     "raw_sums.cuh": ("sum_sets",),
+    "csr_sums.cuh": ("csr_sum", "csr_sum_capped"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -85,7 +86,9 @@ structured bindings, its slots stored through a helper (test_framework_bound.py)
 cache read whose row width the import keeps a multiple of 8 (test_framework_vectors.py), and a
 kernel whose own static_assert bounds the widths it builds for (test_framework_kernel_asserts.py),
 and a raw-pointer launcher no caller passes tensors to, its tensors shaped by its kernel's own
-row-major indices (test_framework_raw_launchers.py), each launched for real here."""
+row-major indices (test_framework_raw_launchers.py), and persistent raw-pointer launchers over
+CSR segments, their count pointer passed null and their offsets drawn into a dim of their own
+(test_framework_csr.py), each launched for real here."""
 
 
 def _header_only(name: str, out: Path) -> None:
@@ -219,6 +222,32 @@ def test_csr_segments_are_walked_within_their_rows_and_a_wrong_walk_is_caught(
         verdict = evaluator.check(spec, production, production)
         assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
         assert not evaluator.check(spec, production, wrong).accepted
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the loop stops one row short of each segment of two rows or more
+        ("for (uint32_t k = 0; k < count; ++k) {", "for (uint32_t k = 0; k + 1 < count; ++k) {"),
+        # a segment of one row is left at zero
+        (
+            "if (count == 1) {\n      sum.cast_load(",
+            "if (count == 1) {\n      if (count == 0) sum.cast_load(",
+        ),
+    ],
+)
+def test_csr_raw_segments_run_null_counted_on_the_occupancy_grid_and_a_wrong_sum_is_caught(
+    imported: Path, tmp_path: Path, old: str, new: str
+) -> None:
+    """fixtures/framework/csrc/csr_sums.cuh's CsrSum, imported directly: ``count_ptr`` passed
+    null, the grid CUDA's occupancy answer times the SMs, offsets drawn with segments of 0, 1
+    and more rows. A sum that skips each segment's last row, or leaves single-row segments at
+    zero, is rejected: the draws reach every branch of the kernel."""
+    folder = imported / "csr_sums.cuh" / "csr_sum"
+    production = folder / "production.cu"
+    wrong = _variant(production, old, new, tmp_path / "wrong.cu")
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        assert not evaluator.check(load_contract(folder), production, wrong).accepted
 
 
 def test_outputs_shaped_by_their_indices_are_written_whole_and_a_short_fold_is_caught(

@@ -58,7 +58,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from astra_graph.framework import interpret
+from astra_graph.framework import interpret, segments
 from astra_graph.framework.device import FRAMEWORK_TYPE
 from astra_graph.framework.parse import (
     ARRAY_ITEMS,
@@ -748,6 +748,12 @@ class _Translator:
         self.raw_tensors: set[str] = set()
         """The tensors bound so, each shaped only by the kernel's own row-major indices
         (:func:`indexed_axes`, :func:`_refuse_unshaped_raw`)."""
+        self.nulls: set[str] = set()
+        """Kernel pointer parameters a direct import passes null: counts the kernel may go
+        without (:attr:`~astra_graph.framework.parse.DirectExtents.nulls`)."""
+        self.offset_totals: dict[str, str] = {}
+        """Each raw tensor of CSR offsets, with the dim of the rows they end at
+        (:func:`_offsets_total`)."""
 
     def fresh(self) -> _Translator:
         """A translator of the same launch whose reads are not recorded (its tensor uses and
@@ -1363,9 +1369,14 @@ def analyse(
         procedures,
     )
     translator.raw_root = raw_root
+    if raw_root and kernel.direct is not None:
+        kernel = _read_directly(kernel, translator, notes)
     bound = _bind_parameters(
         kernel, launch, launcher, translator, targs, element_names | own_types, notes, structs or {}
     )
+    _refuse_unnulled(translator.nulls, bound.bindings)
+    if raw_root and kernel.direct is not None:
+        kernel = _raw_offsets_left_to_direct(kernel, bound.bindings, translator)
     offset_rows = offset_targets(kernel, bound.bindings, returns or {})
     grid, block, smem = _geometry(launch, translator)
     notes += [tunable.note() for tunable in translator.tunables.values()]
@@ -1388,7 +1399,14 @@ def analyse(
         {name: found.axes for name, found in indexed.items()},
     )
     _refuse_unshaped_raw(translator.raw_tensors, kernel, bound.bindings, indexed, notes)
+    index_types = _offset_index_types(launcher, translator, tensors, notes)
+    if index_types:
+        hinted = {**hinted, **index_types}
+        launcher = replace(
+            launcher, template=tuple(t for t in launcher.template if t.name not in index_types)
+        )
     dims += [name for name in translator.host_dims if name not in dims]
+    dims += [name for name in translator.offset_totals.values() if name not in dims]
     _checked_drafts(launch, translator.fresh(), tensors, shapes, dims, notes)
 
     def finish(expression: str) -> str:
@@ -1438,7 +1456,7 @@ def analyse(
     if followed:
         _check_followed(followed, specializations, shapes)
     _refuse_moved_drafts(bound.bindings, notes)
-    offsets = _offset_dims(offset_rows, shapes)
+    offsets = {**_offset_dims(offset_rows, shapes), **translator.offset_totals}
     analysis = Analysis(
         launcher=launcher.name,
         kernel=kernel,
@@ -2411,6 +2429,8 @@ def _pointer_binding(
     if match is None and inner in host and host[inner].pointer:
         # FlashInfer's header launchers (`RMSNorm(T* input, ..., uint32_t d, ...)`):
         # a raw pointer says nothing of the tensor's shape, which its caller knows
+        if translator.raw_root and param.name in translator.nulls:
+            return Binding(param.name, "null", "", "pointer")
         if translator.raw_root:
             return _raw_tensor_binding(param, host[inner], translator, targs, element_names)
         raise RawPointer(
@@ -3056,6 +3076,10 @@ def indexed_axes(
         axes: list[tuple[str, int] | str] = []
         requires: list[str] = []
         for written in extent.axes:
+            placed = _offsets_total(written, flat, translator) if raw else None
+            if placed is not None:
+                axes.append(placed)
+                continue
             value = product(written)
             names = expr.names(value) if value is not None else set()
             sizes = [m for n in names if (m := _SIZE_PLACEHOLDER.fullmatch(n)) is not None]
@@ -3100,7 +3124,146 @@ def indexed_axes(
                         out[tensor.value] = IndexedAxes([], [], reason)
                     continue
                 out[tensor.value] = IndexedAxes(axes, requires)
+    if translator.raw_root and kernel.direct is not None:
+        out.update(_offsets_axes(kernel.direct.offsets, flat, translator, product))
     return out
+
+
+OFFSETS_TOTAL = "{}_total"
+"""The dim a direct import gives the rows CSR offsets end at (their last element), by the
+offsets tensor's name: no launcher parameter says it."""
+
+
+def _offsets_total(written: str, flat: dict[str, Binding], translator: _Translator) -> str | None:
+    """The dim of an axis :data:`~astra_graph.framework.segments.OFFSET_ROWS` of CSR offsets
+    bound to a raw tensor (:data:`OFFSETS_TOTAL`, recorded in :attr:`_Translator.offset_totals`
+    for the offsets to be drawn into); None for any other axis."""
+    pointer = segments.offsets_of(written)
+    binding = flat.get(pointer) if pointer is not None else None
+    if binding is None or binding.kind != "tensor" or binding.value not in translator.raw_tensors:
+        return None
+    return translator.offset_totals.setdefault(binding.value, OFFSETS_TOTAL.format(binding.value))
+
+
+def _offsets_axes(
+    offsets: tuple[tuple[str, str], ...],
+    flat: dict[str, Binding],
+    translator: _Translator,
+    product: Callable[[str], str | None],
+) -> dict[str, IndexedAxes]:
+    """The shape of each raw tensor of CSR offsets that the kernel reaches at ``O[s]`` and
+    ``O[s + 1]`` alone, ``s`` below a bound (:attr:`~astra_graph.framework.parse.DirectExtents.
+    offsets`): that bound, one of the launch's sizes (:func:`_launch_axis`), plus one; where the
+    bound is no such size, why (:attr:`IndexedAxes.reason`)."""
+    out: dict[str, IndexedAxes] = {}
+    for pointer, bound in offsets:
+        binding = flat.get(pointer)
+        if binding is None or binding.kind != "tensor":
+            continue
+        if binding.value not in translator.raw_tensors:
+            continue
+        value = product(bound)
+        own = _launch_axis(value, translator) if value is not None else None
+        if own is None:
+            said = f"{bound} = {value}" if value is not None else bound
+            out[binding.value] = IndexedAxes(
+                [], [], f"CSR offsets of {said} segments, no size the launch fixes"
+            )
+            continue
+        out[binding.value] = IndexedAxes([f"{own[0]} + 1"], list(own[1:]))
+    return out
+
+
+OFFSETS_INDEX_TYPE = ("int32_t", "int32")
+"""(C++ type, contract dtype) a direct import gives a launcher's type parameter that only CSR
+offsets are of: offsets are counts of rows, and 32 bits hold every row count a serving batch
+has (FlashInfer's callers instantiate its ``IdType`` so)."""
+INTEGER_PREFIXES = ("int", "uint")
+"""How the contract's integer dtypes are spelled (``int32``, ``uint8`` ...): CSR offsets are
+counts of rows, drawn as whole numbers."""
+
+
+def _offset_index_types(
+    launcher: Launcher, translator: _Translator, tensors: dict[str, TensorUse], notes: list[str]
+) -> dict[str, str]:
+    """Each type parameter of the launcher's own template that types only raw tensors of CSR
+    offsets (:attr:`_Translator.offset_totals`), given :data:`OFFSETS_INDEX_TYPE`, those
+    tensors' element set to it (noted); a type parameter that also types another pointer stays
+    the element type. Raises Unmapped for offsets then of no integer type: drawn as whole
+    numbers, they would not be what the kernel reads."""
+    own = {t.name for t in launcher.template if t.kind == "type"}
+    typed: dict[str, set[str]] = {}
+    for param in launcher.params:
+        if param.pointer and param.type in own:
+            typed.setdefault(param.type, set()).add(param.name)
+    out: dict[str, str] = {}
+    cpp, dtype = OFFSETS_INDEX_TYPE
+    for name, pointers in typed.items():
+        if not pointers or not pointers <= set(translator.offset_totals):
+            continue
+        out[name] = cpp
+        for pointer in sorted(pointers):
+            tensors[pointer].element = dtype
+            notes.append(
+                f"{pointer}: CSR offsets of type {name}, a parameter of {launcher.name}'s "
+                f"template that types nothing else: imported as {cpp}"
+            )
+    for pointer in translator.offset_totals:
+        element = tensors[pointer].element or ""
+        if not element.startswith(INTEGER_PREFIXES):
+            raise Unmapped(
+                f"raw pointer {pointer!r}: CSR offsets (the kernel differences its elements) "
+                f"of element type {element or 'unknown'}, no integer"
+            )
+    return out
+
+
+def _refuse_unnulled(nulls: set[str], bindings: list[Binding]) -> None:
+    """Raises Unmapped where a count the direct reading took as null
+    (:func:`_read_directly`) is passed something else (a local, an expression): the shapes
+    read with it null would not hold."""
+    for binding in bindings:
+        if binding.param in nulls and binding.kind != "null":
+            raise Unmapped(
+                f"kernel parameter {binding.param!r} is read as `{binding.param} ? "
+                f"*{binding.param} : ...` (shapes read with it null), and the launch passes it "
+                "something other than the launcher's raw pointer"
+            )
+
+
+def _read_directly(kernel: Kernel, translator: _Translator, notes: list[str]) -> Kernel:
+    """``kernel`` as a direct import reads it (:attr:`~astra_graph.framework.parse.Kernel.
+    direct`): each count it may go without passed null (noted), its pointers' shapes those
+    read with them null and rows placed by CSR offsets (drawn as such:
+    :attr:`_Translator.offset_totals`)."""
+    direct = kernel.direct
+    if direct is None:
+        return kernel
+    translator.nulls = set(direct.nulls)
+    notes += [
+        f"{p}: passed null, as a caller may (the kernel reads it only as `{p} ? *{p} : ...`, "
+        "and uses the other value then)"
+        for p in direct.nulls
+    ]
+    return replace(kernel, indexed=direct.indexed, unindexed=direct.unindexed)
+
+
+def _raw_offsets_left_to_direct(
+    kernel: Kernel, bindings: list[Binding], translator: _Translator
+) -> Kernel:
+    """``kernel`` with the CSR offsets bound to raw tensors left out of its differenced
+    pointers: the direct reading shapes them and the rows they place (:func:`indexed_axes`),
+    or names why it cannot (:func:`_refuse_unshaped_raw`), rather than :func:`offset_targets`,
+    which reads offsets that scale a tensor's strides."""
+    flat = _flat_bindings(bindings)
+    raw = {
+        pointer
+        for pointer in kernel.differenced
+        if (b := flat.get(pointer)) is not None
+        and b.kind == "tensor"
+        and b.value in translator.raw_tensors
+    }
+    return replace(kernel, differenced=tuple(d for d in kernel.differenced if d not in raw))
 
 
 ROW_REACH_NOTE = "the kernel reaches"

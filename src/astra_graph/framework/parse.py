@@ -240,6 +240,24 @@ class IndexedExtent:
 
 
 @dataclass(frozen=True)
+class DirectExtents:
+    """How far a kernel that takes CSR offsets or counts it may go without
+    (:mod:`~astra_graph.framework.segments`) reaches its pointers, read for a direct import of a
+    raw-pointer launcher (:func:`_indexed_extents` with those offsets and nulls): the launch
+    passes null for each of ``nulls``, and a tensor of CSR offsets for each of ``offsets``."""
+
+    nulls: tuple[str, ...]
+    """The pointer parameters read only as ``p ? *p : e``, passed null."""
+    offsets: tuple[tuple[str, str], ...]
+    """(CSR offsets pointer, the bound of its segment index): it holds that many + 1."""
+    indexed: tuple[IndexedExtent, ...]
+    """As :attr:`Kernel.indexed`, a row placed by the offsets of the axis
+    :data:`~astra_graph.framework.segments.OFFSET_ROWS`."""
+    unindexed: tuple[tuple[str, str], ...]
+    """As :attr:`Kernel.unindexed`."""
+
+
+@dataclass(frozen=True)
 class Kernel:
     """A ``__global__`` function definition."""
 
@@ -293,6 +311,9 @@ class Kernel:
     """(pointer, why) for each pointer parameter the body reaches that has no
     :attr:`indexed` shape (:func:`_indexed_extents`): a launcher whose raw pointer is one has
     no shape to import for it, and says why."""
+    direct: DirectExtents | None = None
+    """What a direct import reads instead of :attr:`indexed` and :attr:`unindexed`, where the
+    kernel takes CSR offsets or counts it may go without (:func:`_direct_extents`)."""
 
 
 @dataclass(frozen=True)
@@ -1884,6 +1905,11 @@ def parse_source(
                 if body is not None
                 else ((), ())
             )
+            direct = (
+                _direct_extents(body, params, tparams, member_types, differenced)
+                if body is not None
+                else None
+            )
             functions = functions or FunctionIndex(tree.root_node)
             vectors = kernel_vector_accesses(definition, functions)
             asserted, asserts_unread = _kernel_asserted(body) if body is not None else ((), ())
@@ -1908,6 +1934,7 @@ def parse_source(
                     asserts_unread=asserts_unread,
                     row_reaches=kernel_row_reaches(definition, functions, reach_facts),
                     unindexed=unindexed,
+                    direct=direct,
                 )
             )
             continue
@@ -2994,11 +3021,36 @@ def _vector_access(name: Node) -> tuple[Node, list[Node]] | None:
     return (obj, rest) if obj is not None else None
 
 
+def _direct_extents(
+    body: Node,
+    params: tuple[Param, ...],
+    tparams: tuple[TemplateParam, ...],
+    structs: Mapping[str, tuple[tuple[str, ...], dict[str, str]]],
+    differenced: tuple[str, ...],
+) -> DirectExtents | None:
+    """The kernel's :class:`DirectExtents`, where it takes CSR offsets (``differenced``) or a
+    count it may go without; None where it takes neither (a direct import reads
+    :attr:`Kernel.indexed` then)."""
+    from astra_graph.framework import segments  # it reads this module's syntax helpers
+
+    nulls = segments.nullable_counts(body, params)
+    if not nulls and not differenced:
+        return None
+    bounds: dict[str, str] = {}
+    indexed, unindexed = _indexed_extents(
+        body, params, tparams, structs, offsets=differenced, nulls=nulls, bounds=bounds
+    )
+    return DirectExtents(nulls, tuple(bounds.items()), indexed, unindexed)
+
+
 def _indexed_extents(
     body: Node,
     params: tuple[Param, ...],
     tparams: tuple[TemplateParam, ...],
     structs: Mapping[str, tuple[tuple[str, ...], dict[str, str]]],
+    offsets: tuple[str, ...] = (),
+    nulls: tuple[str, ...] = (),
+    bounds: dict[str, str] | None = None,
 ) -> tuple[tuple[IndexedExtent, ...], tuple[tuple[str, str], ...]]:
     """For each pointer parameter the body reaches only at row-major indices, the shape those
     indices stay within (:class:`IndexedExtent`), and for each other pointer it reaches, why it
@@ -3015,13 +3067,21 @@ def _indexed_extents(
     launch extent: the launch can say what each is. Every use must give the same axes, or
     axes that one use's contain in order (:func:`_covering_axes`); a pointer used any other
     way (passed on, offset into a local, an index of unseen bound) has none: nothing is
-    claimed of it."""
-    pointers = {p.name for p in params if p.pointer}
+    claimed of it.
+
+    For a direct import (:class:`DirectExtents`): a row may also be placed by CSR ``offsets``
+    (:func:`~astra_graph.framework.segments.offset_row`), each of which is then read alone into
+    ``bounds`` (its segments' bound, :func:`~astra_graph.framework.segments.offsets_extents`),
+    and the body is read as it runs with each of ``nulls`` null
+    (:func:`~astra_graph.framework.segments.values_at_null`), those pointers not reached."""
+    from astra_graph.framework import segments  # it reads this module's syntax helpers
+
+    pointers = {p.name for p in params if p.pointer} - set(nulls)
     mutated = _mutated_names(body) | _unsteady_names(body, params)
     known = ({p.name for p in params if not p.pointer and not p.reference} - mutated) | {
         t.name for t in tparams
     }
-    values = _local_values(body)
+    values = segments.values_at_null(_local_values(body), nulls)
     types = _local_types(body)
 
     def plain(factors: tuple[str, ...] | None) -> str | None:
@@ -3041,6 +3101,13 @@ def _indexed_extents(
         return None
 
     def row_major(terms: list[Node], width: str) -> tuple[list[str], list[tuple[str, str]]] | None:
+        placed = (
+            segments.offset_row(terms[0], offsets, values, mutated)
+            if offsets and width == "1" and len(terms) == 1
+            else None
+        )
+        if placed is not None:  # a row CSR offsets place: `(O[s] + k)`, one index
+            return [placed], []
         if len(terms) == 1 and len(_operands(terms[0], "+")) > 1:
             terms = _operands(terms[0], "+")
         if len(terms) == 1:
@@ -3062,9 +3129,14 @@ def _indexed_extents(
     found: dict[str, set[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]] = {}
     moved = "the body may move it (assigns it, takes its address or hands it to a call)"
     unread = dict.fromkeys(pointers & mutated, moved)
+    if offsets:
+        read, why = segments.offsets_extents(body, offsets, values, mutated, plain)
+        unread.update(why)
+        if bounds is not None:
+            bounds.update(read)
     for name in _walk(body, ("identifier",)):
         pointer = text(name)
-        if pointer not in pointers or pointer in unread or _null_test(name):
+        if pointer not in pointers or pointer in unread or _null_test(name) or pointer in offsets:
             continue
         parent = name.parent
         shape = None
@@ -3272,8 +3344,19 @@ def _product(
             if len(initial) == 1 and depth <= MAX_BOUND_DEPTH
             else None
         )
-        out.extend(expanded if expanded is not None and len(expanded) > 1 else [text(factor)])
+        # one name stands for itself, unless it is the branch a null count takes
+        # (segments.values_at_null: `n = p ? *p : max_n` is `n = max_n` there)
+        taken = len(initial) == 1 and _is_branch(initial[0])
+        whole = expanded is not None and (len(expanded) > 1 or taken)
+        out.extend(expanded if expanded is not None and whole else [text(factor)])
     return tuple(out)
+
+
+def _is_branch(node: Node) -> bool:
+    """Whether ``node`` is a branch of a conditional expression (an initialiser it stands for
+    is one: :func:`~astra_graph.framework.segments.values_at_null`)."""
+    parent = node.parent
+    return parent is not None and parent.type == "conditional_expression"
 
 
 def _guard_product(

@@ -1,0 +1,297 @@
+"""Raw-pointer launchers over CSR segments, with a count they may go without (CPU).
+
+The fixture tests/fixtures/framework/csrc/csr_sums.cuh (written for these tests, framework
+style) holds persistent kernels over variable-length segments: ``csr_sum_kernel`` reads
+``parts`` at rows ``offsets[seg] + k`` with ``k < offsets[seg + 1] - offsets[seg]`` (and at
+``offsets[seg]`` alone where that count is 1), strides over ``segments * heads`` items with
+``segments = count_ptr ? *count_ptr : max_segments``, and is launched on a grid of the
+occupancy query's blocks per SM times the SM count (``CsrSum``; ``CsrSumCapped`` caps it by the
+work). Both are imported directly: ``count_ptr`` passed null, ``offsets`` drawn as CSR offsets
+into a dim of their own, ``parts`` sized by it. The others are refused, each with its reason:
+row ids used without differences, a count pointer written, a row read past its segment. Their
+GPU twins are in test_import_gpu.py (``-k csr``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tree_sitter import Node
+
+from astra_graph.cli import main
+from astra_graph.framework.flatten import flatten
+from astra_graph.framework.importer import DIRECT_REASON, LauncherResult, import_file
+from astra_graph.framework.launchers import (
+    RAW_ROOT_NOTE,
+    Analysis,
+    Unmapped,
+    analyse,
+    device_constants,
+)
+from astra_graph.framework.parse import IndexedExtent, Kernel, _parser, _walk, parse_source
+from astra_graph.framework.segments import OFFSET_ROWS, nullable_counts
+from astra_graph.harness.cases import random_values
+from astra_graph.kernel import expr, occupancy
+from astra_graph.kernel.catalog import set_search_dirs
+from astra_graph.kernel.contract import load_contract
+from astra_graph.kernel.header import load_implementation
+
+pytestmark = pytest.mark.usefixtures("plots_not_drawn")  # conftest.py says why
+
+SUMS = Path(__file__).resolve().parent / "fixtures" / "framework" / "csrc" / "csr_sums.cuh"
+SEED = 7
+"""The draws' seed: the offsets' properties hold at every seed; one keeps the test steady."""
+
+
+@pytest.fixture(autouse=True)
+def _default_search_path() -> None:
+    set_search_dirs(None)
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, LauncherResult]]:
+    out = tmp_path_factory.mktemp("csr_sums")
+    report = import_file(SUMS, [], out)
+    assert not report.compile_error, report.compile_error
+    return out, {r.launcher: r for r in report.launchers}
+
+
+def _kernels() -> dict[str, Kernel]:
+    return {k.name: k for k in parse_source(flatten(SUMS, []).text).kernels}
+
+
+def test_a_direct_reading_takes_the_count_null_and_places_rows_by_the_offsets() -> None:
+    """``count_ptr`` is read only as ``count_ptr ? *count_ptr : max_segments``: with it null,
+    segments are below ``max_segments``, ``offsets`` holds that many + 1, and ``parts``' rows
+    are below the offsets' last element; the kernel's own reading (no caller's) claims none."""
+    kernel = _kernels()["csr_sum_kernel"]
+    direct = kernel.direct
+    assert direct is not None
+    assert direct.nulls == ("count_ptr",)
+    assert direct.offsets == (("offsets", "max_segments"),)
+    shapes = {e.pointer: e for e in direct.indexed}
+    assert shapes["parts"] == IndexedExtent(
+        "parts",
+        (OFFSET_ROWS.format("offsets"), "heads", "kVec*kLanes"),
+        (("blockDim.x*kVec", "kVec*kLanes"),),
+    )
+    assert shapes["out"].axes == ("max_segments", "heads", "kVec*kLanes")
+    assert kernel.indexed == ()
+
+
+@pytest.mark.parametrize(
+    ("body", "nullable"),
+    [
+        ("unsigned n = c ? *c : m; out[0] = n;", ("c",)),
+        ("unsigned n = c != nullptr ? *c : m; out[0] = n;", ("c",)),
+        ("unsigned n = c ? *c : m; if (c) *c = 0; out[0] = n;", ()),
+        ("unsigned n = c ? c[1] : m; out[0] = n;", ()),
+        ("out[0] = *c;", ()),
+    ],
+)
+def test_only_a_count_read_behind_its_null_test_may_be_passed_null(
+    body: str, nullable: tuple[str, ...]
+) -> None:
+    source = f"__global__ void k(float* out, unsigned* c, unsigned m) {{ {body} }}\n"
+    (kernel,) = parse_source(source).kernels
+    assert nullable_counts(_body(source), kernel.params) == nullable
+
+
+def _body(source: str) -> Node:
+    root = _parser().parse(source.encode()).root_node
+    (definition,) = _walk(root, ("function_definition",))
+    body = definition.child_by_field_name("body")
+    assert body is not None
+    return body
+
+
+@pytest.mark.parametrize(
+    ("row", "guard", "placed"),
+    [
+        ("o[s] + k", "k < o[s + 1] - o[s]", True),
+        ("o[s] + k", "k < n", True),
+        ("o[s] + k", "k <= n", False),
+        ("o[s] + k", "k < o[s + 1]", False),
+        ("o[s]", "n == 1", True),
+        ("o[s]", "n > 0", True),
+        ("o[s]", "n >= 0", False),
+        ("o[s]", "true", False),
+        ("o[s + 1] + k", "k < n", False),
+        ("o[s] + k", "k < n && ++k", False),  # k read after the test moved it
+    ],
+)
+def test_a_row_placed_by_offsets_is_kept_below_its_segments_count(
+    row: str, guard: str, placed: bool
+) -> None:
+    """``n = o[s + 1] - o[s]``: a row ``o[s] + k`` needs ``k < n``, ``o[s]`` alone ``n >= 1``,
+    of the ``k`` read; anything else may reach the next segment's row, or the offsets' end."""
+    source = (
+        "__global__ void k(float* x, const int* o, float* out, unsigned m) {\n"
+        "  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {\n"
+        "    const unsigned n = o[s + 1] - o[s];\n"
+        f"    for (unsigned k = 0; k < 4; ++k) if ({guard}) out[s] += x[{row}];\n"
+        "  }\n"
+        "}\n"
+    )
+    (kernel,) = parse_source(source).kernels
+    assert kernel.direct is not None
+    shapes = {e.pointer: e.axes for e in kernel.direct.indexed}
+    assert (shapes.get("x") == (OFFSET_ROWS.format("o"),)) is placed
+    assert kernel.direct.offsets == (("o", "m"),)
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+@pytest.mark.parametrize("launcher", ["CsrSum", "CsrSumCapped"])
+def test_csr_segments_import_with_the_count_null_and_offsets_into_their_rows(
+    imported: tuple[Path, dict[str, LauncherResult]], launcher: str
+) -> None:
+    out, results = imported
+    result = results[launcher]
+    assert result.imported, result.reason
+    assert RAW_ROOT_NOTE in result.notes
+    assert any(n.startswith("count_ptr: passed null") for n in result.notes)
+    folder = out / ("csr_sum" if launcher == "CsrSum" else "csr_sum_capped")
+    contract = load_contract(folder).contract
+    args = {a.name: a for a in contract.args}
+    assert {n: a.shape for n, a in args.items()} == {
+        "parts": ["offsets_total", "heads", "head_dim"],
+        "offsets": ["max_segments + 1"],
+        "out": ["max_segments", "heads", "head_dim"],
+    }
+    assert args["offsets"].dtype == "int32"
+    assert args["offsets"].init.offsets_into == "offsets_total"
+    header = load_implementation(folder / "production.cu", contract).header
+    assert header.entry == "segs::csr_sum_kernel<8, ASTRA_SIZE_KLANES, T, int32_t>"
+    assert "count_ptr = nullptr" in (folder / "production.cu").read_text()
+    assert main(["validate", str(folder)]) == 0
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_the_offsets_drawn_start_at_0_never_decrease_and_end_at_the_rows(
+    imported: tuple[Path, dict[str, LauncherResult]],
+) -> None:
+    """At each suite's dims the drafted offsets are CSR offsets into ``parts``' rows; over the
+    suites, segments of 0, 1 and more rows all come (each branch of the kernel runs), and the
+    values are never all zero."""
+    spec = load_contract(imported[0] / "csr_sum")
+    (arg,) = (a for a in spec.contract.args if a.name == "offsets")
+    rng = np.random.default_rng(SEED)
+    lengths: set[int] = set()
+    for dims in [*spec.contract.suites.tuning, *spec.contract.suites.heldout]:
+        shape = (dims["max_segments"] + 1,)
+        drawn = random_values(arg, shape, rng, dims)
+        assert drawn[0] == 0 and drawn[-1] == dims["offsets_total"]
+        steps = np.diff(drawn)
+        assert (steps >= 0).all()
+        assert drawn.any()
+        lengths |= {min(int(s), 2) for s in steps}
+    assert lengths == {0, 1, 2}
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_the_persistent_grid_is_the_occupancy_answer_times_the_sms_capped_by_the_work(
+    imported: tuple[Path, dict[str, LauncherResult]],
+) -> None:
+    """The grids ask CUDA's occupancy query (answered here by a stand-in, as the loaded kernel
+    answers it on the GPU): ``CsrSum`` takes every slot, ``CsrSumCapped`` no more blocks than
+    items; the block is head_dim / 8 lanes."""
+    out, _ = imported
+    env = {"max_segments": 3, "heads": 2, "head_dim": 64, "offsets_total": 5, "sm_count": 132}
+    grids = {}
+    for op in ("csr_sum", "csr_sum_capped"):
+        spec = load_contract(out / op)
+        header = load_implementation(out / op / "production.cu", spec.contract).header
+        assert expr.evaluate_dims3(header.block, env) == (8, 1, 1)
+        with occupancy.answered_by(lambda threads, smem: 16):
+            grids[op] = expr.evaluate_dims3(header.grid, env)
+    assert grids["csr_sum"] == (16 * 132, 1, 1)
+    assert grids["csr_sum_capped"] == (132, 1, 1)  # ceil(6 / 132) = 1 block an SM
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+@pytest.mark.parametrize(
+    ("launcher", "reason"),
+    [
+        (
+            "RowIdSum",
+            "raw pointer 'parts' (kernel parameter parts): reached at `parts[ids[blockIdx.x] * d "
+            "+ c]`, not one element or vector access",
+        ),
+        # written, the count is no default: the segments are not bounded, nor the count read
+        (
+            "CountedSum",
+            "raw pointer 'count' (kernel parameter count_ptr): reached at `count_ptr`, not one "
+            "element",
+        ),
+        (
+            "LooseSum",
+            "raw pointer 'parts' (kernel parameter parts): reached at `parts[(offsets[seg] + k) "
+            "* d + c]`, not one element or vector access",
+        ),
+    ],
+)
+def test_unsound_segment_readings_stay_refused(
+    imported: tuple[Path, dict[str, LauncherResult]], launcher: str, reason: str
+) -> None:
+    result = imported[1][launcher]
+    assert not result.imported
+    assert result.reason.startswith(f"{DIRECT_REASON}: {reason}"), result.reason
+
+
+SEGMENTED = """
+template <typename T, typename O>
+__global__ void seg_kernel(T* out, const T* x, const O* o, unsigned m, unsigned* c) {
+  const unsigned segs = c ? *c : m;
+  for (unsigned s = blockIdx.x; s < segs; s += gridDim.x) {
+    const unsigned n = o[s + 1] - o[s];
+    float acc = 0.f;
+    for (unsigned k = 0; k < n; ++k) acc += static_cast<float>(x[o[s] + k]);
+    out[s] = static_cast<T>(acc);
+  }
+}
+template <typename T, typename O>
+void Seg(T* out, const T* x, O* o, unsigned m, unsigned* c) {
+  seg_kernel<T, O><<<m, 1>>>(out, x, o, m, c);
+}
+template <typename T>
+void SegFloat(T* out, const T* x, T* o, unsigned m, unsigned* c) {
+  seg_kernel<T, T><<<m, 1>>>(out, x, o, m, c);
+}
+template <typename T, typename O>
+void SegCounted(T* out, const T* x, O* o, unsigned m, at::Tensor counts) {
+  seg_kernel<T, O><<<m, 1>>>(out, x, o, m, counts.data_ptr<unsigned>());
+}
+"""
+"""One kernel over CSR segments, launched with offsets of a type parameter of their own (int32
+offsets), of the element type (float offsets: refused), and with the count a tensor's
+(refused: the shapes were read with it null)."""
+
+
+def _segmented(name: str) -> Analysis:
+    source = parse_source(SEGMENTED)
+    launcher = next(x for x in source.launchers if x.name == name)
+    device = device_constants("sm_90", (12, 4))
+    return analyse(launcher, launcher.launches[0], source.kernels, {}, device, raw_root=True)
+
+
+def test_offsets_of_their_own_type_parameter_are_int32_and_sized_by_their_segments() -> None:
+    analysis = _segmented("Seg")
+    assert analysis.shapes == {"out": ["m"], "x": ["o_total"], "o": ["m + 1"]}
+    assert analysis.offsets == {"o": "o_total"}
+    assert analysis.tensors["o"].element == "int32"
+    assert analysis.entry.endswith("<T, int32_t>")
+    assert "o_total" in analysis.dims
+    assert any(b.param == "c" and b.kind == "null" for b in analysis.bindings)
+
+
+def test_offsets_of_a_float_type_are_refused() -> None:
+    with pytest.raises(Unmapped, match=r"raw pointer 'o': CSR offsets .* no integer"):
+        _segmented("SegFloat")
+
+
+def test_a_count_taken_null_that_the_launch_passes_otherwise_is_refused() -> None:
+    with pytest.raises(Unmapped, match=re.escape("kernel parameter 'c' is read as `c ? *c : ...`")):
+        _segmented("SegCounted")
