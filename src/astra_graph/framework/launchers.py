@@ -309,6 +309,11 @@ class Analysis:
     """Whether a template argument of the entry is folded from the element's width to a value
     float32's width would not give (``16 / sizeof(T)``: 8 at 16 bits, 4 at 32): the entry at
     float32 is not the launch the framework makes at float32, so no float32 oracle."""
+    form: str = ""
+    """The rank form of its caller the launch was read at (:func:`~astra_graph.framework.
+    callers.rank_forms`: ``k_2d``), which names its operation apart; '' for none."""
+    forms: list[Analysis] = field(default_factory=list)
+    """The launch read at the caller's other rank forms, each an operation of its own."""
 
 
 _OPTIONAL_VALUE = re.compile(r"^(\w+)\s*\.\s*value\s*\(\s*\)$")
@@ -2965,11 +2970,11 @@ def free_row_axes(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[st
     (:attr:`~astra_graph.framework.parse.Kernel.id_rows`: FlashInfer's ``cos_sin_cache + pos *
     rope_dim + vec_idx``, ``pos = pos_ids[idx]``), the (tensor, axis) the launch passes as its
     row length, and the ids' tensor: a row length of one kernel parameter bound to one size query
-    of another tensor (``rope_dim = q_rope_in.size(-1)``). Nobody sizes its rows, and none needs to: the ids are
-    drawn below them (:func:`~astra_graph.framework.draft._index_rows`), so they are a dim of
-    its own (:func:`free_rows_dim`). A table passed at a moved address or twice, one whose ids
-    are no tensor, or a row length the launch does not pass as one sized axis, gives nothing:
-    its columns would be a guess."""
+    of another tensor (``rope_dim = q_rope_in.size(-1)``). Nobody sizes its rows, and none needs
+    to: the ids are drawn below them (:func:`~astra_graph.framework.draft._index_rows`), so
+    they are a dim of its own (:func:`free_rows_dim`). A table passed at a moved address or
+    twice, one whose ids are no tensor, or a row length the launch does not pass as one sized
+    axis, gives nothing: its columns would be a guess."""
     flat = _flat_bindings(bindings)
     passes = Counter(b.value for b in flat.values() if b.kind == "tensor")
     out: dict[str, tuple[str, int, str]] = {}
