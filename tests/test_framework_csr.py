@@ -295,3 +295,132 @@ def test_offsets_of_a_float_type_are_refused() -> None:
 def test_a_count_taken_null_that_the_launch_passes_otherwise_is_refused() -> None:
     with pytest.raises(Unmapped, match=re.escape("kernel parameter 'c' is read as `c ? *c : ...`")):
         _segmented("SegCounted")
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_count_handed_by_value_and_names_declared_in_scopes_of_their_own_import(
+    imported: tuple[Path, dict[str, LauncherResult]],
+) -> None:
+    """``CsrWeighted`` hands its count to ``div_up`` (by value), reads weights in a
+    conditional's branch under ``k < count``, and declares ``i`` in an inner loop and ``k`` in
+    two sibling scopes: each is read as the variable of its own scope, and every pointer gets
+    its shape."""
+    out, results = imported
+    result = results["CsrWeighted"]
+    assert result.imported, result.reason
+    folder = out / "csr_weighted"
+    contract = load_contract(folder).contract
+    assert {a.name: a.shape for a in contract.args} == {
+        "parts": ["offsets_total", "heads", "head_dim"],
+        "weights": ["offsets_total", "heads"],
+        "offsets": ["max_segments + 1"],
+        "out": ["max_segments", "heads", "head_dim"],
+        "partial": ["max_segments", "heads", "head_dim // 8"],
+    }
+    assert main(["validate", str(folder)]) == 0
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_count_handed_to_a_call_by_reference_bounds_nothing(
+    imported: tuple[Path, dict[str, LauncherResult]],
+) -> None:
+    result = imported[1]["ClampedShare"]
+    assert not result.imported
+    reason = "raw pointer 'weights' (kernel parameter weights): reached at `weights[offsets[seg]"
+    assert result.reason.startswith(f"{DIRECT_REASON}: {reason}"), result.reason
+
+
+CALLEES = """
+template <typename A> __device__ A halve(const A x) { return x / 2; }
+template <typename A> __device__ void bump(A& x) { x += 1; }
+__device__ unsigned twice(unsigned x) { return 2 * x; }
+__device__ unsigned twice(unsigned* x) { return 2 * *x; }
+__device__ unsigned plain(unsigned x) { return x; }
+#define plain_macro(x) ((x) = 0)
+"""
+"""Callees of a test kernel: by value (deduced, arithmetic), by reference, an overload set one
+of whose members takes a pointer, and a macro."""
+
+
+@pytest.mark.parametrize(
+    ("call", "steady"),
+    [
+        ("halve(n)", True),
+        ("plain(n)", True),
+        ("bump(n)", False),
+        ("halve<unsigned&>(n)", False),  # an explicit argument may make a reference of it
+        ("twice(n)", False),  # one overload takes a pointer
+        ("plain_macro(n)", False),
+        ("unseen(n)", False),
+    ],
+)
+def test_a_name_handed_to_a_call_stays_bounded_only_where_the_callee_copies_it(
+    call: str, steady: bool
+) -> None:
+    """``n = o[s + 1] - o[s]`` bounds the row ``o[s] + k`` under ``k < n`` only where no call
+    may change ``n``: one defined in the unit taking it by value cannot."""
+    source = CALLEES + (
+        "__global__ void k(float* x, const int* o, float* out, unsigned m) {\n"
+        "  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {\n"
+        "    unsigned n = o[s + 1] - o[s];\n"
+        f"    out[s] = {call};\n"
+        "    for (unsigned k = 0; k < n; ++k) out[s] += x[o[s] + k];\n"
+        "  }\n"
+        "}\n"
+    )
+    (kernel,) = (k for k in parse_source(source).kernels if k.name == "k")
+    assert kernel.direct is not None
+    shapes = {e.pointer: e.axes for e in kernel.direct.indexed}
+    assert (shapes.get("x") == (OFFSET_ROWS.format("o"),)) is steady
+
+
+@pytest.mark.parametrize(
+    ("inner", "placed"),
+    [
+        ("for (unsigned s = 0; s < 2; ++s) out[0] += 1.f;", True),  # its own s, in its loop
+        ("{ unsigned n = 9; out[0] += n; }", True),  # its own n, in its block
+        ("unsigned t = s; { unsigned s = t + 1; out[0] += s; }", True),
+        ("{ unsigned k = 3; out[s] += x[o[s] + k]; }", False),  # this k is no guarded one
+    ],
+)
+def test_a_name_declared_again_is_another_variable_only_in_its_own_scope(
+    inner: str, placed: bool
+) -> None:
+    """A declaration in an inner block or loop shadows only there: the outer ``s``, ``n`` and
+    ``k`` keep their bounds outside it, and a row read with the inner ``k`` is not the guarded
+    one."""
+    source = (
+        "__global__ void k(float* x, const int* o, float* out, unsigned m) {\n"
+        "  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {\n"
+        "    const unsigned n = o[s + 1] - o[s];\n"
+        "    for (unsigned k = 0; k < n; ++k) {\n"
+        f"      {inner}\n"
+        "      out[s] += x[o[s] + k];\n"
+        "    }\n"
+        "  }\n"
+        "}\n"
+    )
+    (kernel,) = parse_source(source).kernels
+    assert kernel.direct is not None
+    shapes = {e.pointer: e.axes for e in kernel.direct.indexed}
+    assert (shapes.get("x") == (OFFSET_ROWS.format("o"),)) is placed
+    assert kernel.direct.offsets == (("o", "m"),)
+
+
+@pytest.mark.parametrize(
+    ("statement", "read"),
+    [
+        ("out[s] = s < m ? x[s] : 0.f;", True),
+        ("out[s] = (s < m ? x[s] : 2.f * x[s]) + 1.f;", True),
+        ("(s < m ? x[s] : out[0]) = 1.f;", False),  # a conditional written through
+    ],
+)
+def test_a_conditionals_branch_is_read_where_the_conditional_is(statement: str, read: bool) -> None:
+    source = (
+        "__global__ void k(float* x, float* out, unsigned m) {\n"
+        f"  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {{ {statement} }}\n"
+        "}\n"
+    )
+    (kernel,) = parse_source(source).kernels
+    shapes = {e.pointer: e.axes for e in kernel.indexed}
+    assert ("x" in shapes) is read

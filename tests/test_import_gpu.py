@@ -69,7 +69,7 @@ IMPORTED = {
     "aligned_cache.cu": ("vector_cache", "scalar_cache"),
     "asserted_lanes.cu": ("run",),
     "raw_sums.cuh": ("sum_sets",),
-    "csr_sums.cuh": ("csr_sum", "csr_sum_capped"),
+    "csr_sums.cuh": ("csr_sum", "csr_sum_capped", "csr_weighted"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -244,6 +244,32 @@ def test_csr_raw_segments_run_null_counted_on_the_occupancy_grid_and_a_wrong_sum
     and more rows. A sum that skips each segment's last row, or leaves single-row segments at
     zero, is rejected: the draws reach every branch of the kernel."""
     folder = imported / "csr_sums.cuh" / "csr_sum"
+    production = folder / "production.cu"
+    wrong = _variant(production, old, new, tmp_path / "wrong.cu")
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        assert not evaluator.check(load_contract(folder), production, wrong).accepted
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # each lane's share leaves out the segment's last weight
+        ("share += k < count ?", "share += k + 1 < count ?"),
+        # the inner loop cut to one element: a lane sums only its first
+        (
+            "for (uint32_t i = 0; i < kVec; ++i) sum.v[i]",
+            "for (uint32_t j = 0; j < 1; ++j) sum.v[j]",
+        ),
+    ],
+)
+def test_csr_weighted_segments_read_their_weights_in_chunks_and_a_wrong_share_is_caught(
+    imported: Path, tmp_path: Path, old: str, new: str
+) -> None:
+    """fixtures/framework/csrc/csr_sums.cuh's CsrWeighted, imported directly (its count
+    handed to a by-value helper, ``i`` and ``k`` declared again in inner scopes): it runs
+    within its shapes, and a share that drops a weight, or a sum of one element, is
+    rejected."""
+    folder = imported / "csr_sums.cuh" / "csr_weighted"
     production = folder / "production.cu"
     wrong = _variant(production, old, new, tmp_path / "wrong.cu")
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
