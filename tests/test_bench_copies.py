@@ -86,3 +86,16 @@ def test_a_pure_input_changed_under_timing_is_named() -> None:
     assert side.mutated_input(1) is None
     side.cases[1].arrays["x"].view(np.uint16)[0, 3] ^= 1
     assert side.mutated_input(1) == "x" and side.mutated_input(0) is None
+
+
+def test_one_more_copy_counts_every_batch_set_and_poison_and_the_draw() -> None:
+    # silu_and_mul in float16 at tokens x d: x [tokens, 2d] held in its batch and both input
+    # sets, out [tokens, d] in its batch and both poisons, each row rounded up to the allocator's
+    # 256 bytes, and the largest argument's transient draw
+    tokens, d = 3, 1000
+    side = TimedCopies(None, SPEC)
+    x_row = -(-tokens * 2 * d * 2 // 256) * 256
+    out_row = -(-tokens * d * 2 // 256) * 256
+    expected = 3 * x_row + 3 * out_row + 8 * tokens * 2 * d
+    assert side.bytes_per_copy({"tokens": tokens, "d": d}, "float16") == expected
+    assert side.bytes_per_copy({"tokens": 2 * tokens, "d": d}, "float32") > expected

@@ -493,3 +493,18 @@ def test_a_domain_case_out_of_memory_is_skipped_and_noted_not_a_harness_failure(
     verdict = _host_check(exhausts, host_bytes=48 << 20, random_shapes=False)
     assert verdict["accepted"], verdict
     assert any("out of GPU memory" in note for note in verdict["notes"])
+
+
+def test_the_plannable_gpu_memory_counts_the_pools_unused_blocks_and_frees_none() -> None:
+    from types import SimpleNamespace
+
+    from astra_graph.harness.domain import MEMORY_HEADROOM, plannable_gpu_bytes
+
+    freed: list[bool] = []
+    pool = SimpleNamespace(free_bytes=lambda: 200 << 20, free_all_blocks=lambda: freed.append(True))
+    fake = SimpleNamespace(
+        get_default_memory_pool=lambda: pool,
+        cuda=SimpleNamespace(runtime=SimpleNamespace(memGetInfo=lambda: (1000 << 20, 80 << 30))),
+    )
+    assert plannable_gpu_bytes(fake) == int(MEMORY_HEADROOM * (1200 << 20))
+    assert not freed  # freeing the pool before every timed shape made each allocate afresh

@@ -385,6 +385,60 @@ def test_an_unchecked_struct_field_runs_within_its_read_extent(tmp_path: Path) -
     assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
 
 
+def test_free_rows_of_a_table_read_at_ids_hold_the_reads_and_a_wrong_row_is_caught(
+    tmp_path: Path,
+) -> None:
+    """fixtures/framework/free_rows' Rotate: its cos/sin table, checked by no binding and read
+    only at rows the positions name, has rows of its own (tests/test_framework_free_rows.py),
+    the positions drawn below them; the original, run against itself, stays inside it. A
+    candidate that reads a row the ids do not name once they pass 7 (wrong only in the upper
+    rows, past the token counts) is rejected."""
+    base = CSRC.parent / "free_rows"
+    header = base / "include" / "fr" / "tables.cuh"
+    folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
+    assert main(["import", str(header), *folders, "--out", str(tmp_path)]) == 0
+    spec = load_contract(tmp_path / "rotate")
+    production = tmp_path / "rotate" / "production.cu"
+    wrong = _variant(
+        production,
+        "const float c = table[pos * rot + j];",
+        "const float c = table[(pos > 7 ? pos - 1 : pos) * rot + j];",
+        tmp_path / "wrong_row.cu",
+    )
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        verdict = evaluator.check(spec, production, production)
+        assert verdict.accepted, f"{verdict.message} {verdict.evidence}"
+        assert not evaluator.check(spec, production, wrong).accepted
+
+
+def test_rank_branch_forms_each_hold_the_original_and_catch_a_wrong_head(
+    tmp_path: Path,
+) -> None:
+    """fixtures/framework/rank_branch's scale_qk: one operation per rank of its key (a 2-D key
+    of one shared head, a 3-D one of heads of its own: tests/test_framework_rank_branch.py),
+    and scale_heads, whose q's last axis is read counted from the end. Each original, run
+    against itself, holds; a candidate that reads the 3-D key's first head for every head is
+    rejected by the 3-D form."""
+    base = CSRC.parent / "rank_branch"
+    header = base / "include" / "rb" / "heads.cuh"
+    folders = ["--include", str(base / "include"), "--include", str(base / "csrc")]
+    assert main(["import", str(header), *folders, "--out", str(tmp_path)]) == 0
+    ops = ("scale_heads", "scale_qk_k_2d", "scale_qk_k_3d")
+    production = {op: tmp_path / op / "production.cu" for op in ops}
+    wrong = _variant(
+        production["scale_qk_k_3d"],
+        "k[token * k_stride_n + head * k_stride_h + j]",
+        "k[token * k_stride_n + j]",
+        tmp_path / "first_head.cu",
+    )
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        for op in ops:
+            verdict = evaluator.check(load_contract(tmp_path / op), production[op], production[op])
+            assert verdict.accepted, f"{op}: {verdict.message} {verdict.evidence}"
+        spec = load_contract(tmp_path / "scale_qk_k_3d")
+        assert not evaluator.check(spec, production["scale_qk_k_3d"], wrong).accepted
+
+
 def test_the_occupancy_query_is_cudas_answer_for_the_loaded_kernel(imported: Path) -> None:
     """``blocks_per_sm`` in a grid is asked of CUDA for the compiled kernel: at least one block
     and never above the thread, block and shared-memory limits (registers only lower it)."""

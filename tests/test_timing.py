@@ -100,6 +100,18 @@ def test_graph_copies_fill_the_target_and_keep_the_data_cold(
     assert timing.graph_copies(estimate, cold) == expected
 
 
+@pytest.mark.parametrize(
+    ("estimate", "cold", "room", "expected"),
+    [(2.0, 4, 30, 30), (2.0, 4, 500, 100), (1.0, 300, 12, 12), (0.01, 2, 0, 1)],
+)
+def test_graph_copies_never_exceed_the_memory_room(
+    estimate: float, cold: int, room: int, expected: int
+) -> None:
+    # copies that do not fit failed whole runs: the room wins over the target and the L2, and
+    # the copy already drawn always stays
+    assert timing.graph_copies(estimate, cold, room) == expected
+
+
 class _Event:
     def record(self, stream: Any) -> None:
         pass

@@ -43,7 +43,9 @@ that differ only in the launcher's own type parameter are one operation at each 
 (:func:`caller_types`). The caller's host checks are read as a launcher's
 (:attr:`CallSite.facts`): conditions where they compare sizes (:func:`size_conditions`), shapes
 where they assert equalities on every path (:func:`fact_equalities`), an axis equal to a size
-computed from dims taking that expression (:func:`size_expression`).
+computed from dims taking that expression (:func:`size_expression`). A caller whose tests
+on one tensor's rank define several forms of it (FlashInfer's ``rope_quantize``: a 2-D or a
+3-D key) is read once per form, each an operation of its own (:func:`rank_forms`).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ from astra_graph.framework.launchers import (
 )
 from astra_graph.framework.naming import source_text
 from astra_graph.framework.parse import (
+    LOOPS,
     MAX_MACRO_DEPTH,
     TYPE_ALIAS,
     Launch,
@@ -154,6 +157,12 @@ class CallSite:
     """How many of :attr:`template`'s last parameters are the caller's own (a function
     template's: SGLang's ``template <bool IS_NEOX> void dispatch_by_dtype(...)``), which its
     own callers' explicit template arguments bind where it is followed in turn."""
+    form: str = ""
+    """The rank form this call site is read at (:func:`rank_forms`: ``k_2d``), a name for its
+    operation; '' for a call read as written."""
+    form_note: str = ""
+    """Why the call site is read at :attr:`form`, and which of the caller's branches that
+    leaves out, for the operation's notes."""
 
 
 @dataclass
@@ -207,7 +216,7 @@ class Callers:
                     continue
                 site = _call_site(path, call)
                 if site is not None and least <= len(site.args) <= len(launcher.params):
-                    found.append(site)
+                    found += rank_forms(site, call)
         return found
 
     def macros(self, path: Path) -> dict[str, Macro]:
@@ -252,6 +261,202 @@ def _call_site(path: Path, call: Node) -> CallSite | None:
         facts=tuple(c for c, _ in _matchers(call)[1]),
         own_template=len(_own_template(definition)) if definition is not None else 0,
     )
+
+
+RANK_FORM = "{tensor}_{rank}d"
+"""The name of a rank form (:func:`rank_forms`): the tensor its branches test and the rank."""
+_CONTROL = ("if_statement", *LOOPS, "lambda_expression", "switch_statement")
+"""What runs its body only on some paths, or not where it is written: a check inside one holds
+only of that body."""
+
+
+def _clause(node: Node) -> str:
+    """A condition as one spelling: without its parentheses, its whitespace single spaces."""
+    if node.type == "condition_clause" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return " ".join(text(unparenthesised(node)).split())
+
+
+def _rank_equality(condition: Node | None) -> tuple[str, int, bool] | None:
+    """(tensor, rank, whether ``==``) of an ``if`` condition that is one rank comparison,
+    ``t.ndim() == r`` or ``!=`` (either side, ``dim()`` alike); None for anything else."""
+    node = expression_node(_clause(condition)) if condition is not None else None
+    if node is None or node.type != "binary_expression":
+        return None
+    left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+    operator = text(node.child_by_field_name("operator"))
+    if left is None or right is None or operator not in ("==", "!="):
+        return None
+    for query, rank in ((left, right), (right, left)):
+        found = _RANK_QUERY.match(text(unparenthesised(query)))
+        value = _whole_literal(unparenthesised(rank))
+        if found is not None and value is not None:
+            return found["tensor"], value, operator == "=="
+    return None
+
+
+def _branch(statement: Node, then: bool) -> Node | None:
+    """The then-branch of an ``if`` (``then``) or its ``else`` (None when it has none)."""
+    if then:
+        return statement.child_by_field_name("consequence")
+    alternative = statement.child_by_field_name("alternative")
+    if alternative is not None and alternative.type == "else_clause":
+        alternative = next((c for c in alternative.named_children if c.type != "comment"), None)
+    return alternative
+
+
+def _owner(node: Node) -> Node | None:
+    """The nearest :data:`_CONTROL` above ``node``, or None."""
+    up = node.parent
+    while up is not None and up.type not in _CONTROL:
+        up = up.parent
+    return up
+
+
+def _decided_locals(locals_: dict[str, str], decided: dict[str, bool]) -> dict[str, str]:
+    """The locals with each chain's conditional (:func:`~astra_graph.framework.parse.
+    _branch_values`: ``(c) ? (a) : (b)``) whose condition ``decided`` holds a truth for as the
+    value of the branch taken."""
+
+    def value(written: str) -> str:
+        node = expression_node(written)
+        condition = node.child_by_field_name("condition") if node is not None else None
+        if node is None or node.type != "conditional_expression" or condition is None:
+            return written
+        truth = decided.get(_clause(condition))
+        chosen = node.child_by_field_name("consequence" if truth else "alternative")
+        return written if truth is None or chosen is None else value(text(unparenthesised(chosen)))
+
+    return {name: value(written) for name, written in locals_.items()}
+
+
+def rank_forms(site: CallSite, call: Node) -> list[CallSite]:
+    """The call site once per rank form of its caller, or ``[site]`` where it has none. A form
+    is a rank of the one tensor parameter ``t`` that the caller's ``if``\\ s before the call, on
+    its every path, test (``if (k.ndim() == 2) { CHECK_DIM(2, k); heads = 1; } else {
+    CHECK_DIM(3, k); heads = k.size(1); }``: FlashInfer's ``rope_quantize`` takes a 2-D MLA key
+    or a 3-D GQA one): each rank a test names, and each a ``CHECK_DIM`` of an ``else`` states. At
+    a rank every such ``if`` is decided: the form holds the checks of the branches taken (and
+    only of those: the others' do not hold there), the rank as a fact, and the locals the chains
+    set as the branch taken sets them (a chain's ``(c) ? (a) : (b)`` is ``a`` or ``b``). A rank
+    the checks outside the branches contradict is no form. Each form is a real use, an operation
+    of its own. An ``else`` that checks no rank of ``t`` gives no form (its rank is not read),
+    said in the other forms' notes; tests of several tensors' ranks give no forms (the call is
+    read as written, every branch's checks left out)."""
+    definition = call.parent
+    while definition is not None and definition.type != "function_definition":
+        definition = definition.parent
+    body = definition.child_by_field_name("body") if definition is not None else None
+    if body is None:
+        return [site]
+    tensors = {p.name for p in site.params}
+    tests = {
+        statement.id: found
+        for statement in _walk(body, ("if_statement",))
+        if statement.end_byte <= call.start_byte
+        and _encloses(statement, call)
+        and (found := _rank_equality(statement.child_by_field_name("condition"))) is not None
+        and found[0] in tensors
+    }
+    if len({tensor for tensor, _, _ in tests.values()}) != 1:
+        return [site]
+    tensor = next(iter(tests.values()))[0]
+    statements = [s for s in _walk(body, ("if_statement",)) if s.id in tests]
+
+    def checks_of(block: Node | None, owner: Node) -> list[Node]:
+        """The checks ``block`` (a branch of ``owner``) makes whenever it runs."""
+        return [
+            c
+            for c in (_walk(block, ("call_expression",)) if block is not None else [])
+            if CHECK_WORD in _callee(c) and (up := _owner(c)) is not None and up.id == owner.id
+        ]
+
+    def stated(nodes: list[Node]) -> set[int]:
+        """The ranks the ``CHECK_DIM(r, t)`` among ``nodes`` state."""
+        out = set()
+        for check in nodes:
+            args = _arguments(check.child_by_field_name("arguments"))
+            if _RANK_CHECK.search(_callee(check)) and len(args) == 2 and args[0].strip().isdigit():
+                out |= {int(args[0])} if args[1].strip() == tensor else set()
+        return out
+
+    ranks: set[int] = set()
+    for statement in statements:
+        _, rank, equal = tests[statement.id]
+        other = _branch(statement, not equal)
+        ranks |= {rank} | (stated(checks_of(other, statement)) if other is not None else set())
+    # an `else` no rank found takes (none of its checks says one): its rank is not read
+    unread = [
+        f"{tensor}.ndim() != {rank}"
+        for statement in statements
+        for _, rank, equal in [tests[statement.id]]
+        if _branch(statement, not equal) is not None and ranks == {rank}
+    ]
+    inside = {s.id for s in statements for o in statements if o.id != s.id and _within(s, o)}
+    # the checks of the function before the call outside every test (a branch without braces
+    # has the block around it: one `if (...) CHECK_DIM(2, k);` is the branch's, not the call's)
+    base = [
+        c
+        for c in _walk(body, ("call_expression",))
+        if c.start_byte < call.start_byte
+        and CHECK_WORD in _callee(c)
+        and _encloses(c, call)
+        and not any(_within(c, s) for s in statements)
+    ]
+    forms: list[CallSite] = []
+    for rank in sorted(ranks):
+        taken: list[Node] = []
+
+        def take(statement: Node, rank: int = rank, taken: list[Node] = taken) -> None:
+            _, tested, equal = tests[statement.id]
+            block = _branch(statement, (tested == rank) == equal)
+            taken.extend(checks_of(block, statement))
+            for inner in statements:  # a test the branch itself decides (an `else if`)
+                up = _owner(inner)
+                inside = block is not None and _within(inner, block)
+                if inside and inner.id != statement.id and up is not None and up.id == statement.id:
+                    take(inner)
+
+        for statement in statements:
+            if statement.id not in inside:
+                take(statement)
+        checks = tuple(
+            (_callee(c), _arguments(c.child_by_field_name("arguments"))) for c in [*base, *taken]
+        )
+        if stated([*base, *taken]) - {rank}:
+            continue  # a check says another rank: this one is never taken
+        decided = {
+            _clause(condition): (tested == rank) == equal
+            for s in statements
+            if (condition := s.child_by_field_name("condition")) is not None
+            for _, tested, equal in [tests[s.id]]
+        }
+        name = RANK_FORM.format(tensor=tensor, rank=rank)
+        left = (
+            f"; where {' and '.join(unread)}, no check says {tensor}'s rank: not imported"
+            if unread
+            else ""
+        )
+        forms.append(
+            replace(
+                site,
+                checks=checks,
+                facts=(*site.facts, f"{tensor}.ndim() == {rank}"),
+                locals=_decided_locals(site.locals, decided),
+                form=name,
+                form_note=(
+                    f"{name}: read where {site.function}'s {tensor} has {rank} axes, with the "
+                    f"checks and values of its branches there (the other branches' do not "
+                    f"hold){left}"
+                ),
+            )
+        )
+    return forms or [site]
+
+
+def _within(node: Node, outer: Node) -> bool:
+    """Whether ``node`` lies inside ``outer``."""
+    return outer.start_byte <= node.start_byte and node.end_byte <= outer.end_byte
 
 
 FIXED_TYPES = {"int32": "int32_t", "float8_e4m3fn": "__nv_fp8_e4m3"}
@@ -579,6 +784,10 @@ def size_conditions(call: CallSite) -> list[str]:
     return out
 
 
+_DTYPE_QUERY = re.compile(r"(\w+)\s*\.\s*dtype\s*\(\s*\)")
+"""A tensor's dtype query (``x.dtype()``)."""
+
+
 def checked_dtypes(call: CallSite, element_tensors: set[str]) -> set[str] | None:
     """The element types the caller's checks allow the dispatched tensors
     (``TVM_FFI_ICHECK_EQ(input.dtype(), dl_bfloat16)``: bfloat16 only), or None when it
@@ -600,9 +809,11 @@ def checked_dtypes(call: CallSite, element_tensors: set[str]) -> set[str] | None
             continue
         accepted: set[str] = set()
         for left, right in terms:
-            tensor = re.fullmatch(r"(\w+)\s*\.\s*dtype\s*\(\s*\)", left.strip())
+            tensor = _DTYPE_QUERY.fullmatch(left.strip())
             if tensor is None or tensor[1] not in element_tensors:
                 break
+            if _DTYPE_QUERY.fullmatch(right.strip()):
+                break  # two tensors' dtypes alike (`a.dtype() == b.dtype()`): no dtype named
             spelled = right.strip()
             accepted.add(spelled[len(DLPACK_PREFIX) :] if spelled.startswith(DLPACK_PREFIX) else "")
         else:
@@ -725,6 +936,17 @@ def _whole_literal(node: Node) -> int | None:
     return int(literal, 0)
 
 
+def _counted_from_end(call: CallSite, tensor: str, dim: str) -> bool:
+    """Whether ``dim`` is a local of the caller holding a size of ``tensor`` counted from the
+    end (``rope_dim = q_rope_in.size(-1)``)."""
+    query = _SIZE_QUERY.match(call.locals.get(dim, "").strip())
+    return (
+        query is not None
+        and query["tensor"] == tensor
+        and (query["axis"] or query["index"]).startswith("-")
+    )
+
+
 def _checked_ranks(call: CallSite) -> dict[str, int]:
     """The rank ``CHECK_DIM(r, t)`` states for each tensor it checks."""
     return {
@@ -798,7 +1020,10 @@ def checked_shapes(
     dim take the launch's own fallback name for one of them (``fallback``, the shapes before the
     known ones were picked: FlashInfer's ``apply_rope`` passes ``q.size(0)`` itself and checks
     ``q.size(0) == k.size(0)``, so q's and k's rows are one dim, ``tokens``, where the launch
-    alone named k's ``k_0``). A tensor of unknown rank, or with an axis tied to none of these,
+    alone named k's ``k_0``). A dim the launch drafted at fewer axes than the checked rank that
+    is a size counted from the end (``rope_dim = q.size(-1)`` of a q checked 3-D, drafted
+    ``[nnz, rope_dim]``) names no axis counted from the front (:func:`_counted_from_end`): its
+    local names the last. A tensor of unknown rank, or with an axis tied to none of these,
     is left out."""
     ranks = _checked_ranks(call)
     least: dict[str, int] = {}
@@ -862,6 +1087,9 @@ def checked_shapes(
         # (two axes read of a tensor checked as 3-D: its -1 is not the second)
         whole = ranks.get(tensor, len(dims)) == len(dims)
         for axis, dim in enumerate(dims):
+            if not whole and _counted_from_end(call, tensor, dim):
+                # drafted at too few axes from `size(-1)`: at the checked rank not this axis
+                continue
             for index in (axis, axis - len(dims)) if whole else (axis,):
                 learn((tensor, str(index)), dim)
         for dim in dims:

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from astra_graph.framework.launchers import Analysis, Binding
+from astra_graph.framework.launchers import FREE_ROWS_NOTE, Analysis, Binding, free_rows_dim
 from astra_graph.harness.domain import UNBOUNDED_FACTOR
 from astra_graph.harness.geometry import geometry_problem
 from astra_graph.harness.oracle import oracle_dim_scalar, unread_dims
@@ -43,6 +43,11 @@ HEAD_SIZE = (128, 64)
 """Last axis of a tensor of three or more axes: the common head size (tuning, held out)."""
 OTHER = (16, 5)
 """Any other dim (a host integer parameter that is not a size): small, tuning then held out."""
+FREE_ROWS_TUNING = (4096, 8192)
+FREE_ROWS_HELDOUT = (2048,)
+"""Rows of a table read only at rows integer ids name (launchers.free_row_axes: a cos/sin cache
+of a serving model's maximum positions): sizes of their own, more rows than tokens, so that ids
+are drawn past the token count."""
 MAX_SUITE_BYTES = 2 * 2**30
 """A suite shape whose tensors need more than this (at 4 bytes an element) is left out: far
 above every serving shape above and far below an H100's 80 GB."""
@@ -253,6 +258,8 @@ def _axis_values(
         return (0,), (0,)
     if dim in head_dims:
         return HEAD_SIZE[:1], HEAD_SIZE[1:]
+    if dim in _free_row_dims(analysis):
+        return FREE_ROWS_TUNING, FREE_ROWS_HELDOUT
     # (axis, rank) of every axis the dim alone sizes (``(positions_0)`` included); those that
     # are the dim itself first: an axis computed from it says less of its role (FlashInfer's
     # block_scale, [hidden_size // 128, ...], leads a tensor but is no count of rows)
@@ -272,6 +279,18 @@ def _axis_values(
             return (HIDDEN_TUNING, HIDDEN_HELDOUT) if rank <= 2 else (HEAD_SIZE[:1], HEAD_SIZE[1:])
         return HEADS[:1], HEADS[1:]
     return OTHER[:1], OTHER[1:]
+
+
+def _free_row_dims(analysis: Analysis) -> set[str]:
+    """The row dims of the tables the analysis gave rows of their own
+    (:data:`~astra_graph.framework.launchers.FREE_ROWS_NOTE`), where still their first axis."""
+    return {
+        analysis.shapes[t][0]
+        for t in analysis.shapes
+        if analysis.shapes[t]
+        and analysis.shapes[t][0] == free_rows_dim(t)
+        and any(n.startswith(f"{t}: {FREE_ROWS_NOTE}") for n in analysis.notes)
+    }
 
 
 def _pinned(analysis: Analysis) -> dict[str, int]:

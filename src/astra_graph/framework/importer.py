@@ -629,7 +629,14 @@ def _followed(
     # sits under `ptr != nullptr`) is the answer only when every caller is one
     dead: tuple[Analysis, TorchFacing] | None = None
     merged: set[int] = set()  # calls taken in as another's element types
+    # the rank forms of one call (callers.rank_forms) that analyse, each an operation, and the
+    # reasons of those that do not
+    formed: list[tuple[Analysis, TorchFacing]] = []
+    unformed: list[tuple[tuple[Path, int], str]] = []
+    formed_at: tuple[Path, int] | None = None
     for site in sites:
+        if formed_at is not None and (site.file, site.line) != formed_at:
+            break  # every form of the call that gave operations is read
         if id(site) in merged:
             continue
         site_macros = {**macros, **callers.macros(site.file)}
@@ -664,10 +671,14 @@ def _followed(
                 except ValueError as relayed:
                     # whatever stopped it there, a relay's reason ranks after a binding's own
                     raise RawPointer(str(relayed)) from None
-                analysis.launcher = launcher.name  # the operation is still this launcher's
+                for read in (analysis, *analysis.forms):
+                    read.launcher = launcher.name  # the operation is still this launcher's
         except ValueError as exc:
             merged.update(id(s) for s in siblings)
-            reason = f"{THROUGH} {site.function} ({site.file.name}:{site.line}): {exc}"
+            form = f" at {site.form}" if site.form else ""
+            reason = f"{THROUGH} {site.function} ({site.file.name}:{site.line}){form}: {exc}"
+            if site.form:
+                unformed.append(((site.file, site.line), f"{site.form} not imported: {exc}"))
             # a caller that passes raw pointers in turn (a header's convenience launcher
             # over this one) says less than a binding's own reason: its reason goes last
             (passed_on if isinstance(exc, RawPointer) else failures).append(reason)
@@ -680,12 +691,26 @@ def _followed(
                 f"{s.function} ({s.file.name}:{s.line}"
                 + (f", <{', '.join(s.template_args)}>)" if s.template_args else ")")
                 for s in sites
-                if s not in siblings
+                if s not in siblings and (s.file, s.line) != (site.file, site.line)
             )
-            analysis.notes.append(f"other calls not imported: {others}")
+            if others:
+                analysis.notes.append(f"other calls not imported: {others}")
+        if site.form:
+            analysis.form = "_".join(filter(None, (site.form, analysis.form)))
+            analysis.notes.append(site.form_note)
+            if not analysis.dead:
+                formed.append((analysis, facing))
+                formed_at = (site.file, site.line)
+                continue
         if not analysis.dead:
             return analysis, facing
         dead = dead or (analysis, facing)
+    if formed:
+        first, facing = formed[0]
+        first.forms = [other for other, _ in formed[1:]]
+        for read, _ in formed:
+            read.notes += [note for at, note in unformed if at == formed_at]
+        return first, facing
     if dead is not None and not failures and not passed_on:
         return dead
     reason = [*failures, *passed_on][0]
@@ -724,13 +749,19 @@ def _analysed_sites(
             except ValueError as exc:  # Unmapped, or a launcher this analysis cannot read
                 result.reason = str(exc) or type(exc).__name__
                 continue
-            result.op = op_name(launcher.name, index, several)
-            if named.setdefault(result.op, launcher.line) != launcher.line:
-                # another launcher of the same name (SGLang's classes each have a `run`): the
-                # line keeps the two operations' folders apart
-                result.op = op_name(f"{launcher.name}_{launcher.line}", index, several)
-            result.dtypes = list(analysis.dtypes)
-            analyses.append((result, analysis, facing))
+            for read in (analysis, *analysis.forms):
+                if read is not analysis:  # another rank form of the call: its own operation
+                    result = result.model_copy(update={"dtypes": [], "notes": []})
+                    results.append(result)
+                # a rank form's name follows the launcher's (callers.rank_forms: `_k_2d`)
+                name = "_".join(filter(None, (launcher.name, read.form)))
+                result.op = op_name(name, index, several)
+                if named.setdefault(result.op, launcher.line) != launcher.line:
+                    # another launcher of the same name (SGLang's classes each have a `run`):
+                    # the line keeps the two operations' folders apart
+                    result.op = op_name(f"{name}_{launcher.line}", index, several)
+                result.dtypes = list(read.dtypes)
+                analyses.append((result, read, facing))
     for function, line, call in parsed.other_launches:
         if only is None or function in only:
             results.append(

@@ -309,6 +309,11 @@ class Analysis:
     """Whether a template argument of the entry is folded from the element's width to a value
     float32's width would not give (``16 / sizeof(T)``: 8 at 16 bits, 4 at 32): the entry at
     float32 is not the launch the framework makes at float32, so no float32 oracle."""
+    form: str = ""
+    """The rank form of its caller the launch was read at (:func:`~astra_graph.framework.
+    callers.rank_forms`: ``k_2d``), which names its operation apart; '' for none."""
+    forms: list[Analysis] = field(default_factory=list)
+    """The launch read at the caller's other rank forms, each an operation of its own."""
 
 
 _OPTIONAL_VALUE = re.compile(r"^(\w+)\s*\.\s*value\s*\(\s*\)$")
@@ -1388,6 +1393,7 @@ def analyse(
         if at != WHOLE_SHAPE:  # the kernel only reads it, whatever its parameter's const says
             tensors[name].const = True
     indexed = indexed_axes(kernel, bound.bindings, launch, translator, (grid, block))
+    free_rows = free_row_axes(kernel, bound.bindings)
     shapes, dims, unstated = _shapes(
         launch,
         tensors,
@@ -1397,6 +1403,7 @@ def analyse(
         extents,
         strided_axes(kernel, bound.bindings),
         {name: found.axes for name, found in indexed.items()},
+        {t: (source, axis) for t, (source, axis, _) in free_rows.items()},
     )
     _refuse_unshaped_raw(translator.raw_tensors, kernel, bound.bindings, indexed, notes)
     index_types = _offset_index_types(launcher, translator, tensors, notes)
@@ -1435,6 +1442,7 @@ def analyse(
     dispatched = bool(dtypes)
     by_callers = dict(launcher.instantiated)
     dtypes, drafted = _element_dtypes(dtypes, own_types, tensors, notes, by_callers)
+    _refuse_unindexed_rows(free_rows, tensors, notes)
     # the callers' types spell the entry only where they gave the dtypes
     own_element = _caller_type({} if dispatched or drafted else by_callers)
     entry = _entry(
@@ -2966,6 +2974,69 @@ def read_extents(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str
 
 INDEXED_NOTE = f"{EXTENT_NOTE}: its row-major index"
 """How the note of a shape taken from :func:`indexed_axes` begins, after the tensor's name."""
+FREE_ROWS_NOTE = f"{EXTENT_NOTE}: read only at rows integer ids name, so its rows are"
+"""How the note of a shape taken from :func:`free_row_axes` begins, after the tensor's name."""
+FREE_ROWS_SUFFIX = "_rows"
+"""Appended to a tensor's name for the dim of its rows (:func:`free_rows_dim`)."""
+
+
+def free_rows_dim(tensor: str) -> str:
+    """The dim of the rows of a table read only at id rows (:func:`free_row_axes`)."""
+    return f"{tensor}{FREE_ROWS_SUFFIX}"
+
+
+def free_row_axes(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[str, int, str]]:
+    """For each tensor the kernel reads only at rows named by another tensor's integer elements
+    (:attr:`~astra_graph.framework.parse.Kernel.id_rows`: FlashInfer's ``cos_sin_cache + pos *
+    rope_dim + vec_idx``, ``pos = pos_ids[idx]``), the (tensor, axis) the launch passes as its
+    row length, and the ids' tensor: a row length of one kernel parameter bound to one size query
+    of another tensor (``rope_dim = q_rope_in.size(-1)``). Nobody sizes its rows, and none needs
+    to: the ids are drawn below them (:func:`~astra_graph.framework.draft._index_rows`), so
+    they are a dim of its own (:func:`free_rows_dim`). A table passed at a moved address or
+    twice, one whose ids are no tensor, or a row length the launch does not pass as one sized
+    axis, gives nothing: its columns would be a guess."""
+    flat = _flat_bindings(bindings)
+    passes = Counter(b.value for b in flat.values() if b.kind == "tensor")
+    out: dict[str, tuple[str, int, str]] = {}
+    for table, ids, length in kernel.id_rows:
+        tensor, source = flat.get(table), flat.get(ids)
+        if tensor is None or source is None or len(length) != 1:
+            continue
+        if tensor.kind != "tensor" or source.kind != "tensor" or tensor.moved:
+            continue
+        size = flat.get(length[0])
+        query = (
+            _SIZE_PLACEHOLDER.fullmatch(strip_cast(size.value).strip("() "))
+            if size is not None and size.kind == "expr" and passes[tensor.value] == 1
+            else None
+        )
+        if query is None or query["tensor"] in (tensor.value, source.value):
+            continue
+        index = query["index"]
+        axis = -int(index[1:]) if index[0] == "m" else int(index)
+        out[tensor.value] = (query["tensor"], axis, source.value)
+    return out
+
+
+ROW_ID_DTYPES = ("int32", "int64")
+"""The element types whose values the draft draws as row ids (draft._index_rows)."""
+
+
+def _refuse_unindexed_rows(
+    free_rows: dict[str, tuple[str, int, str]], tensors: dict[str, TensorUse], notes: list[str]
+) -> None:
+    """Raises Unmapped where a table given rows of its own (:func:`free_row_axes`) is read at
+    rows of a tensor the draft does not draw as row ids (a float or one-byte element, or one of
+    no known type): its values would name rows past the table's."""
+    for table, (_, _, ids) in free_rows.items():
+        if not any(n.startswith(f"{table}: {FREE_ROWS_NOTE}") for n in notes):
+            continue  # shaped otherwise (a caller's checks)
+        element = tensors[ids].element
+        if element not in ROW_ID_DTYPES:
+            raise Unmapped(
+                f"tensor {table!r}: read only at rows named by {ids}'s elements, which are no "
+                f"row ids ({element or 'an unknown type'}), and nothing else says its rows"
+            )
 
 
 @dataclass
@@ -3651,6 +3722,7 @@ def _shapes(
     extents: dict[str, tuple[str, str]] | None = None,
     strided_reach: dict[str, list[tuple[str, int]]] | None = None,
     indexed: dict[str, list[tuple[str, int] | str]] | None = None,
+    free_rows: dict[str, tuple[str, int]] | None = None,
 ) -> tuple[dict[str, list[str]], list[str], dict[str, tuple[str, str]]]:
     """Each tensor's drafted axes, the dims in order of first use, and for each read tensor
     whose rows an output was assumed to have (:func:`_rows_of`, checked by
@@ -3661,7 +3733,9 @@ def _shapes(
     strides of and that has no twin, its axes from the sizes its strided indices stay below
     (``strided_reach``, :func:`strided_axes`), where it has that rank; one it neither sizes
     nor asks strides of, the axes its row-major index stays within (``indexed``,
-    :func:`indexed_axes`), where each is a sized tensor's."""
+    :func:`indexed_axes`), where each is a sized tensor's; else, one the kernel reads only at
+    rows integer ids name (``free_rows``, :func:`free_row_axes`), rows of its own
+    (:func:`free_rows_dim`) and the sized axis its row length is."""
     shapes: dict[str, list[str]] = {}
     dims: list[str] = []
     unstated: dict[str, tuple[str, str]] = {}
@@ -3777,9 +3851,25 @@ def _shapes(
             return None
         return [axis if isinstance(axis, str) else shapes[axis[0]][axis[1]] for axis in axes]
 
+    def free_shape(name: str) -> list[str] | None:
+        source, axis = (free_rows or {}).get(name, ("", 0))
+        axes = shapes.get(source, [])
+        return [free_rows_dim(name), axes[axis]] if -len(axes) <= axis < len(axes) else None
+
     by_index: list[str] = []
+    by_ids: list[str] = []
     for name in tensors:
         if name in shapes or name in read:
+            continue
+        if indexed_shape(name) is None and (shape := free_shape(name)) is not None:
+            shapes[name] = shape
+            by_ids.append(name)
+            dims.extend(d for d in shape if d not in dims)
+            source, axis = (free_rows or {})[name]
+            notes.append(
+                f"{name}: {FREE_ROWS_NOTE}: a dim of its own, {shape[0]}; its row length is "
+                f"{source}'s axis {axis}, the length the kernel's row offset is passed"
+            )
             continue
         if (shape := indexed_shape(name)) is not None:
             shapes[name] = shape
@@ -3817,7 +3907,7 @@ def _shapes(
     if reshape is not None:
         # shapes the launcher's caller checks (callers.py) win over ranks read from the
         # launch's queries, before any stride is written in terms of them
-        drafted = {name: shapes[name] for name in [*read, *by_index]}
+        drafted = {name: shapes[name] for name in [*read, *by_index, *by_ids]}
         shapes = reshape(shapes, notes, frozenset(n for n, _, _ in strided if tensors[n].const))
         for name in read:  # the source's axis as the caller's checks name it, unless they shape it
             if shapes[name] == drafted[name]:
@@ -3825,6 +3915,9 @@ def _shapes(
         for name in by_index:
             if shapes[name] == drafted[name]:
                 shapes[name] = indexed_shape(name) or shapes[name]
+        for name in by_ids:  # its row length as the caller's checks name that axis
+            if shapes[name] == drafted[name]:
+                shapes[name] = free_shape(name) or shapes[name]
         # an axis the checks give as an expression (`batch_size + 1`) is no dim: its names are
         dims = list(
             dict.fromkeys(d for shape in shapes.values() for a in shape for d in _dims_of(a))

@@ -314,6 +314,9 @@ class Kernel:
     direct: DirectExtents | None = None
     """What a direct import reads instead of :attr:`indexed` and :attr:`unindexed`, where the
     kernel takes CSR offsets or counts it may go without (:func:`_direct_extents`)."""
+    id_rows: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    """(table pointer, id pointer, row length factors) for each pointer parameter the body
+    reaches only at rows an id pointer's elements name (:func:`_id_row_tables`)."""
 
 
 @dataclass(frozen=True)
@@ -1937,6 +1940,7 @@ def parse_source(
                     row_reaches=kernel_row_reaches(definition, functions, reach_facts),
                     unindexed=unindexed,
                     direct=direct,
+                    id_rows=_id_row_tables(body, params, writers) if body is not None else (),
                 )
             )
             continue
@@ -2380,6 +2384,110 @@ def _gathered(
     for source in sorted(ids - _accounted(body, ids, pointers, holders, mutated, terms)):
         found.append((source, "", True))
     return tuple((aliases.get(i, i), t, scaled) for i, t, scaled in found)
+
+
+def _id_row_tables(
+    body: Node, params: tuple[Param, ...], writers: dict[str, frozenset[int]]
+) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(table, ids, row length factors) for each pointer parameter ``table`` that the body reaches
+    only at rows named by the elements of one other pointer parameter ``ids``: each of its uses is
+    the base of a subscript that only reads (:func:`_only_read`) or of a ``+`` chain dereferenced or
+    handed to a call as it is formed (never kept in a local pointer, to be offset again out of
+    sight), whose offset's summands hold exactly one row term, ``id * L1 * L2 ...``, the id an
+    element ``ids[i]`` or a local whose one initialiser is one, never assigned (through casts), the
+    ``L`` names and decimal whole numbers alike at every use; no other summand reads an element of a
+    pointer or a name of the length (``+ d`` steps past the id's row, :func:`_steps_rows`).
+    FlashInfer's ``cos_sin_cache + pos * rope_dim + vec_idx`` with ``pos = pos_ids[idx]``. A table
+    the body stores through (:func:`_written_names`: an assignment, a writing call of the source, a
+    local pointer stored through) has none: its rows would be places, not reads. What is read past
+    the row term (``+ vec_idx``, and a callee's reach past the address it is handed: a vector's
+    width) is taken as within the row, as :func:`_gathered` takes it. Such a table's rows are any
+    number the ids are drawn below: none of its sizes but the row length is the kernel's."""
+    pointers = {p.name for p in params if p.pointer}
+    mutated = _mutated_names(body)
+    ids_of: dict[str, str] = {}  # strict holders: `const long pos = pos_ids[idx];`
+    for local, values in _local_values(body).items():
+        sources = {_subscripted(_uncast(v)) for v in values}
+        source = sources.pop() if len(values) == 1 and len(sources) == 1 else None
+        if source in pointers and local not in mutated and local not in pointers:
+            ids_of[local] = str(source)
+    written = _written_names(body, writers)
+
+    def id_of(factor: Node) -> str | None:
+        factor = _uncast(factor)
+        base = _subscripted(factor)
+        return base if base in pointers else ids_of.get(text(factor))
+
+    def row_use(name: Node) -> tuple[str, tuple[str, ...]] | None:
+        top = name
+        while top.parent is not None and (
+            top.parent.type in ("parenthesized_expression", "cast_expression")
+            or _uncast(top.parent).id == name.id
+        ):
+            top = top.parent
+        parent = top.parent
+        if parent is None:
+            return None
+        if parent.type == "subscript_expression" and parent.child_by_field_name("argument") == top:
+            index = _single_index(parent)
+            if index is None or not _only_read(parent):
+                return None
+            summands = _operands(index, "+")
+        elif _is_sum(parent):
+            chain = parent
+            while chain.parent is not None and (
+                _is_sum(chain.parent) or chain.parent.type == "parenthesized_expression"
+            ):
+                chain = chain.parent
+            user = chain.parent
+            # the address read where it is formed: dereferenced, or handed to a call (a vector
+            # load); one stored in a local pointer is offset again out of sight, and one in
+            # arithmetic (`table + off - d`) is no address as summed
+            if user is None or not (
+                user.type == "argument_list"
+                or (
+                    user.type == "pointer_expression"
+                    and text(user.child_by_field_name("operator")) == "*"
+                )
+            ):
+                return None
+            operands = _operands(chain, "+")
+            if not any(o.id == unparenthesised(top).id for o in operands):
+                return None
+            summands = [o for o in operands if o.id != unparenthesised(top).id]
+        else:
+            return None
+        rows = []
+        for term in summands:
+            factors = _operands(term, "*")
+            named = [i for f in factors if (i := id_of(f)) is not None]
+            if named:
+                rows.append((term, factors, named))
+            elif _element_source(term, pointers, ids_of) is not None:
+                return None  # an element read beside the row: an element index, not a row
+        if len(rows) != 1 or len(rows[0][2]) != 1 or len(rows[0][1]) < 2:
+            return None
+        term, factors, (row_id,) = rows[0]
+        length = [f for f in factors if id_of(f) is None]
+        plain = all(
+            f.type == "identifier" or (f.type == "number_literal" and text(f).isdigit())
+            for f in length
+        )
+        if not plain or row_id == text(name) or _steps_rows(term, summands, ids_of):
+            return None
+        return row_id, tuple(text(f) for f in length)
+
+    uses: dict[str, set[tuple[str, tuple[str, ...]] | None]] = {}
+    for use in _walk(body, ("identifier",)):
+        word = text(use)
+        if word in pointers and not _declaring(use):
+            uses.setdefault(word, set()).add(row_use(use))
+    out: list[tuple[str, str, tuple[str, ...]]] = []
+    for table, found in sorted(uses.items()):
+        (row,) = found if len(found) == 1 else (None,)
+        if row is not None and table not in written:
+            out.append((table, *row))
+    return tuple(out)
 
 
 def _steps_rows(term: Node, summands: list[Node], holders: dict[str, str]) -> bool:

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from astra_graph.harness import roofline, selection, timing
 from astra_graph.harness.bench_request import BenchRequest
+from astra_graph.harness.domain import plannable_gpu_bytes
 from astra_graph.harness.kernel_resources import resources_of
 from astra_graph.harness.payload import operation_spec
 from astra_graph.harness.results import (
@@ -98,11 +99,16 @@ def _time_shape(
     estimate = min(estimates)
     floor_copies = 1
     if estimate < timing.GRAPH_THRESHOLD_US:  # a graph launches each copy once per replay
+        # every side grows to the same number of copies at most, with room for each of them
+        per_copy = sum(side.bytes_per_copy(dims, dtype) for side in sides)
+        room = 1 + plannable_gpu_bytes(cupy) // max(per_copy, 1)
         for side in sides:
             cold = timing.copies_for_cold_data(side.cases[0].nbytes, timer.l2_bytes)
-            side.add_copies(dims, dtype, rng, timing.graph_copies(estimate, cold))
-        cold = timing.copies_for_cold_data(mix.read_bytes + mix.write_bytes, timer.l2_bytes)
-        floor_copies = timing.graph_copies(estimate, cold)
+            side.add_copies(dims, dtype, rng, timing.graph_copies(estimate, cold, room))
+        floor_bytes = mix.read_bytes + mix.write_bytes
+        cold = timing.copies_for_cold_data(floor_bytes, timer.l2_bytes)
+        floor_room = 1 + plannable_gpu_bytes(cupy) // max(floor_bytes, 1)
+        floor_copies = timing.graph_copies(estimate, cold, floor_room)
     if not mix.fits_minimal_kernel:  # beyond 32-bit indices: bandwidth-bound in any case
         cupy.cuda.Device().synchronize()
         subjects = [s.subject(f"side{i}", fingerprinted=i == 0) for i, s in enumerate(sides)]

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +73,15 @@ masks of the checks (4); the row scaling and the reference work in bounded row c
 MEMORY_HEADROOM = 0.85
 """Share of the free GPU memory a case may plan to use: the rest absorbs the memory pool's
 rounding and the allocator's fragmentation."""
+
+
+def plannable_gpu_bytes(cupy: Any) -> int:
+    """GPU memory a step may plan to use: the device's free memory and what CuPy's pool holds
+    unused (it gives that back and retries when an allocation finds too little), times
+    :data:`MEMORY_HEADROOM`. Nothing is freed here: giving the pool's blocks back before every
+    timed shape made each shape allocate afresh."""
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return int(MEMORY_HEADROOM * (free + cupy.get_default_memory_pool().free_bytes()))
 
 
 @dataclass(frozen=True)

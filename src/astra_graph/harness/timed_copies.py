@@ -30,6 +30,10 @@ TIMED_CHECKED_COPIES = 8
 reference after timing, drawn after timing (OS entropy) among the launched ones; with the
 fingerprints of every sample (every copy's outputs) a kernel that skips or replays work on any
 copy in any sample shows, and the ones compared cannot be known while it runs."""
+TIMED_TRANSIENT_BYTES_PER_ELEMENT = 8
+"""Bytes per element of the largest argument held for a moment while copies are added, counted:
+the float32 draw of an input set (4; ``cases.random_values``) and its conversion to the storage
+type before it is written into the set (at most 4)."""
 BATCH_ROW_ALIGN = 256
 """Each input copy starts at a multiple of this many bytes in its batch (cudaMalloc's
 alignment), whatever the shape's size."""
@@ -74,6 +78,21 @@ class TimedCopies:
     @property
     def outputs(self) -> list[str]:
         return [a.name for a in self.spec.contract.args if a.role == "output"]
+
+    def bytes_per_copy(self, dims: Mapping[str, int], dtype: str) -> int:
+        """GPU memory one more copy takes in :meth:`add_copies`: every input in its batch and
+        in each of the :data:`TIMING_INPUT_SETS` sets, every output in its batch and in each of
+        the :data:`TIMING_POISONS` patterns, and the largest argument's transient draw
+        (:data:`TIMED_TRANSIENT_BYTES_PER_ELEMENT`)."""
+        contract = self.spec.contract
+        held, largest = 0, 0
+        for arg in contract.args:
+            size = math.prod(contract.shape_of(arg, dims))
+            row = -(-size * contract.dtype_of(arg, dtype).itemsize // BATCH_ROW_ALIGN)
+            kept = TIMING_POISONS if arg.role == "output" else TIMING_INPUT_SETS
+            held += (1 + kept) * row * BATCH_ROW_ALIGN
+            largest = max(largest, size)
+        return held + TIMED_TRANSIENT_BYTES_PER_ELEMENT * largest
 
     def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
         """Grow to ``total`` copies, every one with its own random inputs in every set (drawn

@@ -220,12 +220,17 @@ def copies_for_cold_data(bytes_per_copy: int, l2_bytes: int, limit: int = MAX_CO
     return max(2, min(limit, math.ceil(2 * l2_bytes / bytes_per_copy) + 1))
 
 
-def graph_copies(estimate_us: float, cold_copies: int) -> int:
+def graph_copies(estimate_us: float, cold_copies: int, room: int | None = None) -> int:
     """Input copies of a graph-timed subject, each launched once per replay: at least
     ``cold_copies`` (twice the L2) and enough for about :data:`GRAPH_TARGET_US`, at most
-    :data:`MAX_COPIES` unless the L2 needs more."""
+    :data:`MAX_COPIES` unless the L2 needs more, and never more than ``room`` where given: the
+    copies the GPU's free memory holds (at least one). Fewer copies than the target asks leave
+    a replay shorter than :data:`GRAPH_TARGET_US`, which weighs the graph's launch a little
+    more; more than fit failed whole runs (30 copies of a 470 MB input, vLLM's masked MoE
+    activation on the H100, 2026-11-27)."""
     per_target = math.ceil(GRAPH_TARGET_US / max(estimate_us, 0.05))
-    return max(cold_copies, min(MAX_COPIES, per_target))
+    wanted = max(cold_copies, min(MAX_COPIES, per_target))
+    return wanted if room is None else max(1, min(room, wanted))
 
 
 # --- measurement on the GPU -----------------------------------------------------------------------

@@ -58,9 +58,9 @@ from astra_graph.harness.compare import (
 )
 from astra_graph.harness.domain import (
     DOMAIN_SUITE,
-    MEMORY_HEADROOM,
     full_check_bytes,
     light_check_bytes,
+    plannable_gpu_bytes,
 )
 from astra_graph.harness.errors import BaselineError, NoGpu, Rejected
 from astra_graph.harness.geometry import launch_problem
@@ -950,13 +950,10 @@ shapes are skipped there and noted."""
 
 def _free_bytes(xp: Any) -> int:
     """Memory a case may plan to use: the GPU's free memory plus what the pool caches, times
-    :data:`~harness.domain.MEMORY_HEADROOM`; on the host :data:`DOMAIN_HOST_BYTES`."""
+    :func:`~harness.domain.plannable_gpu_bytes`; on the host :data:`DOMAIN_HOST_BYTES`."""
     if xp is np:
         return DOMAIN_HOST_BYTES
-    pool = xp.get_default_memory_pool()
-    pool.free_all_blocks()
-    free, _ = xp.cuda.runtime.memGetInfo()
-    return int(MEMORY_HEADROOM * free)
+    return plannable_gpu_bytes(xp)
 
 
 def _protocol_for(spec: OperationSpec, case: CaseSpec, xp: Any) -> str | None:
