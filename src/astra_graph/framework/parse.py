@@ -59,6 +59,9 @@ if TYPE_CHECKING:
     from astra_graph.framework.reach import Facts, RowReach
     from astra_graph.framework.vectors import FunctionIndex, VectorAccess
 
+    # a pointer use's guarded read by a call (:func:`~astra_graph.framework.guarded.call_read`)
+    CallReads = Callable[[Node], tuple[str, list[Node], Node] | str | None]
+
 
 MAX_MACRO_DEPTH = 8
 """How deep macros are followed inside each other (a dispatch macro's case macros, the
@@ -1906,13 +1909,14 @@ def parse_source(
             uses = _offset_uses(body, params, differenced) if body is not None else ()
             functions = functions or FunctionIndex(tree.root_node)
             steady = steady or steady_calls(tree.root_node, functions)
+            reads = _call_reads(functions)
             indexed, unindexed = (
-                _indexed_extents(body, params, tparams, member_types, steady=steady)
+                _indexed_extents(body, params, tparams, member_types, steady=steady, reads=reads)
                 if body is not None
                 else ((), ())
             )
             direct = (
-                _direct_extents(body, params, tparams, member_types, differenced, steady)
+                _direct_extents(body, params, tparams, member_types, differenced, steady, reads)
                 if body is not None
                 else None
             )
@@ -3131,6 +3135,13 @@ def _vector_access(name: Node) -> tuple[Node, list[Node]] | None:
     return (obj, rest) if obj is not None else None
 
 
+def _call_reads(functions: FunctionIndex) -> CallReads:
+    """:func:`~astra_graph.framework.guarded.call_read` over the unit's ``functions``."""
+    from astra_graph.framework import guarded  # it reads this module's syntax helpers
+
+    return lambda name: guarded.call_read(name, functions)
+
+
 def _direct_extents(
     body: Node,
     params: tuple[Param, ...],
@@ -3138,6 +3149,7 @@ def _direct_extents(
     structs: Mapping[str, tuple[tuple[str, ...], dict[str, str]]],
     differenced: tuple[str, ...],
     steady: Callable[[Node, int], bool] | None = None,
+    reads: CallReads | None = None,
 ) -> DirectExtents | None:
     """The kernel's :class:`DirectExtents`, where it takes CSR offsets (``differenced``) or a
     count it may go without; None where it takes neither (a direct import reads
@@ -3149,7 +3161,7 @@ def _direct_extents(
         return None
     bounds: dict[str, str] = {}
     indexed, unindexed = _indexed_extents(
-        body, params, tparams, structs, differenced, nulls, bounds, steady
+        body, params, tparams, structs, differenced, nulls, bounds, steady, reads
     )
     return DirectExtents(nulls, tuple(bounds.items()), indexed, unindexed)
 
@@ -3163,6 +3175,7 @@ def _indexed_extents(
     nulls: tuple[str, ...] = (),
     bounds: dict[str, str] | None = None,
     steady: Callable[[Node, int], bool] | None = None,
+    reads: CallReads | None = None,
 ) -> tuple[tuple[IndexedExtent, ...], tuple[tuple[str, str], ...]]:
     """For each pointer parameter the body reaches only at row-major indices, the shape those
     indices stay within (:class:`IndexedExtent`), and for each other pointer it reaches, why it
@@ -3186,9 +3199,10 @@ def _indexed_extents(
     ``bounds`` (its segments' bound, :func:`~astra_graph.framework.segments.offsets_extents`),
     and the body is read as it runs with each of ``nulls`` null
     (:func:`~astra_graph.framework.segments.values_at_null`), those pointers not reached."""
-    from astra_graph.framework import segments  # it reads this module's syntax helpers
+    from astra_graph.framework import guarded, segments  # they read this module's helpers
 
     pointers = {p.name for p in params if p.pointer} - set(nulls)
+    pointee = {p.name: p.type for p in params if p.pointer}
     body = scoped_body(body, params)
     mutated = _mutated_names(body) | _unsteady_names(body, params, steady)
     known = ({p.name for p in params if not p.pointer and not p.reference} - mutated) | {
@@ -3213,9 +3227,11 @@ def _indexed_extents(
             return plain(_below_factors(term, values, mutated, 0))
         return None
 
-    def row_major(terms: list[Node], width: str) -> tuple[list[str], list[tuple[str, str]]] | None:
+    def row_major(
+        terms: list[Node], width: str, held: tuple[Node, ...] = ()
+    ) -> tuple[list[str], list[tuple[str, str]]] | None:
         placed = (
-            segments.offset_row(terms[0], offsets, values, mutated)
+            segments.offset_row(terms[0], offsets, values, mutated, held)
             if offsets and width == "1" and len(terms) == 1
             else None
         )
@@ -3232,7 +3248,7 @@ def _indexed_extents(
         stride = plain(
             tuple(f for s in factors[1:] for f in (_product(s, values, mutated, 0) or ("?",)))
         )
-        inner = row_major([factors[0]], "1") if len(factors) > 1 else None
+        inner = row_major([factors[0]], "1", held) if len(factors) > 1 else None
         last = reach(terms[1], width)
         if stride is None or inner is None or last is None:
             return None
@@ -3253,6 +3269,8 @@ def _indexed_extents(
             continue
         parent = name.parent
         shape = None
+        reason = "not one element or vector access at a row-major index of bounded indices"
+        called = reads(name) if reads is not None else None
         if (
             parent is not None
             and parent.type == "subscript_expression"
@@ -3264,12 +3282,14 @@ def _indexed_extents(
         elif (access := _vector_access(name)) is not None:
             width = _vector_width(access[0], types, structs)
             shape = row_major(access[1], width) if width is not None else None
+        elif isinstance(called, str):
+            reason = called
+        elif called is not None:  # a guarded read of a callee's: its guard holds at the row
+            width = guarded.read_width(called[0], pointee[pointer], values, mutated)
+            held = tuple(_operands(called[2], "&&"))
+            shape = row_major(called[1], width, held) if width is not None else None
         if shape is None:
-            use = _use_text(name)
-            unread[pointer] = (
-                f"reached at `{use}`, not one element or vector access at a row-major index "
-                "of bounded indices"
-            )
+            unread[pointer] = f"reached at `{_use_text(name)}`, {reason}"
         else:
             found.setdefault(pointer, set()).add((tuple(shape[0]), tuple(shape[1])))
     out: list[IndexedExtent] = []

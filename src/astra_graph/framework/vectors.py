@@ -60,6 +60,7 @@ from astra_graph.kernel.dtypes import DTYPES
 if TYPE_CHECKING:
     from tree_sitter import Node
 
+    from astra_graph.framework.guarded import GuardedRead
     from astra_graph.framework.launchers import Analysis, Binding
 
 VECTOR_BYTES: dict[str, int] = {
@@ -143,6 +144,9 @@ class FunctionIndex:
     root: Node
     by_name: dict[str, list[_Function]] = field(default_factory=dict)
     needs: dict[int, tuple[_Need, ...]] = field(default_factory=dict)
+    reads: dict[tuple[int, int], GuardedRead | str] = field(default_factory=dict)
+    """Each function's guarded read at a pointer parameter, by (function, position)
+    (:func:`~astra_graph.framework.guarded.guarded_read`)."""
 
     def __post_init__(self) -> None:
         for definition in _walk(self.root, ("function_definition",)):
