@@ -8,8 +8,11 @@ style) holds persistent kernels over variable-length segments: ``csr_sum_kernel`
 occupancy query's blocks per SM times the SM count (``CsrSum``; ``CsrSumCapped`` caps it by the
 work). Both are imported directly: ``count_ptr`` passed null, ``offsets`` drawn as CSR offsets
 into a dim of their own, ``parts`` sized by it. The others are refused, each with its reason:
-row ids used without differences, a count pointer written, a row read past its segment. Their
-GPU twins are in test_import_gpu.py (``-k csr``).
+row ids used without differences, a count pointer written, a row read past its segment.
+``CsrStaged`` reads its rows only through a device copy that reads them where the flag it is
+handed holds (a cp.async predicated in PTX, a vector copy under ``if``): the row is bounded by
+that flag (guarded.py); inline kernels check the copies it refuses. Their GPU twins are in
+test_import_gpu.py (``-k csr``).
 """
 
 from __future__ import annotations
@@ -424,3 +427,130 @@ def test_a_conditionals_branch_is_read_where_the_conditional_is(statement: str, 
     (kernel,) = parse_source(source).kernels
     shapes = {e.pointer: e.axes for e in kernel.indexed}
     assert ("x" in shapes) is read
+
+
+PREDICATED = (
+    '  asm volatile("{\\n .reg .pred q;\\n setp.ne.b32 q, %0, 0;\\n"\n'
+    '               " @q cp.async.cg.shared.global [%1], [%2], %3;\\n}\\n"\n'
+    '               :: "r"((int)pred), "r"(at), "l"(src), "n"(16));'
+)
+SIZED = (
+    "  int got = pred ? 16 : 0;\n"
+    '  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\\n"\n'
+    '               :: "r"(at), "l"(src), "n"(16), "r"(got));'
+)
+UNPREDICATED = (
+    '  asm volatile("cp.async.cg.shared.global [%0], [%1], %2;\\n"\n'
+    '               :: "r"(at), "l"(src), "n"(16));'
+)
+LOADED = (
+    "  uint4 r;\n"
+    '  asm volatile("{\\n .reg .pred q;\\n setp.ne.b32 q, %4, 0;\\n"\n'
+    '               " @q ld.global.v4.u32 {%0, %1, %2, %3}, [%5];\\n}\\n"\n'
+    '               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"((int)pred), "l"(src));'
+)
+
+
+def _staged(copy16: str, guard: str = "k < n") -> Kernel:
+    """A kernel over CSR segments reading ``x`` only through ``copy<bits>`` (two ``copy16`` of
+    the body given where ``bits`` is 256, one where 128), handed ``guard``."""
+    source = (
+        "template <typename T>\n"
+        "__device__ void copy16(T* dst, const T* src, bool pred) {\n"
+        "  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));\n"
+        f"{copy16}\n"
+        "}\n"
+        "template <unsigned kBits, typename T>\n"
+        "__device__ void copy(T* dst, const T* src, bool pred) {\n"
+        '  static_assert(kBits == 128 || kBits == 256, "");\n'
+        "  if constexpr (kBits == 128) {\n"
+        "    copy16(dst, src, pred);\n"
+        "  } else {\n"
+        "    copy16(dst, src, pred);\n"
+        "    copy16(dst + 16 / sizeof(T), src + 16 / sizeof(T), pred);\n"
+        "  }\n"
+        "}\n"
+        "template <unsigned kVec>\n"
+        "__global__ void k(float* x, const int* o, float* out, unsigned m) {\n"
+        "  extern __shared__ float buf[];\n"
+        "  constexpr unsigned bits = sizeof(float) * kVec * 8;\n"
+        "  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {\n"
+        "    const unsigned n = o[s + 1] - o[s];\n"
+        "    for (unsigned k = 0; k < 8; ++k) {\n"
+        "      copy<bits>(buf + k * kVec, x + (o[s] + k) * 32 + threadIdx.x * kVec,\n"
+        f"                 {guard});\n"
+        "    }\n"
+        "    out[s] = buf[0];\n"
+        "  }\n"
+        "}\n"
+    )
+    (kernel,) = (k for k in parse_source(source).kernels if k.name == "k")
+    assert kernel.direct is not None
+    return kernel
+
+
+@pytest.mark.parametrize(
+    "copy16",
+    [
+        PREDICATED,
+        SIZED,
+        "  if (pred) *((uint4*)dst) = *((uint4*)src);",
+        f"#ifdef HAS_CP_ASYNC\n{PREDICATED}\n#else\n"
+        "  if (pred) { *((uint4*)dst) = *((uint4*)src); }\n#endif",
+    ],
+)
+def test_a_row_read_by_a_guarded_copy_is_kept_below_its_segment_by_the_guard(copy16: str) -> None:
+    """A copy that reads ``src`` only where its flag holds (cp.async predicated by ``setp.ne``
+    on the flag, or sized ``pred ? 16 : 0``, a vector copy under ``if (pred)``, or any of them
+    by the preprocessor) reads ``bits / 8`` bytes (``kVec`` floats: ``sizeof(float) * kVec *
+    8`` bits) at row ``o[s] + k`` only where ``k < n``: the row stays in its segment."""
+    kernel = _staged(copy16)
+    assert kernel.direct is not None
+    shapes = {e.pointer: e for e in kernel.direct.indexed}
+    assert shapes["x"] == IndexedExtent(
+        "x", (OFFSET_ROWS.format("o"), "32"), (("blockDim.x*kVec", "32"),)
+    )
+
+
+@pytest.mark.parametrize(
+    ("copy16", "guard", "reason"),
+    [
+        (UNPREDICATED, "k < n", "cp.async neither predicated nor sized by a flag parameter"),
+        (LOADED, "k < n", "PTX `@q ld.global.v4.u32"),
+        ("  *((uint4*)dst) = *((uint4*)src);", "k < n", "no vector read under a flag parameter"),
+        ("  if (pred) *((uint4*)src) = *((uint4*)dst);", "k < n", "no vector read under a flag"),
+        (PREDICATED, "k <= n", "not one element or vector access"),  # one row past
+        (PREDICATED, "true", "not one element or vector access"),
+    ],
+)
+def test_a_copy_not_read_as_guarded_leaves_its_rows_unbounded(
+    copy16: str, guard: str, reason: str
+) -> None:
+    """An unpredicated cp.async, a PTX load not recognised, a vector copy under no flag or
+    written through the source, or a guard that does not keep the row in its segment: ``x``
+    gets no shape, with a reason naming the copy."""
+    kernel = _staged(copy16, guard)
+    assert kernel.direct is not None
+    assert "x" not in {e.pointer for e in kernel.direct.indexed}
+    why = dict(kernel.direct.unindexed)["x"]
+    assert why.startswith("reached at `copy<bits>(buf + k * kVec, x"), why
+    assert reason in why, why
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_rows_staged_through_a_guarded_copy_import_with_their_segments_shape(
+    imported: tuple[Path, dict[str, LauncherResult]],
+) -> None:
+    """``CsrStaged`` reads ``parts`` only through ``guarded_copy<bits>`` (cp.async predicated
+    in PTX, or a ``uint4`` copy under ``if``), handed ``chunk * kRows + row < count``: its rows
+    stay in their segments, and it imports as ``CsrSum`` does."""
+    out, results = imported
+    result = results["CsrStaged"]
+    assert result.imported, result.reason
+    contract = load_contract(out / "csr_staged").contract
+    assert {a.name: a.shape for a in contract.args} == {
+        "parts": ["offsets_total", "heads", "head_dim"],
+        "offsets": ["max_segments + 1"],
+        "out": ["max_segments", "heads", "head_dim"],
+    }
+    assert main(["validate", str(out / "csr_staged")]) == 0

@@ -243,7 +243,8 @@ def _use(
         if not read or guard is None:
             return f"{where} is no vector read under a flag parameter"
         return cast[0], guard
-    return _call_use(node, pointee, flags, function, index, depth) or f"{where} is not read"
+    handed = _call_use(node, pointee, flags, index, depth)
+    return handed if handed is not None else f"{where} is not read"
 
 
 def _written(node: Node) -> bool:
@@ -280,13 +281,19 @@ def _flag(node: Node | None, flags: set[str]) -> str | None:
 
 
 def _ptx(asm: Node) -> list[str]:
-    """The instructions of an asm statement's PTX, one per ``;``, braces and blanks aside."""
+    """The instructions of an asm statement's PTX, one per ``;``, scope braces and blanks
+    aside."""
     code = asm.child_by_field_name("assembly_code")
     pieces: list[str] = []
     for part in _walk(code, ("string_content", "escape_sequence")) if code is not None else []:
         pieces.append(" " if part.type == "escape_sequence" else text(part))
-    joined = "".join(pieces).replace("{", ";").replace("}", ";")
-    return [" ".join(i.split()) for i in joined.split(";") if i.strip()]
+    out: list[str] = []
+    for piece in "".join(pieces).split(";"):
+        # a scope's braces open or close a statement; an operand list's stand after its opcode
+        words = " ".join(piece.split()).lstrip("{} ")
+        if words:
+            out.append(words)
+    return out
 
 
 def _asm_use(
@@ -380,11 +387,11 @@ def _call_use(
     node: Node,
     pointee: str,
     flags: set[str],
-    function: _Function,
     index: FunctionIndex,
     depth: int,
-) -> tuple[int, str] | None:
-    """A pointer handed on (``P`` or ``P + c / sizeof(T)``) to a summarised call."""
+) -> tuple[int, str] | str | None:
+    """A pointer handed on (``P`` or ``P + c / sizeof(T)``) to a summarised call, or why the
+    call reads otherwise; None where the use is no argument of a call of the unit's."""
     top = _whole_sum(node)
     arguments = top.parent
     call = arguments.parent if arguments is not None else None
@@ -407,7 +414,7 @@ def _call_use(
             or _spelled(right) != f"sizeof({_compact_type(pointee)})"
             or skip
         ):
-            return None
+            return f"`{' '.join(text(top).split())[:60]}` is no address read"
         skip = int(_compact(left))  # c / sizeof(T) elements of T: at most c bytes
     name, _ = _callee_name(call.child_by_field_name("function"))
     found = index.by_name.get(name, [])
@@ -415,11 +422,13 @@ def _call_use(
     guard: str | None = None
     for callee in found:
         summary = _summary(callee, position, index, depth + 1)
-        if isinstance(summary, str) or not summary.bits.isdigit() or summary.guard >= len(handed):
-            return None
+        if isinstance(summary, str):
+            return f"`{name}`: {summary}"
+        if not summary.bits.isdigit() or summary.guard >= len(handed):
+            return f"`{name}` reads bits this call does not fix"
         given = _flag(handed[summary.guard], flags)
         if given is None or guard not in (None, given):
-            return None
+            return f"`{name}` is handed no flag parameter as its guard"
         guard = given
         ends.append(skip + int(summary.bits) // BITS_PER_BYTE)
     return (max(ends), guard) if ends and guard is not None else None
