@@ -554,3 +554,16 @@ def test_rows_staged_through_a_guarded_copy_import_with_their_segments_shape(
         "out": ["max_segments", "heads", "head_dim"],
     }
     assert main(["validate", str(out / "csr_staged")]) == 0
+
+
+@pytest.mark.parametrize("copy16", [PREDICATED, SIZED, UNPREDICATED])
+def test_an_async_copy_asks_its_source_aligned_to_its_size(copy16: str) -> None:
+    """A cp.async of 16 bytes needs its global address a multiple of 16, guarded or not: each
+    copy ``copy<bits>`` may make (at ``src`` and ``src + 16 / sizeof(T)``) is a 16-byte vector
+    access of ``x`` at the kernel's offset."""
+    kernel = _staged(copy16)
+    offset = "((o[s__local] + k__local) * 32) + (threadIdx.x * kVec)"
+    assert {(v.pointer, v.offsets, v.width) for v in kernel.vectors} == {
+        ("x", (offset,), 16),
+        ("x", (f"{offset} + ((16 / sizeof(T)))",), 16),
+    }

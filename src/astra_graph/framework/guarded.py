@@ -132,10 +132,10 @@ def call_read(name: Node, index: FunctionIndex) -> tuple[str, list[Node], Node] 
         return f"handed to `{callee}`, its guard left to a default"
     bits = summary.bits
     if not bits.isdigit():
-        template = next(f.template for f in found)
         explicit = _split_type(text(target))[1] or ()
-        at = template.index(bits)
-        if at >= len(explicit):
+        places = {f.template.index(bits) if bits in f.template else len(explicit) for f in found}
+        at = places.pop()
+        if places or at >= len(explicit):
             return f"handed to `{callee}`, its `{bits}` not given"
         bits = explicit[at]
     rest = [
@@ -303,12 +303,7 @@ def _asm_use(
     asm = operand.parent.parent if operand.parent is not None else None
     if asm is None or asm.type != "gnu_asm_expression":
         return "an asm operand not read"
-    outputs = asm.child_by_field_name("output_operands")
-    inputs = asm.child_by_field_name("input_operands")
-    operands = [
-        *(outputs.children_by_field_name("operand") if outputs is not None else []),
-        *(inputs.children_by_field_name("operand") if inputs is not None else []),
-    ]
+    operands = _asm_operands(asm)
     number = next(i for i, o in enumerate(operands) if o == operand)
     constraint = _spelled(operand.child_by_field_name("constraint")).strip('"')
     values = [o.child_by_field_name("value") for o in operands]
@@ -317,6 +312,7 @@ def _asm_use(
         return f"{where} takes the pointer as `{constraint}`, not an address operand"
     instructions = _ptx(asm)
     end = 0
+    guards: set[str] = set()
     for instruction in instructions:
         if f"%{number}" not in re.findall(r"%\d+", instruction):
             continue
@@ -331,8 +327,39 @@ def _asm_use(
         if guard is None:
             return f"{where}: cp.async neither predicated nor sized by a flag parameter"
         end = max(end, size)
-        found = guard
-    return (end, found) if end else f"{where} reads nothing it recognises"
+        guards.add(guard)
+    if len(guards) != 1:
+        return f"{where} reads under {len(guards)} flags"
+    return end, guards.pop()
+
+
+def _asm_operands(asm: Node) -> list[Node]:
+    """An asm statement's operands in the order ``%0``, ``%1`` ... number them (outputs
+    first)."""
+    outputs = asm.child_by_field_name("output_operands")
+    inputs = asm.child_by_field_name("input_operands")
+    return [
+        *(outputs.children_by_field_name("operand") if outputs is not None else []),
+        *(inputs.children_by_field_name("operand") if inputs is not None else []),
+    ]
+
+
+def copy_sources(asm: Node) -> list[tuple[Node, int]]:
+    """(the address, its ``cp-size``) of each ``cp.async`` (:data:`CP_ASYNC`) of an asm
+    statement whose source is an ``"l"`` operand and whose size an immediate: the copy needs
+    its source aligned to that size (PTX ISA), as a vector access of that width does."""
+    operands = _asm_operands(asm)
+    values = [o.child_by_field_name("value") for o in operands]
+    out: list[tuple[Node, int]] = []
+    for instruction in _ptx(asm):
+        copy = CP_ASYNC.match(instruction)
+        source = int(copy["src"]) if copy is not None else len(operands)
+        value = values[source] if source < len(operands) else None
+        constraint = _spelled(operands[source].child_by_field_name("constraint")) if value else ""
+        size = _immediate(operands, values, int(copy["size"])) if copy is not None else None
+        if value is not None and constraint == '"l"' and size is not None:
+            out.append((value, size))
+    return out
 
 
 def _immediate(operands: list[Node], values: list[Node | None], number: int) -> int | None:
