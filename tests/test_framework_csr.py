@@ -567,3 +567,11 @@ def test_an_async_copy_asks_its_source_aligned_to_its_size(copy16: str) -> None:
         ("x", (offset,), 16),
         ("x", (f"{offset} + ((16 / sizeof(T)))",), 16),
     }
+
+
+def test_a_flag_declared_again_in_the_copy_guards_nothing() -> None:
+    """``if (pred)`` under a ``bool pred`` of the copy's own tests that variable, not the flag
+    the caller hands it: the copy's read is under no guard of the caller's."""
+    kernel = _staged("  { bool pred = true; if (pred) *((uint4*)dst) = *((uint4*)src); }")
+    assert kernel.direct is not None
+    assert "x" not in {e.pointer for e in kernel.direct.indexed}

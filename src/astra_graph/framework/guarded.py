@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 from astra_graph.framework.parse import (
     _callee_name,
     _compact,
+    _declared_names,
     _function_declarator,
     _local_values,
     _mutated_names,
@@ -188,16 +189,19 @@ def _read(
     if depth > MAX_CALL_DEPTH:
         return "calls nested too deep"
     pointer = params[position]
+    # a name assigned, or declared again in the body (another variable where it is), is no
+    # parameter's value at every use
     mutated = _mutated_names(body)
-    if pointer.name in mutated:
-        return f"`{pointer.name}` is assigned"
-    flags = {p.name for p in params if not p.pointer and not p.reference} - mutated
+    if pointer.name in mutated | _declared_names(body):
+        return f"`{pointer.name}` is assigned or declared again"
+    flags = {p.name for p in params if not p.pointer and not p.reference}
+    flags -= mutated | _declared_names(body)
     locals_ = _local_values(body)
     uses: list[tuple[Node, int, str]] = []  # (use, farthest byte, guard)
     for node in _walk(body, ("identifier",)):
         if text(node) != pointer.name:
             continue
-        use = _use(node, pointer.type, flags, locals_, mutated, function, index, depth)
+        use = _use(node, pointer.type, flags, locals_, mutated, index, depth)
         if isinstance(use, str):
             return use
         uses.append((node, *use))
@@ -217,7 +221,6 @@ def _use(
     flags: set[str],
     locals_: dict[str, list[Node]],
     mutated: set[str],
-    function: _Function,
     index: FunctionIndex,
     depth: int,
 ) -> tuple[int, str] | str:
