@@ -8,8 +8,11 @@ style) holds persistent kernels over variable-length segments: ``csr_sum_kernel`
 occupancy query's blocks per SM times the SM count (``CsrSum``; ``CsrSumCapped`` caps it by the
 work). Both are imported directly: ``count_ptr`` passed null, ``offsets`` drawn as CSR offsets
 into a dim of their own, ``parts`` sized by it. The others are refused, each with its reason:
-row ids used without differences, a count pointer written, a row read past its segment. Their
-GPU twins are in test_import_gpu.py (``-k csr``).
+row ids used without differences, a count pointer written, a row read past its segment.
+``CsrStaged`` reads its rows only through a device copy that reads them where the flag it is
+handed holds (a cp.async predicated in PTX, a vector copy under ``if``): the row is bounded by
+that flag (guarded.py); inline kernels check the copies it refuses. Their GPU twins are in
+test_import_gpu.py (``-k csr``).
 """
 
 from __future__ import annotations
@@ -295,3 +298,280 @@ def test_offsets_of_a_float_type_are_refused() -> None:
 def test_a_count_taken_null_that_the_launch_passes_otherwise_is_refused() -> None:
     with pytest.raises(Unmapped, match=re.escape("kernel parameter 'c' is read as `c ? *c : ...`")):
         _segmented("SegCounted")
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_count_handed_by_value_and_names_declared_in_scopes_of_their_own_import(
+    imported: tuple[Path, dict[str, LauncherResult]],
+) -> None:
+    """``CsrWeighted`` hands its count to ``div_up`` (by value), reads weights in a
+    conditional's branch under ``k < count``, and declares ``i`` in an inner loop and ``k`` in
+    two sibling scopes: each is read as the variable of its own scope, and every pointer gets
+    its shape."""
+    out, results = imported
+    result = results["CsrWeighted"]
+    assert result.imported, result.reason
+    folder = out / "csr_weighted"
+    contract = load_contract(folder).contract
+    assert {a.name: a.shape for a in contract.args} == {
+        "parts": ["offsets_total", "heads", "head_dim"],
+        "weights": ["offsets_total", "heads"],
+        "offsets": ["max_segments + 1"],
+        "out": ["max_segments", "heads", "head_dim"],
+        "partial": ["max_segments", "heads", "head_dim // 8"],
+    }
+    assert main(["validate", str(folder)]) == 0
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_a_count_handed_to_a_call_by_reference_bounds_nothing(
+    imported: tuple[Path, dict[str, LauncherResult]],
+) -> None:
+    result = imported[1]["ClampedShare"]
+    assert not result.imported
+    reason = "raw pointer 'weights' (kernel parameter weights): reached at `weights[offsets[seg]"
+    assert result.reason.startswith(f"{DIRECT_REASON}: {reason}"), result.reason
+
+
+CALLEES = """
+template <typename A> __device__ A halve(const A x) { return x / 2; }
+template <typename A> __device__ void bump(A& x) { x += 1; }
+__device__ unsigned twice(unsigned x) { return 2 * x; }
+__device__ unsigned twice(unsigned* x) { return 2 * *x; }
+__device__ unsigned plain(unsigned x) { return x; }
+#define plain_macro(x) ((x) = 0)
+"""
+"""Callees of a test kernel: by value (deduced, arithmetic), by reference, an overload set one
+of whose members takes a pointer, and a macro."""
+
+
+@pytest.mark.parametrize(
+    ("call", "steady"),
+    [
+        ("halve(n)", True),
+        ("plain(n)", True),
+        ("bump(n)", False),
+        ("halve<unsigned&>(n)", False),  # an explicit argument may make a reference of it
+        ("twice(n)", False),  # one overload takes a pointer
+        ("plain_macro(n)", False),
+        ("unseen(n)", False),
+    ],
+)
+def test_a_name_handed_to_a_call_stays_bounded_only_where_the_callee_copies_it(
+    call: str, steady: bool
+) -> None:
+    """``n = o[s + 1] - o[s]`` bounds the row ``o[s] + k`` under ``k < n`` only where no call
+    may change ``n``: one defined in the unit taking it by value cannot."""
+    source = CALLEES + (
+        "__global__ void k(float* x, const int* o, float* out, unsigned m) {\n"
+        "  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {\n"
+        "    unsigned n = o[s + 1] - o[s];\n"
+        f"    out[s] = {call};\n"
+        "    for (unsigned k = 0; k < n; ++k) out[s] += x[o[s] + k];\n"
+        "  }\n"
+        "}\n"
+    )
+    (kernel,) = (k for k in parse_source(source).kernels if k.name == "k")
+    assert kernel.direct is not None
+    shapes = {e.pointer: e.axes for e in kernel.direct.indexed}
+    assert (shapes.get("x") == (OFFSET_ROWS.format("o"),)) is steady
+
+
+@pytest.mark.parametrize(
+    ("inner", "placed"),
+    [
+        ("for (unsigned s = 0; s < 2; ++s) out[0] += 1.f;", True),  # its own s, in its loop
+        ("{ unsigned n = 9; out[0] += n; }", True),  # its own n, in its block
+        ("unsigned t = s; { unsigned s = t + 1; out[0] += s; }", True),
+        ("{ unsigned k = 3; out[s] += x[o[s] + k]; }", False),  # this k is no guarded one
+    ],
+)
+def test_a_name_declared_again_is_another_variable_only_in_its_own_scope(
+    inner: str, placed: bool
+) -> None:
+    """A declaration in an inner block or loop shadows only there: the outer ``s``, ``n`` and
+    ``k`` keep their bounds outside it, and a row read with the inner ``k`` is not the guarded
+    one."""
+    source = (
+        "__global__ void k(float* x, const int* o, float* out, unsigned m) {\n"
+        "  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {\n"
+        "    const unsigned n = o[s + 1] - o[s];\n"
+        "    for (unsigned k = 0; k < n; ++k) {\n"
+        f"      {inner}\n"
+        "      out[s] += x[o[s] + k];\n"
+        "    }\n"
+        "  }\n"
+        "}\n"
+    )
+    (kernel,) = parse_source(source).kernels
+    assert kernel.direct is not None
+    shapes = {e.pointer: e.axes for e in kernel.direct.indexed}
+    assert (shapes.get("x") == (OFFSET_ROWS.format("o"),)) is placed
+    assert kernel.direct.offsets == (("o", "m"),)
+
+
+@pytest.mark.parametrize(
+    ("statement", "read"),
+    [
+        ("out[s] = s < m ? x[s] : 0.f;", True),
+        ("out[s] = (s < m ? x[s] : 2.f * x[s]) + 1.f;", True),
+        ("(s < m ? x[s] : out[0]) = 1.f;", False),  # a conditional written through
+    ],
+)
+def test_a_conditionals_branch_is_read_where_the_conditional_is(statement: str, read: bool) -> None:
+    source = (
+        "__global__ void k(float* x, float* out, unsigned m) {\n"
+        f"  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {{ {statement} }}\n"
+        "}\n"
+    )
+    (kernel,) = parse_source(source).kernels
+    shapes = {e.pointer: e.axes for e in kernel.indexed}
+    assert ("x" in shapes) is read
+
+
+PREDICATED = (
+    '  asm volatile("{\\n .reg .pred q;\\n setp.ne.b32 q, %0, 0;\\n"\n'
+    '               " @q cp.async.cg.shared.global [%1], [%2], %3;\\n}\\n"\n'
+    '               :: "r"((int)pred), "r"(at), "l"(src), "n"(16));'
+)
+SIZED = (
+    "  int got = pred ? 16 : 0;\n"
+    '  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\\n"\n'
+    '               :: "r"(at), "l"(src), "n"(16), "r"(got));'
+)
+UNPREDICATED = (
+    '  asm volatile("cp.async.cg.shared.global [%0], [%1], %2;\\n"\n'
+    '               :: "r"(at), "l"(src), "n"(16));'
+)
+LOADED = (
+    "  uint4 r;\n"
+    '  asm volatile("{\\n .reg .pred q;\\n setp.ne.b32 q, %4, 0;\\n"\n'
+    '               " @q ld.global.v4.u32 {%0, %1, %2, %3}, [%5];\\n}\\n"\n'
+    '               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "r"((int)pred), "l"(src));'
+)
+
+
+def _staged(copy16: str, guard: str = "k < n") -> Kernel:
+    """A kernel over CSR segments reading ``x`` only through ``copy<bits>`` (two ``copy16`` of
+    the body given where ``bits`` is 256, one where 128), handed ``guard``."""
+    source = (
+        "template <typename T>\n"
+        "__device__ void copy16(T* dst, const T* src, bool pred) {\n"
+        "  const unsigned at = static_cast<unsigned>(__cvta_generic_to_shared(dst));\n"
+        f"{copy16}\n"
+        "}\n"
+        "template <unsigned kBits, typename T>\n"
+        "__device__ void copy(T* dst, const T* src, bool pred) {\n"
+        '  static_assert(kBits == 128 || kBits == 256, "");\n'
+        "  if constexpr (kBits == 128) {\n"
+        "    copy16(dst, src, pred);\n"
+        "  } else {\n"
+        "    copy16(dst, src, pred);\n"
+        "    copy16(dst + 16 / sizeof(T), src + 16 / sizeof(T), pred);\n"
+        "  }\n"
+        "}\n"
+        "template <unsigned kVec>\n"
+        "__global__ void k(float* x, const int* o, float* out, unsigned m) {\n"
+        "  extern __shared__ float buf[];\n"
+        "  constexpr unsigned bits = sizeof(float) * kVec * 8;\n"
+        "  for (unsigned s = blockIdx.x; s < m; s += gridDim.x) {\n"
+        "    const unsigned n = o[s + 1] - o[s];\n"
+        "    for (unsigned k = 0; k < 8; ++k) {\n"
+        "      copy<bits>(buf + k * kVec, x + (o[s] + k) * 32 + threadIdx.x * kVec,\n"
+        f"                 {guard});\n"
+        "    }\n"
+        "    out[s] = buf[0];\n"
+        "  }\n"
+        "}\n"
+    )
+    (kernel,) = (k for k in parse_source(source).kernels if k.name == "k")
+    assert kernel.direct is not None
+    return kernel
+
+
+@pytest.mark.parametrize(
+    "copy16",
+    [
+        PREDICATED,
+        SIZED,
+        "  if (pred) *((uint4*)dst) = *((uint4*)src);",
+        f"#ifdef HAS_CP_ASYNC\n{PREDICATED}\n#else\n"
+        "  if (pred) { *((uint4*)dst) = *((uint4*)src); }\n#endif",
+    ],
+)
+def test_a_row_read_by_a_guarded_copy_is_kept_below_its_segment_by_the_guard(copy16: str) -> None:
+    """A copy that reads ``src`` only where its flag holds (cp.async predicated by ``setp.ne``
+    on the flag, or sized ``pred ? 16 : 0``, a vector copy under ``if (pred)``, or any of them
+    by the preprocessor) reads ``bits / 8`` bytes (``kVec`` floats: ``sizeof(float) * kVec *
+    8`` bits) at row ``o[s] + k`` only where ``k < n``: the row stays in its segment."""
+    kernel = _staged(copy16)
+    assert kernel.direct is not None
+    shapes = {e.pointer: e for e in kernel.direct.indexed}
+    assert shapes["x"] == IndexedExtent(
+        "x", (OFFSET_ROWS.format("o"), "32"), (("blockDim.x*kVec", "32"),)
+    )
+
+
+@pytest.mark.parametrize(
+    ("copy16", "guard", "reason"),
+    [
+        (UNPREDICATED, "k < n", "cp.async neither predicated nor sized by a flag parameter"),
+        (LOADED, "k < n", "PTX `@q ld.global.v4.u32"),
+        ("  *((uint4*)dst) = *((uint4*)src);", "k < n", "no vector read under a flag parameter"),
+        ("  if (pred) *((uint4*)src) = *((uint4*)dst);", "k < n", "no vector read under a flag"),
+        (PREDICATED, "k <= n", "not one element or vector access"),  # one row past
+        (PREDICATED, "true", "not one element or vector access"),
+    ],
+)
+def test_a_copy_not_read_as_guarded_leaves_its_rows_unbounded(
+    copy16: str, guard: str, reason: str
+) -> None:
+    """An unpredicated cp.async, a PTX load not recognised, a vector copy under no flag or
+    written through the source, or a guard that does not keep the row in its segment: ``x``
+    gets no shape, with a reason naming the copy."""
+    kernel = _staged(copy16, guard)
+    assert kernel.direct is not None
+    assert "x" not in {e.pointer for e in kernel.direct.indexed}
+    why = dict(kernel.direct.unindexed)["x"]
+    assert why.startswith("reached at `copy<bits>(buf + k * kVec, x"), why
+    assert reason in why, why
+
+
+@pytest.mark.usefixtures("needs_nvrtc")
+def test_rows_staged_through_a_guarded_copy_import_with_their_segments_shape(
+    imported: tuple[Path, dict[str, LauncherResult]],
+) -> None:
+    """``CsrStaged`` reads ``parts`` only through ``guarded_copy<bits>`` (cp.async predicated
+    in PTX, or a ``uint4`` copy under ``if``), handed ``chunk * kRows + row < count``: its rows
+    stay in their segments, and it imports as ``CsrSum`` does."""
+    out, results = imported
+    result = results["CsrStaged"]
+    assert result.imported, result.reason
+    contract = load_contract(out / "csr_staged").contract
+    assert {a.name: a.shape for a in contract.args} == {
+        "parts": ["offsets_total", "heads", "head_dim"],
+        "offsets": ["max_segments + 1"],
+        "out": ["max_segments", "heads", "head_dim"],
+    }
+    assert main(["validate", str(out / "csr_staged")]) == 0
+
+
+@pytest.mark.parametrize("copy16", [PREDICATED, SIZED, UNPREDICATED])
+def test_an_async_copy_asks_its_source_aligned_to_its_size(copy16: str) -> None:
+    """A cp.async of 16 bytes needs its global address a multiple of 16, guarded or not: each
+    copy ``copy<bits>`` may make (at ``src`` and ``src + 16 / sizeof(T)``) is a 16-byte vector
+    access of ``x`` at the kernel's offset."""
+    kernel = _staged(copy16)
+    offset = "((o[s__local] + k__local) * 32) + (threadIdx.x * kVec)"
+    assert {(v.pointer, v.offsets, v.width) for v in kernel.vectors} == {
+        ("x", (offset,), 16),
+        ("x", (f"{offset} + ((16 / sizeof(T)))",), 16),
+    }
+
+
+def test_a_flag_declared_again_in_the_copy_guards_nothing() -> None:
+    """``if (pred)`` under a ``bool pred`` of the copy's own tests that variable, not the flag
+    the caller hands it: the copy's read is under no guard of the caller's."""
+    kernel = _staged("  { bool pred = true; if (pred) *((uint4*)dst) = *((uint4*)src); }")
+    assert kernel.direct is not None
+    assert "x" not in {e.pointer for e in kernel.direct.indexed}

@@ -69,7 +69,7 @@ IMPORTED = {
     "aligned_cache.cu": ("vector_cache", "scalar_cache"),
     "asserted_lanes.cu": ("run",),
     "raw_sums.cuh": ("sum_sets",),
-    "csr_sums.cuh": ("csr_sum", "csr_sum_capped"),
+    "csr_sums.cuh": ("csr_sum", "csr_sum_capped", "csr_weighted", "csr_staged"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -244,6 +244,56 @@ def test_csr_raw_segments_run_null_counted_on_the_occupancy_grid_and_a_wrong_sum
     and more rows. A sum that skips each segment's last row, or leaves single-row segments at
     zero, is rejected: the draws reach every branch of the kernel."""
     folder = imported / "csr_sums.cuh" / "csr_sum"
+    production = folder / "production.cu"
+    wrong = _variant(production, old, new, tmp_path / "wrong.cu")
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        assert not evaluator.check(load_contract(folder), production, wrong).accepted
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # each lane's share leaves out the segment's last weight
+        ("share += k < count ?", "share += k + 1 < count ?"),
+        # the inner loop cut to one element: a lane sums only its first
+        (
+            "for (uint32_t i = 0; i < kVec; ++i) sum.v[i]",
+            "for (uint32_t j = 0; j < 1; ++j) sum.v[j]",
+        ),
+    ],
+)
+def test_csr_weighted_segments_read_their_weights_in_chunks_and_a_wrong_share_is_caught(
+    imported: Path, tmp_path: Path, old: str, new: str
+) -> None:
+    """fixtures/framework/csrc/csr_sums.cuh's CsrWeighted, imported directly (its count
+    handed to a by-value helper, ``i`` and ``k`` declared again in inner scopes): it runs
+    within its shapes, and a share that drops a weight, or a sum of one element, is
+    rejected."""
+    folder = imported / "csr_sums.cuh" / "csr_weighted"
+    production = folder / "production.cu"
+    wrong = _variant(production, old, new, tmp_path / "wrong.cu")
+    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
+        assert not evaluator.check(load_contract(folder), production, wrong).accepted
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # the copy's guard stops one row short: each segment's last row is never staged
+        ("chunk * kRows + row < count);", "chunk * kRows + row + 1 < count);"),
+        # the sum leaves out the rows staged by all but the first row of threads
+        ("for (uint32_t r = 1; r < kRows; ++r) {", "for (uint32_t r = 1; r < 1; ++r) {"),
+    ],
+)
+def test_csr_rows_staged_by_a_guarded_async_copy_run_and_a_wrong_sum_is_caught(
+    imported: Path, tmp_path: Path, old: str, new: str
+) -> None:
+    """fixtures/framework/csrc/csr_sums.cuh's CsrStaged, imported directly: ``parts`` read
+    only through ``guarded_copy`` (a cp.async predicated in PTX on the guard it is handed, one
+    or two 16-byte copies as the dtype makes ``bits``), the row bounded by that guard. It runs
+    within its shapes; a guard that skips each segment's last row, or a sum of one row of
+    threads, is rejected."""
+    folder = imported / "csr_sums.cuh" / "csr_staged"
     production = folder / "production.cu"
     wrong = _variant(production, old, new, tmp_path / "wrong.cu")
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:

@@ -57,7 +57,10 @@ if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
     from astra_graph.framework.reach import Facts, RowReach
-    from astra_graph.framework.vectors import VectorAccess
+    from astra_graph.framework.vectors import FunctionIndex, VectorAccess
+
+    # a pointer use's guarded read by a call (:func:`~astra_graph.framework.guarded.call_read`)
+    CallReads = Callable[[Node], tuple[str, list[Node], Node] | str | None]
 
 
 MAX_MACRO_DEPTH = 8
@@ -1869,6 +1872,7 @@ def parse_source(
     from astra_graph.framework.vectors import FunctionIndex, kernel_vector_accesses
 
     functions: FunctionIndex | None = None
+    steady: Callable[[Node, int], bool] | None = None
     reach_facts: Facts = {}
     for definition in _walk(tree.root_node, ("function_definition",)):
         declarator = _function_declarator(definition)
@@ -1903,17 +1907,19 @@ def parse_source(
             scattered = _scattered(body, params, out.structs, writers) if body is not None else ()
             gathered = _gathered(body, params, out.structs) if body is not None else ()
             uses = _offset_uses(body, params, differenced) if body is not None else ()
+            functions = functions or FunctionIndex(tree.root_node)
+            steady = steady or steady_calls(tree.root_node, functions)
+            reads = _call_reads(functions)
             indexed, unindexed = (
-                _indexed_extents(body, params, tparams, member_types)
+                _indexed_extents(body, params, tparams, member_types, steady=steady, reads=reads)
                 if body is not None
                 else ((), ())
             )
             direct = (
-                _direct_extents(body, params, tparams, member_types, differenced)
+                _direct_extents(body, params, tparams, member_types, differenced, steady, reads)
                 if body is not None
                 else None
             )
-            functions = functions or FunctionIndex(tree.root_node)
             vectors = kernel_vector_accesses(definition, functions)
             asserted, asserts_unread = _kernel_asserted(body) if body is not None else ((), ())
             out.kernels.append(
@@ -3129,12 +3135,21 @@ def _vector_access(name: Node) -> tuple[Node, list[Node]] | None:
     return (obj, rest) if obj is not None else None
 
 
+def _call_reads(functions: FunctionIndex) -> CallReads:
+    """:func:`~astra_graph.framework.guarded.call_read` over the unit's ``functions``."""
+    from astra_graph.framework import guarded  # it reads this module's syntax helpers
+
+    return lambda name: guarded.call_read(name, functions)
+
+
 def _direct_extents(
     body: Node,
     params: tuple[Param, ...],
     tparams: tuple[TemplateParam, ...],
     structs: Mapping[str, tuple[tuple[str, ...], dict[str, str]]],
     differenced: tuple[str, ...],
+    steady: Callable[[Node, int], bool] | None = None,
+    reads: CallReads | None = None,
 ) -> DirectExtents | None:
     """The kernel's :class:`DirectExtents`, where it takes CSR offsets (``differenced``) or a
     count it may go without; None where it takes neither (a direct import reads
@@ -3146,7 +3161,7 @@ def _direct_extents(
         return None
     bounds: dict[str, str] = {}
     indexed, unindexed = _indexed_extents(
-        body, params, tparams, structs, offsets=differenced, nulls=nulls, bounds=bounds
+        body, params, tparams, structs, differenced, nulls, bounds, steady, reads
     )
     return DirectExtents(nulls, tuple(bounds.items()), indexed, unindexed)
 
@@ -3159,6 +3174,8 @@ def _indexed_extents(
     offsets: tuple[str, ...] = (),
     nulls: tuple[str, ...] = (),
     bounds: dict[str, str] | None = None,
+    steady: Callable[[Node, int], bool] | None = None,
+    reads: CallReads | None = None,
 ) -> tuple[tuple[IndexedExtent, ...], tuple[tuple[str, str], ...]]:
     """For each pointer parameter the body reaches only at row-major indices, the shape those
     indices stay within (:class:`IndexedExtent`), and for each other pointer it reaches, why it
@@ -3182,10 +3199,12 @@ def _indexed_extents(
     ``bounds`` (its segments' bound, :func:`~astra_graph.framework.segments.offsets_extents`),
     and the body is read as it runs with each of ``nulls`` null
     (:func:`~astra_graph.framework.segments.values_at_null`), those pointers not reached."""
-    from astra_graph.framework import segments  # it reads this module's syntax helpers
+    from astra_graph.framework import guarded, segments  # they read this module's helpers
 
     pointers = {p.name for p in params if p.pointer} - set(nulls)
-    mutated = _mutated_names(body) | _unsteady_names(body, params)
+    pointee = {p.name: p.type for p in params if p.pointer}
+    body = scoped_body(body, params)
+    mutated = _mutated_names(body) | _unsteady_names(body, params, steady)
     known = ({p.name for p in params if not p.pointer and not p.reference} - mutated) | {
         t.name for t in tparams
     }
@@ -3208,9 +3227,11 @@ def _indexed_extents(
             return plain(_below_factors(term, values, mutated, 0))
         return None
 
-    def row_major(terms: list[Node], width: str) -> tuple[list[str], list[tuple[str, str]]] | None:
+    def row_major(
+        terms: list[Node], width: str, held: tuple[Node, ...] = ()
+    ) -> tuple[list[str], list[tuple[str, str]]] | None:
         placed = (
-            segments.offset_row(terms[0], offsets, values, mutated)
+            segments.offset_row(terms[0], offsets, values, mutated, held)
             if offsets and width == "1" and len(terms) == 1
             else None
         )
@@ -3227,7 +3248,7 @@ def _indexed_extents(
         stride = plain(
             tuple(f for s in factors[1:] for f in (_product(s, values, mutated, 0) or ("?",)))
         )
-        inner = row_major([factors[0]], "1") if len(factors) > 1 else None
+        inner = row_major([factors[0]], "1", held) if len(factors) > 1 else None
         last = reach(terms[1], width)
         if stride is None or inner is None or last is None:
             return None
@@ -3248,6 +3269,8 @@ def _indexed_extents(
             continue
         parent = name.parent
         shape = None
+        reason = "not one element or vector access at a row-major index of bounded indices"
+        called = reads(name) if reads is not None else None
         if (
             parent is not None
             and parent.type == "subscript_expression"
@@ -3259,12 +3282,14 @@ def _indexed_extents(
         elif (access := _vector_access(name)) is not None:
             width = _vector_width(access[0], types, structs)
             shape = row_major(access[1], width) if width is not None else None
+        elif isinstance(called, str):
+            reason = called
+        elif called is not None:  # a guarded read of a callee's: its guard holds at the row
+            width = guarded.read_width(called[0], pointee[pointer], values, mutated)
+            held = tuple(_operands(called[2], "&&"))
+            shape = row_major(called[1], width, held) if width is not None else None
         if shape is None:
-            use = _use_text(name)
-            unread[pointer] = (
-                f"reached at `{use}`, not one element or vector access at a row-major index "
-                "of bounded indices"
-            )
+            unread[pointer] = f"reached at `{_use_text(name)}`, {reason}"
         else:
             found.setdefault(pointer, set()).add((tuple(shape[0]), tuple(shape[1])))
     out: list[IndexedExtent] = []
@@ -3340,13 +3365,16 @@ def _element_written(subscript: Node) -> bool:
     )
 
 
-def _unsteady_names(body: Node, params: tuple[Param, ...]) -> set[str]:
+def _unsteady_names(
+    body: Node, params: tuple[Param, ...], steady: Callable[[Node, int], bool] | None = None
+) -> set[str]:
     """Names whose value at a use the bound analysis (:func:`_below_factors`) cannot take from
     their initialiser or a guard, beyond :func:`_mutated_names`: a name a loop's update clause
     steps, unless that loop declares it (its condition is then its bound); a parameter the body
     declares again, a lambda's parameter (another variable of the same name); a name whose
     address is taken (``&i``) or that is handed bare to a call (``bump(i)`` may take it by
-    reference)."""
+    reference), unless ``steady`` (:func:`steady_calls`) says the callee takes that argument
+    by value."""
     out: set[str] = set()
     for loop in _walk(body, ("for_statement",)):
         update = loop.child_by_field_name("update")
@@ -3372,11 +3400,90 @@ def _unsteady_names(body: Node, params: tuple[Param, ...]) -> set[str]:
         operand = _address_of(node)
         if operand is not None:
             out.add(text(operand))
+    local = _declared_names(body)
     for call in _walk(body, ("call_expression",)):
         arguments = call.child_by_field_name("arguments")
-        for argument in arguments.named_children if arguments is not None else []:
-            if argument.type == "identifier":
+        handed = [a for a in arguments.named_children if a.type != "comment"] if arguments else []
+        callee, _ = _callee_name(call.child_by_field_name("function"))
+        for position, argument in enumerate(handed):
+            kept = steady is not None and callee not in local and steady(call, position)
+            if argument.type == "identifier" and not kept:
                 out.add(text(argument))
+    return out
+
+
+ARITHMETIC_WORDS = frozenset(
+    {"bool", "char", "short", "int", "long", "signed", "unsigned", "float", "double", "half"}
+    | {"size_t", "ptrdiff_t", "__half", "__nv_bfloat16", "nv_bfloat16"}
+    | {f"{sign}int{bits}_t" for sign in ("", "u") for bits in (8, 16, 32, 64)}
+)
+"""The words of a parameter type that is a value whatever the program defines: a parameter of
+such a type (no ``*``, ``&`` or ``[]``) is a copy of its argument."""
+
+
+def steady_calls(root: Node, functions: FunctionIndex) -> Callable[[Node, int], bool]:
+    """Whether a call (of the unit ``root``) leaves the caller's variable it is handed bare at a
+    position unchanged: the callee (by unqualified name, a member
+    function's too) is defined in the unit and no macro, and every definition of that name has
+    a parameter at that position taken by value: of an arithmetic type
+    (:data:`ARITHMETIC_WORDS`), or of a type parameter of its own template that the call leaves
+    to deduction (a deduced type is never a reference). A copy cannot change the caller's
+    variable (FlashInfer's ``ceil_div(const T1 x, const T2 y)``); anything else may."""
+    macros = {
+        text(name)
+        for node in _walk(root, ("preproc_def", "preproc_function_def"))
+        if (name := node.child_by_field_name("name")) is not None
+    }
+
+    def steady(call: Node, position: int) -> bool:
+        name, explicit = _callee_name(call.child_by_field_name("function"))
+        found = functions.by_name.get(name, []) if name and name not in macros else []
+        return bool(found) and all(_by_value(f.node, f.template, position, explicit) for f in found)
+
+    return steady
+
+
+def _by_value(definition: Node, template: tuple[str, ...], position: int, explicit: bool) -> bool:
+    """Whether the function ``definition`` takes its parameter at ``position`` by value
+    (:func:`steady_calls`); ``explicit``: the call names template arguments."""
+    declarator = _function_declarator(definition)
+    params = _params(declarator) if declarator is not None else ()
+    if position >= len(params) or params[position].pointer or params[position].reference:
+        return False
+    words = params[position].type.split()
+    deduced = not explicit and len(words) == 1 and words[0] in template
+    return deduced or (bool(words) and all(w in ARITHMETIC_WORDS for w in words))
+
+
+def _callee_name(function: Node | None) -> tuple[str, bool]:
+    """(the unqualified name a call's function is, whether it names template arguments):
+    ``cp_async::pred_load<128>`` gives (``pred_load``, True), ``st.merge`` (``merge``, False);
+    ('', ...) for a callee of any other form (a call's result, a cast)."""
+    explicit = False
+    node = function
+    while node is not None:
+        if node.type in ("identifier", "field_identifier"):
+            return text(node), explicit
+        if node.type in ("template_function", "template_method"):
+            explicit = True
+            node = node.child_by_field_name("name")
+        elif node.type == "qualified_identifier":
+            node = node.child_by_field_name("name")
+        elif node.type == "field_expression":
+            node = node.child_by_field_name("field")
+        else:
+            break
+    return "", explicit
+
+
+def _declared_names(body: Node) -> set[str]:
+    """The names the body declares (locals, a lambda's): a call of one is no function of the
+    unit's, whatever its name."""
+    out: set[str] = set()
+    for init in _walk(body, ("init_declarator", "declaration", "parameter_declaration")):
+        declarator = init.child_by_field_name("declarator")
+        if declarator is not None and declarator.type == "identifier":
+            out.add(text(declarator))
     return out
 
 
@@ -3662,7 +3769,8 @@ def _only_read(subscript: Node) -> bool:
     operand of a cast to a type of no reference (``static_cast<uint32_t>(p[i])``,
     ``(int)p[i]``), whose value is a copy. Any other (an assignment's left side, a member
     written, ``float& r = p[i]``, a call's or a macro's argument, a cast to a reference) may
-    write through it."""
+    write through it. A conditional's branch (``c ? p[i] : 0.f``) is read where the
+    conditional is (it is an lvalue only where it is written), its condition always."""
     if _value_cast(subscript):
         return True
     user = subscript.parent
@@ -3670,6 +3778,8 @@ def _only_read(subscript: Node) -> bool:
         subscript, user = user, user.parent
     if user is None:
         return False
+    if user.type == "conditional_expression":
+        return user.child_by_field_name("condition") == subscript or _only_read(user)
     if user.type in READ_CONTEXTS:
         return user.type != "unary_expression" or text(user.child_by_field_name("operator")) != "&"
     if user.type == "assignment_expression":
@@ -3751,6 +3861,95 @@ def _mutated_names(body: Node) -> set[str]:
         if declarator is not None and declarator.type == "identifier":
             declared[text(declarator)] = declared.get(text(declarator), 0) + 1
     return out | {name for name, count in declared.items() if count > 1}
+
+
+SCOPES = (
+    "compound_statement",
+    "for_statement",
+    "for_range_loop",
+    "while_statement",
+    "if_statement",
+    "switch_statement",
+    "lambda_expression",
+    "catch_clause",
+)
+"""The constructs a declaration in them is local to (a ``for``'s own initialiser is the loop's,
+a lambda's parameters the lambda's)."""
+DECLARING = (
+    "init_declarator",
+    "declaration",
+    "parameter_declaration",
+    "optional_parameter_declaration",
+)
+"""The nodes whose ``declarator`` names a variable."""
+INNER_DECLARATORS = ("pointer_declarator", "reference_declarator", "array_declarator")
+"""The declarators around a declared name (``T* p``, ``T& r``, ``T a[N]``)."""
+
+
+def scoped_body(body: Node, params: tuple[Param, ...]) -> Node:
+    """``body`` with each variable it declares again (a name declared twice, a parameter's name
+    declared in an inner block) renamed apart, with the uses that refer to it: a use refers to
+    the innermost declaration before it of an enclosing scope (:data:`SCOPES`). FlashInfer's
+    ``for (uint32_t i = 0; i < vec_size; ++i)`` inside a ``for (uint32_t i = cta_id; ...)``
+    loop is another ``i`` only inside its loop, and two sibling loops' ``iter`` are two
+    variables; read by name, either would be a name of two values (:func:`_mutated_names`).
+    The body itself where no name is declared twice or where the renamed text does not parse
+    as the body did."""
+    renames: list[tuple[int, int, str]] = []
+    taken = {text(n) for n in _walk(body, ("identifier",))} | {p.name for p in params}
+    seen = {p.name for p in params}
+    scopes: list[dict[str, str]] = [{p.name: p.name for p in params}]
+
+    def fresh(name: str) -> str:
+        count = 2
+        while f"{name}_{count}" in taken:
+            count += 1
+        taken.add(f"{name}_{count}")
+        return f"{name}_{count}"
+
+    def declared(node: Node) -> bool:
+        parent = node.parent
+        while parent is not None and parent.type in INNER_DECLARATORS:
+            if parent.child_by_field_name("declarator") != node:
+                return False
+            node, parent = parent, parent.parent
+        return (
+            parent is not None
+            and parent.type in DECLARING
+            and node in parent.children_by_field_name("declarator")
+        )
+
+    def visit(node: Node) -> None:
+        if node.type == "identifier":
+            if declared(node):
+                name = text(node)
+                own = name if name not in seen else fresh(name)
+                seen.add(name)
+                scopes[-1][name] = own
+            else:
+                own = next((s[text(node)] for s in reversed(scopes) if text(node) in s), text(node))
+            if own != text(node):
+                renames.append((node.start_byte, node.end_byte, own))
+            return
+        opened = node.type in SCOPES
+        if opened:
+            scopes.append({})
+        for child in node.children:
+            visit(child)
+        if opened:
+            scopes.pop()
+
+    visit(body)
+    if not renames:
+        return body
+    source = body.text or b""
+    for start, end, name in sorted(renames, reverse=True):
+        offset = body.start_byte
+        source = source[: start - offset] + name.encode() + source[end - offset :]
+    tree = _parser().parse(b"void __f() " + source)
+    function = tree.root_node.named_children[0] if tree.root_node.named_children else None
+    renamed = function.child_by_field_name("body") if function is not None else None
+    return renamed if renamed is not None and renamed.has_error == body.has_error else body
 
 
 def _update_spans(loops: list[Node]) -> list[tuple[int, int]]:

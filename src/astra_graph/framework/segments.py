@@ -243,14 +243,20 @@ def _holds_below(
 
 
 def offset_row(
-    term: Node, offsets: tuple[str, ...], values: dict[str, list[Node]], mutated: set[str]
+    term: Node,
+    offsets: tuple[str, ...],
+    values: dict[str, list[Node]],
+    mutated: set[str],
+    held: tuple[Node, ...] = (),
 ) -> str | None:
     """:data:`OFFSET_ROWS` of ``O`` where the row index ``term`` is ``O[s]`` under a condition
     that segment ``s`` holds a row (``count == 1``: :func:`_holds_nonempty`), or ``O[s] + k``
     under ``k < count`` (:func:`_holds_below`), ``count`` being ``O[s + 1] - O[s]``; else None.
     No name of ``s`` or ``k`` may be assigned after its declaration (``mutated``: the
     condition would hold of another value than the one read). ``k`` is taken as non-negative
-    (a negative row reads before the tensor, whatever its shape)."""
+    (a negative row reads before the tensor, whatever its shape). ``held``: conditions that
+    hold where the row is read besides the enclosing ones (a guarded read's guard,
+    :func:`~astra_graph.framework.guarded.call_read`)."""
     summands = _operands(term, "+")
     found = [(s, e) for s in summands if (e := _offset_element(s, offsets)) is not None]
     if len(found) != 1:
@@ -261,11 +267,11 @@ def offset_row(
         return None
     segment = _compact(segment_node)
     step = sorted(_compact(s) for s in summands if s != element)
-    held = _conditions_holding(term)
+    holding = [*_conditions_holding(term), *held]
     if not step:
-        ok = any(_holds_nonempty(t, pointer, segment, values, mutated) for t in held)
+        ok = any(_holds_nonempty(t, pointer, segment, values, mutated) for t in holding)
     else:
-        ok = any(_holds_below(t, step, pointer, segment, values, mutated) for t in held)
+        ok = any(_holds_below(t, step, pointer, segment, values, mutated) for t in holding)
     return OFFSET_ROWS.format(pointer) if ok else None
 
 

@@ -11,16 +11,18 @@ vec_idx``, ``vec_idx`` a remainder by ``rotary_dim / 2``; no check of the framew
 ``rotary_dim`` is then a multiple of 8 (its Python callers only pass such widths), and the
 import's domain drew others, at which the original faulted on the H100.
 
-:func:`kernel_vector_accesses` finds the accesses on the syntax tree (:class:`VectorAccess`): a
-cast to a vector pointer in the kernel's body, or a call whose callee makes one through a pointer
-parameter, followed into free functions and into the member functions of the receiver's class
-(every specialisation whose template arguments can be the receiver's, so the widest one counts)
-up to :data:`MAX_CALL_DEPTH` calls deep. The offset is written in the kernel's terms: a callee's
-parameters are replaced by the call's arguments (its defaults where the call leaves them out), a
-local by each value it is given (initialiser and assignments, each one an alternative that must
-hold). A function that reads a pointer's address as an integer (``reinterpret_cast<uintptr_t>``:
-a run-time alignment test before a vector path, as vLLM's) chooses its path by it, so its accesses
-and its callees' ask nothing.
+:func:`kernel_vector_accesses` finds the accesses on the syntax tree (:class:`VectorAccess`): a cast
+to a vector pointer in the kernel's body, an inline-asm ``cp.async`` from an address operand (its
+``cp-size`` bytes, which the copy needs aligned:
+:func:`~astra_graph.framework.guarded.copy_sources`), or a call whose callee makes one through a
+pointer parameter, followed into free functions and into the member functions of the receiver's
+class (every specialisation whose template arguments can be the receiver's, so the widest one
+counts) up to :data:`MAX_CALL_DEPTH` calls deep. The offset is written in the kernel's terms: a
+callee's parameters are replaced by the call's arguments (its defaults where the call leaves them
+out), a local by each value it is given (initialiser and assignments, each one an alternative that
+must hold). A function that reads a pointer's address as an integer
+(``reinterpret_cast<uintptr_t>``: a run-time alignment test before a vector path, as vLLM's) chooses
+its path by it, so its accesses and its callees' ask nothing.
 
 :func:`required_multiples` reads an offset as sums, products, quotients and remainders: each
 summand must be a multiple of k, so a launch value (a by-value parameter, a template parameter)
@@ -60,6 +62,7 @@ from astra_graph.kernel.dtypes import DTYPES
 if TYPE_CHECKING:
     from tree_sitter import Node
 
+    from astra_graph.framework.guarded import GuardedRead
     from astra_graph.framework.launchers import Analysis, Binding
 
 VECTOR_BYTES: dict[str, int] = {
@@ -143,6 +146,9 @@ class FunctionIndex:
     root: Node
     by_name: dict[str, list[_Function]] = field(default_factory=dict)
     needs: dict[int, tuple[_Need, ...]] = field(default_factory=dict)
+    reads: dict[tuple[int, int], GuardedRead | str] = field(default_factory=dict)
+    """Each function's guarded read at a pointer parameter, by (function, position)
+    (:func:`~astra_graph.framework.guarded.guarded_read`)."""
 
     def __post_init__(self) -> None:
         for definition in _walk(self.root, ("function_definition",)):
@@ -514,7 +520,13 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
         kept = tuple(_renamed(f, own) for f in forms) if forms is not None else ()
         found.append(_Need(base, kept, width, where))
 
-    for node in _walk(body, ("cast_expression", "call_expression")):
+    from astra_graph.framework.guarded import copy_sources  # it reads this module's helpers
+
+    for node in _walk(body, ("cast_expression", "call_expression", "gnu_asm_expression")):
+        if node.type == "gnu_asm_expression":  # cp.async: its source aligned to its size
+            for source, size in copy_sources(node):
+                add(source, [], size, _where(node))
+            continue
         cast = _vector_cast(node)
         if cast is not None:
             add(cast[1], [], cast[0], _where(node))
