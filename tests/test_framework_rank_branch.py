@@ -36,7 +36,7 @@ HEADER = BASE / "include" / "rb" / "heads.cuh"
 FOLDERS = [BASE / "include", BASE / "csrc"]
 
 
-def _shapes(folder: Path) -> dict[str, list[str]]:
+def _shapes(folder: Path) -> dict[str, list[str | int]]:
     return {a.name: list(a.shape) for a in load_contract(folder).contract.args}
 
 
