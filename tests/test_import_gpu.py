@@ -243,7 +243,11 @@ def test_csr_raw_segments_run_null_counted_on_the_occupancy_grid_and_a_wrong_sum
     null, the grid CUDA's occupancy answer times the SMs, offsets drawn with segments of 0, 1
     and more rows. A sum that skips each segment's last row, or leaves single-row segments at
     zero, is rejected: the draws reach every branch of the kernel."""
-    folder = imported / "csr_sums.cuh" / "csr_sum"
+    _assert_variant_rejected(imported / "csr_sums.cuh" / "csr_sum", old, new, tmp_path)
+
+
+def _assert_variant_rejected(folder: Path, old: str, new: str, tmp_path: Path) -> None:
+    """The imported operation in ``folder`` rejects its original with ``old`` made ``new``."""
     production = folder / "production.cu"
     wrong = _variant(production, old, new, tmp_path / "wrong.cu")
     with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
@@ -269,11 +273,7 @@ def test_csr_weighted_segments_read_their_weights_in_chunks_and_a_wrong_share_is
     handed to a by-value helper, ``i`` and ``k`` declared again in inner scopes): it runs
     within its shapes, and a share that drops a weight, or a sum of one element, is
     rejected."""
-    folder = imported / "csr_sums.cuh" / "csr_weighted"
-    production = folder / "production.cu"
-    wrong = _variant(production, old, new, tmp_path / "wrong.cu")
-    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
-        assert not evaluator.check(load_contract(folder), production, wrong).accepted
+    _assert_variant_rejected(imported / "csr_sums.cuh" / "csr_weighted", old, new, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -293,11 +293,7 @@ def test_csr_rows_staged_by_a_guarded_async_copy_run_and_a_wrong_sum_is_caught(
     or two 16-byte copies as the dtype makes ``bits``), the row bounded by that guard. It runs
     within its shapes; a guard that skips each segment's last row, or a sum of one row of
     threads, is rejected."""
-    folder = imported / "csr_sums.cuh" / "csr_staged"
-    production = folder / "production.cu"
-    wrong = _variant(production, old, new, tmp_path / "wrong.cu")
-    with Evaluator(deadline_s=CHECK_DEADLINE_S) as evaluator:
-        assert not evaluator.check(load_contract(folder), production, wrong).accepted
+    _assert_variant_rejected(imported / "csr_sums.cuh" / "csr_staged", old, new, tmp_path)
 
 
 def test_outputs_shaped_by_their_indices_are_written_whole_and_a_short_fold_is_caught(
