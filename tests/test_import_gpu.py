@@ -70,6 +70,7 @@ IMPORTED = {
     "asserted_lanes.cu": ("run",),
     "raw_sums.cuh": ("sum_sets",),
     "csr_sums.cuh": ("csr_sum", "csr_sum_capped", "csr_weighted", "csr_staged"),
+    "whole_vectors.cu": ("scale_rotated", "copy_heads"),
 }
 """Every operation each fixture file imports (tests/test_framework_import.py,
 test_framework_structs.py, test_framework_occupancy.py, test_framework_strided_twin.py,
@@ -88,7 +89,9 @@ kernel whose own static_assert bounds the widths it builds for (test_framework_k
 and a raw-pointer launcher no caller passes tensors to, its tensors shaped by its kernel's own
 row-major indices (test_framework_raw_launchers.py), and persistent raw-pointer launchers over
 CSR segments, their count pointer passed null and their offsets drawn into a dim of their own
-(test_framework_csr.py), each launched for real here."""
+(test_framework_csr.py), and vectors a thread tests by their first element, kept whole, and
+copies at offsets a helper returns, kept aligned (test_framework_whole_vectors.py), each
+launched for real here."""
 
 
 def _header_only(name: str, out: Path) -> None:

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from tree_sitter import Node, Parser
 
     from astra_graph.framework.reach import Facts, RowReach
-    from astra_graph.framework.vectors import FunctionIndex, VectorAccess
+    from astra_graph.framework.vectors import FunctionIndex, VectorAccess, VectorGuard
 
     # a pointer use's guarded read by a call (:func:`~astra_graph.framework.guarded.call_read`)
     CallReads = Callable[[Node], tuple[str, list[Node], Node] | str | None]
@@ -300,6 +300,9 @@ class Kernel:
     vectors: tuple[VectorAccess, ...] = ()
     """The body's vector-width accesses and their offsets
     (:func:`~astra_graph.framework.vectors.kernel_vector_accesses`)."""
+    vector_guards: tuple[VectorGuard, ...] = ()
+    """The body's tests of a thread's first vector element against an extent
+    (:func:`~astra_graph.framework.vectors.kernel_vector_guards`)."""
     asserted: tuple[str, ...] = ()
     """The conditions of the body's ``static_assert`` s outside any branch, in the kernel's
     template parameters (:func:`_kernel_asserted`): every instantiation that builds meets them."""
@@ -1869,7 +1872,11 @@ def parse_source(
     member_types = _struct_member_types(tree.root_node)
     # vectors and reach read this module's syntax helpers: imported here, not at the top
     from astra_graph.framework.reach import kernel_row_reaches
-    from astra_graph.framework.vectors import FunctionIndex, kernel_vector_accesses
+    from astra_graph.framework.vectors import (
+        FunctionIndex,
+        kernel_vector_accesses,
+        kernel_vector_guards,
+    )
 
     functions: FunctionIndex | None = None
     steady: Callable[[Node, int], bool] | None = None
@@ -1939,6 +1946,7 @@ def parse_source(
                     gathered=gathered,
                     indexed=indexed,
                     vectors=vectors,
+                    vector_guards=kernel_vector_guards(definition, functions),
                     asserted=asserted,
                     asserts_unread=asserts_unread,
                     row_reaches=kernel_row_reaches(definition, functions, reach_facts),

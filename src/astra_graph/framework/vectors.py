@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.parse import (
+    _early_exit_terms,
     _function_declarator,
     _own_template,
     _params,
@@ -222,10 +223,21 @@ def _function(definition: Node) -> _Function | None:
 
 
 def _replace_words(expression: str, values: dict[str, str]) -> str:
-    """``expression`` with each name of ``values`` (not a field's) replaced by its value."""
+    """``expression`` with each name of ``values`` (not a field's) replaced by its value,
+    parenthesised unless it is one name or number: ``(n) + (x)`` would read as a cast of
+    ``+x`` to a type ``n``."""
     if not values:
         return expression
-    return _WORD.sub(lambda m: f"({values[m[0]]})" if m[0] in values else m[0], expression)
+
+    def value(name: str) -> str:
+        given = values[name].strip()
+        return given if _ATOM.fullmatch(given) else f"({given})"
+
+    return _WORD.sub(lambda m: value(m[0]) if m[0] in values else m[0], expression)
+
+
+_ATOM = re.compile(r"[A-Za-z_]\w*|\d+[uUlL]*")
+"""A value that needs no parentheses where it replaces a name."""
 
 
 def _local_facts(body: Node) -> tuple[dict[str, list[str]], dict[str, str], set[str]]:
@@ -513,7 +525,8 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
             if types.get(base, "").endswith("*"):
                 found.append(_Need("", (), width, where))
             return
-        forms = _forms(_joined(terms), values, updated) if terms else [""]
+        joined = _inline_returns(_joined(terms), index) if terms else ""
+        forms = _forms(joined, values, updated) if terms else [""]
         # a local left in (a loop counter) is a run-time value of this function: renamed, so
         # that a caller's local of the same name is not put in its place
         own = {n: f"{n}{LOCAL_MARK}" for n in types if n not in function.params}
@@ -562,6 +575,54 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
     return index.needs[key]
 
 
+def _return_only(name: str, index: FunctionIndex) -> tuple[tuple[str, ...], str] | None:
+    """(parameters, returned expression) of the one free function of the unit named ``name``
+    whose body is a single ``return`` (FlashInfer's ``get_elem_offset_impl``: ``elem_idx *
+    stride_n + head_idx * stride_h + feat_idx``), else None (none, several, or more than a
+    return)."""
+    found = [f for f in index.by_name.get(name, []) if not f.owner]
+    if len(found) != 1:
+        return None
+    body = found[0].node.child_by_field_name("body")
+    statements = [c for c in (body.named_children if body else []) if c.type != "comment"]
+    if len(statements) != 1 or statements[0].type != "return_statement":
+        return None
+    returned = statements[0].named_children
+    return (found[0].params, text(returned[0])) if len(returned) == 1 else None
+
+
+def _inline_returns(expression: str, index: FunctionIndex) -> str:
+    """``expression`` with each call of a function that only returns an expression
+    (:func:`_return_only`) replaced by that expression over the call's arguments, so that an
+    offset computed by a helper is read as the sum it is (:data:`MAX_CALL_DEPTH` calls deep)."""
+    expression = expression.strip()
+    for _ in range(MAX_CALL_DEPTH):
+        node = expression_node(expression)
+        if node is None:
+            return expression
+        base = node.start_byte
+        source = expression.encode()
+        edits: list[tuple[int, int, str]] = []
+        for call in _walk(node, ("call_expression",)):
+            start, end = call.start_byte - base, call.end_byte - base
+            if any(s <= start < e for s, e, _ in edits):
+                continue  # inside a call replaced already: read in the next pass
+            target = call.child_by_field_name("function")
+            args_node = call.child_by_field_name("arguments")
+            inlined = _return_only(text(target), index) if target is not None else None
+            args = [text(a) for a in args_node.named_children] if args_node is not None else []
+            if inlined is None or len(args) != len(inlined[0]):
+                continue
+            bound = dict(zip(inlined[0], args, strict=True))
+            edits.append((start, end, f"({_replace_words(inlined[1], bound)})"))
+        if not edits:
+            return expression
+        for start, end, value in sorted(edits, reverse=True):
+            source = source[:start] + value.encode() + source[end:]
+        expression = source.decode()
+    return expression
+
+
 def _widest(found: list[_Need]) -> tuple[_Need, ...]:
     """One need per base and offsets, the widest (every specialisation a call may run counts)."""
     out: dict[tuple[str, tuple[str, ...]], _Need] = {}
@@ -595,6 +656,138 @@ def kernel_vector_accesses(definition: Node, index: FunctionIndex) -> tuple[Vect
     return tuple(
         VectorAccess(n.base, n.offsets, n.width, n.where) for n in _needs(function, index, 0)
     )
+
+
+@dataclass(frozen=True)
+class VectorGuard:
+    """A test ``t * width < extent`` in the kernel's body (``t`` a run-time value: a thread's
+    index) that guards a vector-width access: the thread then moves its whole vector, so unless
+    ``extent`` is a multiple of ``width`` the last vector moves elements past it. FlashInfer's
+    cos/sin-cache rotary kernel tests ``tx * vec_size < rotary_dim`` and loads ``vec_size``
+    floats of each cache row; at ``rotary_dim`` 56 and ``vec_size`` 16 its loads passed the
+    row and the last row's passed the cache, and the original differed from itself."""
+
+    extent: str
+    """A by-value or template parameter of the kernel."""
+    width: str
+    """A by-value or template parameter, or a whole number."""
+    where: str
+
+
+def kernel_vector_guards(definition: Node, index: FunctionIndex) -> tuple[VectorGuard, ...]:
+    """The kernel's :class:`VectorGuard` s: each ``if`` whose condition (or one of its ``&&``
+    terms) is ``a * w < e`` or ``e > a * w``, ``w`` and ``e`` launch values (by-value or template
+    parameters; ``w`` also a number), ``a`` a run-time one, and whose then-branch makes a vector
+    access (:func:`kernel_vector_accesses`'s reading: a cast to a vector pointer, a ``cp.async``,
+    or a call of a function that makes one); and each early return (``if (... || a * w >= e)
+    return;``, :func:`~astra_graph.framework.parse._early_exit_terms`) before a statement of its
+    block that makes one."""
+    function = _function(definition)
+    body = definition.child_by_field_name("body")
+    if function is None or body is None:
+        return ()
+    declarator = _function_declarator(definition)
+    params = _params(declarator) if declarator is not None else ()
+    fixed = set(function.template) | {p.name for p in params if not p.pointer}
+    _, types, _ = _local_facts(body)
+    for param, node in zip(function.params, _param_nodes(function), strict=False):
+        types.setdefault(param, text(node.child_by_field_name("type")) if node else "")
+
+    def moves(node: Node) -> bool:
+        return _moves_vectors(node, function, types, index)
+
+    found: list[VectorGuard] = []
+    for branch in _walk(body, ("if_statement",)):
+        condition = branch.child_by_field_name("condition")
+        then = branch.child_by_field_name("consequence")
+        if condition is None or then is None:
+            continue
+        guards = [
+            g for t in _conjuncts(condition) if (g := _guard(t, fixed, ("<", ">"))) is not None
+        ]
+        if guards and moves(then):
+            found += [VectorGuard(e, w, _where(condition)) for e, w in guards]
+        exits = [g for t in _early_exit_terms(branch) if (g := _guard(t, fixed, (">=", "<=")))]
+        block = branch.parent
+        later = [
+            s for s in (block.named_children if block else []) if s.start_byte > branch.end_byte
+        ]
+        if (
+            exits
+            and block is not None
+            and block.type == "compound_statement"
+            and any(map(moves, later))
+        ):
+            found += [VectorGuard(e, w, _where(condition)) for e, w in exits]
+    return tuple(dict.fromkeys(found))
+
+
+def _conjuncts(node: Node) -> list[Node]:
+    """The terms of a condition joined by ``&&`` (the condition itself where there is none)."""
+    node = unparenthesised(node)
+    if node.type == "condition_clause":
+        inner = node.child_by_field_name("value") or (
+            node.named_children[0] if node.named_children else None
+        )
+        return _conjuncts(inner) if inner is not None else []
+    if node.type == "binary_expression" and text(node.child_by_field_name("operator")) == "&&":
+        return [
+            t
+            for side in ("left", "right")
+            if (part := node.child_by_field_name(side)) is not None
+            for t in _conjuncts(part)
+        ]
+    return [node]
+
+
+def _guard(test: Node, fixed: set[str], operators: tuple[str, str]) -> tuple[str, str] | None:
+    """(extent, width) of ``a * w < e`` or ``e > a * w`` (``operators`` ``("<", ">")``; an
+    early return's ``a * w >= e`` or ``e <= a * w`` with ``(">=", "<=")``), else None."""
+    test = unparenthesised(test)
+    if test.type != "binary_expression":
+        return None
+    operator = text(test.child_by_field_name("operator"))
+    left, right = test.child_by_field_name("left"), test.child_by_field_name("right")
+    if left is None or right is None or operator not in operators:
+        return None
+    product, extent = (left, right) if operator == operators[0] else (right, left)
+    product, extent = unparenthesised(product), unparenthesised(extent)
+    if extent.type != "identifier" or text(extent) not in fixed:
+        return None
+    if product.type != "binary_expression" or text(product.child_by_field_name("operator")) != "*":
+        return None
+    sides = [product.child_by_field_name(f) for f in ("left", "right")]
+    for width, other in (sides, sides[::-1]):
+        if width is None or other is None:
+            return None
+        width = unparenthesised(width)
+        launch_value = width.type == "identifier" and text(width) in fixed
+        run_time = _literal(unparenthesised(other)) is None and not (
+            set(_WORD.findall(text(other))) <= fixed
+        )
+        if (launch_value or _literal(width) is not None) and run_time:
+            return text(extent), text(width)
+    return None
+
+
+def _moves_vectors(
+    node: Node, function: _Function, types: dict[str, str], index: FunctionIndex
+) -> bool:
+    """Whether ``node`` makes a vector-width access, itself or through a call."""
+    from astra_graph.framework.guarded import copy_sources  # it reads this module's helpers
+
+    for inner in _walk(node, ("cast_expression", "call_expression", "gnu_asm_expression")):
+        if inner.type == "gnu_asm_expression":
+            if copy_sources(inner):
+                return True
+            continue
+        if _vector_cast(inner) is not None:
+            return True
+        if inner.type == "call_expression":
+            callees, _ = _callees(inner, function, types, index)
+            if any(_needs(c, index, 1) for c in callees):
+                return True
+    return False
 
 
 def _literal(node: Node) -> int | None:
@@ -708,10 +901,15 @@ def dim_multiples(analysis: Analysis) -> dict[str, int]:
                     unread.append(f"{access.where} through {access.pointer} ({problem})")
             if needed is None:
                 unread.append(f"{access.where} through {access.pointer} (offset {offset!r})")
+    for guard in kernel.vector_guards:
+        problem = _whole_vectors(guard, bindings, analysis, multiples)
+        if problem:
+            unread.append(f"{guard.where} ({problem})")
     for dim, m in multiples.items():
         analysis.notes.append(
-            f"dims.{dim}: a multiple of {m}, which the kernel's vector-width accesses need to be "
-            "aligned (no check of the framework's states it)"
+            f"dims.{dim}: a multiple of {m}, which the kernel's vector-width accesses need "
+            "(aligned, and whole vectors where a thread's first element is tested against it; "
+            "no check of the framework's states it)"
         )
     if unread:
         rest = len(unread) - NOTED_ACCESSES
@@ -721,6 +919,49 @@ def dim_multiples(analysis: Analysis) -> dict[str, int]:
             f"them): {named}" + (f"; and {rest} more" if rest > 0 else "")
         )
     return multiples
+
+
+def _launch_value(name: str, bindings: dict[str, Binding | _Value]) -> str | None:
+    """What the launch gives a kernel parameter or template parameter, over the dims (a number
+    as itself), or None where it gives no expression."""
+    if re.fullmatch(r"\d+[uUlL]*", name):
+        return re.sub(r"[uUlL]+$", "", name)
+    binding = bindings.get(name)
+    return binding.value if binding is not None and binding.kind == "expr" else None
+
+
+def _whole_vectors(
+    guard: VectorGuard,
+    bindings: dict[str, Binding | _Value],
+    analysis: Analysis,
+    multiples: dict[str, int],
+) -> str:
+    """Keep the guard's extent a whole number of its vectors (:class:`VectorGuard`): a dim's
+    multiple where the launch fixes the width to a number, else a requirement of the launch
+    (``rotary_dim % (max(8, head_dim // 32)) == 0``: one build per width); '' when kept, else
+    why not, as a note's words."""
+    width, extent = _launch_value(guard.width, bindings), _launch_value(guard.extent, bindings)
+    if width is None or extent is None:
+        return f"{guard.extent} % {guard.width} == 0 over a launcher parameter"
+    try:
+        width_body, extent_body = expr.parse(width).body, expr.parse(extent).body
+    except expr.ExprError:
+        return f"{guard.extent} % {guard.width} == 0 over {extent} and {width}"
+    if isinstance(width_body, ast.Constant) and type(width_body.value) is int:
+        if width_body.value <= 1:
+            return ""
+        return _dim_multiple(guard.extent, width_body.value, bindings, analysis.dims, multiples)
+    if not isinstance(extent_body, ast.Name) or extent_body.id not in analysis.dims:
+        return f"{guard.extent} % {guard.width} == 0 over {extent}"
+    requirement = f"{extent_body.id} % ({width}) == 0"
+    if requirement not in analysis.requires:
+        analysis.requires.append(requirement)
+        analysis.notes.append(
+            f"requires {requirement}: the kernel tests a thread's first element against "
+            f"{guard.extent} and moves its whole vector of {guard.width} ({guard.where}); no "
+            "check of the framework's states it"
+        )
+    return ""
 
 
 def _elements(width: int, element: str | None, dtypes: tuple[str, ...]) -> int:
@@ -759,6 +1000,36 @@ def _dim_multiple(
     if isinstance(body, ast.Name) and body.id in dims:
         multiples[body.id] = math.lcm(multiples.get(body.id, 1), m)
         return ""
+    factors = _product_factors(body)
+    named = [f.id for f in factors or [] if isinstance(f, ast.Name) and f.id in dims]
+    if factors is not None and named and len(named) + _constants(factors) == len(factors):
+        # a stride (``num_heads * head_dim``): its innermost dim, the row length the
+        # framework's widths are multiples of, takes what the constants leave
+        left = m // math.gcd(m, math.prod(_int_value(f) for f in factors))
+        if left > 1:
+            multiples[named[-1]] = math.lcm(multiples.get(named[-1], 1), left)
+        return ""
     if isinstance(body, ast.Constant) and type(body.value) is int:
         return "" if body.value % m == 0 else f"{name} = {body.value}, not a multiple of {m}"
     return f"{name} % {m} == 0 over {binding.value}"
+
+
+def _product_factors(body: ast.expr) -> list[ast.expr] | None:
+    """The factors of a product (``a * b * 4``), or None where ``body`` is no product."""
+    if not isinstance(body, ast.BinOp) or not isinstance(body.op, ast.Mult):
+        return None
+    return [f for side in (body.left, body.right) for f in (_product_factors(side) or [side])]
+
+
+def _is_int(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0
+
+
+def _int_value(node: ast.expr) -> int:
+    """A positive whole-number factor's value; 1 for any other factor."""
+    value = node.value if isinstance(node, ast.Constant) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
+
+
+def _constants(factors: list[ast.expr]) -> int:
+    return sum(_is_int(f) for f in factors)
