@@ -66,6 +66,26 @@ def test_an_offset_a_helper_returns_is_read_as_its_sum_and_an_early_return_guard
     assert [(g.extent, g.width) for g in rotated.vector_guards] == [("rot_dim", "VEC")]
 
 
+def test_a_helper_called_by_its_qualified_name_is_read_and_one_that_does_more_is_not() -> None:
+    source = """
+namespace ns {
+__device__ int row_start(int row, int stride) { return row * stride; }
+__device__ int clamped(int row, int stride) { int r = row < 4 ? row : 4; return r * stride; }
+}
+__global__ void qualified_kernel(float* x, const int stride) {
+  reinterpret_cast<float4*>(x + ns::row_start(blockIdx.x, stride))[threadIdx.x] = {};
+}
+__global__ void busy_kernel(float* x, const int stride) {
+  reinterpret_cast<float4*>(x + ns::clamped(blockIdx.x, stride))[threadIdx.x] = {};
+}
+"""
+    kernels = {k.name: k for k in parse_source(source).kernels}
+    (qualified,) = kernels["qualified_kernel"].vectors
+    assert qualified.offsets == ("(((blockIdx.x) * stride))",)
+    (busy,) = kernels["busy_kernel"].vectors
+    assert busy.offsets == ("(ns::clamped(blockIdx.x, stride))",)
+
+
 def test_a_guard_without_a_vector_access_or_a_run_time_index_asks_nothing() -> None:
     source = """
 __global__ void scalar_kernel(float* x, const int n) {

@@ -609,7 +609,8 @@ def _inline_returns(expression: str, index: FunctionIndex) -> str:
                 continue  # inside a call replaced already: read in the next pass
             target = call.child_by_field_name("function")
             args_node = call.child_by_field_name("arguments")
-            inlined = _return_only(text(target), index) if target is not None else None
+            name = text(target).rsplit("::", 1)[-1].strip() if target is not None else ""
+            inlined = _return_only(name, index) if name.isidentifier() else None
             args = [text(a) for a in args_node.named_children] if args_node is not None else []
             if inlined is None or len(args) != len(inlined[0]):
                 continue
