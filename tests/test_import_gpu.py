@@ -110,19 +110,30 @@ def _variant(production: Path, old: str, new: str, out: Path) -> Path:
     return out
 
 
+class _Imports:
+    """Each fixture file of :data:`IMPORTED` imported under one folder on first use
+    (``imported / source``): a run of a few tests imports only their files."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+
+    def __truediv__(self, source: str) -> Path:
+        folder = self.out / source
+        if not folder.is_dir():
+            assert main(["import", str(CSRC / source), "--out", str(folder)]) == 0
+        return folder
+
+
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("imported")
-    for source in IMPORTED:
-        assert main(["import", str(CSRC / source), "--out", str(out / source)]) == 0
-    return out
+def imported(tmp_path_factory: pytest.TempPathFactory) -> _Imports:
+    return _Imports(tmp_path_factory.mktemp("imported"))
 
 
 @pytest.mark.parametrize(
     ("source", "op"), [(source, op) for source, ops in IMPORTED.items() for op in ops]
 )
 def test_an_imported_operation_is_accepted_against_itself(
-    imported: Path, source: str, op: str
+    imported: _Imports, source: str, op: str
 ) -> None:
     folder = imported / source / op
     spec = load_contract(folder)
@@ -136,7 +147,7 @@ def test_an_imported_operation_is_accepted_against_itself(
     ("op", "split", "accepted"), [("split_double", 4, True), ("split_increment", 2, False)]
 )
 def test_a_grid_tunable_value_is_kept_only_where_the_original_agrees(
-    imported: Path, op: str, split: int, accepted: bool
+    imported: _Imports, op: str, split: int, accepted: bool
 ) -> None:
     """A grid dimension the launcher sets at run time is a tunable of the import (SPLIT): a
     kernel that spreads a row over gridDim.y is right at a split of 4; one whose every block
@@ -240,7 +251,7 @@ def test_csr_segments_are_walked_within_their_rows_and_a_wrong_walk_is_caught(
     ],
 )
 def test_csr_raw_segments_run_null_counted_on_the_occupancy_grid_and_a_wrong_sum_is_caught(
-    imported: Path, tmp_path: Path, old: str, new: str
+    imported: _Imports, tmp_path: Path, old: str, new: str
 ) -> None:
     """fixtures/framework/csrc/csr_sums.cuh's CsrSum, imported directly: ``count_ptr`` passed
     null, the grid CUDA's occupancy answer times the SMs, offsets drawn with segments of 0, 1
@@ -270,7 +281,7 @@ def _assert_variant_rejected(folder: Path, old: str, new: str, tmp_path: Path) -
     ],
 )
 def test_csr_weighted_segments_read_their_weights_in_chunks_and_a_wrong_share_is_caught(
-    imported: Path, tmp_path: Path, old: str, new: str
+    imported: _Imports, tmp_path: Path, old: str, new: str
 ) -> None:
     """fixtures/framework/csrc/csr_sums.cuh's CsrWeighted, imported directly (its count
     handed to a by-value helper, ``i`` and ``k`` declared again in inner scopes): it runs
@@ -289,7 +300,7 @@ def test_csr_weighted_segments_read_their_weights_in_chunks_and_a_wrong_share_is
     ],
 )
 def test_csr_rows_staged_by_a_guarded_async_copy_run_and_a_wrong_sum_is_caught(
-    imported: Path, tmp_path: Path, old: str, new: str
+    imported: _Imports, tmp_path: Path, old: str, new: str
 ) -> None:
     """fixtures/framework/csrc/csr_sums.cuh's CsrStaged, imported directly: ``parts`` read
     only through ``guarded_copy`` (a cp.async predicated in PTX on the guard it is handed, one
@@ -324,7 +335,7 @@ def test_outputs_shaped_by_their_indices_are_written_whole_and_a_short_fold_is_c
         assert not evaluator.check(spec, production, wrong).accepted
 
 
-def test_the_oracle_rejects_a_wrong_candidate(imported: Path, tmp_path: Path) -> None:
+def test_the_oracle_rejects_a_wrong_candidate(imported: _Imports, tmp_path: Path) -> None:
     spec = load_contract(imported / "layernorm.cu" / "fused_add_rms_norm")
     production = imported / "layernorm.cu" / "fused_add_rms_norm" / "production.cu"
     source = production.read_text()
@@ -340,7 +351,7 @@ def test_the_oracle_rejects_a_wrong_candidate(imported: Path, tmp_path: Path) ->
     assert not verdict.accepted
 
 
-def test_a_params_struct_reaches_the_kernel_field_by_field(imported: Path) -> None:
+def test_a_params_struct_reaches_the_kernel_field_by_field(imported: _Imports) -> None:
     """The by-value ``Params`` (two pointers, an int64 stride, a uint32 and a float) packed with
     the C++ layout: the kernel scales each row by the float field with the stride field's
     width; a wrong offset would scale by garbage, stride by garbage or write elsewhere."""
@@ -462,7 +473,7 @@ def test_rank_branch_forms_each_hold_the_original_and_catch_a_wrong_head(
         assert not evaluator.check(spec, production["scale_qk_k_3d"], wrong).accepted
 
 
-def test_the_occupancy_query_is_cudas_answer_for_the_loaded_kernel(imported: Path) -> None:
+def test_the_occupancy_query_is_cudas_answer_for_the_loaded_kernel(imported: _Imports) -> None:
     """``blocks_per_sm`` in a grid is asked of CUDA for the compiled kernel: at least one block
     and never above the thread, block and shared-memory limits (registers only lower it)."""
     from astra_graph.harness.launch import LoadedKernel, load_kernel
