@@ -880,19 +880,20 @@ def test_a_switch_over_a_size_itself_is_followed_one_build_per_case(tmp_path: Pa
     )
     values = {
         h: header.specialized({**spec.contract.suite("tuning")[0], "head_size": h})
-        for h in (64, 128, 256)
+        for h in (64, 128, 256, 512)
     }
     assert values == {
         64: {"ASTRA_SIZE_HEAD": 64, "ASTRA_SIZE_VEC": 8, "ASTRA_SIZE_LANES": 8},
         128: {"ASTRA_SIZE_HEAD": 128, "ASTRA_SIZE_VEC": 8, "ASTRA_SIZE_LANES": 16},
         256: {"ASTRA_SIZE_HEAD": 256, "ASTRA_SIZE_VEC": 8, "ASTRA_SIZE_LANES": 32},
+        512: {"ASTRA_SIZE_HEAD": 512, "ASTRA_SIZE_VEC": 16, "ASTRA_SIZE_LANES": 32},
     }
     cases = next(r for r in header.requires if "== (128)" in r)
-    assert all(f"== ({h})" in cases for h in (64, 128, 256))
+    assert all(f"== ({h})" in cases for h in (64, 128, 256, 512))
     head_sizes = {d["head_size"] for s in ("tuning", "heldout") for d in spec.contract.suite(s)}
-    assert head_sizes <= {64, 128, 256} and len(head_sizes) > 1
+    assert head_sizes <= {64, 128, 256, 512} and len(head_sizes) > 1
     report = (tmp_path / "import.json").read_text()
-    assert "HEAD follows head_size: one build per case (64, 128, 256)" in report
+    assert "HEAD follows head_size: one build per case (64, 128, 256, 512)" in report
     assert main(["validate", str(tmp_path / "scale_heads")]) == 0
 
 
