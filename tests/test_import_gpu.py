@@ -119,8 +119,10 @@ class _Imports:
 
     def __truediv__(self, source: str) -> Path:
         folder = self.out / source
-        if not folder.is_dir():
+        marker = folder / ".imported"
+        if not marker.is_file():  # an import that failed is tried again, and fails here
             assert main(["import", str(CSRC / source), "--out", str(folder)]) == 0
+            marker.touch()
         return folder
 
 

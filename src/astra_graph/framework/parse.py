@@ -4435,10 +4435,15 @@ def _both(outer: str, inner: str) -> str:
     return f"{outer}; {inner}" if inner else outer
 
 
+EXPRESSION_PREFIX = "auto __e = "
+"""What :func:`expression_node` parses before its expression: a node's byte offsets in the
+expression are its own less this prefix's length."""
+
+
 def expression_node(source: str, *, allow_errors: bool = False) -> Node | None:
     """The syntax node of a C++ expression (parsed as ``auto __e = source;``), or None where it
     does not parse (with ``allow_errors``, a tree with error nodes still gives its value)."""
-    tree = _parser().parse(f"auto __e = {source};".encode())
+    tree = _parser().parse(f"{EXPRESSION_PREFIX}{source};".encode())
     decl = tree.root_node.named_children[0] if tree.root_node.named_children else None
     init = decl.child_by_field_name("declarator") if decl is not None else None
     value = init.child_by_field_name("value") if init is not None else None

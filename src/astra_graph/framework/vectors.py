@@ -48,8 +48,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from astra_graph.framework.parse import (
+    EXPRESSION_PREFIX,
+    _condition_value,
     _early_exit_terms,
     _function_declarator,
+    _operands,
     _own_template,
     _params,
     _walk,
@@ -61,6 +64,8 @@ from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from tree_sitter import Node
 
     from astra_graph.framework.guarded import GuardedRead
@@ -311,8 +316,8 @@ def _forms(expression: str, values: dict[str, list[str]], updated: set[str]) -> 
     return forms
 
 
-_WORD = re.compile(r"(?<![\w.>])[A-Za-z_]\w*")
-"""A name that is not a field (``.x``, ``->x``) nor inside a number."""
+_WORD = re.compile(r"(?<![\w.])(?<!->)[A-Za-z_]\w*")
+"""A name that is not a field (``.x``, ``->x``) nor inside a number (``a>b`` names ``b``)."""
 
 
 def _based(node: Node, pointers: set[str]) -> tuple[str, list[str]] | None:
@@ -581,14 +586,16 @@ def _return_only(name: str, index: FunctionIndex) -> tuple[tuple[str, ...], str]
     stride_n + head_idx * stride_h + feat_idx``), else None (none, several, or more than a
     return)."""
     found = [f for f in index.by_name.get(name, []) if not f.owner]
-    if len(found) != 1:
-        return None
+    if len(found) != 1 or found[0].template:
+        return None  # a template's parameters are no names of the caller's
     body = found[0].node.child_by_field_name("body")
     statements = [c for c in (body.named_children if body else []) if c.type != "comment"]
     if len(statements) != 1 or statements[0].type != "return_statement":
         return None
-    returned = statements[0].named_children
-    return (found[0].params, text(returned[0])) if len(returned) == 1 else None
+    returned = [c for c in statements[0].named_children if c.type != "comment"]
+    if len(returned) != 1 or re.search(rf"\b{re.escape(name)}\s*\(", text(returned[0])):
+        return None  # a recursive helper is not unrolled
+    return found[0].params, text(returned[0])
 
 
 def _inline_returns(expression: str, index: FunctionIndex) -> str:
@@ -600,7 +607,7 @@ def _inline_returns(expression: str, index: FunctionIndex) -> str:
         node = expression_node(expression)
         if node is None:
             return expression
-        base = node.start_byte
+        base = len(EXPRESSION_PREFIX.encode())
         source = expression.encode()
         edits: list[tuple[int, int, str]] = []
         for call in _walk(node, ("call_expression",)):
@@ -611,7 +618,8 @@ def _inline_returns(expression: str, index: FunctionIndex) -> str:
             args_node = call.child_by_field_name("arguments")
             name = text(target).rsplit("::", 1)[-1].strip() if target is not None else ""
             inlined = _return_only(name, index) if name.isidentifier() else None
-            args = [text(a) for a in args_node.named_children] if args_node is not None else []
+            given = args_node.named_children if args_node is not None else []
+            args = [text(a) for a in given if a.type != "comment"]
             if inlined is None or len(args) != len(inlined[0]):
                 continue
             bound = dict(zip(inlined[0], args, strict=True))
@@ -661,28 +669,37 @@ def kernel_vector_accesses(definition: Node, index: FunctionIndex) -> tuple[Vect
 
 @dataclass(frozen=True)
 class VectorGuard:
-    """A test ``t * width < extent`` in the kernel's body (``t`` a run-time value: a thread's
-    index) that guards a vector-width access: the thread then moves its whole vector, so unless
-    ``extent`` is a multiple of ``width`` the last vector moves elements past it. FlashInfer's
-    cos/sin-cache rotary kernel tests ``tx * vec_size < rotary_dim`` and loads ``vec_size``
-    floats of each cache row; at ``rotary_dim`` 56 and ``vec_size`` 16 its loads passed the
-    row and the last row's passed the cache, and the original differed from itself."""
+    """A test ``t * width < extent`` in the kernel's body (``t`` read from ``threadIdx``: a
+    thread's first element) that guards a vector-width access through a pointer parameter: the
+    thread then moves its whole vector, so unless ``extent`` is a multiple of ``width`` the last
+    vector moves elements past it. FlashInfer's cos/sin-cache rotary kernel tests ``tx *
+    vec_size < rotary_dim`` and loads ``vec_size`` floats of each cache row; at ``rotary_dim`` 56
+    and ``vec_size`` 16 its loads passed the row and the last row's passed the cache, and the
+    original differed from itself."""
 
     extent: str
     """A by-value or template parameter of the kernel."""
     width: str
     """A by-value or template parameter, or a whole number."""
     where: str
+    """The condition as written, with its line, for notes."""
+
+
+MIN_COPY_BYTES = 8
+"""The narrowest ``cp.async`` taken for a vector: a 4-byte copy moves one float."""
+THREAD_INDEX_DEPTH = 4
+"""Locals followed inside each other's values to find a ``threadIdx`` read."""
 
 
 def kernel_vector_guards(definition: Node, index: FunctionIndex) -> tuple[VectorGuard, ...]:
     """The kernel's :class:`VectorGuard` s: each ``if`` whose condition (or one of its ``&&``
     terms) is ``a * w < e`` or ``e > a * w``, ``w`` and ``e`` launch values (by-value or template
-    parameters; ``w`` also a number), ``a`` a run-time one, and whose then-branch makes a vector
-    access (:func:`kernel_vector_accesses`'s reading: a cast to a vector pointer, a ``cp.async``,
-    or a call of a function that makes one); and each early return (``if (... || a * w >= e)
-    return;``, :func:`~astra_graph.framework.parse._early_exit_terms`) before a statement of its
-    block that makes one."""
+    parameters; ``w`` also a number) and ``a`` read from ``threadIdx`` (itself or through locals),
+    whose then-branch makes a vector access through a pointer parameter outside any inner
+    ``if`` that tests ``e`` again (a kernel that handles its own tail there asks nothing); and
+    each early return (``if (... || a * w >= e) return;``,
+    :func:`~astra_graph.framework.parse._early_exit_terms`) before a statement of its block that
+    makes one."""
     function = _function(definition)
     body = definition.child_by_field_name("body")
     if function is None or body is None:
@@ -690,12 +707,18 @@ def kernel_vector_guards(definition: Node, index: FunctionIndex) -> tuple[Vector
     declarator = _function_declarator(definition)
     params = _params(declarator) if declarator is not None else ()
     fixed = set(function.template) | {p.name for p in params if not p.pointer}
-    _, types, _ = _local_facts(body)
+    values, types, _ = _local_facts(body)
     for param, node in zip(function.params, _param_nodes(function), strict=False):
         types.setdefault(param, text(node.child_by_field_name("type")) if node else "")
+    pointers = {p.name for p in params if p.pointer} | {
+        n for n, t in types.items() if t.endswith("*") and n not in function.params
+    }
 
-    def moves(node: Node) -> bool:
-        return _moves_vectors(node, function, types, index)
+    def threaded(expression: str) -> bool:
+        return _reads_thread_index(expression, values)
+
+    def moves(node: Node, extent: str) -> bool:
+        return _moves_vectors(node, extent, pointers, function, types, index)
 
     found: list[VectorGuard] = []
     for branch in _walk(body, ("if_statement",)):
@@ -703,47 +726,49 @@ def kernel_vector_guards(definition: Node, index: FunctionIndex) -> tuple[Vector
         then = branch.child_by_field_name("consequence")
         if condition is None or then is None:
             continue
-        guards = [
-            g for t in _conjuncts(condition) if (g := _guard(t, fixed, ("<", ">"))) is not None
+        terms = _operands(_condition_value(condition), "&&")
+        guards = [g for t in terms if (g := _guard(t, fixed, threaded, ("<", ">"))) is not None]
+        found += [VectorGuard(e, w, _where(condition)) for e, w in guards if moves(then, e)]
+        exits = [
+            g
+            for t in _early_exit_terms(branch)
+            if (g := _guard(t, fixed, threaded, (">=", "<="))) is not None
         ]
-        if guards and moves(then):
-            found += [VectorGuard(e, w, _where(condition)) for e, w in guards]
-        exits = [g for t in _early_exit_terms(branch) if (g := _guard(t, fixed, (">=", "<=")))]
         block = branch.parent
-        later = [
-            s for s in (block.named_children if block else []) if s.start_byte > branch.end_byte
+        if not exits or block is None or block.type != "compound_statement":
+            continue
+        later = [c for c in block.named_children if c.start_byte >= branch.end_byte]
+        found += [
+            VectorGuard(e, w, _where(condition))
+            for e, w in exits
+            if any(moves(c, e) for c in later)
         ]
-        if (
-            exits
-            and block is not None
-            and block.type == "compound_statement"
-            and any(map(moves, later))
-        ):
-            found += [VectorGuard(e, w, _where(condition)) for e, w in exits]
     return tuple(dict.fromkeys(found))
 
 
-def _conjuncts(node: Node) -> list[Node]:
-    """The terms of a condition joined by ``&&`` (the condition itself where there is none)."""
-    node = unparenthesised(node)
-    if node.type == "condition_clause":
-        inner = node.child_by_field_name("value") or (
-            node.named_children[0] if node.named_children else None
-        )
-        return _conjuncts(inner) if inner is not None else []
-    if node.type == "binary_expression" and text(node.child_by_field_name("operator")) == "&&":
-        return [
-            t
-            for side in ("left", "right")
-            if (part := node.child_by_field_name(side)) is not None
-            for t in _conjuncts(part)
-        ]
-    return [node]
+def _reads_thread_index(expression: str, values: dict[str, list[str]], depth: int = 0) -> bool:
+    """Whether ``expression`` reads ``threadIdx``, itself or through the values of the locals it
+    names (:data:`THREAD_INDEX_DEPTH` deep)."""
+    if re.search(r"\bthreadIdx\b", expression):
+        return True
+    if depth >= THREAD_INDEX_DEPTH:
+        return False
+    return any(
+        _reads_thread_index(value, values, depth + 1)
+        for word in set(_WORD.findall(expression))
+        for value in values.get(word, [])
+    )
 
 
-def _guard(test: Node, fixed: set[str], operators: tuple[str, str]) -> tuple[str, str] | None:
+def _guard(
+    test: Node,
+    fixed: set[str],
+    threaded: Callable[[str], bool],
+    operators: tuple[str, str],
+) -> tuple[str, str] | None:
     """(extent, width) of ``a * w < e`` or ``e > a * w`` (``operators`` ``("<", ">")``; an
-    early return's ``a * w >= e`` or ``e <= a * w`` with ``(">=", "<=")``), else None."""
+    early return's ``a * w >= e`` or ``e <= a * w`` with ``(">=", "<=")``), ``a`` read from
+    ``threadIdx`` (``threaded``), else None."""
     test = unparenthesised(test)
     if test.type != "binary_expression":
         return None
@@ -763,31 +788,57 @@ def _guard(test: Node, fixed: set[str], operators: tuple[str, str]) -> tuple[str
             return None
         width = unparenthesised(width)
         launch_value = width.type == "identifier" and text(width) in fixed
-        run_time = _literal(unparenthesised(other)) is None and not (
-            set(_WORD.findall(text(other))) <= fixed
-        )
-        if (launch_value or _literal(width) is not None) and run_time:
+        if (launch_value or _literal(width) is not None) and threaded(text(other)):
             return text(extent), text(width)
     return None
 
 
 def _moves_vectors(
-    node: Node, function: _Function, types: dict[str, str], index: FunctionIndex
+    node: Node,
+    extent: str,
+    pointers: set[str],
+    function: _Function,
+    types: dict[str, str],
+    index: FunctionIndex,
 ) -> bool:
-    """Whether ``node`` makes a vector-width access, itself or through a call."""
+    """Whether ``node`` makes a vector-width access through one of ``pointers`` (the kernel's
+    pointer parameters and local pointers), itself or through a call, outside any inner ``if``
+    whose condition reads ``extent``."""
     from astra_graph.framework.guarded import copy_sources  # it reads this module's helpers
 
+    def retested(inner: Node) -> bool:
+        parent = inner.parent
+        while parent is not None and parent != node:
+            condition = parent.child_by_field_name("condition")
+            tested = condition is not None and extent in _WORD.findall(text(condition))
+            if parent.type == "if_statement" and tested:
+                return True
+            parent = parent.parent
+        return False
+
     for inner in _walk(node, ("cast_expression", "call_expression", "gnu_asm_expression")):
+        if retested(inner):
+            continue
         if inner.type == "gnu_asm_expression":
-            if copy_sources(inner):
+            copies = copy_sources(inner)
+            if any(n >= MIN_COPY_BYTES and _based(s, pointers) for s, n in copies):
                 return True
             continue
-        if _vector_cast(inner) is not None:
-            return True
-        if inner.type == "call_expression":
-            callees, _ = _callees(inner, function, types, index)
-            if any(_needs(c, index, 1) for c in callees):
+        cast = _vector_cast(inner)
+        if cast is not None:
+            if _based(cast[1], pointers) is not None:
                 return True
+            continue
+        if inner.type != "call_expression":
+            continue
+        callees, _ = _callees(inner, function, types, index)
+        args_node = inner.child_by_field_name("arguments")
+        args = [a for a in (args_node.named_children if args_node else []) if a.type != "comment"]
+        for callee in callees:
+            for need in _needs(callee, index, 1):
+                at = callee.params.index(need.base) if need.base in callee.params else -1
+                if need.width > 0 and 0 <= at < len(args) and _based(args[at], pointers):
+                    return True
     return False
 
 
@@ -925,8 +976,9 @@ def dim_multiples(analysis: Analysis) -> dict[str, int]:
 def _launch_value(name: str, bindings: dict[str, Binding | _Value]) -> str | None:
     """What the launch gives a kernel parameter or template parameter, over the dims (a number
     as itself), or None where it gives no expression."""
-    if re.fullmatch(r"\d+[uUlL]*", name):
-        return re.sub(r"[uUlL]+$", "", name)
+    number = re.fullmatch(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*", name)
+    if number:
+        return str(int(number[1], 0))
     binding = bindings.get(name)
     return binding.value if binding is not None and binding.kind == "expr" else None
 
@@ -954,7 +1006,7 @@ def _whole_vectors(
         return _dim_multiple(guard.extent, width_body.value, bindings, analysis.dims, multiples)
     if not isinstance(extent_body, ast.Name) or extent_body.id not in analysis.dims:
         return f"{guard.extent} % {guard.width} == 0 over {extent}"
-    requirement = f"{extent_body.id} % ({width}) == 0"
+    requirement = f"({width}) <= 1 or {extent_body.id} % ({width}) == 0"
     if requirement not in analysis.requires:
         analysis.requires.append(requirement)
         analysis.notes.append(
@@ -989,8 +1041,9 @@ def _dim_multiple(
     dims: list[str],
     multiples: dict[str, int],
 ) -> str:
-    """Record ``name % m == 0`` as a dim's multiple where the launch passes one dim (or check a
-    constant); else why not, as a note's words."""
+    """Record ``name % m == 0`` as a dim's multiple where the launch passes one dim, or a
+    product of dims and numbers (a stride: its last dim takes it), or check a constant; else why
+    not, as a note's words."""
     binding = bindings.get(name)
     if binding is None or binding.kind != "expr":
         return f"{name} % {m} == 0 over a template or launcher parameter"
@@ -1003,10 +1056,13 @@ def _dim_multiple(
         return ""
     factors = _product_factors(body)
     named = [f.id for f in factors or [] if isinstance(f, ast.Name) and f.id in dims]
-    if factors is not None and named and len(named) + _constants(factors) == len(factors):
-        # a stride (``num_heads * head_dim``): its innermost dim, the row length the
-        # framework's widths are multiples of, takes what the constants leave
-        left = m // math.gcd(m, math.prod(_int_value(f) for f in factors))
+    numbers = [n for f in factors or [] if (n := _positive_int(f)) is not None]
+    if factors is not None and named and len(named) + len(numbers) == len(factors):
+        # a stride (``num_heads * head_dim``): its last dim, taken to be the innermost (a
+        # row-major stride is the product of the dims after its own, outer first; the row length
+        # the framework's widths are multiples of), takes what the numbers leave; written in
+        # another order, a dim the stride's alignment holds by is still narrowed, never wrongly
+        left = m // math.gcd(m, math.prod(numbers))
         if left > 1:
             multiples[named[-1]] = math.lcm(multiples.get(named[-1], 1), left)
         return ""
@@ -1022,15 +1078,7 @@ def _product_factors(body: ast.expr) -> list[ast.expr] | None:
     return [f for side in (body.left, body.right) for f in (_product_factors(side) or [side])]
 
 
-def _is_int(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and type(node.value) is int and node.value > 0
-
-
-def _int_value(node: ast.expr) -> int:
-    """A positive whole-number factor's value; 1 for any other factor."""
+def _positive_int(node: ast.expr) -> int | None:
+    """A positive whole-number factor's value, else None."""
     value = node.value if isinstance(node, ast.Constant) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
-
-
-def _constants(factors: list[ast.expr]) -> int:
-    return sum(_is_int(f) for f in factors)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
