@@ -29,11 +29,19 @@ summand must be a multiple of k, so a launch value (a by-value parameter, a temp
 multiplied by a run-time one (a thread index, a loaded position) must itself be a multiple of k
 (``pos * rotary_dim``: ``rotary_dim`` of 4 floats), a quotient by a constant ``c`` its dividend one
 of ``c * k`` (enough, if more than needed), a remainder both its operands. What it does not read
-is None: the importer notes it and keeps the domain as it was.
+is None: the importer notes it and keeps the domain as it was. An offset a helper computes that
+only returns an expression (FlashInfer's ``get_elem_offset_impl``) is read as that expression
+over the call's arguments (:func:`_inline_returns`).
+
+:func:`kernel_vector_guards` finds the tests of a thread's first vector element against a launch
+value (:class:`VectorGuard`): the value must then be a whole number of vectors, or the last one
+moves elements past it.
 
 :func:`dim_multiples` turns a requirement on a by-value parameter the launch passes one dim into
-that dim's multiple, the contract's ``multiple_of``, which every shape the harness draws keeps to
-(suites, random shapes, the domain suite's limits and thresholds). Template arguments are not
+that dim's multiple, the contract's ``multiple_of`` (a stride passed as a product of dims: its
+last dim's), which every shape the harness draws keeps to (suites, random shapes, the domain
+suite's limits and thresholds), and each guard into a multiple, or a ``requires`` over the dims
+where its width follows them. Template arguments are not
 deduced, so the widest specialisation a call may run counts: FlashInfer's fp8-output norms
 (``vec_t<fp8, 8>``, 8 bytes, whose partial specialisation for other widths moves 16) get a hidden
 size of 16 where 8 would do, a domain narrower than the framework's, never one that faults.
