@@ -94,6 +94,25 @@ __global__ void busy_kernel(float* x, const int stride) {
     assert busy.offsets == ("(ns::clamped(blockIdx.x, stride))",)
 
 
+def test_a_template_or_recursive_helper_is_left_as_a_call() -> None:
+    """A template helper's parameters are no names of the caller's (its ``T`` would be read as
+    the kernel's own), and a recursive one would unroll without end."""
+    source = """
+template <typename T> __device__ T row_start(T row) { return row * sizeof(T); }
+__device__ int twice(int row) { return row > 0 ? twice(row - 1) + 2 : 0; }
+template <typename T>
+__global__ void template_kernel(float* x) {
+  reinterpret_cast<float4*>(x + row_start(blockIdx.x))[threadIdx.x] = {};
+  reinterpret_cast<float4*>(x + twice(blockIdx.x))[threadIdx.x] = {};
+}
+"""
+    (kernel,) = parse_source(source).kernels
+    offsets = {o for access in kernel.vectors for o in access.offsets}
+    assert offsets == {"(row_start(blockIdx.x))", "(twice(blockIdx.x))"}
+    # a name after ``>`` is a name: both sides of a comparison are replaced
+    assert _replace_words("a>b ? a : b", {"a": "x", "b": "y"}) == "x>y ? x : y"
+
+
 def test_a_guard_without_a_vector_access_or_a_run_time_index_asks_nothing() -> None:
     source = """
 __global__ void scalar_kernel(float* x, const int n) {
