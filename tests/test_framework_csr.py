@@ -519,6 +519,9 @@ def test_a_row_read_by_a_guarded_copy_is_kept_below_its_segment_by_the_guard(cop
         (LOADED, "k < n", "PTX `@q ld.global.v4.u32"),
         ("  *((uint4*)dst) = *((uint4*)src);", "k < n", "no vector read under a flag parameter"),
         ("  if (pred) *((uint4*)src) = *((uint4*)dst);", "k < n", "no vector read under a flag"),
+        # written through a reference, or a member of it: no read
+        ("  if (pred) { uint4& r = *((uint4*)src); r.x = 0u; }", "k < n", "no vector read"),
+        ("  if (pred) (*((uint4*)src)).x = 0u;", "k < n", "no vector read under a flag"),
         (PREDICATED, "k <= n", "not one element or vector access"),  # one row past
         (PREDICATED, "true", "not one element or vector access"),
     ],

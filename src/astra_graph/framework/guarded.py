@@ -4,7 +4,7 @@ A kernel that stages rows into shared memory hands its global pointer to a devic
 the unit (FlashInfer's ``cp_async::pred_load<bits>(smem, V + off, row < count)``) that reads a
 fixed number of bytes there only when a flag parameter holds: by an inline-asm ``cp.async``
 predicated on the flag, or by a C++ vector copy under ``if (flag)`` where the unit is compiled
-without it. :func:`guarded_read` summarises such a function at one pointer parameter ``P``
+without it. :func:`_summary` summarises such a function at one pointer parameter ``P``
 (:class:`GuardedRead`): it reads within ``bits / 8`` bytes from ``P``, and nothing when its
 parameter ``Q`` is false. A caller's read is then that many bytes at its argument, under the
 condition it passes as ``Q`` (:func:`call_read`), which the bound analysis takes as a guard.
@@ -45,6 +45,7 @@ from astra_graph.framework.parse import (
     _function_declarator,
     _local_values,
     _mutated_names,
+    _only_read,
     _operands,
     _params,
     _walk,
@@ -81,24 +82,22 @@ PREDICATE_WRITE = re.compile(r"^\S+\s+(?P<pred>\w+)\s*[,|]")
 
 @dataclass(frozen=True)
 class GuardedRead:
-    """A function's read at its pointer parameter at position ``pointer``: within ``bits`` / 8
-    bytes from it (``bits`` a whole number, or the name of a template parameter of the
-    function), nothing when the parameter at position ``guard`` is false."""
+    """A function's read at one of its pointer parameters: within ``bits`` / 8 bytes from it
+    (``bits`` a whole number, or the name of a template parameter of the function), nothing
+    when the parameter at position ``guard`` is false."""
 
-    pointer: int
     guard: int
     bits: str
-
-
-def guarded_read(function: _Function, position: int, index: FunctionIndex) -> GuardedRead | str:
-    """``function``'s :class:`GuardedRead` at the pointer parameter at ``position``, or why it
-    has none (see the module docstring)."""
-    return _summary(function, position, index, 0)
 
 
 def _summary(
     function: _Function, position: int, index: FunctionIndex, depth: int
 ) -> GuardedRead | str:
+    """``function``'s :class:`GuardedRead` at the pointer parameter at ``position``, or why it
+    has none (see the module docstring); cached by function and position, except where the
+    call is too deep to read (a call nearer the kernel may read it)."""
+    if depth > MAX_CALL_DEPTH:
+        return "calls nested too deep"
     key = (id(function.node), position)
     if key in index.reads:
         return index.reads[key]
@@ -186,16 +185,14 @@ def _read(
     params = _params(declarator) if declarator is not None else ()
     if body is None or position >= len(params) or not params[position].pointer:
         return "no pointer parameter there"
-    if depth > MAX_CALL_DEPTH:
-        return "calls nested too deep"
     pointer = params[position]
     # a name assigned, or declared again in the body (another variable where it is), is no
     # parameter's value at every use
     mutated = _mutated_names(body)
-    if pointer.name in mutated | _declared_names(body):
+    changed = mutated | _declared_names(body)
+    if pointer.name in changed:
         return f"`{pointer.name}` is assigned or declared again"
-    flags = {p.name for p in params if not p.pointer and not p.reference}
-    flags -= mutated | _declared_names(body)
+    flags = {p.name for p in params if not p.pointer and not p.reference} - changed
     locals_ = _local_values(body)
     uses: list[tuple[Node, int, str]] = []  # (use, farthest byte, guard)
     for node in _walk(body, ("identifier",)):
@@ -212,7 +209,7 @@ def _read(
     names = [p.name for p in params]
     farthest = max(end for _, end, _ in uses)
     bits = _template_bits(function, body, [(n, end) for n, end, _ in uses])
-    return GuardedRead(position, names.index(guard), bits or str(farthest * BITS_PER_BYTE))
+    return GuardedRead(names.index(guard), bits or str(farthest * BITS_PER_BYTE))
 
 
 def _use(
@@ -240,7 +237,7 @@ def _use(
             deref is not None
             and deref.type == "pointer_expression"
             and text(deref.child_by_field_name("operator")) == "*"
-            and not _written(deref)
+            and _only_read(deref)
         )
         guard = _held_flag(parent, flags)
         if not read or guard is None:
@@ -248,20 +245,6 @@ def _use(
         return cast[0], guard
     handed = _call_use(node, pointee, flags, index, depth)
     return handed if handed is not None else f"{where} is not read"
-
-
-def _written(node: Node) -> bool:
-    """Whether ``node`` (an lvalue) is assigned or stepped, or its address taken."""
-    parent = node.parent
-    while parent is not None and parent.type == "parenthesized_expression":
-        node, parent = parent, parent.parent
-    if parent is None:
-        return False
-    if parent.type == "assignment_expression":
-        return parent.child_by_field_name("left") == node
-    if parent.type == "update_expression":
-        return True
-    return parent.type == "pointer_expression" and text(parent).startswith("&")
 
 
 def _held_flag(node: Node, flags: set[str]) -> str | None:

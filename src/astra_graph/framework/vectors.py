@@ -162,7 +162,7 @@ class FunctionIndex:
     needs: dict[int, tuple[_Need, ...]] = field(default_factory=dict)
     reads: dict[tuple[int, int], GuardedRead | str] = field(default_factory=dict)
     """Each function's guarded read at a pointer parameter, by (function, position)
-    (:func:`~astra_graph.framework.guarded.guarded_read`)."""
+    (:func:`~astra_graph.framework.guarded._summary`)."""
 
     def __post_init__(self) -> None:
         for definition in _walk(self.root, ("function_definition",)):
