@@ -79,6 +79,7 @@ from astra_graph.framework.parse import (
     TemplateParam,
     _arguments,
     _callee,
+    _condition_value,
     _dispatch_chain,
     _enclosing_templates,
     _function_declarator,
@@ -272,15 +273,13 @@ only of that body."""
 
 def _clause(node: Node) -> str:
     """A condition as one spelling: without its parentheses, its whitespace single spaces."""
-    if node.type == "condition_clause" and node.named_child_count == 1:
-        node = node.named_children[0]
-    return " ".join(text(unparenthesised(node)).split())
+    return " ".join(text(_condition_value(node)).split())
 
 
 def _rank_equality(condition: Node | None) -> tuple[str, int, bool] | None:
     """(tensor, rank, whether ``==``) of an ``if`` condition that is one rank comparison,
     ``t.ndim() == r`` or ``!=`` (either side, ``dim()`` alike); None for anything else."""
-    node = expression_node(_clause(condition)) if condition is not None else None
+    node = _condition_value(condition) if condition is not None else None
     if node is None or node.type != "binary_expression":
         return None
     left, right = node.child_by_field_name("left"), node.child_by_field_name("right")

@@ -19,7 +19,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from astra_graph.framework.launchers import FREE_ROWS_NOTE, Analysis, Binding, free_rows_dim
+from astra_graph.framework.launchers import (
+    FREE_ROWS_NOTE,
+    ROW_ID_DTYPES,
+    Analysis,
+    Binding,
+    free_rows_dim,
+)
 from astra_graph.harness.domain import UNBOUNDED_FACTOR
 from astra_graph.harness.geometry import geometry_problem
 from astra_graph.harness.oracle import oracle_dim_scalar, unread_dims
@@ -192,7 +198,8 @@ def _drafted_as_head(analysis: Analysis, dim: str) -> bool:
     """Whether the suites draft ``dim`` as a head size by the axes it sizes alone
     (:func:`_axis_values`: the last axis of a tensor of three or more axes, which a
     ``[batch, seq, hidden]`` tensor's last axis is taken for too)."""
-    return _axis_values(analysis, dim, set(), set()) == (HEAD_SIZE[:1], HEAD_SIZE[1:])
+    values = _axis_values(analysis, dim, set(), set(), _free_row_dims(analysis))
+    return values == (HEAD_SIZE[:1], HEAD_SIZE[1:])
 
 
 MAX_CLAMP_PASSES = 8
@@ -250,15 +257,20 @@ def offsets(analysis: Analysis) -> set[str]:
 
 
 def _axis_values(
-    analysis: Analysis, dim: str, offset_dims: set[str], head_dims: set[str]
+    analysis: Analysis,
+    dim: str,
+    offset_dims: set[str],
+    head_dims: set[str],
+    free_row_dims: set[str],
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """(tuning, held-out) sizes of ``dim`` by the role its axes give it; ``offset_dims`` and
-    ``head_dims`` are :func:`offsets` and :func:`_head_sized` of the analysis."""
+    """(tuning, held-out) sizes of ``dim`` by the role its axes give it; ``offset_dims``,
+    ``head_dims`` and ``free_row_dims`` are :func:`offsets`, :func:`_head_sized` and
+    :func:`_free_row_dims` of the analysis."""
     if dim in offset_dims:
         return (0,), (0,)
     if dim in head_dims:
         return HEAD_SIZE[:1], HEAD_SIZE[1:]
-    if dim in _free_row_dims(analysis):
+    if dim in free_row_dims:
         return FREE_ROWS_TUNING, FREE_ROWS_HELDOUT
     # (axis, rank) of every axis the dim alone sizes (``(positions_0)`` included); those that
     # are the dim itself first: an axis computed from it says less of its role (FlashInfer's
@@ -388,7 +400,7 @@ def _distinct(shapes: list[dict[str, int]]) -> list[dict[str, int]]:
 def suites(analysis: Analysis) -> tuple[list[dict[str, int]], list[dict[str, int]], int]:
     """(tuning shapes, held-out shapes, how many were left out for size)."""
     pinned = _pinned(analysis)
-    roles = (offsets(analysis), _head_sized(analysis))
+    roles = (offsets(analysis), _head_sized(analysis), _free_row_dims(analysis))
     values = {
         d: ((pinned[d],), (pinned[d],)) if d in pinned else _axis_values(analysis, d, *roles)
         for d in analysis.dims
@@ -733,7 +745,7 @@ def _index_rows(analysis: Analysis, name: str) -> str | None:
     role = _role(analysis, name)
     # a one-byte integer is a code or a bit pattern, no row id: drawn as row ids its values
     # past 127 wrapped negative (review of 2299c7d), and as codes they take both signs
-    if element not in ("int32", "int64") or role == "output":
+    if element not in ROW_ID_DTYPES or role == "output":
         return None
     tables, _, indexed = _indexed_tables(analysis, name)
     firsts = sorted(

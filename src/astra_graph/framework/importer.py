@@ -751,7 +751,7 @@ def _analysed_sites(
                 continue
             for read in (analysis, *analysis.forms):
                 if read is not analysis:  # another rank form of the call: its own operation
-                    result = result.model_copy(update={"dtypes": [], "notes": []})
+                    result = result.model_copy(update={"notes": []})  # a list of its own
                     results.append(result)
                 # a rank form's name follows the launcher's (callers.rank_forms: `_k_2d`)
                 name = "_".join(filter(None, (launcher.name, read.form)))

@@ -2701,7 +2701,7 @@ def _checked_drafts(
         if ast.dump(count.body) == ast.dump(last.body):
             axes = [last.body]
         else:
-            factors = _factors(count.body)
+            factors = expr.factors(count.body)
             same = [i for i, f in enumerate(factors) if ast.dump(f) == ast.dump(last.body)]
             if not same:
                 continue
@@ -2783,13 +2783,6 @@ def _checked_size(
     return said.get("last"), said.get("count")
 
 
-def _factors(node: ast.expr) -> list[ast.expr]:
-    """The factors of a product (``a * (b * c)`` -> a, b, c), else ``node`` itself."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
-        return _factors(node.left) + _factors(node.right)
-    return [node]
-
-
 def _cancelled(expression: str) -> str:
     """``(x * d) // d`` written as ``x`` (``num_tokens = input.numel() / input.size(-1)`` over
     the drafted ``[tokens, hidden]``): exact, a dim being at least 1; else ``expression``."""
@@ -2799,7 +2792,7 @@ def _cancelled(expression: str) -> str:
         def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
             self.generic_visit(node)
             if isinstance(node.op, ast.FloorDiv) and isinstance(node.right, ast.Name):
-                factors = _factors(node.left)
+                factors = expr.factors(node.left)
                 same = [i for i, f in enumerate(factors) if ast.dump(f) == ast.dump(node.right)]
                 if same and len(factors) > 1:
                     rest = [f for i, f in enumerate(factors) if i != same[0]]
@@ -3004,17 +2997,10 @@ def free_row_axes(kernel: Kernel, bindings: list[Binding]) -> dict[str, tuple[st
             continue
         if tensor.kind != "tensor" or source.kind != "tensor" or tensor.moved:
             continue
-        size = flat.get(length[0])
-        query = (
-            _SIZE_PLACEHOLDER.fullmatch(strip_cast(size.value).strip("() "))
-            if size is not None and size.kind == "expr" and passes[tensor.value] == 1
-            else None
-        )
-        if query is None or query["tensor"] in (tensor.value, source.value):
+        query = _placeholder(_SIZE_PLACEHOLDER, flat.get(length[0]))
+        if passes[tensor.value] != 1 or query is None or query[0] in (tensor.value, source.value):
             continue
-        index = query["index"]
-        axis = -int(index[1:]) if index[0] == "m" else int(index)
-        out[tensor.value] = (query["tensor"], axis, source.value)
+        out[tensor.value] = (*query, source.value)
     return out
 
 
@@ -3861,16 +3847,6 @@ def _shapes(
     for name in tensors:
         if name in shapes or name in read:
             continue
-        if indexed_shape(name) is None and (shape := free_shape(name)) is not None:
-            shapes[name] = shape
-            by_ids.append(name)
-            dims.extend(d for d in shape if d not in dims)
-            source, axis = (free_rows or {})[name]
-            notes.append(
-                f"{name}: {FREE_ROWS_NOTE}: a dim of its own, {shape[0]}; its row length is "
-                f"{source}'s axis {axis}, the length the kernel's row offset is passed"
-            )
-            continue
         if (shape := indexed_shape(name)) is not None:
             shapes[name] = shape
             by_index.append(name)
@@ -3881,6 +3857,16 @@ def _shapes(
                     for axis in (indexed or {})[name]
                 )
                 + " (each index's bound by the launch)"
+            )
+            continue
+        if (shape := free_shape(name)) is not None:
+            shapes[name] = shape
+            by_ids.append(name)
+            dims.extend(d for d in shape if d not in dims)
+            source, axis = (free_rows or {})[name]
+            notes.append(
+                f"{name}: {FREE_ROWS_NOTE}: a dim of its own, {shape[0]}; its row length is "
+                f"{source}'s axis {axis}, the length the kernel's row offset is passed"
             )
             continue
         if main is None:

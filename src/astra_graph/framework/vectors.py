@@ -1062,10 +1062,10 @@ def _dim_multiple(
     if isinstance(body, ast.Name) and body.id in dims:
         multiples[body.id] = math.lcm(multiples.get(body.id, 1), m)
         return ""
-    factors = _product_factors(body)
-    named = [f.id for f in factors or [] if isinstance(f, ast.Name) and f.id in dims]
-    numbers = [n for f in factors or [] if (n := _positive_int(f)) is not None]
-    if factors is not None and named and len(named) + len(numbers) == len(factors):
+    factors = expr.factors(body)
+    named = [f.id for f in factors if isinstance(f, ast.Name) and f.id in dims]
+    numbers = [n for f in factors if (n := _positive_int(f)) is not None]
+    if len(factors) > 1 and named and len(named) + len(numbers) == len(factors):
         # a stride (``num_heads * head_dim``): its last dim, taken to be the innermost (a
         # row-major stride is the product of the dims after its own, outer first; the row length
         # the framework's widths are multiples of), takes what the numbers leave; written in
@@ -1077,13 +1077,6 @@ def _dim_multiple(
     if isinstance(body, ast.Constant) and type(body.value) is int:
         return "" if body.value % m == 0 else f"{name} = {body.value}, not a multiple of {m}"
     return f"{name} % {m} == 0 over {binding.value}"
-
-
-def _product_factors(body: ast.expr) -> list[ast.expr] | None:
-    """The factors of a product (``a * b * 4``), or None where ``body`` is no product."""
-    if not isinstance(body, ast.BinOp) or not isinstance(body.op, ast.Mult):
-        return None
-    return [f for side in (body.left, body.right) for f in (_product_factors(side) or [side])]
 
 
 def _positive_int(node: ast.expr) -> int | None:

@@ -101,13 +101,13 @@ def _time_shape(
     if estimate < timing.GRAPH_THRESHOLD_US:  # a graph launches each copy once per replay
         # every side grows to the same number of copies at most, with room for each of them
         per_copy = sum(side.bytes_per_copy(dims, dtype) for side in sides)
-        room = 1 + plannable_gpu_bytes(cupy) // max(per_copy, 1)
+        room = _copies_room(cupy, held=1, bytes_per_copy=per_copy)
         for side in sides:
             cold = timing.copies_for_cold_data(side.cases[0].nbytes, timer.l2_bytes)
             side.add_copies(dims, dtype, rng, timing.graph_copies(estimate, cold, room))
         floor_bytes = mix.read_bytes + mix.write_bytes
         cold = timing.copies_for_cold_data(floor_bytes, timer.l2_bytes)
-        floor_room = 1 + plannable_gpu_bytes(cupy) // max(floor_bytes, 1)
+        floor_room = max(1, _copies_room(cupy, held=0, bytes_per_copy=floor_bytes))
         floor_copies = timing.graph_copies(estimate, cold, floor_room)
     if not mix.fits_minimal_kernel:  # beyond 32-bit indices: bandwidth-bound in any case
         cupy.cuda.Device().synchronize()
@@ -450,3 +450,9 @@ def _timed_copy_rejection(
         "kernel behaves differently when timed",
         evidence,
     )
+
+
+def _copies_room(cupy: Any, held: int, bytes_per_copy: int) -> int:
+    """Copies of ``bytes_per_copy`` there is room for: the ``held`` ones already allocated and
+    as many more as :func:`~harness.domain.plannable_gpu_bytes` holds."""
+    return held + plannable_gpu_bytes(cupy) // max(bytes_per_copy, 1)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from astra_graph.harness import timing
+from astra_graph.harness.domain import largest_arg_elements
 from astra_graph.harness.oracle import reference_with_own_error
 from astra_graph.harness.poison import nan_poison
 from astra_graph.harness.results import Evidence, RejectReason
@@ -85,13 +86,13 @@ class TimedCopies:
         the :data:`TIMING_POISONS` patterns, and the largest argument's transient draw
         (:data:`TIMED_TRANSIENT_BYTES_PER_ELEMENT`)."""
         contract = self.spec.contract
-        held, largest = 0, 0
+        held = 0
         for arg in contract.args:
-            size = math.prod(contract.shape_of(arg, dims))
-            row = -(-size * contract.dtype_of(arg, dtype).itemsize // BATCH_ROW_ALIGN)
+            element = contract.dtype_of(arg, dtype)
+            row = _padded_row(math.prod(contract.shape_of(arg, dims)), element.itemsize)
             kept = TIMING_POISONS if arg.role == "output" else TIMING_INPUT_SETS
-            held += (1 + kept) * row * BATCH_ROW_ALIGN
-            largest = max(largest, size)
+            held += (1 + kept) * row * element.itemsize
+        largest = largest_arg_elements(self.spec, dims)
         return held + TIMED_TRANSIENT_BYTES_PER_ELEMENT * largest
 
     def add_copies(self, dims: Mapping[str, int], dtype: str, rng: Any, total: int) -> None:
@@ -110,9 +111,7 @@ class TimedCopies:
             element = contract.dtype_of(arg, dtype)
             shape = contract.shape_of(arg, dims)
             size = math.prod(shape)
-            # rows padded to the allocator's alignment: every copy starts as cudaMalloc's would
-            row = -(-size * element.itemsize // BATCH_ROW_ALIGN) * BATCH_ROW_ALIGN
-            row //= element.itemsize
+            row = _padded_row(size, element.itemsize)
             batch = cupy.empty((total, row), dtype=element.storage)
             if arg.role != "output":
                 for inputs in sets:
@@ -281,3 +280,9 @@ class TimedCopies:
         evidence = found.evidence()
         evidence.dims, evidence.dtype = dict(case.dims), case.dtype
         return found.reason, evidence
+
+
+def _padded_row(size: int, itemsize: int) -> int:
+    """Elements of one copy's row of ``size`` elements, padded to :data:`BATCH_ROW_ALIGN` bytes:
+    every copy starts where cudaMalloc's would."""
+    return -(-size * itemsize // BATCH_ROW_ALIGN) * BATCH_ROW_ALIGN // itemsize

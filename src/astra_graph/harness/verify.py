@@ -949,8 +949,9 @@ shapes are skipped there and noted."""
 
 
 def _free_bytes(xp: Any) -> int:
-    """Memory a case may plan to use: the GPU's free memory plus what the pool caches, times
-    :func:`~harness.domain.plannable_gpu_bytes`; on the host :data:`DOMAIN_HOST_BYTES`."""
+    """Memory a case may plan to use: on the GPU
+    :func:`~harness.domain.plannable_gpu_bytes` (its free memory plus what the pool caches,
+    less a margin); on the host :data:`DOMAIN_HOST_BYTES`."""
     if xp is np:
         return DOMAIN_HOST_BYTES
     return plannable_gpu_bytes(xp)

@@ -138,6 +138,13 @@ def conjuncts(node: ast.expr) -> list[ast.expr]:
     return [node]
 
 
+def factors(node: ast.expr) -> list[ast.expr]:
+    """The factors of a product (``a * (b * c)`` -> a, b, c), else ``node`` itself."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return factors(node.left) + factors(node.right)
+    return [node]
+
+
 def names(text: str) -> set[str]:
     """The free names an expression uses (function names excluded)."""
     tree = parse(text)
