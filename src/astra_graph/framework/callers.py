@@ -349,18 +349,18 @@ def rank_forms(site: CallSite, call: Node) -> list[CallSite]:
     if body is None:
         return [site]
     tensors = {p.name for p in site.params}
-    tests = {
-        statement.id: found
-        for statement in _walk(body, ("if_statement",))
-        if statement.end_byte <= call.start_byte
-        and _encloses(statement, call)
-        and (found := _rank_equality(statement.child_by_field_name("condition"))) is not None
-        and found[0] in tensors
-    }
+    statements: list[Node] = []
+    tests: dict[int, tuple[str, int, bool]] = {}
+    for statement in _walk(body, ("if_statement",)):
+        if statement.end_byte > call.start_byte or not _encloses(statement, call):
+            continue
+        found = _rank_equality(statement.child_by_field_name("condition"))
+        if found is not None and found[0] in tensors:
+            statements.append(statement)
+            tests[statement.id] = found
     if len({tensor for tensor, _, _ in tests.values()}) != 1:
         return [site]
     tensor = next(iter(tests.values()))[0]
-    statements = [s for s in _walk(body, ("if_statement",)) if s.id in tests]
 
     def checks_of(block: Node | None, owner: Node) -> list[Node]:
         """The checks ``block`` (a branch of ``owner``) makes whenever it runs."""
@@ -402,28 +402,30 @@ def rank_forms(site: CallSite, call: Node) -> list[CallSite]:
         and _encloses(c, call)
         and not any(_within(c, s) for s in statements)
     ]
+
+    def take(statement: Node, rank: int, taken: list[Node]) -> None:
+        """The checks of the branch of ``statement`` taken at ``rank``, and of the tests that
+        branch itself decides (an ``else if``), into ``taken``."""
+        _, tested, equal = tests[statement.id]
+        block = _branch(statement, (tested == rank) == equal)
+        taken.extend(checks_of(block, statement))
+        for inner in statements:
+            up = _owner(inner)
+            nested = block is not None and _within(inner, block)
+            if nested and inner.id != statement.id and up is not None and up.id == statement.id:
+                take(inner, rank, taken)
+
     forms: list[CallSite] = []
     for rank in sorted(ranks):
         taken: list[Node] = []
-
-        def take(statement: Node, rank: int = rank, taken: list[Node] = taken) -> None:
-            _, tested, equal = tests[statement.id]
-            block = _branch(statement, (tested == rank) == equal)
-            taken.extend(checks_of(block, statement))
-            for inner in statements:  # a test the branch itself decides (an `else if`)
-                up = _owner(inner)
-                inside = block is not None and _within(inner, block)
-                if inside and inner.id != statement.id and up is not None and up.id == statement.id:
-                    take(inner)
-
         for statement in statements:
             if statement.id not in inside:
-                take(statement)
+                take(statement, rank, taken)
+        if stated([*base, *taken]) - {rank}:
+            continue  # a check says another rank: this one is never taken
         checks = tuple(
             (_callee(c), _arguments(c.child_by_field_name("arguments"))) for c in [*base, *taken]
         )
-        if stated([*base, *taken]) - {rank}:
-            continue  # a check says another rank: this one is never taken
         decided = {
             _clause(condition): (tested == rank) == equal
             for s in statements

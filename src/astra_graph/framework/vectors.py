@@ -72,7 +72,7 @@ from astra_graph.kernel import expr
 from astra_graph.kernel.dtypes import DTYPES
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from tree_sitter import Node
 
@@ -546,44 +546,11 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
         kept = tuple(_renamed(f, own) for f in forms) if forms is not None else ()
         found.append(_Need(base, kept, width, where))
 
-    from astra_graph.framework.guarded import copy_sources  # it reads this module's helpers
-
-    for node in _walk(body, ("cast_expression", "call_expression", "gnu_asm_expression")):
-        if node.type == "gnu_asm_expression":  # cp.async: its source aligned to its size
-            for source, size in copy_sources(node):
-                add(source, [], size, _where(node))
-            continue
-        cast = _vector_cast(node)
-        if cast is not None:
-            add(cast[1], [], cast[0], _where(node))
-            continue
-        if node.type != "call_expression":
-            continue
-        callees, explicit = _callees(node, function, types, index)
-        args_node = node.child_by_field_name("arguments")
-        args = [text(a) for a in args_node.named_children] if args_node is not None else []
-        arg_nodes = list(args_node.named_children) if args_node is not None else []
-        for callee in callees:
-            bound = {
-                p: a
-                for p, a in zip(
-                    callee.params,
-                    [*args, *(d or "" for d in callee.defaults[len(args) :])],
-                    strict=False,
-                )
-                if a
-            }
-            bound.update(dict(zip(callee.template, explicit, strict=False)))
-            for need in _needs(callee, index, depth + 1):
-                if not need.base or not need.offsets:  # not read inside the callee
-                    found.append(_Need("", (), need.width, need.where))
-                    continue
-                at = callee.params.index(need.base)
-                if at >= len(arg_nodes):
-                    continue  # a defaulted pointer: the callee's own (nullptr or a constant)
-                for offset in need.offsets:  # each alternative must hold
-                    moved = [_replace_words(offset, bound)] if offset else []
-                    add(arg_nodes[at], moved, need.width, need.where)
+    for site in _sites(body, function, types, index, depth):
+        if site.base is None:  # not read inside the callee
+            found.append(_Need("", (), site.width, site.where))
+        else:
+            add(site.base, list(site.offsets), site.width, site.where)
     index.needs[key] = _widest(found)
     return index.needs[key]
 
@@ -638,6 +605,66 @@ def _inline_returns(expression: str, index: FunctionIndex) -> str:
             source = source[:start] + value.encode() + source[end:]
         expression = source.decode()
     return expression
+
+
+@dataclass(frozen=True)
+class _Site:
+    """One vector access a function's body makes: by ``node`` (a cast to a vector pointer, a
+    ``cp.async`` or a call of a function that makes one), at the expression ``base`` of the body
+    plus ``offsets`` more elements (a callee's offset in the call's terms; none for the body's
+    own access), ``width`` bytes; ``base`` None where the callee's access is not read."""
+
+    node: Node
+    base: Node | None
+    offsets: tuple[str, ...]
+    width: int
+    where: str
+
+
+def _sites(
+    root: Node, function: _Function, types: dict[str, str], index: FunctionIndex, depth: int
+) -> Iterator[_Site]:
+    """The vector accesses made under ``root`` (a body of ``function``, or a part of one), its
+    own and its callees' (:func:`_needs`, one call deeper)."""
+    from astra_graph.framework.guarded import copy_sources  # it reads this module's helpers
+
+    for node in _walk(root, ("cast_expression", "call_expression", "gnu_asm_expression")):
+        if node.type == "gnu_asm_expression":  # cp.async: its source aligned to its size
+            for source, size in copy_sources(node):
+                yield _Site(node, source, (), size, _where(node))
+            continue
+        cast = _vector_cast(node)
+        if cast is not None:
+            yield _Site(node, cast[1], (), cast[0], _where(node))
+            continue
+        if node.type != "call_expression":
+            continue
+        callees, explicit = _callees(node, function, types, index)
+        args_node = node.child_by_field_name("arguments")
+        given = args_node.named_children if args_node is not None else []
+        arg_nodes = [a for a in given if a.type != "comment"]
+        args = [text(a) for a in arg_nodes]
+        for callee in callees:
+            bound = {
+                p: a
+                for p, a in zip(
+                    callee.params,
+                    [*args, *(d or "" for d in callee.defaults[len(args) :])],
+                    strict=False,
+                )
+                if a
+            }
+            bound.update(dict(zip(callee.template, explicit, strict=False)))
+            for need in _needs(callee, index, depth + 1):
+                if not need.base or not need.offsets:
+                    yield _Site(node, None, (), need.width, need.where)
+                    continue
+                at = callee.params.index(need.base)
+                if at >= len(arg_nodes):
+                    continue  # a defaulted pointer: the callee's own (nullptr or a constant)
+                for offset in need.offsets:  # each alternative must hold
+                    moved = (_replace_words(offset, bound),) if offset else ()
+                    yield _Site(node, arg_nodes[at], moved, need.width, need.where)
 
 
 def _widest(found: list[_Need]) -> tuple[_Need, ...]:
@@ -809,10 +836,9 @@ def _moves_vectors(
     types: dict[str, str],
     index: FunctionIndex,
 ) -> bool:
-    """Whether ``node`` makes a vector-width access through one of ``pointers`` (the kernel's
-    pointer parameters and local pointers), itself or through a call, outside any inner ``if``
-    whose condition reads ``extent``."""
-    from astra_graph.framework.guarded import copy_sources  # it reads this module's helpers
+    """Whether ``node`` makes a vector-width access (:func:`_sites`; a ``cp.async`` of at least
+    :data:`MIN_COPY_BYTES`) through one of ``pointers`` (the kernel's pointer parameters and
+    local pointers), outside any inner ``if`` whose condition reads ``extent``."""
 
     def retested(inner: Node) -> bool:
         parent = inner.parent
@@ -824,30 +850,13 @@ def _moves_vectors(
             parent = parent.parent
         return False
 
-    for inner in _walk(node, ("cast_expression", "call_expression", "gnu_asm_expression")):
-        if retested(inner):
-            continue
-        if inner.type == "gnu_asm_expression":
-            copies = copy_sources(inner)
-            if any(n >= MIN_COPY_BYTES and _based(s, pointers) for s, n in copies):
-                return True
-            continue
-        cast = _vector_cast(inner)
-        if cast is not None:
-            if _based(cast[1], pointers) is not None:
-                return True
-            continue
-        if inner.type != "call_expression":
-            continue
-        callees, _ = _callees(inner, function, types, index)
-        args_node = inner.child_by_field_name("arguments")
-        args = [a for a in (args_node.named_children if args_node else []) if a.type != "comment"]
-        for callee in callees:
-            for need in _needs(callee, index, 1):
-                at = callee.params.index(need.base) if need.base in callee.params else -1
-                if need.width > 0 and 0 <= at < len(args) and _based(args[at], pointers):
-                    return True
-    return False
+    return any(
+        site.base is not None
+        and site.width >= (MIN_COPY_BYTES if site.node.type == "gnu_asm_expression" else 1)
+        and _based(site.base, pointers) is not None
+        and not retested(site.node)
+        for site in _sites(node, function, types, index, 0)
+    )
 
 
 def _literal(node: Node) -> int | None:
