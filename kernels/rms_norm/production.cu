@@ -17,6 +17,13 @@
 // there; four vectors a thread spilled 100 bytes under the bound, so VECS 4 is not offered). A
 // second body for one-vector rows (the other slots idle cost about 1%) spilled at bf16 and lost
 // 2-4% there.
+// From 64 tokens on, a row of more than 640 vectors (hidden above 5120) takes two vectors a
+// thread even below 256 tokens: half the warps to reduce across (a 7168-wide row was 28 warps).
+// Against one vector a thread (H100, 2026-11-27, benchmarks/results/2026-11-27-h100/
+// rotary-rms-rules/, fp16 / bf16): 77 x 7168 1.026 / 1.037 (SGLang's kernel had been 1.03x ours
+// there in bf16), 128 x 7168 1.028 / 1.039, 64 x 8192 1.024 / 1.038, 200 x 8192 1.014 / 1.023,
+// 160 x 6144 1.014 / 1.018; at exactly 640 vectors it lost at 255 x 5120 (0.971 / 0.991) and
+// gained little at 64 x 5120 (1.004 / 1.014), so 640 stays with one vector a thread.
 // Where the whole row is kept, the weight's vectors are loaded with the row's, before the
 // reduction: at decode the row and the weight are each one cold DRAM round trip, and loaded
 // after the barrier the weight's was a second one in series (SGLang 0.5.23's rmsnorm, which
@@ -31,7 +38,7 @@
 // astra: entry = rms_norm_vec<T, VECS>
 // astra: params = out, input, weight, hidden, eps, tokens = tokens
 // astra: grid = select(hidden * elem_bytes <= 512, ceil_div(tokens, WARP_ROWS), tokens)
-// astra: block = select(hidden * elem_bytes <= 512, 32 * WARP_ROWS, min(round_up(select(tokens < 256 and hidden // 8 <= MAX_BLOCK, hidden // 8, ceil_div(hidden // 8, VECS)), 32), MAX_BLOCK))
+// astra: block = select(hidden * elem_bytes <= 512, 32 * WARP_ROWS, min(round_up(select(tokens < 256 and hidden // 8 <= MAX_BLOCK and (tokens < 64 or hidden // 8 <= 640), hidden // 8, ceil_div(hidden // 8, VECS)), 32), MAX_BLOCK))
 // astra: tunable VECS = 2, 1
 // astra: tunable MAX_BLOCK = 1024, 256, 512
 // astra: tunable WARP_ROWS = 8, 4, 16

@@ -7,12 +7,19 @@
 //   (coalesced) and no thread divides to find its head and chunk (vLLM's scalar kernel divides
 //   for every pair). grid = (tokens, head groups): query heads first, then key heads, so at
 //   decode one token's heads spread over several SMs instead of one block.
+// - A block takes at most 128 threads' worth of heads: HEADS, or fewer where a head needs more
+//   than 16 threads (head sizes above 256: 4 heads of 512), as FlashInfer's rotary kernels
+//   launch 128 threads. At head size 512, 8 heads a block (256 threads) put 2 tokens x 10 heads
+//   on 4 SMs and ran 0.975 / 0.960 of FlashInfer's kernel; 4 heads a block ran 1.013 / 1.036x
+//   the 8-head launch there, 0.994-1.056x (fp16) / 1.000-1.032x (bf16) at ten shapes of head
+//   size 512, 400 and 336 and 1-4096 tokens, the slowest within the noise, and no suite shape
+//   changed beyond it (H100, 2026-11-27, benchmarks/results/2026-11-27-h100/rotary-rms-rules/).
 // - fp32 math, each element rounded once; the layout flag is uniform over the launch (no
 //   divergence).
 // astra: description = 16-byte vectors, (chunk, head) blocks, (token, head group) grid
 // astra: entry = rotary_embedding_vec<T>
-// astra: grid = (tokens, ceil_div(num_heads + num_kv_heads, HEADS))
-// astra: block = (head_size // 16, HEADS)
+// astra: grid = (tokens, ceil_div(num_heads + num_kv_heads, min(HEADS, max(1, 128 // (head_size // 16)))))
+// astra: block = (head_size // 16, min(HEADS, max(1, 128 // (head_size // 16))))
 // astra: tunable HEADS = 8, 4, 16, 32
 // astra: requires = head_size % 16 == 0
 // astra: requires = head_size // 16 * HEADS <= 1024
