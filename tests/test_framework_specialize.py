@@ -99,6 +99,7 @@ def test_a_specialized_kernel_that_builds_nowhere_is_refused_with_the_sizes() ->
     result = SimpleNamespace(reason="", dtypes=[])
     assert not importer._admitted_sizes(result, analysis, _Compiler(lambda e: True))  # type: ignore[arg-type]
     assert result.reason.startswith("its instantiation builds at none of the sizes")
+    assert "static assertion failed (ns::norm<" in result.reason
 
 
 def _followed(dtypes: tuple[str, ...] = ("float16", "bfloat16")) -> Any:
@@ -158,3 +159,6 @@ def test_a_followed_dispatch_that_builds_at_no_case_is_refused() -> None:
     result = SimpleNamespace(reason="", dtypes=[])
     assert not importer._admitted_sizes(result, analysis, _Compiler(lambda e: True))  # type: ignore[arg-type]
     assert result.reason.startswith("its instantiation builds at none of the dispatch's cases")
+    # the compiler's own first error is in the reason: a missing header or an old CCCL on the
+    # host says so, where the bare refusal looked like the kernel's fault
+    assert "(NVRTC at {'head_dim': 64}: static assertion failed (ns::rope<64," in result.reason

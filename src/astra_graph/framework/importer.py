@@ -175,7 +175,15 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
         return True
     admitted = [v for v, built in zip(tried, builds, strict=True) if built]
     if not admitted:
-        result.reason = f"its instantiation builds at none of the sizes {list(sizes)} of {dim}"
+        # NVRTC's own first error at the first size, where one was compiled: an old CCCL or a
+        # missing header on the host reads as what it is, not as the kernel's fault
+        error = ""
+        if tried:
+            entry = _instantiation(analysis, DTYPES[probe].ctype, at[tried[0]])
+            error = f" (NVRTC at {tried[0]}: {compiler.first_error([entry])})"
+        result.reason = (
+            f"its instantiation builds at none of the sizes {list(sizes)} of {dim}{error}"
+        )
         return False
     _keep_dtypes_building(
         result,
@@ -266,7 +274,8 @@ def _followed_builds(result: LauncherResult, analysis: Analysis, compiler: _Devi
     refused = [at for at, built in zip(cases, builds, strict=True) if not built]
     if not admitted:
         result.reason = (
-            f"its instantiation builds at none of the dispatch's cases {analysis.followed}"
+            f"its instantiation builds at none of the dispatch's cases {analysis.followed} "
+            f"(NVRTC at {cases[0]}: {compiler.first_error([entry_at(probe, cases[0])])})"
         )
         return False
     _keep_dtypes_building(
