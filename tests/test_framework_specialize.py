@@ -99,7 +99,7 @@ def test_a_specialized_kernel_that_builds_nowhere_is_refused_with_the_sizes() ->
     result = SimpleNamespace(reason="", dtypes=[])
     assert not importer._admitted_sizes(result, analysis, _Compiler(lambda e: True))  # type: ignore[arg-type]
     assert result.reason.startswith("its instantiation builds at none of the sizes")
-    assert "static assertion failed (ns::norm<" in result.reason
+    assert "(NVRTC at 8: static assertion failed (ns::norm<8, false, __half>))" in result.reason
 
 
 def _followed(dtypes: tuple[str, ...] = ("float16", "bfloat16")) -> Any:
@@ -162,3 +162,37 @@ def test_a_followed_dispatch_that_builds_at_no_case_is_refused() -> None:
     # the compiler's own first error is in the reason: a missing header or an old CCCL on the
     # host says so, where the bare refusal looked like the kernel's fault
     assert "(NVRTC at {'head_dim': 64}: static assertion failed (ns::rope<64," in result.reason
+
+
+def test_a_refusal_quotes_the_compilers_cached_error_without_compiling_again(
+    monkeypatch: Any,
+) -> None:
+    """With the import's own compiler: NVRTC's first error at the first case goes into the
+    refusal on one line, and it is the answer of a compile already made, not a new one."""
+    from astra_graph.framework.device import DeviceCompile
+
+    programs: list[list[str]] = []
+
+    def failing(source: str, entries: list[str], arch: str, std: str | None) -> DeviceCompile:
+        programs.append(entries)
+        log = f"imported.cu(845): error: qualified name is not allowed\n  at {entries[0]}\n"
+        return DeviceCompile(False, 0.0, log, {})
+
+    monkeypatch.setattr(importer, "compile_device", failing)
+    compiler = importer._DeviceCompiler(source="", arch="sm_90")
+    result = SimpleNamespace(reason="", dtypes=[])
+    assert not importer._admitted_sizes(result, _followed(), compiler)  # type: ignore[arg-type]
+    # one program of the four cases, then each case alone to tell whose the error is
+    assert len(programs) == 5
+    assert "(NVRTC at {'head_dim': 64}: imported.cu(845): error: qualified name" in result.reason
+    assert "\n" not in result.reason
+    # a log with no error line (a crashed compile) still gives a reason of one line
+    monkeypatch.setattr(
+        importer,
+        "compile_device",
+        lambda source, entries, arch, std: DeviceCompile(False, 0.0, "killed\n  by signal 9\n", {}),
+    )
+    result = SimpleNamespace(reason="", dtypes=[])
+    compiler = importer._DeviceCompiler(source="", arch="sm_90")
+    assert not importer._admitted_sizes(result, _specialized(), compiler)  # type: ignore[arg-type]
+    assert result.reason.endswith("(NVRTC at 8: killed by signal 9)")

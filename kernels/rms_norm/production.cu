@@ -5,8 +5,9 @@
 // longer row is read again in the second pass (from L2, where the first pass just put it).
 // The block is as wide as the row needs (below, rounded up to a warp) up to MAX_BLOCK (rows of
 // at most 256 take the warp-a-row path further below).
-// A row of at most MAX_BLOCK vectors below 256 tokens (decode) takes one thread a vector; every
-// other row takes VECS (2) vectors a thread, so a row of up to 2 x MAX_BLOCK vectors is read once
+// A row of at most MAX_BLOCK vectors below 256 tokens (decode) takes one thread a vector, from 64
+// tokens only up to 640 vectors (below); every other row takes VECS (2) vectors a thread, so a
+// row of up to 2 x MAX_BLOCK vectors is read once
 // (prefill rows up to 16384, decode rows past 8192). On the H100 against one vector a thread with
 // blocks of at most 256 from 256 tokens on (the rule before, as vLLM's rms_norm; device mode, one
 // round, fp16 / bf16, benchmarks/results/2026-11-27-h100/rms-vecs-c2b6528/): 2048 x 8192 1.094 /
@@ -17,8 +18,8 @@
 // there; four vectors a thread spilled 100 bytes under the bound, so VECS 4 is not offered). A
 // second body for one-vector rows (the other slots idle cost about 1%) spilled at bf16 and lost
 // 2-4% there.
-// From 64 tokens on, a row of more than 640 vectors (hidden above 5120) takes two vectors a
-// thread even below 256 tokens: half the warps to reduce across (a 7168-wide row was 28 warps).
+// From 64 tokens on, a row of more than 640 vectors (hidden above 5120) takes VECS (2) vectors
+// a thread even below 256 tokens: half the warps to reduce across (a 7168-wide row was 28 warps).
 // Against one vector a thread (H100, 2026-11-27, benchmarks/results/2026-11-27-h100/
 // rotary-rms-rules/, fp16 / bf16): 77 x 7168 1.026 / 1.037 (SGLang's kernel had been 1.03x ours
 // there in bf16), 128 x 7168 1.028 / 1.039, 64 x 8192 1.024 / 1.038, 200 x 8192 1.014 / 1.023,
@@ -143,7 +144,7 @@ __global__ void __launch_bounds__(1024, 2)
     const int spill = threadIdx.x + kVecs * stride;  // first vector not kept in registers
 
     // the weight comes with the row only where the block keeps the whole row (hidden at most
-    // VECS vectors a thread: every decode row, and a prefill row with VECS 2 or 4): where part
+    // VECS vectors a thread: every decode row, and a prefill row with VECS 2): where part
     // of it is read again after the barrier, the weight read early only took its place in the
     // memory system (bf16 1000 x 16384 took 1 / 0.82 of the time, rms-production-2e2062e/)
     const bool whole_row = n <= kVecs * stride;

@@ -2,18 +2,19 @@
 // - A thread rotates 8 pairs of one head: for NeoX one 16-byte vector of each half of the head,
 //   for GPT-J the two 16-byte vectors holding 8 interleaved pairs; with one 16-byte vector each
 //   of cos and sin from the token's cache row (the same row for every head: it stays in L1).
-// - block = (head_size / 16, HEADS): threadIdx.x is the 8-pair chunk of a head, threadIdx.y the
-//   head, so consecutive threads touch consecutive 16-byte vectors of one head, then of the next
-//   (coalesced) and no thread divides to find its head and chunk (vLLM's scalar kernel divides
-//   for every pair). grid = (tokens, head groups): query heads first, then key heads, so at
-//   decode one token's heads spread over several SMs instead of one block.
-// - A block takes at most 128 threads' worth of heads: HEADS, or fewer where a head needs more
-//   than 16 threads (head sizes above 256: 4 heads of 512), as FlashInfer's rotary kernels
-//   launch 128 threads. At head size 512, 8 heads a block (256 threads) put 2 tokens x 10 heads
-//   on 4 SMs and ran 0.975 / 0.960 of FlashInfer's kernel; 4 heads a block ran 1.013 / 1.036x
-//   the 8-head launch there, 0.994-1.056x (fp16) / 1.000-1.032x (bf16) at ten shapes of head
-//   size 512, 400 and 336 and 1-4096 tokens, the slowest within the noise, and no suite shape
-//   changed beyond it (H100, 2026-11-27, benchmarks/results/2026-11-27-h100/rotary-rms-rules/).
+// - block = (head_size / 16, heads a block): threadIdx.x is the 8-pair chunk of a head,
+//   threadIdx.y the head, so consecutive threads touch consecutive 16-byte vectors of one head,
+//   then of the next (coalesced) and no thread divides to find its head and chunk (vLLM's scalar
+//   kernel divides for every pair). grid = (tokens, head groups): query heads first, then key
+//   heads, so at decode one token's heads spread over several SMs instead of one block.
+// - Heads a block: HEADS, but no more than 128 threads hold (min(HEADS, 128 / threads a head));
+//   at the default 8 that is fewer only above head size 256 (4 heads of 512). FlashInfer's rotary
+//   kernels launch 128 threads. At head size 512, 8 heads a block (256 threads) put 2 tokens x 10
+//   heads on 4 SMs and ran 0.975 / 0.960 of FlashInfer's kernel; 4 heads a block ran 1.013 /
+//   1.036x the 8-head launch there, 0.994-1.056x (fp16) / 1.000-1.032x (bf16) at ten shapes of
+//   head size 512, 400 and 336 and 1-4096 tokens, the slowest within the noise, and no suite
+//   shape changed beyond it (H100, 2026-11-27, benchmarks/results/2026-11-27-h100/
+//   rotary-rms-rules/).
 // - fp32 math, each element rounded once; the layout flag is uniform over the launch (no
 //   divergence).
 // astra: description = 16-byte vectors, (chunk, head) blocks, (token, head group) grid
@@ -22,7 +23,7 @@
 // astra: block = (head_size // 16, min(HEADS, max(1, 128 // (head_size // 16))))
 // astra: tunable HEADS = 8, 4, 16, 32
 // astra: requires = head_size % 16 == 0
-// astra: requires = head_size // 16 * HEADS <= 1024
+// astra: requires = head_size // 16 <= 1024
 
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }

@@ -165,9 +165,8 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
         except expr.ExprError:
             continue  # a value with no number there (a division by zero): not built at it
     tried = list(at)
-    builds = _building(
-        compiler, [_instantiation(analysis, DTYPES[probe].ctype, at[v]) for v in tried]
-    )
+    entries = [_instantiation(analysis, DTYPES[probe].ctype, at[v]) for v in tried]
+    builds = _building(compiler, entries)
     name = ", ".join(analysis.specializations)
     if tried == list(sizes) and all(builds):
         # it builds at every size tried: nothing says a size is outside its domain
@@ -175,12 +174,7 @@ def _admitted_sizes(result: LauncherResult, analysis: Analysis, compiler: _Devic
         return True
     admitted = [v for v, built in zip(tried, builds, strict=True) if built]
     if not admitted:
-        # NVRTC's own first error at the first size, where one was compiled: an old CCCL or a
-        # missing header on the host reads as what it is, not as the kernel's fault
-        error = ""
-        if tried:
-            entry = _instantiation(analysis, DTYPES[probe].ctype, at[tried[0]])
-            error = f" (NVRTC at {tried[0]}: {compiler.first_error([entry])})"
+        error = _first_build_error(compiler, tried[0], entries[0]) if tried else ""
         result.reason = (
             f"its instantiation builds at none of the sizes {list(sizes)} of {dim}{error}"
         )
@@ -221,6 +215,14 @@ def _probe_dtype(analysis: Analysis) -> str:
     """The element type sizes are searched at: a serving one where the launch has it (a
     framework's norm builds for fp16 and bf16 alone); the others are kept or dropped after."""
     return next((d for d in analysis.dtypes if d != "float32"), analysis.dtypes[0])
+
+
+def _first_build_error(compiler: _DeviceCompiler, at: object, entry: str) -> str:
+    """`` (NVRTC at <at>: <its first error>)`` for a refusal where nothing built: an old CCCL or
+    a missing header on the host then reads as what it is, not as the kernel's own limit. The
+    entry was compiled alone when its program failed (:func:`_building`), so this is the
+    compiler's cached answer, not another compile."""
+    return f" (NVRTC at {at}: {compiler.first_error([entry])})"
 
 
 def _building(compiler: _DeviceCompiler, entries: list[str]) -> list[bool]:
@@ -269,13 +271,14 @@ def _followed_builds(result: LauncherResult, analysis: Analysis, compiler: _Devi
         dict(zip(names, values, strict=True))
         for values in itertools.product(*analysis.followed.values())
     ]
-    builds = _building(compiler, [entry_at(probe, at) for at in cases])
+    entries = [entry_at(probe, at) for at in cases]
+    builds = _building(compiler, entries)
     admitted = [at for at, built in zip(cases, builds, strict=True) if built]
     refused = [at for at, built in zip(cases, builds, strict=True) if not built]
     if not admitted:
+        error = _first_build_error(compiler, cases[0], entries[0])
         result.reason = (
-            f"its instantiation builds at none of the dispatch's cases {analysis.followed} "
-            f"(NVRTC at {cases[0]}: {compiler.first_error([entry_at(probe, cases[0])])})"
+            f"its instantiation builds at none of the dispatch's cases {analysis.followed}{error}"
         )
         return False
     _keep_dtypes_building(
@@ -442,7 +445,7 @@ def _compiling_dtypes(
 
 def _first_error(log: str) -> str:
     errors = nvrtc.first_errors(log, limit=1)
-    return errors[0] if errors else log.strip()[:300]
+    return errors[0] if errors else " ".join(log.split())[:300]  # one line: it goes in a reason
 
 
 def _variant_analysis(
