@@ -19,8 +19,8 @@ import pytest
 from astra_graph.framework.flatten import flatten
 from astra_graph.framework.importer import LauncherResult, import_file
 from astra_graph.framework.launchers import Binding
-from astra_graph.framework.parse import expression_node, parse_source
-from astra_graph.framework.vectors import _dim_multiple, _replace_words, _Value, required_multiples
+from astra_graph.framework.parse import bound_names, expression_node, parse_source
+from astra_graph.framework.vectors import _dim_multiple, _Value, required_multiples
 from astra_graph.harness.plan import plan_cases
 from astra_graph.harness.thresholds import code_thresholds, requires_thresholds
 from astra_graph.kernel.contract import load_contract
@@ -43,7 +43,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, 
 def test_a_name_replaced_by_a_name_stays_bare_so_the_sum_still_parses() -> None:
     # ``(stride) + (x)`` reads as a cast of ``+x`` to a type ``stride``: an offset built so
     # was not read at all
-    replaced = _replace_words("t * s + h * w + c", {"s": "stride_t", "w": "stride_h", "c": "a + b"})
+    replaced = bound_names("t * s + h * w + c", {"s": "stride_t", "w": "stride_h", "c": "a + b"})
     assert replaced == "t * stride_t + h * stride_h + (a + b)"
     node = expression_node(replaced)
     assert node is not None
@@ -110,7 +110,7 @@ __global__ void template_kernel(float* x) {
     offsets = {o for access in kernel.vectors for o in access.offsets}
     assert offsets == {"(row_start(blockIdx.x))", "(twice(blockIdx.x))"}
     # a name after ``>`` is a name: both sides of a comparison are replaced
-    assert _replace_words("a>b ? a : b", {"a": "x", "b": "y"}) == "x>y ? x : y"
+    assert bound_names("a>b ? a : b", {"a": "x", "b": "y"}) == "x>y ? x : y"
 
 
 def test_a_guard_without_a_vector_access_or_a_run_time_index_asks_nothing() -> None:

@@ -53,10 +53,11 @@ import ast
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from astra_graph.framework.parse import (
     EXPRESSION_PREFIX,
+    Param,
     _condition_value,
     _early_exit_terms,
     _function_declarator,
@@ -64,7 +65,9 @@ from astra_graph.framework.parse import (
     _own_template,
     _params,
     _walk,
+    bound_names,
     expression_node,
+    name_pattern,
     text,
     unparenthesised,
 )
@@ -161,6 +164,8 @@ class FunctionIndex:
     by_name: dict[str, list[_Function]] = field(default_factory=dict)
     needs: dict[int, tuple[_Need, ...]] = field(default_factory=dict)
     reads: dict[tuple[int, int], GuardedRead | str] = field(default_factory=dict)
+    scopes: dict[int, _Scope] = field(default_factory=dict)
+    """Each function's :class:`_Scope`, by its node."""
     """Each function's guarded read at a pointer parameter, by (function, position)
     (:func:`~astra_graph.framework.guarded._summary`)."""
 
@@ -235,24 +240,6 @@ def _function(definition: Node) -> _Function | None:
     )
 
 
-def _replace_words(expression: str, values: dict[str, str]) -> str:
-    """``expression`` with each name of ``values`` (not a field's) replaced by its value,
-    parenthesised unless it is one name or number: ``(n) + (x)`` would read as a cast of
-    ``+x`` to a type ``n``."""
-    if not values:
-        return expression
-
-    def value(name: str) -> str:
-        given = values[name].strip()
-        return given if _ATOM.fullmatch(given) else f"({given})"
-
-    return _WORD.sub(lambda m: value(m[0]) if m[0] in values else m[0], expression)
-
-
-_ATOM = re.compile(r"[A-Za-z_]\w*|\d+[uUlL]*")
-"""A value that needs no parentheses where it replaces a name."""
-
-
 def _local_facts(body: Node) -> tuple[dict[str, list[str]], dict[str, str], set[str]]:
     """(each local's values: initialiser and plain assignments; each local's declared type;
     the names updated otherwise: ``+=``, ``++``, passed by address)."""
@@ -289,7 +276,7 @@ def _local_facts(body: Node) -> tuple[dict[str, list[str]], dict[str, str], set[
         else:
             updated.add(text(left))
     for name, given in values.items():  # ``x = x + 1``: a value of its own past values
-        if any(re.search(rf"(?<![\w.>]){re.escape(name)}\b", v) for v in given):
+        if any(re.search(name_pattern([name]), v) for v in given):
             updated.add(name)
     for update in _walk(body, ("update_expression", "pointer_expression")):
         argument = update.child_by_field_name("argument")
@@ -311,7 +298,7 @@ def _forms(expression: str, values: dict[str, list[str]], updated: set[str]) -> 
             ]
             out = [form]
             for word in words:
-                out = [_replace_words(f, {word: v}) for f in out for v in values[word]]
+                out = [bound_names(f, {word: v}) for f in out for v in values[word]]
                 if len(out) > MAX_FORMS:
                     return None
             expanded += out
@@ -467,6 +454,36 @@ def _can_match(
     )
 
 
+class _Scope(NamedTuple):
+    """What a function body's readings share: each local's values, every name's declared type
+    (the parameters' included), the names updated otherwise (:func:`_local_facts`), the
+    parameters, and the pointers among parameters and locals."""
+
+    values: dict[str, list[str]]
+    types: dict[str, str]
+    updated: set[str]
+    params: tuple[Param, ...]
+    pointers: set[str]
+
+
+def _scope(function: _Function, index: FunctionIndex) -> _Scope:
+    """``function``'s :class:`_Scope`, read once per function (its vector accesses and its
+    guards both ask)."""
+    key = id(function.node)
+    if key not in index.scopes:
+        body = function.node.child_by_field_name("body")
+        values, types, updated = _local_facts(body) if body is not None else ({}, {}, set())
+        declarator = _function_declarator(function.node)
+        params = _params(declarator) if declarator is not None else ()
+        for param, node in zip(function.params, _param_nodes(function), strict=False):
+            types.setdefault(param, text(node.child_by_field_name("type")) if node else "")
+        pointers = {p.name for p in params if p.pointer} | {
+            n for n, t in types.items() if t.endswith("*")
+        }
+        index.scopes[key] = _Scope(values, types, updated, tuple(params), pointers)
+    return index.scopes[key]
+
+
 def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need, ...]:
     """The vector accesses of ``function`` (its callees' included), through its parameters and
     the local pointers it cannot follow to one; the offsets in its own terms."""
@@ -482,14 +499,7 @@ def _needs(function: _Function, index: FunctionIndex, depth: int) -> tuple[_Need
         # and the note says so (one tested pointer turns off the reading of all of them)
         index.needs[key] = (_Need("", (), 0, f"{_where(function.node)} (tests an address)"),)
         return index.needs[key]
-    values, types, updated = _local_facts(body)
-    declarator = _function_declarator(function.node)
-    params = _params(declarator) if declarator is not None else ()
-    for param, node in zip(function.params, _param_nodes(function), strict=False):
-        types.setdefault(param, text(node.child_by_field_name("type")) if node else "")
-    pointers = {p.name for p in params if p.pointer} | {
-        n for n, t in types.items() if t.endswith("*")
-    }
+    values, types, updated, params, pointers = _scope(function, index)
     # what reaches memory it was given without being a pointer of its own: a struct parameter
     # (``p.out``) and the names a structured binding of one declares (``[out, in] = p``); an
     # access through them is noted, not read
@@ -598,7 +608,7 @@ def _inline_returns(expression: str, index: FunctionIndex) -> str:
             if inlined is None or len(args) != len(inlined[0]):
                 continue
             bound = dict(zip(inlined[0], args, strict=True))
-            edits.append((start, end, f"({_replace_words(inlined[1], bound)})"))
+            edits.append((start, end, f"({bound_names(inlined[1], bound)})"))
         if not edits:
             return expression
         for start, end, value in sorted(edits, reverse=True):
@@ -663,7 +673,7 @@ def _sites(
                 if at >= len(arg_nodes):
                     continue  # a defaulted pointer: the callee's own (nullptr or a constant)
                 for offset in need.offsets:  # each alternative must hold
-                    moved = (_replace_words(offset, bound),) if offset else ()
+                    moved = (bound_names(offset, bound),) if offset else ()
                     yield _Site(node, arg_nodes[at], moved, need.width, need.where)
 
 
@@ -715,7 +725,7 @@ class VectorGuard:
     extent: str
     """A by-value or template parameter of the kernel."""
     width: str
-    """A by-value or template parameter, or a whole number."""
+    """A by-value or template parameter, or a whole number (a literal's value, in decimal)."""
     where: str
     """The condition as written, with its line, for notes."""
 
@@ -739,15 +749,8 @@ def kernel_vector_guards(definition: Node, index: FunctionIndex) -> tuple[Vector
     body = definition.child_by_field_name("body")
     if function is None or body is None:
         return ()
-    declarator = _function_declarator(definition)
-    params = _params(declarator) if declarator is not None else ()
+    values, types, _, params, pointers = _scope(function, index)
     fixed = set(function.template) | {p.name for p in params if not p.pointer}
-    values, types, _ = _local_facts(body)
-    for param, node in zip(function.params, _param_nodes(function), strict=False):
-        types.setdefault(param, text(node.child_by_field_name("type")) if node else "")
-    pointers = {p.name for p in params if p.pointer} | {
-        n for n, t in types.items() if t.endswith("*") and n not in function.params
-    }
 
     def threaded(expression: str) -> bool:
         return _reads_thread_index(expression, values)
@@ -822,9 +825,10 @@ def _guard(
         if width is None or other is None:
             return None
         width = unparenthesised(width)
+        number = _literal(width)
         launch_value = width.type == "identifier" and text(width) in fixed
-        if (launch_value or _literal(width) is not None) and threaded(text(other)):
-            return text(extent), text(width)
+        if (launch_value or number is not None) and threaded(text(other)):
+            return text(extent), text(width) if number is None else str(number)
     return None
 
 
@@ -991,11 +995,11 @@ def dim_multiples(analysis: Analysis) -> dict[str, int]:
 
 
 def _launch_value(name: str, bindings: dict[str, Binding | _Value]) -> str | None:
-    """What the launch gives a kernel parameter or template parameter, over the dims (a number
-    as itself), or None where it gives no expression."""
-    number = re.fullmatch(r"(0[xX][0-9a-fA-F]+|\d+)[uUlL]*", name)
-    if number:
-        return str(int(number[1], 0))
+    """What the launch gives a kernel parameter or template parameter, over the dims (a whole
+    number, as :func:`_guard` writes a literal width, as itself), or None where it gives no
+    expression."""
+    if name.isdigit():
+        return name
     binding = bindings.get(name)
     return binding.value if binding is not None and binding.kind == "expr" else None
 
